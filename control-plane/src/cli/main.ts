@@ -1,0 +1,163 @@
+import { parseArgs } from "node:util";
+import { TEAM_ROLES, TOKEN_SCOPES, type TeamRole, type TokenScope } from "@capstan/shared";
+import { ConfigError, loadConfig } from "../config.js";
+import { openInstanceData } from "../instance.js";
+import { AdminError } from "../services/admin.js";
+import { serve } from "../server.js";
+
+const USAGE = `usage: capstan <command> [options]
+
+  serve                                         run the control plane (PLATFORM_* settings)
+  migrate                                       apply pending database migrations
+  team create --name NAME [--description D]     prints the new team id
+  team list
+  user create --name NAME --email EMAIL         prints the new user id
+  user list
+  member add --team ID --user ID --role owner|admin|member|viewer
+  member remove --team ID --user ID
+  member list --team ID
+  token create --team ID --name NAME --scopes read,write,deploy [--user ID] [--expires-in-days N]
+                                                prints the token (shown once)
+  token list [--team ID]
+  token revoke --id ID
+
+Configuration comes from the environment: PLATFORM_DATA_DIR, DATABASE_URL, ... (see README).`;
+
+class UsageError extends Error {}
+
+function need(values: Record<string, unknown>, name: string): string {
+  const v = values[name];
+  if (typeof v !== "string" || v.trim() === "") throw new UsageError(`--${name} is required`);
+  return v.trim();
+}
+
+function intOf(values: Record<string, unknown>, name: string): number {
+  const raw = need(values, name);
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer`);
+  return n;
+}
+
+function scopesOf(raw: string): TokenScope[] {
+  const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  const bad = list.filter((s) => !(TOKEN_SCOPES as readonly string[]).includes(s));
+  if (bad.length || !list.length) throw new UsageError(`--scopes takes a comma list of ${TOKEN_SCOPES.join(", ")}`);
+  return list as TokenScope[];
+}
+
+const out = (line: string) => process.stdout.write(line + "\n");
+const date = (d: Date | null) => (d ? d.toISOString() : "-");
+
+async function run(argv: string[]): Promise<number> {
+  const [group, action, ...rest] = argv;
+  if (!group || group === "help" || group === "--help" || group === "-h") {
+    out(USAGE);
+    return group ? 0 : 2;
+  }
+  const { values } = parseArgs({
+    args: group === "serve" || group === "migrate" ? (action ? [action, ...rest] : []) : rest,
+    options: {
+      name: { type: "string" },
+      description: { type: "string" },
+      email: { type: "string" },
+      team: { type: "string" },
+      user: { type: "string" },
+      role: { type: "string" },
+      scopes: { type: "string" },
+      id: { type: "string" },
+      "expires-in-days": { type: "string" },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+
+  const config = loadConfig();
+  if (group === "serve") {
+    await serve(config);
+    return -1; // keeps running
+  }
+  const data = await openInstanceData(config);
+  const { admin } = data;
+  try {
+    switch (`${group} ${action ?? ""}`.trim()) {
+      case "migrate":
+        for (const m of data.migrationsApplied) out(m);
+        return 0;
+      case "team create":
+        out(String(await admin.createTeam(need(values, "name"), typeof values.description === "string" ? values.description : "")));
+        return 0;
+      case "team list":
+        for (const t of await admin.listTeams()) out(`${t.id}\t${t.name}\t${t._count.memberships} members`);
+        return 0;
+      case "user create":
+        out(String(await admin.createUser(need(values, "name"), need(values, "email"))));
+        return 0;
+      case "user list":
+        for (const u of await admin.listUsers()) out(`${u.id}\t${u.name}\t${u.email}`);
+        return 0;
+      case "member add": {
+        const role = need(values, "role");
+        if (!(TEAM_ROLES as readonly string[]).includes(role)) throw new UsageError(`--role must be one of ${TEAM_ROLES.join(", ")}`);
+        await admin.setMember(intOf(values, "team"), intOf(values, "user"), role as TeamRole);
+        return 0;
+      }
+      case "member remove":
+        await admin.removeMember(intOf(values, "team"), intOf(values, "user"));
+        return 0;
+      case "member list":
+        for (const m of await admin.listMembers(intOf(values, "team"))) out(`${m.user.id}\t${m.user.name}\t${m.user.email}\t${m.role}`);
+        return 0;
+      case "token create": {
+        const days = values["expires-in-days"];
+        let expiresAt: Date | undefined;
+        if (days !== undefined) {
+          const n = Number(days);
+          if (!Number.isInteger(n) || n < 1) throw new UsageError("--expires-in-days must be a positive integer");
+          expiresAt = new Date(Date.now() + n * 86_400_000);
+        }
+        const token = await admin.createToken({
+          teamId: intOf(values, "team"),
+          name: need(values, "name"),
+          scopes: scopesOf(need(values, "scopes")),
+          userId: values.user === undefined ? undefined : intOf(values, "user"),
+          expiresAt,
+        });
+        out(token);
+        return 0;
+      }
+      case "token list": {
+        const tokens = await admin.listTokens(values.team === undefined ? undefined : intOf(values, "team"));
+        for (const t of tokens) {
+          const status = t.revokedAt ? "revoked" : t.expiresAt && t.expiresAt <= new Date() ? "expired" : "active";
+          out(`${t.id}\tteam ${t.teamId}\t${t.name}\t${t.scopes}\tuser ${t.userId ?? "-"}\tlast used ${date(t.lastUsedAt)}\t${status}`);
+        }
+        return 0;
+      }
+      case "token revoke":
+        await admin.revokeToken(intOf(values, "id"));
+        return 0;
+      default:
+        throw new UsageError(`unknown command: ${group} ${action ?? ""}`.trim());
+    }
+  } finally {
+    await data.database.close();
+  }
+}
+
+export async function main(argv = process.argv.slice(2)): Promise<void> {
+  try {
+    const code = await run(argv);
+    if (code >= 0) process.exit(code);
+  } catch (err) {
+    if (err instanceof UsageError || (err as { code?: string }).code?.startsWith?.("ERR_PARSE_ARGS")) {
+      process.stderr.write(`capstan: ${(err as Error).message}\n\n${USAGE}\n`);
+      process.exit(2);
+    }
+    if (err instanceof ConfigError || err instanceof AdminError) {
+      process.stderr.write(`capstan: ${err.message}\n`);
+      process.exit(1);
+    }
+    process.stderr.write(`capstan: ${(err as Error).stack ?? String(err)}\n`);
+    process.exit(1);
+  }
+}

@@ -1,0 +1,36 @@
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
+import { PrismaPg } from "@prisma/adapter-pg";
+import { PrismaClient as SqliteClient } from "./generated/sqlite/client.js";
+import { PrismaClient as PostgresClient } from "./generated/postgresql/client.js";
+import type { DatabaseConfig } from "../config.js";
+
+/**
+ * The two generated clients share one model API (they come from one schema); the
+ * SQLite client's type stands for both so services are written once.
+ */
+export type Db = InstanceType<typeof SqliteClient>;
+export type { Prisma } from "./generated/sqlite/client.js";
+
+export interface Database {
+  prisma: Db;
+  kind: DatabaseConfig["kind"];
+  close(): Promise<void>;
+}
+
+export async function openDatabase(config: DatabaseConfig): Promise<Database> {
+  if (config.kind === "sqlite") {
+    mkdirSync(dirname(config.file), { recursive: true });
+    const prisma = new SqliteClient({ adapter: new PrismaBetterSqlite3({ url: config.file, timeout: 10_000 }) });
+    // WAL is persistent in the file (set by the migrator); these two are per connection.
+    await prisma.$executeRawUnsafe("PRAGMA synchronous = NORMAL");
+    await prisma.$executeRawUnsafe("PRAGMA foreign_keys = ON");
+    return { prisma, kind: "sqlite", close: () => prisma.$disconnect() };
+  }
+  const prisma = new PostgresClient({
+    adapter: new PrismaPg({ connectionString: config.url, max: 20 }),
+  }) as unknown as Db;
+  await prisma.$queryRawUnsafe("SELECT 1");
+  return { prisma, kind: "postgresql", close: () => prisma.$disconnect() };
+}

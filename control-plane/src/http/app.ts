@@ -1,0 +1,126 @@
+import express, { type Express, type RequestHandler } from "express";
+import { pinoHttp } from "pino-http";
+import { randomUUID } from "node:crypto";
+import type { z } from "zod";
+import type { Logger } from "pino";
+import type { Services } from "../services/index.js";
+import { AppError, errorMiddleware, fieldErrorsOf, invalid, unknownRoute, type FieldErrors } from "./errors.js";
+import { requireAuth, requireScope, resolveToken } from "./auth.js";
+import { expressPath, type AnyRoute } from "./route.js";
+import { routes as defaultRoutes } from "./routes/index.js";
+import { openApiDocument } from "./openapi.js";
+import { docsRouter } from "./docs.js";
+
+export interface AppDeps {
+  services: Services;
+  log: Logger;
+  rateLimit: RequestHandler;
+  maxBodyBytes: number;
+  trustProxy: boolean;
+  /** Readiness probe: resolves when the database answers. */
+  ready(): Promise<void>;
+  routes?: AnyRoute[];
+}
+
+const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
+
+function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldErrors): unknown {
+  if (!schema) return {};
+  const r = schema.safeParse(value);
+  if (r.success) return r.data;
+  Object.assign(errors, fieldErrorsOf(r.error));
+  return undefined;
+}
+
+function handle(r: AnyRoute, services: Services): RequestHandler {
+  return async (req, res, next) => {
+    try {
+      const auth = requireAuth(req);
+      requireScope(auth, r);
+      const errors: FieldErrors = {};
+      const params = parsePart(r.params, req.params, errors);
+      const query = parsePart(r.query, req.query, errors);
+      const body = r.body ? parsePart(r.body, req.body ?? {}, errors) : undefined;
+      if (Object.keys(errors).length) throw invalid(errors);
+      const result = await r.handler({ params, query, body, auth, services, req, res } as never);
+      res.status(result.status ?? 200).json(result.body);
+    } catch (err) {
+      next(err);
+    }
+  };
+}
+
+/** JSON in, JSON out: a body in any other type is refused rather than silently ignored. */
+const requireJsonBody: RequestHandler = (req, _res, next) => {
+  const hasBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
+  if (hasBody && !req.is("application/json") && !req.is("application/*+json")) {
+    return next(new AppError(415, "Send the request body as JSON with Content-Type: application/json."));
+  }
+  next();
+};
+
+/** Builds the HTTP app without listening, so tests and the server share one construction. */
+export function createApp(deps: AppDeps): Express {
+  const routes = deps.routes ?? defaultRoutes;
+  const app = express();
+  app.disable("x-powered-by");
+  app.set("trust proxy", deps.trustProxy);
+  app.set("query parser", "simple");
+
+  app.use(
+    pinoHttp({
+      logger: deps.log,
+      genReqId: (req, res) => {
+        const given = req.headers["x-request-id"];
+        const id = typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
+        res.setHeader("X-Request-Id", id);
+        return id;
+      },
+      // Only method and path: query strings and headers may carry secrets.
+      serializers: {
+        req: (req) => ({ id: req.id, method: req.method, path: String(req.url).split("?")[0] }),
+        res: (res) => ({ statusCode: res.statusCode }),
+      },
+      autoLogging: { ignore: (req) => req.url === "/healthz" || req.url === "/readyz" },
+    }),
+  );
+
+  app.get("/healthz", (_req, res) => {
+    res.json({ status: "ok" });
+  });
+  app.get("/readyz", async (_req, res) => {
+    try {
+      await deps.ready();
+      res.json({ status: "ready" });
+    } catch {
+      res.status(503).json({ status: "unavailable", message: "Database is not reachable." });
+    }
+  });
+
+  const document = openApiDocument(routes);
+  app.get("/api/v1/openapi.json", (_req, res) => {
+    res.json(document);
+  });
+  app.use("/docs", docsRouter());
+
+  const api = express.Router();
+  api.use(resolveToken(deps.services.db));
+  api.use(deps.rateLimit);
+  api.use((req, _res, next) => {
+    try {
+      requireAuth(req);
+      next();
+    } catch (err) {
+      next(err);
+    }
+  });
+  api.use(requireJsonBody);
+  api.use(express.json({ limit: deps.maxBodyBytes, strict: true }));
+  for (const r of routes) api[r.method](expressPath(r.path), handle(r, deps.services));
+  api.use(unknownRoute);
+  app.use("/api/v1", api);
+
+  app.use(unknownRoute);
+  app.use(errorMiddleware(deps.log));
+  return app;
+}

@@ -1,0 +1,69 @@
+import type { RequestHandler } from "express";
+import Database from "better-sqlite3";
+import pg from "pg";
+import { RateLimiterPostgres, RateLimiterRes, RateLimiterSQLite, type RateLimiterAbstract } from "rate-limiter-flexible";
+import type { DatabaseConfig } from "../config.js";
+import { AppError } from "./errors.js";
+
+const WINDOW_SECONDS = 60;
+const TABLE = "rate_limits";
+
+export interface RateLimiter {
+  middleware: RequestHandler;
+  close(): Promise<void>;
+}
+
+/**
+ * Fixed one-minute window per API token (per client address for requests without a valid
+ * token), kept in the instance database so every control-plane replica shares the count.
+ */
+export async function createRateLimiter(db: DatabaseConfig, pointsPerMinute: number): Promise<RateLimiter> {
+  let limiter: RateLimiterAbstract;
+  let close: () => Promise<void>;
+  if (db.kind === "sqlite") {
+    const handle = new Database(db.file, { timeout: 10_000 });
+    handle.pragma("journal_mode = WAL");
+    handle.pragma("synchronous = NORMAL");
+    limiter = await new Promise<RateLimiterAbstract>((resolve, reject) => {
+      const l: RateLimiterAbstract = new RateLimiterSQLite(
+        { storeClient: handle, storeType: "better-sqlite3", tableName: TABLE, points: pointsPerMinute, duration: WINDOW_SECONDS, clearExpiredByTimeout: true },
+        (err?: unknown) => (err ? reject(err) : resolve(l)),
+      );
+    });
+    close = async () => {
+      handle.close();
+    };
+  } else {
+    const pool = new pg.Pool({ connectionString: db.url, max: 5 });
+    limiter = await new Promise<RateLimiterAbstract>((resolve, reject) => {
+      const l: RateLimiterAbstract = new RateLimiterPostgres(
+        { storeClient: pool, tableName: TABLE, points: pointsPerMinute, duration: WINDOW_SECONDS, clearExpiredByTimeout: true },
+        (err?: unknown) => (err ? reject(err) : resolve(l)),
+      );
+    });
+    close = () => pool.end();
+  }
+
+  const headers = (res: RateLimiterRes) => ({
+    "X-RateLimit-Limit": String(pointsPerMinute),
+    "X-RateLimit-Remaining": String(Math.max(0, res.remainingPoints)),
+    "X-RateLimit-Reset": String(Math.ceil((Date.now() + res.msBeforeNext) / 1000)),
+  });
+
+  const middleware: RequestHandler = async (req, res, next) => {
+    const key = req.auth ? `t:${req.auth.tokenId}` : `ip:${req.ip}`;
+    try {
+      const result = await limiter.consume(key);
+      res.set(headers(result));
+      next();
+    } catch (err) {
+      if (err instanceof RateLimiterRes) {
+        const h = headers(err);
+        next(new AppError(429, "Too many requests.", undefined, { ...h, "Retry-After": String(Math.ceil(err.msBeforeNext / 1000)) }));
+      } else {
+        next(err);
+      }
+    }
+  };
+  return { middleware, close };
+}

@@ -1,0 +1,68 @@
+import type { Request, Response } from "express";
+import { z } from "zod";
+import type { TokenScope } from "@capstan/shared";
+import type { AuthContext } from "./auth.js";
+import type { Services } from "../services/index.js";
+
+export type HttpMethod = "get" | "post" | "patch" | "put" | "delete";
+
+type AnyObject = z.ZodObject<z.ZodRawShape>;
+type Infer<T> = T extends z.ZodType ? z.output<T> : Record<string, never>;
+
+export interface HandlerInput<P, Q, B> {
+  params: Infer<P>;
+  query: Infer<Q>;
+  body: Infer<B>;
+  auth: AuthContext;
+  services: Services;
+  req: Request;
+  res: Response;
+}
+
+export interface HandlerResult {
+  status?: number;
+  body: unknown;
+}
+
+export interface ResponseSpec {
+  description: string;
+  schema?: z.ZodType;
+}
+
+/**
+ * One entry of the route table. The table drives the express router, the OpenAPI
+ * document and the cross-team test matrix, so a route exists in all three or none.
+ */
+export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
+  method: HttpMethod;
+  /** OpenAPI form, relative to /api/v1: /projects/{uuid} */
+  path: string;
+  tag: string;
+  summary: string;
+  description?: string;
+  /** Defaults: GET read; everything else write. Deployment triggers say deploy. */
+  scope?: TokenScope;
+  params?: P;
+  query?: Q;
+  body?: B;
+  responses: Record<number, ResponseSpec>;
+  handler(input: HandlerInput<P, Q, B>): Promise<HandlerResult>;
+}
+
+export type AnyRoute = RouteSpec<AnyObject | undefined, AnyObject | undefined, z.ZodType | undefined>;
+
+export function route<
+  P extends AnyObject | undefined = undefined,
+  Q extends AnyObject | undefined = undefined,
+  B extends z.ZodType | undefined = undefined,
+>(spec: RouteSpec<P, Q, B>): AnyRoute {
+  return spec as unknown as AnyRoute;
+}
+
+export function requiredScope(r: Pick<AnyRoute, "method" | "scope">): TokenScope {
+  return r.scope ?? (r.method === "get" ? "read" : "write");
+}
+
+export function expressPath(path: string): string {
+  return path.replace(/\{([a-zA-Z_]+)\}/g, ":$1");
+}

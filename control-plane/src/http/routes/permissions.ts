@@ -1,0 +1,223 @@
+import {
+  abilitiesOf,
+  BulkGrantBody,
+  BulkProjectParams,
+  CountBody,
+  EnvironmentPermissionList,
+  EnvironmentPermissionParams,
+  EnvironmentPermissionQuery,
+  EnvironmentPermissionSummary,
+  GrantEnvironmentPermissionBody,
+  GrantProjectPermissionBody,
+  MessageBody,
+  PaginationQuery,
+  type PermissionLevel,
+  ProjectPermission,
+  ProjectPermissionList,
+  ProjectPermissionParams,
+  ProjectPermissionQuery,
+  ProjectPermissionSummary,
+  UpdateProjectPermissionBody,
+} from "@capstan/shared";
+import { z } from "zod";
+import { paginate } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR, iso } from "../dto.js";
+import type { EnvironmentPermissionRow, ProjectPermissionRow } from "../../services/permissions.js";
+
+const projectPermissionDto = (p: ProjectPermissionRow) => ({
+  id: p.id,
+  project_uuid: p.project.uuid,
+  project_name: p.project.name,
+  user_id: p.userId,
+  user_name: p.user.name,
+  user_email: p.user.email,
+  ...abilitiesOf(p.level as PermissionLevel),
+  permission_level: p.level as PermissionLevel,
+  created_at: iso(p.createdAt),
+  updated_at: iso(p.updatedAt),
+});
+
+const projectPermissionSummary = (p: ProjectPermissionRow) => ({
+  id: p.id,
+  project_uuid: p.project.uuid,
+  user_id: p.userId,
+  ...abilitiesOf(p.level as PermissionLevel),
+});
+
+const environmentPermissionDto = (p: EnvironmentPermissionRow) => ({
+  id: p.id,
+  environment_id: p.environmentId,
+  environment_name: p.environment.name,
+  project_uuid: p.environment.project.uuid,
+  user_id: p.userId,
+  user_name: p.user.name,
+  ...abilitiesOf(p.level as PermissionLevel),
+  permission_level: p.level as PermissionLevel,
+  created_at: iso(p.createdAt),
+});
+
+const mutation = <T extends z.ZodType>(data: T) => z.object({ message: z.string(), data });
+const ProjectListQuery = ProjectPermissionQuery.extend(PaginationQuery.shape);
+const EnvironmentListQuery = EnvironmentPermissionQuery.extend(PaginationQuery.shape);
+
+export const permissionRoutes = [
+  route({
+    method: "get",
+    path: "/permissions/project",
+    tag: "Permissions",
+    summary: "List project permissions (members see only their own)",
+    query: ProjectListQuery,
+    responses: { 200: { description: "Permissions", schema: ProjectPermissionList }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
+    async handler({ auth, services, query }) {
+      const filter = { project_uuid: query.project_uuid, user_id: query.user_id };
+      return {
+        body: await paginate(
+          query,
+          () => services.permissions.countProject(auth, filter),
+          async (w) => (await services.permissions.listProject(auth, filter, w)).map(projectPermissionDto),
+        ),
+      };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/permissions/project/bulk",
+    tag: "Permissions",
+    summary: "Grant a level on a project to every member and viewer of the team",
+    body: BulkGrantBody,
+    responses: { 200: { description: "Granted", schema: CountBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ auth, services, body }) {
+      const count = await services.permissions.bulkGrant(auth, body.project_uuid, body.permission_level);
+      return { body: { message: `Access granted to ${count} members.`, count } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/permissions/project/bulk/{project_uuid}",
+    tag: "Permissions",
+    summary: "Remove all user access (project grants and environment overrides) from a project",
+    params: BulkProjectParams,
+    responses: { 200: { description: "Revoked", schema: CountBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      const count = await services.permissions.bulkRevoke(auth, params.project_uuid);
+      return { body: { message: `Removed ${count} permissions.`, count } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/permissions/project/{id}",
+    tag: "Permissions",
+    summary: "Get a project permission",
+    params: ProjectPermissionParams,
+    responses: { 200: { description: "Permission", schema: ProjectPermission }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      return { body: projectPermissionDto(await services.permissions.getProject(auth, params.id)) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/permissions/project",
+    tag: "Permissions",
+    summary: "Grant a member access to a project",
+    body: GrantProjectPermissionBody,
+    responses: {
+      201: { description: "Granted", schema: mutation(ProjectPermissionSummary) },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      409: ERR[409],
+      422: ERR[422],
+    },
+    async handler({ auth, services, body }) {
+      const p = await services.permissions.grantProject(auth, body);
+      return { status: 201, body: { message: "Permission granted.", data: projectPermissionSummary(p) } };
+    },
+  }),
+  route({
+    method: "put",
+    path: "/permissions/project/{id}",
+    tag: "Permissions",
+    summary: "Change the level of a project permission",
+    params: ProjectPermissionParams,
+    body: UpdateProjectPermissionBody,
+    responses: {
+      200: { description: "Updated", schema: mutation(ProjectPermissionSummary) },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, body }) {
+      const p = await services.permissions.updateProject(auth, params.id, body.permission_level);
+      return { body: { message: "Permission updated.", data: projectPermissionSummary(p) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/permissions/project/{id}",
+    tag: "Permissions",
+    summary: "Revoke a project permission",
+    params: ProjectPermissionParams,
+    responses: { 200: { description: "Revoked", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      await services.permissions.revokeProject(auth, params.id);
+      return { body: { message: "Permission revoked." } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/permissions/environment",
+    tag: "Permissions",
+    summary: "List environment overrides (members see only their own)",
+    query: EnvironmentListQuery,
+    responses: { 200: { description: "Overrides", schema: EnvironmentPermissionList }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
+    async handler({ auth, services, query }) {
+      const filter = { environment_id: query.environment_id, user_id: query.user_id };
+      return {
+        body: await paginate(
+          query,
+          () => services.permissions.countEnvironment(auth, filter),
+          async (w) => (await services.permissions.listEnvironment(auth, filter, w)).map(environmentPermissionDto),
+        ),
+      };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/permissions/environment",
+    tag: "Permissions",
+    summary: "Override a member's project permission for one environment",
+    body: GrantEnvironmentPermissionBody,
+    responses: {
+      201: { description: "Granted", schema: mutation(EnvironmentPermissionSummary) },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      409: ERR[409],
+      422: ERR[422],
+    },
+    async handler({ auth, services, body }) {
+      const p = await services.permissions.grantEnvironment(auth, body);
+      return {
+        status: 201,
+        body: {
+          message: "Environment permission granted.",
+          data: { id: p.id, environment_id: p.environmentId, user_id: p.userId, ...abilitiesOf(p.level as PermissionLevel) },
+        },
+      };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/permissions/environment/{id}",
+    tag: "Permissions",
+    summary: "Remove an environment override (the project-level permission applies again)",
+    params: EnvironmentPermissionParams,
+    responses: { 200: { description: "Removed", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      await services.permissions.revokeEnvironment(auth, params.id);
+      return { body: { message: "Environment permission removed; the project-level permission applies." } };
+    },
+  }),
+];

@@ -1,0 +1,174 @@
+import {
+  CreateEnvironmentBody,
+  CreatedProject,
+  CreateProjectBody,
+  EnvironmentDetail,
+  EnvironmentList,
+  EnvironmentParams,
+  MessageBody,
+  PaginationQuery,
+  Project,
+  ProjectList,
+  ProjectParams,
+  UpdateProjectBody,
+} from "@capstan/shared";
+import { z } from "zod";
+import { paginate } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR, iso } from "../dto.js";
+import type { ProjectWithEnvironments } from "../../services/projects.js";
+
+type EnvRecord = { id: number; uuid: string; name: string; createdAt: Date };
+
+const environmentDto = (e: EnvRecord) => ({ id: e.id, uuid: e.uuid, name: e.name, created_at: iso(e.createdAt) });
+
+const projectDto = (p: ProjectWithEnvironments) => ({
+  uuid: p.uuid,
+  name: p.name,
+  description: p.description,
+  environments: p.environments.map(environmentDto),
+  created_at: iso(p.createdAt),
+});
+
+const CreatedEnvironment = z.object({ message: z.string(), data: z.object({ id: z.number().int(), name: z.string() }) });
+const UpdatedProject = z.object({ message: z.string(), data: Project });
+
+export const projectRoutes = [
+  route({
+    method: "get",
+    path: "/projects",
+    tag: "Projects",
+    summary: "List projects",
+    query: PaginationQuery,
+    responses: { 200: { description: "Projects", schema: ProjectList }, 401: ERR[401], 403: ERR[403] },
+    async handler({ auth, services, query }) {
+      return {
+        body: await paginate(
+          query,
+          () => services.projects.count(auth),
+          async (w) => (await services.projects.list(auth, w)).map(projectDto),
+        ),
+      };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/projects",
+    tag: "Projects",
+    summary: "Create a project (with its production environment)",
+    body: CreateProjectBody,
+    responses: { 201: { description: "Created", schema: CreatedProject }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
+    async handler({ auth, services, body }) {
+      const p = await services.projects.create(auth, body);
+      return {
+        status: 201,
+        body: {
+          uuid: p.uuid,
+          name: p.name,
+          description: p.description,
+          environments: p.environments.map((e) => ({ id: e.id, name: e.name })),
+        },
+      };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/projects/{uuid}",
+    tag: "Projects",
+    summary: "Get a project with its environments",
+    params: ProjectParams,
+    responses: { 200: { description: "Project", schema: Project }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      return { body: projectDto(await services.projects.find(auth, params.uuid)) };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/projects/{uuid}",
+    tag: "Projects",
+    summary: "Update a project's name or description",
+    params: ProjectParams,
+    body: UpdateProjectBody,
+    responses: { 200: { description: "Updated", schema: UpdatedProject }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ auth, services, params, body }) {
+      const p = await services.projects.update(auth, params.uuid, body);
+      return { body: { message: "Project updated.", data: projectDto(p) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/projects/{uuid}",
+    tag: "Projects",
+    summary: "Delete a project with all its environments and resources",
+    params: ProjectParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      await services.projects.remove(auth, params.uuid);
+      return { body: { message: "Project deleted." } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/projects/{uuid}/environments",
+    tag: "Projects",
+    summary: "List a project's environments",
+    params: ProjectParams,
+    query: PaginationQuery,
+    responses: { 200: { description: "Environments", schema: EnvironmentList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params, query }) {
+      const p = await services.projects.find(auth, params.uuid);
+      const all = p.environments.map(environmentDto);
+      return {
+        body: await paginate(
+          query,
+          async () => all.length,
+          async (w) => all.slice(w.skip ?? 0, w.take === undefined ? undefined : (w.skip ?? 0) + w.take),
+        ),
+      };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/projects/{uuid}/environments",
+    tag: "Projects",
+    summary: "Create an environment",
+    params: ProjectParams,
+    body: CreateEnvironmentBody,
+    responses: {
+      201: { description: "Created", schema: CreatedEnvironment },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      409: ERR[409],
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, body }) {
+      const e = await services.projects.createEnvironment(auth, params.uuid, body.name);
+      return { status: 201, body: { message: "Environment created.", data: { id: e.id, name: e.name } } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/projects/{uuid}/{environment_name_or_uuid}",
+    tag: "Projects",
+    summary: "Get an environment by name or uuid",
+    params: EnvironmentParams,
+    responses: { 200: { description: "Environment", schema: EnvironmentDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      const { project, environment } = await services.projects.findEnvironment(auth, params.uuid, params.environment_name_or_uuid);
+      return { body: { ...environmentDto(environment), project_uuid: project.uuid, project_name: project.name } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/projects/{uuid}/environments/{environment_name_or_uuid}",
+    tag: "Projects",
+    summary: "Delete an environment with all its resources",
+    params: EnvironmentParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      await services.projects.removeEnvironment(auth, params.uuid, params.environment_name_or_uuid);
+      return { body: { message: "Environment deleted." } };
+    },
+  }),
+];

@@ -1,0 +1,139 @@
+import type { PermissionLevel } from "@capstan/shared";
+import type { Db } from "../db/client.js";
+import type { AuthContext } from "../http/auth.js";
+import { forbidden, notFound } from "../http/errors.js";
+
+/** What an action needs, in the terms of the spec's ability table. */
+export type Need = "view" | "deploy" | "manage" | "delete";
+
+const LEVEL_ALLOWS: Record<PermissionLevel, ReadonlySet<Need>> = {
+  view_only: new Set(["view"]),
+  deploy: new Set(["view", "deploy"]),
+  full_access: new Set(["view", "deploy", "manage", "delete"]),
+};
+
+interface Grants {
+  projects: Map<number, PermissionLevel>;
+  /** environment id -> [project id, level] */
+  environments: Map<number, { projectId: number; level: PermissionLevel }>;
+}
+
+export interface ProjectRef {
+  id: number;
+}
+export interface EnvironmentRef {
+  id: number;
+  projectId: number;
+}
+
+/**
+ * The single place where team roles and project/environment permissions are resolved
+ * (spec section 5). Every resource that lives in a project asks here; the answer is 404
+ * when the caller may not even see the object and 403 when it may see but not act.
+ */
+export class AccessService {
+  private readonly cache = new WeakMap<AuthContext, Promise<Grants>>();
+
+  constructor(private readonly db: Db) {}
+
+  /** Owner and admin (and team automation tokens) bypass every permission check. */
+  bypasses(auth: AuthContext): boolean {
+    return auth.role === "owner" || auth.role === "admin";
+  }
+
+  isTeamAdmin(auth: AuthContext): boolean {
+    return this.bypasses(auth);
+  }
+
+  requireTeamAdmin(auth: AuthContext, what: string): void {
+    if (!this.isTeamAdmin(auth)) throw forbidden(`Only team owners and admins can ${what}.`);
+  }
+
+  private grants(auth: AuthContext): Promise<Grants> {
+    let p = this.cache.get(auth);
+    if (!p) {
+      p = this.loadGrants(auth);
+      this.cache.set(auth, p);
+    }
+    return p;
+  }
+
+  private async loadGrants(auth: AuthContext): Promise<Grants> {
+    const grants: Grants = { projects: new Map(), environments: new Map() };
+    if (auth.userId === null) return grants;
+    const [projects, environments] = await Promise.all([
+      this.db.projectPermission.findMany({
+        where: { userId: auth.userId, project: { teamId: auth.teamId } },
+        select: { projectId: true, level: true },
+      }),
+      this.db.environmentPermission.findMany({
+        where: { userId: auth.userId, environment: { project: { teamId: auth.teamId } } },
+        select: { environmentId: true, level: true, environment: { select: { projectId: true } } },
+      }),
+    ]);
+    for (const p of projects) grants.projects.set(p.projectId, p.level as PermissionLevel);
+    for (const e of environments) {
+      grants.environments.set(e.environmentId, { projectId: e.environment.projectId, level: e.level as PermissionLevel });
+    }
+    return grants;
+  }
+
+  /**
+   * A viewer is read-only everywhere in its team: grants never lift it above view_only, and it
+   * sees every project without one (docs/decisions.md).
+   */
+  private cap(auth: AuthContext, level: PermissionLevel | null): PermissionLevel | null {
+    if (auth.role === "viewer") return "view_only";
+    return level;
+  }
+
+  async projectLevel(auth: AuthContext, projectId: number): Promise<PermissionLevel | null> {
+    if (this.bypasses(auth)) return "full_access";
+    const g = await this.grants(auth);
+    return this.cap(auth, g.projects.get(projectId) ?? null);
+  }
+
+  /** The environment override when one exists, else the project-level permission. */
+  async environmentLevel(auth: AuthContext, env: EnvironmentRef): Promise<PermissionLevel | null> {
+    if (this.bypasses(auth)) return "full_access";
+    const g = await this.grants(auth);
+    const override = g.environments.get(env.id);
+    return this.cap(auth, override ? override.level : (g.projects.get(env.projectId) ?? null));
+  }
+
+  /** A project is visible with a project-level grant or with a visible environment in it. */
+  async canSeeProject(auth: AuthContext, projectId: number): Promise<boolean> {
+    if (this.bypasses(auth) || auth.role === "viewer") return true;
+    const g = await this.grants(auth);
+    if (g.projects.has(projectId)) return true;
+    for (const e of g.environments.values()) if (e.projectId === projectId) return true;
+    return false;
+  }
+
+  async assertProject(auth: AuthContext, project: ProjectRef, need: Need, what = "Project"): Promise<void> {
+    if (!(await this.canSeeProject(auth, project.id))) throw notFound(what);
+    if (need === "view") return;
+    const level = await this.projectLevel(auth, project.id);
+    if (!level || !LEVEL_ALLOWS[level].has(need)) throw forbidden();
+  }
+
+  async assertEnvironment(auth: AuthContext, env: EnvironmentRef, need: Need, what = "Environment"): Promise<void> {
+    const level = await this.environmentLevel(auth, env);
+    if (!level) throw notFound(what);
+    if (!LEVEL_ALLOWS[level].has(need)) throw forbidden();
+  }
+
+  /** Filter for list queries: null means "no restriction inside the team". */
+  async visibleProjectIds(auth: AuthContext): Promise<number[] | null> {
+    if (this.bypasses(auth) || auth.role === "viewer") return null;
+    const g = await this.grants(auth);
+    const ids = new Set(g.projects.keys());
+    for (const e of g.environments.values()) ids.add(e.projectId);
+    return [...ids];
+  }
+
+  /** Whether the caller sees one environment of a project it can see. */
+  async canSeeEnvironment(auth: AuthContext, env: EnvironmentRef): Promise<boolean> {
+    return (await this.environmentLevel(auth, env)) !== null;
+  }
+}

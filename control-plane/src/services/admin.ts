@@ -1,0 +1,142 @@
+import { TOKEN_SCOPES, type TeamRole, type TokenScope } from "@capstan/shared";
+import type { Db } from "../db/client.js";
+import { isUniqueViolation } from "../db/errors.js";
+import { generateApiToken, hashApiToken } from "../crypto/api-token.js";
+
+export class AdminError extends Error {}
+
+/**
+ * Instance administration behind the `capstan` command line: teams, users, memberships and
+ * API tokens. The REST API deliberately has no endpoint for these (spec 4.1 and 5).
+ */
+export class AdminService {
+  constructor(private readonly db: Db) {}
+
+  async createTeam(name: string, description = ""): Promise<number> {
+    const team = await this.db.team.create({ data: { name, description } });
+    return team.id;
+  }
+
+  listTeams() {
+    return this.db.team.findMany({ orderBy: { id: "asc" }, include: { _count: { select: { memberships: true } } } });
+  }
+
+  async createUser(name: string, email: string): Promise<number> {
+    try {
+      return (await this.db.user.create({ data: { name, email: email.toLowerCase() } })).id;
+    } catch (err) {
+      if (isUniqueViolation(err)) throw new AdminError(`a user with email ${email} already exists`);
+      throw err;
+    }
+  }
+
+  listUsers() {
+    return this.db.user.findMany({ orderBy: { id: "asc" } });
+  }
+
+  private async requireTeam(teamId: number) {
+    const team = await this.db.team.findUnique({ where: { id: teamId } });
+    if (!team) throw new AdminError(`team ${teamId} does not exist`);
+    return team;
+  }
+
+  private async requireUser(userId: number) {
+    const user = await this.db.user.findUnique({ where: { id: userId } });
+    if (!user) throw new AdminError(`user ${userId} does not exist`);
+    return user;
+  }
+
+  /** Adds the user to the team or changes its role there. */
+  async setMember(teamId: number, userId: number, role: TeamRole): Promise<void> {
+    await this.requireTeam(teamId);
+    await this.requireUser(userId);
+    await this.db.membership.upsert({
+      where: { teamId_userId: { teamId, userId } },
+      create: { teamId, userId, role },
+      update: { role },
+    });
+  }
+
+  /** Removing a member also ends its tokens for that team and its grants there. */
+  async removeMember(teamId: number, userId: number): Promise<void> {
+    await this.db.$transaction(async (tx) => {
+      const m = await tx.membership.findUnique({ where: { teamId_userId: { teamId, userId } } });
+      if (!m) throw new AdminError(`user ${userId} is not a member of team ${teamId}`);
+      await tx.membership.delete({ where: { id: m.id } });
+      await tx.apiToken.updateMany({ where: { teamId, userId, revokedAt: null }, data: { revokedAt: new Date() } });
+      await tx.projectPermission.deleteMany({ where: { userId, project: { teamId } } });
+      await tx.environmentPermission.deleteMany({ where: { userId, environment: { project: { teamId } } } });
+    });
+  }
+
+  listMembers(teamId: number) {
+    return this.db.membership.findMany({ where: { teamId }, include: { user: true }, orderBy: { id: "asc" } });
+  }
+
+  /** Returns the token; only its hash is stored, so this is the one time it is seen. */
+  async createToken(input: {
+    teamId: number;
+    name: string;
+    scopes: TokenScope[];
+    userId?: number | undefined;
+    expiresAt?: Date | undefined;
+  }): Promise<string> {
+    await this.requireTeam(input.teamId);
+    if (input.userId !== undefined) {
+      const m = await this.db.membership.findUnique({ where: { teamId_userId: { teamId: input.teamId, userId: input.userId } } });
+      if (!m) throw new AdminError(`user ${input.userId} is not a member of team ${input.teamId}`);
+    }
+    const scopes = TOKEN_SCOPES.filter((s) => input.scopes.includes(s));
+    if (!scopes.length) throw new AdminError("a token needs at least one scope");
+    const token = generateApiToken();
+    await this.db.apiToken.create({
+      data: {
+        teamId: input.teamId,
+        userId: input.userId ?? null,
+        name: input.name,
+        secretHash: hashApiToken(token),
+        scopes: scopes.join(","),
+        expiresAt: input.expiresAt ?? null,
+      },
+    });
+    return token;
+  }
+
+  listTokens(teamId?: number) {
+    return this.db.apiToken.findMany({
+      where: teamId === undefined ? {} : { teamId },
+      orderBy: { id: "asc" },
+      select: { id: true, teamId: true, userId: true, name: true, scopes: true, lastUsedAt: true, expiresAt: true, revokedAt: true, createdAt: true },
+    });
+  }
+
+  async revokeToken(id: number): Promise<void> {
+    const t = await this.db.apiToken.findUnique({ where: { id } });
+    if (!t) throw new AdminError(`token ${id} does not exist`);
+    if (!t.revokedAt) await this.db.apiToken.update({ where: { id }, data: { revokedAt: new Date() } });
+  }
+
+  /**
+   * First start: a root team, its owner and one full-scope token. The marker row makes this
+   * happen once even when several replicas start together.
+   */
+  async bootstrapRoot(rootEmail: string): Promise<string | null> {
+    if ((await this.db.team.count()) > 0) return null;
+    try {
+      return await this.db.$transaction(async (tx) => {
+        await tx.instanceSetting.create({ data: { key: "root_bootstrapped", value: new Date().toISOString() } });
+        const team = await tx.team.create({ data: { name: "Root Team", description: "Created on first start" } });
+        const user = await tx.user.upsert({ where: { email: rootEmail }, create: { name: "root", email: rootEmail }, update: {} });
+        await tx.membership.create({ data: { teamId: team.id, userId: user.id, role: "owner" } });
+        const token = generateApiToken();
+        await tx.apiToken.create({
+          data: { teamId: team.id, userId: user.id, name: "root", secretHash: hashApiToken(token), scopes: TOKEN_SCOPES.join(",") },
+        });
+        return token;
+      });
+    } catch (err) {
+      if (isUniqueViolation(err)) return null;
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,90 @@
+import type { Db } from "../db/client.js";
+import type { AuthContext } from "../http/auth.js";
+import { invalid, notFound } from "../http/errors.js";
+import { newUuid } from "../lib/ids.js";
+import { parsePrivateKey } from "../crypto/ssh-key.js";
+import type { SecretBox } from "../crypto/secret-box.js";
+import type { AccessService } from "./access.js";
+
+type Window = { skip?: number; take?: number };
+
+/**
+ * SSH private keys of a team (/security/keys). The private part is sealed with the instance
+ * key and never leaves the control plane through the API; only servers and deploy-key
+ * clones use it.
+ */
+export class PrivateKeyService {
+  constructor(
+    private readonly db: Db,
+    private readonly access: AccessService,
+    private readonly box: SecretBox,
+  ) {}
+
+  private parse(text: string) {
+    const parsed = parsePrivateKey(text);
+    if ("error" in parsed) throw invalid({ private_key: [parsed.error] });
+    return parsed;
+  }
+
+  count(auth: AuthContext) {
+    return this.db.privateKey.count({ where: { teamId: auth.teamId } });
+  }
+
+  list(auth: AuthContext, window: Window) {
+    return this.db.privateKey.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, ...window });
+  }
+
+  async get(auth: AuthContext, uuid: string) {
+    const key = await this.db.privateKey.findFirst({ where: { uuid, teamId: auth.teamId } });
+    if (!key) throw notFound("Private key");
+    return key;
+  }
+
+  /** The decrypted key, for server connections and git clones inside the control plane. */
+  async reveal(teamId: number, uuid: string): Promise<string> {
+    const key = await this.db.privateKey.findFirst({ where: { uuid, teamId } });
+    if (!key) throw notFound("Private key");
+    return this.box.open(key.privateKeyEncrypted);
+  }
+
+  async create(auth: AuthContext, input: { name: string; description?: string | undefined; private_key: string }) {
+    this.access.requireTeamAdmin(auth, "manage private keys");
+    const parsed = this.parse(input.private_key);
+    return this.db.privateKey.create({
+      data: {
+        uuid: newUuid(),
+        teamId: auth.teamId,
+        name: input.name,
+        description: input.description ?? "",
+        privateKeyEncrypted: this.box.seal(input.private_key.trim() + "\n"),
+        publicKey: parsed.publicKey,
+        fingerprint: parsed.fingerprint,
+      },
+    });
+  }
+
+  async update(
+    auth: AuthContext,
+    uuid: string,
+    input: { name?: string | undefined; description?: string | undefined; private_key?: string | undefined },
+  ) {
+    this.access.requireTeamAdmin(auth, "manage private keys");
+    const key = await this.get(auth, uuid);
+    const data: Record<string, string> = {};
+    if (input.name !== undefined) data.name = input.name;
+    if (input.description !== undefined) data.description = input.description;
+    if (input.private_key !== undefined) {
+      const parsed = this.parse(input.private_key);
+      data.privateKeyEncrypted = this.box.seal(input.private_key.trim() + "\n");
+      data.publicKey = parsed.publicKey;
+      data.fingerprint = parsed.fingerprint;
+    }
+    return this.db.privateKey.update({ where: { id: key.id }, data });
+  }
+
+  async remove(auth: AuthContext, uuid: string): Promise<void> {
+    this.access.requireTeamAdmin(auth, "manage private keys");
+    const key = await this.get(auth, uuid);
+    await this.db.privateKey.delete({ where: { id: key.id } });
+  }
+}

@@ -1,0 +1,32 @@
+import type { Db } from "../db/client.js";
+import type { AuthContext } from "../http/auth.js";
+import { notFound } from "../http/errors.js";
+
+/** Read-only team views (spec 4.1). A token sees exactly one team: its own. */
+export class TeamService {
+  constructor(private readonly db: Db) {}
+
+  async get(auth: AuthContext, teamId: number) {
+    if (teamId !== auth.teamId) throw notFound("Team");
+    const team = await this.db.team.findUnique({
+      where: { id: teamId },
+      include: { _count: { select: { memberships: true } } },
+    });
+    if (!team) throw notFound("Team");
+    return team;
+  }
+
+  async members(auth: AuthContext, teamId: number, window: { skip?: number; take?: number }) {
+    if (teamId !== auth.teamId) throw notFound("Team");
+    return this.db.membership.findMany({
+      where: { teamId },
+      orderBy: { id: "asc" },
+      include: { user: true },
+      ...window,
+    });
+  }
+
+  countMembers(teamId: number) {
+    return this.db.membership.count({ where: { teamId } });
+  }
+}

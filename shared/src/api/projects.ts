@@ -1,0 +1,67 @@
+import { z } from "zod";
+import { SLUG_PATTERN, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+
+/** Names that would collide with fixed sub-paths of /projects/{uuid}/... */
+export const RESERVED_ENVIRONMENT_NAMES = ["environments"] as const;
+
+export const EnvironmentName = z
+  .string()
+  .min(1)
+  .max(63)
+  .regex(SLUG_PATTERN, "Use lowercase letters, digits and hyphens (no leading, trailing or double hyphens).")
+  .refine((n) => !(RESERVED_ENVIRONMENT_NAMES as readonly string[]).includes(n), "This name is reserved.");
+
+export const Environment = z
+  .object({ id: z.number().int(), uuid: z.string(), name: z.string(), created_at: Timestamp })
+  .meta({ id: "Environment" });
+export type Environment = z.infer<typeof Environment>;
+
+export const EnvironmentDetail = Environment.extend({
+  project_uuid: z.string(),
+  project_name: z.string(),
+}).meta({ id: "EnvironmentDetail" });
+export type EnvironmentDetail = z.infer<typeof EnvironmentDetail>;
+
+export const Project = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    description: z.string(),
+    environments: z.array(Environment),
+    created_at: Timestamp,
+  })
+  .meta({ id: "Project" });
+export type Project = z.infer<typeof Project>;
+
+export const ProjectList = listOf(Project);
+
+export const ProjectName = z.string().trim().min(1).max(255);
+export const ProjectDescription = z.string().max(2000);
+
+export const CreateProjectBody = z.object({
+  name: ProjectName,
+  description: ProjectDescription.optional(),
+});
+export const UpdateProjectBody = z
+  .object({ name: ProjectName.optional(), description: ProjectDescription.optional() })
+  .refine((b) => b.name !== undefined || b.description !== undefined, {
+    message: "Provide name or description.",
+    path: ["name"],
+  });
+
+export const CreatedProject = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    description: z.string(),
+    environments: z.array(z.object({ id: z.number().int(), name: z.string() })),
+  })
+  .meta({ id: "CreatedProject" });
+
+export const ProjectParams = z.object({ uuid: resourceId("project", Uuid) });
+export const EnvironmentParams = z.object({
+  uuid: resourceId("project", Uuid),
+  environment_name_or_uuid: resourceId("environment", z.string().min(1).max(64)),
+});
+export const CreateEnvironmentBody = z.object({ name: EnvironmentName });
+export const EnvironmentList = listOf(Environment);

@@ -1,0 +1,24 @@
+import { z } from "zod";
+import { IntId, resourceId, TeamRole, Timestamp, listOf } from "./common.js";
+
+export const Team = z
+  .object({
+    id: z.number().int(),
+    name: z.string(),
+    description: z.string(),
+    created_at: Timestamp,
+  })
+  .meta({ id: "Team" });
+export type Team = z.infer<typeof Team>;
+
+export const TeamDetail = Team.extend({ members_count: z.number().int() }).meta({ id: "TeamDetail" });
+export type TeamDetail = z.infer<typeof TeamDetail>;
+
+export const Member = z
+  .object({ id: z.number().int(), name: z.string(), email: z.string(), role: TeamRole })
+  .meta({ id: "Member" });
+export type Member = z.infer<typeof Member>;
+
+export const TeamIdParams = z.object({ id: resourceId("team", IntId) });
+export const TeamList = listOf(Team);
+export const MemberList = listOf(Member);

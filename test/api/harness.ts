@@ -1,0 +1,151 @@
+import { createServer, type Server } from "node:http";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import { pino } from "pino";
+import { loadConfig, type Config } from "../../control-plane/src/config.js";
+import { createInstance, type Instance } from "../../control-plane/src/instance.js";
+import type { TeamRole, TokenScope } from "@capstan/shared";
+
+/**
+ * A real control plane on a real database, listening on loopback. The database is SQLite
+ * in a temp dir, or a fresh PostgreSQL database when CAPSTAN_TEST_PG_URL names a server
+ * (CI runs the API suite both ways).
+ */
+export interface TestInstance {
+  url: string;
+  config: Config;
+  instance: Instance;
+  rootToken: string;
+  rootTeamId: number;
+  api(token?: string): ApiClient;
+  /** A new team with an owner and a full-scope token (what `capstan team create` + `token create` give). */
+  newTeam(name?: string): Promise<TeamFixture>;
+  /** Adds a user with the role to the team and gives it a token with the scopes. */
+  newMember(teamId: number, role: TeamRole, scopes?: TokenScope[]): Promise<{ userId: number; token: string }>;
+  close(): Promise<void>;
+}
+
+export interface TeamFixture {
+  teamId: number;
+  ownerId: number;
+  token: string;
+  api: ApiClient;
+}
+
+export interface ApiResponse<T = any> {
+  status: number;
+  body: T;
+  headers: Headers;
+}
+
+export interface ApiClient {
+  get<T = any>(path: string, query?: Record<string, string | number>): Promise<ApiResponse<T>>;
+  post<T = any>(path: string, body?: unknown): Promise<ApiResponse<T>>;
+  patch<T = any>(path: string, body?: unknown): Promise<ApiResponse<T>>;
+  put<T = any>(path: string, body?: unknown): Promise<ApiResponse<T>>;
+  delete<T = any>(path: string, body?: unknown): Promise<ApiResponse<T>>;
+  raw(path: string, init: RequestInit): Promise<ApiResponse>;
+}
+
+export function client(baseUrl: string, token?: string): ApiClient {
+  const raw = async (path: string, init: RequestInit): Promise<ApiResponse> => {
+    const headers = new Headers(init.headers);
+    headers.set("Accept", "application/json");
+    if (token && !headers.has("Authorization")) headers.set("Authorization", `Bearer ${token}`);
+    const res = await fetch(baseUrl + path, { ...init, headers });
+    const text = await res.text();
+    let body: unknown = text;
+    try {
+      body = text ? JSON.parse(text) : undefined;
+    } catch {
+      /* non-JSON bodies stay text: tests assert on that */
+    }
+    return { status: res.status, body, headers: res.headers };
+  };
+  const withBody = (method: string) => (path: string, body?: unknown) =>
+    raw(path, {
+      method,
+      ...(body === undefined ? {} : { body: JSON.stringify(body), headers: { "Content-Type": "application/json" } }),
+    });
+  return {
+    get: (path, query) => raw(query ? `${path}?${new URLSearchParams(Object.entries(query).map(([k, v]) => [k, String(v)]))}` : path, { method: "GET" }),
+    post: withBody("POST"),
+    patch: withBody("PATCH"),
+    put: withBody("PUT"),
+    delete: withBody("DELETE"),
+    raw,
+  };
+}
+
+async function freshPostgres(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
+  const name = `capstan_t_${randomBytes(6).toString("hex")}`;
+  const admin = new pg.Client({ connectionString: adminUrl });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const u = new URL(adminUrl);
+  u.pathname = `/${name}`;
+  return {
+    url: u.toString(),
+    async drop() {
+      const c = new pg.Client({ connectionString: adminUrl });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+export async function startTestInstance(env: Record<string, string> = {}): Promise<TestInstance> {
+  const dir = mkdtempSync(join(tmpdir(), "capstan-api-"));
+  const pgAdmin = process.env.CAPSTAN_TEST_PG_URL;
+  const pgDb = pgAdmin ? await freshPostgres(pgAdmin) : null;
+  const config = loadConfig({
+    PLATFORM_DATA_DIR: dir,
+    PLATFORM_LOG_LEVEL: "silent",
+    PLATFORM_RATE_LIMIT_PER_MINUTE: "1000000",
+    ...(pgDb ? { DATABASE_URL: pgDb.url } : {}),
+    ...env,
+  });
+  const instance = await createInstance(config, pino({ level: "silent" }));
+  const rootToken = (await instance.admin.bootstrapRoot(config.rootEmail))!;
+  const rootTeamId = (await instance.database.prisma.team.findFirstOrThrow({ orderBy: { id: "asc" } })).id;
+  const server: Server = createServer(instance.app);
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const addr = server.address();
+  const url = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;
+  let seq = 0;
+
+  const newMember = async (teamId: number, role: TeamRole, scopes: TokenScope[] = ["read", "write", "deploy"]) => {
+    const n = ++seq;
+    const userId = await instance.admin.createUser(`user ${n}`, `user${n}-${randomBytes(3).toString("hex")}@example.test`);
+    await instance.admin.setMember(teamId, userId, role);
+    const token = await instance.admin.createToken({ teamId, userId, name: `t${n}`, scopes });
+    return { userId, token };
+  };
+
+  return {
+    url,
+    config,
+    instance,
+    rootToken,
+    rootTeamId,
+    api: (token?: string) => client(url + "/api/v1", token),
+    async newTeam(name = `team ${++seq}`) {
+      const teamId = await instance.admin.createTeam(name);
+      const owner = await newMember(teamId, "owner");
+      return { teamId, ownerId: owner.userId, token: owner.token, api: client(url + "/api/v1", owner.token) };
+    },
+    newMember,
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await instance.close();
+      if (pgDb) await pgDb.drop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}

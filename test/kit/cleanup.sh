@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Removes everything the tests made on the local engine: every container, network
+# and volume labelled capstan.test=1, and nothing else. Images stay (they are a cache).
+# usage: test/kit/cleanup.sh
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+docker version >/dev/null 2>&1 || exit 0   # no engine, nothing to clean
+f=(--filter label=capstan.test=1)
+ids=$(docker ps -aq "${f[@]}");           [ -z "$ids" ] || docker rm -f -v $ids >/dev/null
+for id in $(docker network ls -q "${f[@]}"); do remove_network "$id"; done
+ids=$(docker volume ls -q "${f[@]}");     [ -z "$ids" ] || docker volume rm -f $ids >/dev/null
+# Empty cgroups left by test hosts' inner containers (see images.sh); rmdir only removes empty ones.
+for d in /sys/fs/cgroup/capstan-test /sys/fs/cgroup/*/capstan-test; do
+  [ ! -d "$d" ] || find "$d" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true
+done
