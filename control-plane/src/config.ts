@@ -24,6 +24,11 @@ const EnvSchema = z.object({
   PLATFORM_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   PLATFORM_TRUST_PROXY: Bool.default(false),
   PLATFORM_ROOT_EMAIL: z.email().default("root@localhost"),
+  PLATFORM_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
+  PLATFORM_AGENT_IMAGE: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._/:@-]{0,254}$/, "must be an image reference like capstan/agent:1.0")
+    .default("capstan/agent:latest"),
 });
 
 export type DatabaseConfig =
@@ -42,6 +47,9 @@ export interface Config {
   shutdownTimeoutMs: number;
   trustProxy: boolean;
   rootEmail: string;
+  /** Base URL agents and the join command use to reach this control plane. */
+  publicUrl: string;
+  agentImage: string;
 }
 
 export class ConfigError extends Error {}
@@ -74,5 +82,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.PLATFORM_SHUTDOWN_TIMEOUT_MS,
     trustProxy: e.PLATFORM_TRUST_PROXY,
     rootEmail: e.PLATFORM_ROOT_EMAIL,
+    publicUrl: (e.PLATFORM_PUBLIC_URL ?? `http://127.0.0.1:${e.PLATFORM_PORT}`).replace(/\/+$/, ""),
+    agentImage: e.PLATFORM_AGENT_IMAGE,
   };
 }

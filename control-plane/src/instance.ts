@@ -1,3 +1,4 @@
+import type { Server as HttpServer } from "node:http";
 import type { Express } from "express";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
@@ -9,6 +10,9 @@ import { createServices, type Services } from "./services/index.js";
 import { AdminService } from "./services/admin.js";
 import { createRateLimiter } from "./http/rate-limit.js";
 import { createApp } from "./http/app.js";
+import { JobQueue } from "./jobs/queue.js";
+import { attachGateway, type AgentGateway } from "./agents/gateway.js";
+import { joinCommand } from "./agents/join-command.js";
 
 export interface InstanceData {
   database: Database;
@@ -34,13 +38,21 @@ export async function openInstanceData(config: Config): Promise<InstanceData> {
 export interface Instance extends InstanceData {
   app: Express;
   services: Services;
+  jobs: JobQueue;
+  gateway: AgentGateway | null;
+  /** Attaches the agent gateway to the HTTP server and starts background work. */
+  attach(http: HttpServer): AgentGateway;
   close(): Promise<void>;
 }
 
 /** Everything the control plane runs, without listening: the server and the tests share it. */
 export async function createInstance(config: Config, log: Logger): Promise<Instance> {
   const data = await openInstanceData(config);
-  const services = createServices(data.database.prisma, data.box);
+  const db = data.database.prisma;
+  const jobs = new JobQueue(db, log);
+  const services = createServices(db, data.box, jobs, {
+    joinCommand: (token) => joinCommand(config.publicUrl, config.agentImage, token),
+  });
   const limiter = await createRateLimiter(config.database, config.rateLimitPerMinute);
   const app = createApp({
     services,
@@ -49,16 +61,28 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     maxBodyBytes: config.maxBodyBytes,
     trustProxy: config.trustProxy,
     ready: async () => {
-      await data.database.prisma.$queryRawUnsafe("SELECT 1");
+      await db.$queryRawUnsafe("SELECT 1");
     },
   });
-  return {
+  const instance: Instance = {
     ...data,
     app,
     services,
+    jobs,
+    gateway: null,
+    attach(http) {
+      const gateway = attachGateway(http, db, jobs, log);
+      services.servers.bindAgents(gateway);
+      instance.gateway = gateway;
+      jobs.start();
+      return gateway;
+    },
     async close() {
+      await jobs.stop();
+      await instance.gateway?.close();
       await limiter.close();
       await data.database.close();
     },
   };
+  return instance;
 }

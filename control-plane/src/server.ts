@@ -33,6 +33,7 @@ export async function serve(config: Config): Promise<void> {
   }
   const server = createServer(instance.app);
   server.keepAliveTimeout = 65_000;
+  instance.attach(server);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, config.host, () => resolve());
@@ -44,6 +45,7 @@ export async function serve(config: Config): Promise<void> {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, "shutting down");
+    instance.gateway?.disconnectAll();
     await closeGracefully(server, config.shutdownTimeoutMs);
     await instance.close();
     log.info("stopped");

@@ -114,6 +114,7 @@ export async function startTestInstance(env: Record<string, string> = {}): Promi
   const rootToken = (await instance.admin.bootstrapRoot(config.rootEmail))!;
   const rootTeamId = (await instance.database.prisma.team.findFirstOrThrow({ orderBy: { id: "asc" } })).id;
   const server: Server = createServer(instance.app);
+  instance.attach(server);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const addr = server.address();
   const url = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;

@@ -115,7 +115,8 @@ export function createApp(deps: AppDeps): Express {
     }
   });
   api.use(requireJsonBody);
-  api.use(express.json({ limit: deps.maxBodyBytes, strict: true }));
+  // The same types requireJsonBody admits: a body let through must also be parsed.
+  api.use(express.json({ limit: deps.maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] }));
   for (const r of routes) api[r.method](expressPath(r.path), handle(r, deps.services));
   api.use(unknownRoute);
   app.use("/api/v1", api);

@@ -38,7 +38,7 @@ export class AccessService {
 
   /** Owner and admin (and team automation tokens) bypass every permission check. */
   bypasses(auth: AuthContext): boolean {
-    return auth.role === "owner" || auth.role === "admin";
+    return auth.userId === null || auth.role === "owner" || auth.role === "admin";
   }
 
   isTeamAdmin(auth: AuthContext): boolean {

@@ -1,28 +1,39 @@
 import type { Db } from "../db/client.js";
 import type { SecretBox } from "../crypto/secret-box.js";
+import type { JobQueue } from "../jobs/queue.js";
 import { AccessService } from "./access.js";
 import { PermissionService } from "./permissions.js";
 import { PrivateKeyService } from "./keys.js";
 import { ProjectService } from "./projects.js";
+import { ServerService } from "./servers.js";
 import { TeamService } from "./teams.js";
 
 export interface Services {
   db: Db;
+  jobs: JobQueue;
   access: AccessService;
   teams: TeamService;
   projects: ProjectService;
   permissions: PermissionService;
   keys: PrivateKeyService;
+  servers: ServerService;
 }
 
-export function createServices(db: Db, box: SecretBox): Services {
+export interface ServiceOptions {
+  /** The command that starts an agent on a host, for a given agent token. */
+  joinCommand(agentToken: string): string;
+}
+
+export function createServices(db: Db, box: SecretBox, jobs: JobQueue, opts: ServiceOptions): Services {
   const access = new AccessService(db);
   return {
     db,
+    jobs,
     access,
     teams: new TeamService(db),
     projects: new ProjectService(db, access),
     permissions: new PermissionService(db, access),
     keys: new PrivateKeyService(db, access, box),
+    servers: new ServerService(db, access, jobs, opts.joinCommand),
   };
 }

@@ -1,6 +1,6 @@
 import type { Db } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { invalid, notFound } from "../http/errors.js";
+import { conflict, invalid, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { parsePrivateKey } from "../crypto/ssh-key.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -85,6 +85,8 @@ export class PrivateKeyService {
   async remove(auth: AuthContext, uuid: string): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage private keys");
     const key = await this.get(auth, uuid);
+    const users = await this.db.server.count({ where: { privateKeyId: key.id } });
+    if (users > 0) throw conflict(`This key is used by ${users} server(s); assign them another key first.`);
     await this.db.privateKey.delete({ where: { id: key.id } });
   }
 }

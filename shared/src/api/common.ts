@@ -54,7 +54,12 @@ export function resourceId<T extends z.ZodType>(kind: string, schema: T): T {
 }
 
 export const Uuid = z.string().min(1).max(64);
-export const IntId = z.coerce.number().int().min(1).max(2_147_483_647);
+/** Integer ids in paths and queries: canonical decimal digits only (no "0x1", "1e3", " 1" or "1.0"). */
+export const IntId = z.coerce
+  .string()
+  .regex(/^[0-9]+$/, "Must be a positive integer.")
+  .transform(Number)
+  .pipe(z.number().int().min(1).max(2_147_483_647));
 
 /** Lowercase letters, digits and single hyphens; the spec's environment name rule. */
 export const SLUG_PATTERN = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;

@@ -50,16 +50,19 @@ export const EnvironmentPermissionSummary = z
 export const ProjectPermissionQuery = z.object({ project_uuid: Uuid.optional(), user_id: IntId.optional() });
 export const EnvironmentPermissionQuery = z.object({ environment_id: IntId.optional(), user_id: IntId.optional() });
 
+/** An integer id in a JSON body: a number (no coercion) in the range of the database's int4 ids. */
+const BodyId = z.number().int().min(1).max(2_147_483_647);
+
 export const GrantProjectPermissionBody = z.object({
   project_uuid: Uuid,
-  user_id: z.number().int().min(1),
+  user_id: BodyId,
   permission_level: PermissionLevel,
 });
 export const UpdateProjectPermissionBody = z.object({ permission_level: PermissionLevel });
 export const BulkGrantBody = z.object({ project_uuid: Uuid, permission_level: PermissionLevel });
 export const GrantEnvironmentPermissionBody = z.object({
-  environment_id: z.number().int().min(1),
-  user_id: z.number().int().min(1),
+  environment_id: BodyId,
+  user_id: BodyId,
   permission_level: PermissionLevel,
 });
 

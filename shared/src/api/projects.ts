@@ -3,13 +3,17 @@ import { SLUG_PATTERN, Timestamp, Uuid, listOf, resourceId } from "./common.js";
 
 /** Names that would collide with fixed sub-paths of /projects/{uuid}/... */
 export const RESERVED_ENVIRONMENT_NAMES = ["environments"] as const;
+const UUID_SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 export const EnvironmentName = z
   .string()
   .min(1)
   .max(63)
   .regex(SLUG_PATTERN, "Use lowercase letters, digits and hyphens (no leading, trailing or double hyphens).")
-  .refine((n) => !(RESERVED_ENVIRONMENT_NAMES as readonly string[]).includes(n), "This name is reserved.");
+  .refine((n) => !(RESERVED_ENVIRONMENT_NAMES as readonly string[]).includes(n), "This name is reserved.")
+  // Environments are addressed by name or uuid in one path segment: a name shaped like a uuid
+  // could shadow another environment's uuid.
+  .refine((n) => !UUID_SHAPE.test(n), "A name shaped like a uuid is not allowed.");
 
 export const Environment = z
   .object({ id: z.number().int(), uuid: z.string(), name: z.string(), created_at: Timestamp })

@@ -2,10 +2,11 @@ import type { AnyRoute } from "../route.js";
 import { keyRoutes } from "./keys.js";
 import { permissionRoutes } from "./permissions.js";
 import { projectRoutes } from "./projects.js";
+import { serverRoutes } from "./servers.js";
 import { teamRoutes } from "./teams.js";
 
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
  * parameters (/projects/{uuid}/environments before /projects/{uuid}/{environment}).
  */
-export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes];
+export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes, ...serverRoutes];

@@ -116,6 +116,62 @@ CREATE TABLE "PrivateKey" (
 );
 
 -- CreateTable
+CREATE TABLE "Server" (
+    "id" SERIAL NOT NULL,
+    "uuid" TEXT NOT NULL,
+    "teamId" INTEGER NOT NULL,
+    "name" TEXT NOT NULL,
+    "description" TEXT NOT NULL DEFAULT '',
+    "ip" TEXT NOT NULL,
+    "port" INTEGER NOT NULL DEFAULT 22,
+    "user" TEXT NOT NULL DEFAULT 'root',
+    "privateKeyId" INTEGER NOT NULL,
+    "isBuildServer" BOOLEAN NOT NULL DEFAULT false,
+    "status" TEXT NOT NULL DEFAULT 'pending',
+    "isUsable" BOOLEAN NOT NULL DEFAULT false,
+    "lastSeenAt" TIMESTAMP(3),
+    "agentTokenHash" TEXT NOT NULL,
+    "agentVersion" TEXT,
+    "agentConnection" TEXT,
+    "facts" TEXT,
+    "createdAt" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "updatedAt" TIMESTAMP(3) NOT NULL,
+
+    CONSTRAINT "Server_pkey" PRIMARY KEY ("id")
+);
+
+-- CreateTable
+CREATE TABLE "Destination" (
+    "id" SERIAL NOT NULL,
+    "uuid" TEXT NOT NULL,
+    "serverId" INTEGER NOT NULL,
+    "name" TEXT NOT NULL,
+    "networkName" TEXT NOT NULL,
+    "createdAt" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+
+    CONSTRAINT "Destination_pkey" PRIMARY KEY ("id")
+);
+
+-- CreateTable
+CREATE TABLE "Job" (
+    "id" TEXT NOT NULL,
+    "serverId" INTEGER NOT NULL,
+    "type" TEXT NOT NULL,
+    "payload" TEXT NOT NULL,
+    "status" TEXT NOT NULL DEFAULT 'queued',
+    "attempt" INTEGER NOT NULL DEFAULT 0,
+    "deadlineAt" TIMESTAMP(3) NOT NULL,
+    "result" TEXT,
+    "error" TEXT,
+    "log" TEXT NOT NULL DEFAULT '',
+    "createdAt" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    "startedAt" TIMESTAMP(3),
+    "finishedAt" TIMESTAMP(3),
+
+    CONSTRAINT "Job_pkey" PRIMARY KEY ("id")
+);
+
+-- CreateTable
 CREATE TABLE "InstanceSetting" (
     "key" TEXT NOT NULL,
     "value" TEXT NOT NULL,
@@ -172,6 +228,30 @@ CREATE UNIQUE INDEX "PrivateKey_uuid_key" ON "PrivateKey"("uuid");
 -- CreateIndex
 CREATE INDEX "PrivateKey_teamId_createdAt_idx" ON "PrivateKey"("teamId", "createdAt");
 
+-- CreateIndex
+CREATE UNIQUE INDEX "Server_uuid_key" ON "Server"("uuid");
+
+-- CreateIndex
+CREATE UNIQUE INDEX "Server_agentTokenHash_key" ON "Server"("agentTokenHash");
+
+-- CreateIndex
+CREATE INDEX "Server_teamId_createdAt_idx" ON "Server"("teamId", "createdAt");
+
+-- CreateIndex
+CREATE INDEX "Server_privateKeyId_idx" ON "Server"("privateKeyId");
+
+-- CreateIndex
+CREATE UNIQUE INDEX "Destination_uuid_key" ON "Destination"("uuid");
+
+-- CreateIndex
+CREATE UNIQUE INDEX "Destination_serverId_networkName_key" ON "Destination"("serverId", "networkName");
+
+-- CreateIndex
+CREATE INDEX "Job_serverId_status_idx" ON "Job"("serverId", "status");
+
+-- CreateIndex
+CREATE INDEX "Job_status_deadlineAt_idx" ON "Job"("status", "deadlineAt");
+
 -- AddForeignKey
 ALTER TABLE "Membership" ADD CONSTRAINT "Membership_teamId_fkey" FOREIGN KEY ("teamId") REFERENCES "Team"("id") ON DELETE CASCADE ON UPDATE CASCADE;
 
@@ -204,3 +284,15 @@ ALTER TABLE "EnvironmentPermission" ADD CONSTRAINT "EnvironmentPermission_userId
 
 -- AddForeignKey
 ALTER TABLE "PrivateKey" ADD CONSTRAINT "PrivateKey_teamId_fkey" FOREIGN KEY ("teamId") REFERENCES "Team"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+
+-- AddForeignKey
+ALTER TABLE "Server" ADD CONSTRAINT "Server_teamId_fkey" FOREIGN KEY ("teamId") REFERENCES "Team"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+
+-- AddForeignKey
+ALTER TABLE "Server" ADD CONSTRAINT "Server_privateKeyId_fkey" FOREIGN KEY ("privateKeyId") REFERENCES "PrivateKey"("id") ON DELETE RESTRICT ON UPDATE CASCADE;
+
+-- AddForeignKey
+ALTER TABLE "Destination" ADD CONSTRAINT "Destination_serverId_fkey" FOREIGN KEY ("serverId") REFERENCES "Server"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+
+-- AddForeignKey
+ALTER TABLE "Job" ADD CONSTRAINT "Job_serverId_fkey" FOREIGN KEY ("serverId") REFERENCES "Server"("id") ON DELETE CASCADE ON UPDATE CASCADE;

@@ -1,0 +1,236 @@
+import type { Server as HttpServer } from "node:http";
+import { Server as IoServer, type Namespace, type Socket } from "socket.io";
+import {
+  AGENTS_NAMESPACE,
+  AgentHandshake,
+  AgentHello,
+  EV,
+  FLEET_NAMESPACE,
+  HostFacts,
+  JobAck,
+  JobOutcome,
+  JobProgress,
+  PROTOCOL_VERSION,
+  type ServerStatusEvent,
+} from "@capstan/shared";
+import type { Db } from "../db/client.js";
+import type { Logger } from "../lib/log.js";
+import type { JobQueue } from "../jobs/queue.js";
+import { AGENT_TOKEN_PATTERN, hashAgentToken } from "../crypto/agent-token.js";
+import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
+
+/** Ping every 2.5 s, give up after 5 s more: a vanished agent is noticed within ~7.5 s. */
+export const PING_INTERVAL_MS = 2500;
+export const PING_TIMEOUT_MS = 5000;
+const ACK_TIMEOUT_MS = 5000;
+const HEARTBEAT_MS = 10_000;
+const STALE_AFTER_MS = 35_000;
+
+interface AgentSocketData {
+  serverId: number;
+  teamId: number;
+  uuid: string;
+  name: string;
+  agentVersion: string;
+}
+
+export interface AgentGateway {
+  io: IoServer;
+  connectedServerIds(): number[];
+  isConnected(serverId: number): boolean;
+  /** Tells the agent of a server to stop for good (server deleted) and drops it. */
+  standDown(serverId: number, reason: string): void;
+  /** Drops the agent's connection (token rotated). */
+  disconnect(serverId: number): void;
+  /** Drops every agent and dashboard connection (shutdown: agents reconnect elsewhere). */
+  disconnectAll(): void;
+  close(): Promise<void>;
+}
+
+/**
+ * socket.io endpoint of agents (/agents, authenticated by per-server token) and of the fleet
+ * stream for dashboards (/fleet, authenticated by API token, scoped to its team).
+ */
+export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Logger): AgentGateway {
+  const io = new IoServer(http, {
+    pingInterval: PING_INTERVAL_MS,
+    pingTimeout: PING_TIMEOUT_MS,
+    maxHttpBufferSize: 4 * 1024 * 1024,
+    serveClient: false,
+    cors: { origin: false },
+  });
+  const agents: Namespace = io.of(AGENTS_NAMESPACE);
+  const fleet: Namespace = io.of(FLEET_NAMESPACE);
+  const sockets = new Map<number, Socket>();
+
+  const publish = async (serverId: number) => {
+    const s = await db.server.findUnique({ where: { id: serverId } });
+    if (!s) return;
+    const event: ServerStatusEvent = {
+      uuid: s.uuid,
+      name: s.name,
+      status: s.status as ServerStatusEvent["status"],
+      last_seen_at: s.lastSeenAt?.toISOString() ?? null,
+      agent_version: s.agentVersion,
+      at: new Date().toISOString(),
+    };
+    fleet.to(`team:${s.teamId}`).emit(EV.serverStatus, event);
+  };
+
+  agents.use(async (socket, next) => {
+    const hs = AgentHandshake.safeParse(socket.handshake.auth);
+    if (!hs.success) return next(new Error("invalid handshake"));
+    if (hs.data.protocol_version !== PROTOCOL_VERSION) {
+      return next(new Error(`unsupported protocol version ${hs.data.protocol_version}; this control plane speaks ${PROTOCOL_VERSION}`));
+    }
+    if (!AGENT_TOKEN_PATTERN.test(hs.data.token)) return next(new Error("invalid agent token"));
+    const server = await db.server.findUnique({ where: { agentTokenHash: hashAgentToken(hs.data.token) } });
+    if (!server) return next(new Error("invalid agent token"));
+    const data: AgentSocketData = {
+      serverId: server.id,
+      teamId: server.teamId,
+      uuid: server.uuid,
+      name: server.name,
+      agentVersion: hs.data.agent_version,
+    };
+    socket.data = data;
+    next();
+  });
+
+  agents.on("connection", (socket) => {
+    const { serverId, agentVersion } = socket.data as AgentSocketData;
+    const previous = sockets.get(serverId);
+    sockets.set(serverId, socket);
+    previous?.disconnect(true); // one live connection per server: the newest wins
+    log.info({ server: serverId, agentVersion }, "agent connected");
+
+    socket.on(EV.hello, async (raw: unknown, ack?: (r: unknown) => void) => {
+      const hello = AgentHello.safeParse(raw);
+      await db.server.update({
+        where: { id: serverId },
+        data: {
+          status: "reachable",
+          lastSeenAt: new Date(),
+          agentVersion,
+          agentConnection: socket.id,
+          ...(hello.success ? { facts: JSON.stringify(hello.data.facts) } : {}),
+        },
+      });
+      if (typeof ack === "function") ack({ ok: hello.success });
+      await publish(serverId);
+      await jobs.kick(serverId, { redeliver: true });
+    });
+
+    socket.on(EV.facts, async (raw: unknown) => {
+      const facts = HostFacts.safeParse(raw);
+      if (!facts.success) return;
+      await db.server.update({ where: { id: serverId }, data: { facts: JSON.stringify(facts.data), lastSeenAt: new Date() } });
+    });
+
+    socket.on(EV.jobProgress, async (raw: unknown) => {
+      const p = JobProgress.safeParse(raw);
+      if (p.success) await jobs.progress(serverId, p.data.id, p.data.attempt, p.data.lines).catch(() => {});
+    });
+
+    socket.on(EV.jobOutcome, async (raw: unknown, ack?: (r: unknown) => void) => {
+      const o = JobOutcome.safeParse(raw);
+      try {
+        if (o.success) await jobs.applyOutcome(serverId, o.data);
+        if (typeof ack === "function") ack({ stored: o.success });
+      } catch (err) {
+        log.error({ err, server: serverId }, "storing a job outcome failed");
+      }
+    });
+
+    socket.on("disconnect", async (reason) => {
+      if (sockets.get(serverId) !== socket) return; // replaced by a newer connection
+      sockets.delete(serverId);
+      log.info({ server: serverId, reason }, "agent disconnected");
+      await db.server
+        .updateMany({
+          where: { id: serverId, agentConnection: socket.id },
+          data: { status: "unreachable", isUsable: false, lastSeenAt: new Date(), agentConnection: null },
+        })
+        .catch(() => {});
+      await publish(serverId).catch(() => {});
+    });
+  });
+
+  fleet.use(async (socket, next) => {
+    const token = (socket.handshake.auth as { token?: unknown })?.token;
+    if (typeof token !== "string" || !looksLikeApiToken(token)) return next(new Error("Unauthenticated."));
+    const row = await db.apiToken.findUnique({ where: { secretHash: hashApiToken(token) } });
+    if (!row || row.revokedAt || (row.expiresAt && row.expiresAt <= new Date())) return next(new Error("Unauthenticated."));
+    if (!row.scopes.split(",").includes("read")) return next(new Error("Invalid ability provided."));
+    socket.data = { teamId: row.teamId };
+    next();
+  });
+  fleet.on("connection", async (socket) => {
+    const { teamId } = socket.data as { teamId: number };
+    await socket.join(`team:${teamId}`);
+  });
+
+  // Liveness across replicas: each replica vouches for its own agents; a server nobody
+  // vouched for recently (its replica died) is marked unreachable by whichever replica looks.
+  const heartbeat = setInterval(async () => {
+    try {
+      const now = new Date();
+      const ids = [...sockets.keys()];
+      if (ids.length) await db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } });
+      const stale = await db.server.findMany({
+        where: { status: "reachable", lastSeenAt: { lt: new Date(now.getTime() - STALE_AFTER_MS) }, id: { notIn: ids } },
+        select: { id: true },
+      });
+      for (const s of stale) {
+        await db.server.updateMany({ where: { id: s.id, status: "reachable" }, data: { status: "unreachable", isUsable: false, agentConnection: null } });
+        await publish(s.id);
+      }
+    } catch (err) {
+      log.error({ err }, "agent heartbeat failed");
+    }
+  }, HEARTBEAT_MS);
+  heartbeat.unref();
+
+  jobs.bindTransport(
+    async (serverId, envelope) => {
+      const socket = sockets.get(serverId);
+      if (!socket) return null;
+      try {
+        const raw = await socket.timeout(ACK_TIMEOUT_MS).emitWithAck(EV.job, envelope);
+        const ack = JobAck.safeParse(raw);
+        return ack.success ? ack.data : { accepted: false, reason: "malformed ack" };
+      } catch {
+        return null;
+      }
+    },
+    () => [...sockets.keys()],
+  );
+  jobs.cancelOnAgent = (serverId, jobId) => {
+    sockets.get(serverId)?.emit(EV.jobCancel, { id: jobId });
+  };
+
+  return {
+    io,
+    connectedServerIds: () => [...sockets.keys()],
+    isConnected: (id) => sockets.has(id),
+    standDown(serverId, reason) {
+      const socket = sockets.get(serverId);
+      if (!socket) return;
+      socket.emit(EV.standDown, { reason });
+      setTimeout(() => socket.disconnect(true), 1000).unref();
+    },
+    disconnect(serverId) {
+      sockets.get(serverId)?.disconnect(true);
+    },
+    disconnectAll() {
+      agents.disconnectSockets(true);
+      fleet.disconnectSockets(true);
+    },
+    async close() {
+      clearInterval(heartbeat);
+      agents.disconnectSockets(true);
+      fleet.disconnectSockets(true);
+      await new Promise<void>((resolve) => io.close(() => resolve()));
+    },
+  };
+}

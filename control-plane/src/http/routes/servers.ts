@@ -1,0 +1,245 @@
+import {
+  AgentCredentials,
+  CreatedServer,
+  CreateServerBody,
+  MessageBody,
+  PaginationQuery,
+  ServerDetail,
+  ServerDomainList,
+  ServerList,
+  ServerParams,
+  ServerResourceList,
+  UpdateServerBody,
+  ValidateResponse,
+  type ManagedContainer,
+} from "@capstan/shared";
+import { z } from "zod";
+import { paginate } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR, iso } from "../dto.js";
+import { ServerService, type ServerWithDetail } from "../../services/servers.js";
+
+type ServerRecord = {
+  uuid: string;
+  name: string;
+  description: string;
+  ip: string;
+  port: number;
+  user: string;
+  isBuildServer: boolean;
+  status: string;
+  isUsable: boolean;
+  createdAt: Date;
+};
+
+const serverDto = (s: ServerRecord) => ({
+  uuid: s.uuid,
+  name: s.name,
+  description: s.description,
+  ip: s.ip,
+  port: s.port,
+  user: s.user,
+  is_build_server: s.isBuildServer,
+  status: s.status as "pending" | "reachable" | "unreachable",
+  settings: { is_reachable: s.status === "reachable", is_usable: s.status === "reachable" && s.isUsable },
+  created_at: iso(s.createdAt),
+});
+
+const detailDto = (s: ServerWithDetail, connected: boolean) => {
+  const facts = ServerService.facts(s);
+  return {
+    ...serverDto(s),
+    private_key_uuid: s.privateKey.uuid,
+    engine: {
+      version: facts?.engine.version ?? null,
+      api_version: facts?.engine.api_version ?? null,
+      compose_version: facts?.engine.compose_version ?? null,
+      swarm: facts?.engine.swarm ?? null,
+    },
+    host: facts
+      ? {
+          hostname: facts.hostname,
+          os: `${facts.os.distro} ${facts.os.release}`.trim(),
+          arch: facts.os.arch,
+          kernel: facts.os.kernel,
+          cpu_cores: facts.cpu.cores,
+          memory_total_bytes: facts.memory.total_bytes,
+          disk_total_bytes: facts.disk.total_bytes,
+          disk_free_bytes: facts.disk.free_bytes,
+        }
+      : null,
+    agent: { connected, version: s.agentVersion, last_seen_at: s.lastSeenAt ? iso(s.lastSeenAt) : null },
+    destinations: s.destinations.map((d) => ({ uuid: d.uuid, name: d.name, network: d.networkName })),
+    updated_at: iso(s.updatedAt),
+  };
+};
+
+/** Labels the platform puts on what it runs; resources and domains are read from them. */
+const LABEL = { uuid: "capstan.resource.uuid", name: "capstan.resource.name", type: "capstan.resource.type", domains: "capstan.domains" };
+
+const resourcesOf = (containers: ManagedContainer[]) => {
+  const seen = new Map<string, { uuid: string; name: string; type: string; status: string }>();
+  for (const c of containers) {
+    const uuid = c.labels[LABEL.uuid];
+    if (!uuid || seen.has(uuid)) continue;
+    seen.set(uuid, { uuid, name: c.labels[LABEL.name] ?? c.name, type: c.labels[LABEL.type] ?? "application", status: c.status });
+  }
+  return [...seen.values()];
+};
+
+const domainsOf = (containers: ManagedContainer[]) =>
+  containers.flatMap((c) => {
+    const uuid = c.labels[LABEL.uuid];
+    if (!uuid) return [];
+    return (c.labels[LABEL.domains] ?? "")
+      .split(",")
+      .map((d) => d.trim())
+      .filter(Boolean)
+      .map((domain) => ({
+        domain,
+        resource_uuid: uuid,
+        resource_name: c.labels[LABEL.name] ?? c.name,
+        resource_type: c.labels[LABEL.type] ?? "application",
+      }));
+  });
+
+const sliceOf = <T>(all: T[]) => (w: { skip?: number; take?: number }) =>
+  Promise.resolve(all.slice(w.skip ?? 0, w.take === undefined ? undefined : (w.skip ?? 0) + w.take));
+
+export const serverRoutes = [
+  route({
+    method: "get",
+    path: "/servers",
+    tag: "Servers",
+    summary: "List servers",
+    query: PaginationQuery,
+    responses: { 200: { description: "Servers", schema: ServerList }, 401: ERR[401], 403: ERR[403] },
+    async handler({ auth, services, query }) {
+      return {
+        body: await paginate(query, () => services.servers.count(auth), async (w) => (await services.servers.list(auth, w)).map(serverDto)),
+      };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/servers",
+    tag: "Servers",
+    summary: "Register a server; returns the agent token and join command once",
+    body: CreateServerBody,
+    responses: { 201: { description: "Created", schema: CreatedServer }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ auth, services, body }) {
+      const { server, agentToken, joinCommand } = await services.servers.create(auth, body);
+      return { status: 201, body: { uuid: server.uuid, name: server.name, ip: server.ip, agent_token: agentToken, join_command: joinCommand } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/servers/{uuid}",
+    tag: "Servers",
+    summary: "Server details: engine, host facts, agent, destinations",
+    params: ServerParams,
+    responses: { 200: { description: "Server", schema: ServerDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      const s = await services.servers.get(auth, params.uuid);
+      return { body: detailDto(s, services.servers.isConnected(s.id)) };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/servers/{uuid}",
+    tag: "Servers",
+    summary: "Update a server",
+    params: ServerParams,
+    body: UpdateServerBody,
+    responses: {
+      200: { description: "Updated", schema: z.object({ message: z.string(), data: ServerDetail }) },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, body }) {
+      const s = await services.servers.update(auth, params.uuid, body);
+      return { body: { message: "Server updated.", data: detailDto(s, services.servers.isConnected(s.id)) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/servers/{uuid}",
+    tag: "Servers",
+    summary: "Remove a server from management (the host is untouched; its agent stands down)",
+    params: ServerParams,
+    responses: { 200: { description: "Removed", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      await services.servers.remove(auth, params.uuid);
+      return { body: { message: "Server removed from management." } };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/servers/{uuid}/agent-token",
+    tag: "Servers",
+    summary: "Rotate the agent token (the old one stops working) and get a new join command",
+    params: ServerParams,
+    responses: {
+      200: { description: "New credentials", schema: z.object({ message: z.string(), data: AgentCredentials }) },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+    },
+    async handler({ auth, services, params }) {
+      const r = await services.servers.rotateAgentToken(auth, params.uuid);
+      return { body: { message: "Agent token rotated.", data: { agent_token: r.agentToken, join_command: r.joinCommand } } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/servers/{uuid}/validate",
+    tag: "Servers",
+    summary: "Check the agent, the container engine and compose now",
+    params: ServerParams,
+    responses: { 200: { description: "Usable", schema: ValidateResponse }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: { description: "Not usable, with the reason" } },
+    async handler({ auth, services, params }) {
+      const r = await services.servers.validate(auth, params.uuid);
+      return { body: { message: "Server is reachable and usable.", docker_version: r.dockerVersion } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/servers/{uuid}/resources",
+    tag: "Servers",
+    summary: "Resources running on the server, with status from the engine",
+    params: ServerParams,
+    query: PaginationQuery,
+    responses: {
+      200: { description: "Resources", schema: ServerResourceList },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      503: { description: "Agent not connected" },
+    },
+    async handler({ auth, services, params, query }) {
+      const all = resourcesOf(await services.servers.managedContainers(auth, params.uuid));
+      return { body: await paginate(query, async () => all.length, sliceOf(all)) };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/servers/{uuid}/domains",
+    tag: "Servers",
+    summary: "Domains served by resources on the server",
+    params: ServerParams,
+    query: PaginationQuery,
+    responses: {
+      200: { description: "Domains", schema: ServerDomainList },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      503: { description: "Agent not connected" },
+    },
+    async handler({ auth, services, params, query }) {
+      const all = domainsOf(await services.servers.managedContainers(auth, params.uuid));
+      return { body: await paginate(query, async () => all.length, sliceOf(all)) };
+    },
+  }),
+];

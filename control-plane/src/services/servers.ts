@@ -1,0 +1,184 @@
+import type { HostFacts } from "@capstan/shared";
+import type { Db, Prisma } from "../db/client.js";
+import type { AuthContext } from "../http/auth.js";
+import { AppError, invalid, notFound } from "../http/errors.js";
+import { newUuid } from "../lib/ids.js";
+import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
+import type { AccessService } from "./access.js";
+import type { JobQueue } from "../jobs/queue.js";
+
+/** The network every server gets; its destination is the default `destination_uuid`. */
+export const DEFAULT_NETWORK = "capstan";
+
+const withDetail = {
+  privateKey: { select: { uuid: true } },
+  destinations: { orderBy: { id: "asc" } },
+} satisfies Prisma.ServerInclude;
+export type ServerWithDetail = Prisma.ServerGetPayload<{ include: typeof withDetail }>;
+
+export interface AgentLink {
+  isConnected(serverId: number): boolean;
+  standDown(serverId: number, reason: string): void;
+  disconnect(serverId: number): void;
+}
+
+type Window = { skip?: number; take?: number };
+
+export interface CreateServerInput {
+  name: string;
+  description?: string | undefined;
+  ip: string;
+  port: number;
+  user: string;
+  private_key_uuid: string;
+  is_build_server: boolean;
+}
+
+/** Servers of a team (spec 4.3): records, agent credentials and live checks through the agent. */
+export class ServerService {
+  private agents: AgentLink | null = null;
+
+  constructor(
+    private readonly db: Db,
+    private readonly access: AccessService,
+    private readonly jobs: JobQueue,
+    private readonly joinCommand: (token: string) => string,
+  ) {}
+
+  bindAgents(link: AgentLink): void {
+    this.agents = link;
+  }
+
+  isConnected(serverId: number): boolean {
+    return this.agents?.isConnected(serverId) ?? false;
+  }
+
+  count(auth: AuthContext) {
+    return this.db.server.count({ where: { teamId: auth.teamId } });
+  }
+
+  list(auth: AuthContext, window: Window) {
+    return this.db.server.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, ...window });
+  }
+
+  async get(auth: AuthContext, uuid: string): Promise<ServerWithDetail> {
+    const server = await this.db.server.findFirst({ where: { uuid, teamId: auth.teamId }, include: withDetail });
+    if (!server) throw notFound("Server");
+    return server;
+  }
+
+  private async teamKey(auth: AuthContext, uuid: string) {
+    const key = await this.db.privateKey.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true } });
+    if (!key) throw notFound("Private key");
+    return key;
+  }
+
+  async create(auth: AuthContext, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
+    this.access.requireTeamAdmin(auth, "manage servers");
+    const key = await this.teamKey(auth, input.private_key_uuid);
+    const agentToken = generateAgentToken();
+    const serverId = await this.db.$transaction(async (tx) => {
+      const server = await tx.server.create({
+        data: {
+          uuid: newUuid(),
+          teamId: auth.teamId,
+          name: input.name,
+          description: input.description ?? "",
+          ip: input.ip,
+          port: input.port,
+          user: input.user,
+          privateKeyId: key.id,
+          isBuildServer: input.is_build_server,
+          agentTokenHash: hashAgentToken(agentToken),
+          destinations: { create: { uuid: newUuid(), name: "default", networkName: DEFAULT_NETWORK } },
+        },
+      });
+      // Runs when the agent first connects: the server's platform network(s).
+      await this.jobs.enqueue(tx, server.id, "server.prepare", { networks: [DEFAULT_NETWORK] }, 24 * 3600_000);
+      return server.id;
+    });
+    const server = await this.db.server.findUniqueOrThrow({ where: { id: serverId }, include: withDetail });
+    return { server, agentToken, joinCommand: this.joinCommand(agentToken) };
+  }
+
+  async update(
+    auth: AuthContext,
+    uuid: string,
+    input: Partial<Omit<CreateServerInput, "port" | "user" | "is_build_server">> & { port?: number | undefined; user?: string | undefined; is_build_server?: boolean | undefined },
+  ) {
+    this.access.requireTeamAdmin(auth, "manage servers");
+    const server = await this.get(auth, uuid);
+    const data: Prisma.ServerUncheckedUpdateInput = {};
+    if (input.name !== undefined) data.name = input.name;
+    if (input.description !== undefined) data.description = input.description;
+    if (input.ip !== undefined) data.ip = input.ip;
+    if (input.port !== undefined) data.port = input.port;
+    if (input.user !== undefined) data.user = input.user;
+    if (input.is_build_server !== undefined) data.isBuildServer = input.is_build_server;
+    if (input.private_key_uuid !== undefined) data.privateKeyId = (await this.teamKey(auth, input.private_key_uuid)).id;
+    await this.db.server.update({ where: { id: server.id }, data });
+    return this.get(auth, uuid);
+  }
+
+  /** Management only: the host keeps running what it runs; the agent is told to stop. */
+  async remove(auth: AuthContext, uuid: string): Promise<void> {
+    this.access.requireTeamAdmin(auth, "manage servers");
+    const server = await this.get(auth, uuid);
+    await this.db.server.delete({ where: { id: server.id } });
+    this.agents?.standDown(server.id, "server removed from management");
+  }
+
+  /** New agent token; the old one stops working at once and its connection is dropped. */
+  async rotateAgentToken(auth: AuthContext, uuid: string): Promise<{ agentToken: string; joinCommand: string }> {
+    this.access.requireTeamAdmin(auth, "manage servers");
+    const server = await this.get(auth, uuid);
+    const agentToken = generateAgentToken();
+    await this.db.server.update({ where: { id: server.id }, data: { agentTokenHash: hashAgentToken(agentToken) } });
+    this.agents?.disconnect(server.id);
+    return { agentToken, joinCommand: this.joinCommand(agentToken) };
+  }
+
+  private requireAgent(server: { id: number; name: string }): void {
+    if (!this.isConnected(server.id)) {
+      throw new AppError(503, `Server ${server.name} is unreachable: its agent is not connected.`);
+    }
+  }
+
+  /** Engine running and compose available, checked now by the agent; updates is_usable. */
+  async validate(auth: AuthContext, uuid: string): Promise<{ dockerVersion: string }> {
+    const server = await this.get(auth, uuid);
+    if (!this.isConnected(server.id)) {
+      await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
+      throw invalid({ server: ["The agent is not connected."] }, `Server ${server.name} is not usable: the agent is not connected.`);
+    }
+    const job = await this.jobs.run(server.id, "server.validate", {});
+    if (job.status !== "succeeded") {
+      await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
+      throw invalid({ server: [job.error] }, `Server ${server.name} is not usable: ${job.error}`);
+    }
+    if (!job.result.compose_version) {
+      await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
+      throw invalid({ server: ["Docker Compose is not available."] }, `Server ${server.name} is not usable: Docker Compose is not available.`);
+    }
+    await this.db.server.update({ where: { id: server.id }, data: { isUsable: true } });
+    return { dockerVersion: job.result.docker_version };
+  }
+
+  /** Containers the platform manages on the server, as the engine reports them now. */
+  async managedContainers(auth: AuthContext, uuid: string) {
+    const server = await this.get(auth, uuid);
+    this.requireAgent(server);
+    const job = await this.jobs.run(server.id, "containers.list", {});
+    if (job.status !== "succeeded") throw new AppError(503, `Reading the server's containers failed: ${job.error}`);
+    return job.result.containers;
+  }
+
+  static facts(server: { facts: string | null }): HostFacts | null {
+    if (!server.facts) return null;
+    try {
+      return JSON.parse(server.facts) as HostFacts;
+    } catch {
+      return null;
+    }
+  }
+}

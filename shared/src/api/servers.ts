@@ -1,0 +1,109 @@
+import { z } from "zod";
+import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
+
+/** Hostnames or IPv4/IPv6 addresses; nothing that could smuggle options or spaces. */
+export const HostAddress = z
+  .string()
+  .trim()
+  .min(1)
+  .max(253)
+  .refine(
+    (v) => z.ipv4().safeParse(v).success || z.ipv6().safeParse(v).success || /^(?=.{1,253}$)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/.test(v),
+    "Use an IPv4 or IPv6 address or a hostname.",
+  );
+export const SshUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "Use a valid Unix user name.");
+const ServerName = z.string().trim().min(1).max(255);
+
+export const CreateServerBody = z.object({
+  name: ServerName,
+  description: z.string().max(2000).optional(),
+  ip: HostAddress,
+  port: z.number().int().min(1).max(65535).default(22),
+  user: SshUser.default("root"),
+  private_key_uuid: Uuid,
+  is_build_server: z.boolean().default(false),
+});
+export const UpdateServerBody = z
+  .object({
+    name: ServerName.optional(),
+    description: z.string().max(2000).optional(),
+    ip: HostAddress.optional(),
+    port: z.number().int().min(1).max(65535).optional(),
+    user: SshUser.optional(),
+    private_key_uuid: Uuid.optional(),
+    is_build_server: z.boolean().optional(),
+  })
+  .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field.", path: ["name"] });
+
+export const ServerSettings = z.object({ is_reachable: z.boolean(), is_usable: z.boolean() });
+export const ServerStatus = z.enum(["pending", "reachable", "unreachable"]);
+
+export const Server = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    description: z.string(),
+    ip: z.string(),
+    port: z.number().int(),
+    user: z.string(),
+    is_build_server: z.boolean(),
+    status: ServerStatus,
+    settings: ServerSettings,
+    created_at: Timestamp,
+  })
+  .meta({ id: "Server" });
+export type Server = z.infer<typeof Server>;
+
+export const Destination = z
+  .object({ uuid: z.string(), name: z.string(), network: z.string() })
+  .meta({ id: "Destination" });
+
+export const ServerDetail = Server.extend({
+  private_key_uuid: z.string(),
+  engine: z.object({
+    version: z.string().nullable(),
+    api_version: z.string().nullable(),
+    compose_version: z.string().nullable(),
+    swarm: z.string().nullable(),
+  }),
+  host: z
+    .object({
+      hostname: z.string(),
+      os: z.string(),
+      arch: z.string(),
+      kernel: z.string(),
+      cpu_cores: z.number().int(),
+      memory_total_bytes: z.number(),
+      disk_total_bytes: z.number(),
+      disk_free_bytes: z.number(),
+    })
+    .nullable(),
+  agent: z.object({ connected: z.boolean(), version: z.string().nullable(), last_seen_at: Timestamp.nullable() }),
+  destinations: z.array(Destination),
+  updated_at: Timestamp,
+}).meta({ id: "ServerDetail" });
+
+export const CreatedServer = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    ip: z.string(),
+    agent_token: z.string().meta({ description: "Shown once: the agent authenticates with it" }),
+    join_command: z.string(),
+  })
+  .meta({ id: "CreatedServer" });
+
+export const AgentCredentials = z.object({ agent_token: z.string(), join_command: z.string() });
+
+export const ServerResource = z
+  .object({ uuid: z.string(), name: z.string(), type: z.string(), status: z.string() })
+  .meta({ id: "ServerResource" });
+export const ServerDomain = z
+  .object({ domain: z.string(), resource_uuid: z.string(), resource_name: z.string(), resource_type: z.string() })
+  .meta({ id: "ServerDomain" });
+
+export const ValidateResponse = z.object({ message: z.string(), docker_version: z.string() });
+export const ServerParams = z.object({ uuid: resourceId("server", Uuid) });
+export const ServerList = listOf(Server);
+export const ServerResourceList = listOf(ServerResource);
+export const ServerDomainList = listOf(ServerDomain);

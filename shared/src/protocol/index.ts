@@ -1,0 +1,3 @@
+export * from "./facts.js";
+export * from "./jobs.js";
+export * from "./messages.js";

@@ -1,0 +1,67 @@
+import { z } from "zod";
+
+/** Docker object names the platform creates: deterministic, so redelivery finds them. */
+export const DockerName = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/, "invalid Docker object name");
+const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
+
+export const ContainerSpec = z.object({
+  name: DockerName,
+  image: z.string().min(1).max(512),
+  cmd: z.array(z.string().max(4096)).max(256).optional(),
+  env: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string()).optional(),
+  labels: LabelMap.default({}),
+  network: DockerName.optional(),
+  restart: z.enum(["no", "unless-stopped", "always", "on-failure"]).default("unless-stopped"),
+});
+export type ContainerSpec = z.infer<typeof ContainerSpec>;
+
+export const ManagedContainer = z.object({
+  id: z.string(),
+  name: z.string(),
+  image: z.string(),
+  /** composite status as the API shows it: running:healthy, exited:unhealthy, ... */
+  status: z.string(),
+  labels: z.record(z.string(), z.string()),
+});
+export type ManagedContainer = z.infer<typeof ManagedContainer>;
+
+/**
+ * Every job an agent runs: its payload and its result. The agent's handler map is keyed by
+ * this object, so adding a job type without a handler does not compile.
+ */
+export const JOBS = {
+  /** Engine reachable, running, compose available: what makes a server usable. */
+  "server.validate": {
+    payload: z.object({}),
+    result: z.object({
+      docker_version: z.string(),
+      api_version: z.string(),
+      compose_version: z.string().nullable(),
+    }),
+  },
+  /** Creates the server's platform networks (idempotent: by name). */
+  "server.prepare": {
+    payload: z.object({ networks: z.array(DockerName).min(1).max(32) }),
+    result: z.object({ created: z.array(z.string()), existing: z.array(z.string()) }),
+  },
+  /** Containers carrying the platform's labels, with their engine status. */
+  "containers.list": {
+    payload: z.object({}),
+    result: z.object({ containers: z.array(ManagedContainer) }),
+  },
+  /** Runs a container unless one with that name exists; returns the one that runs. */
+  "container.ensure": {
+    payload: ContainerSpec,
+    result: z.object({ id: z.string(), created: z.boolean() }),
+  },
+  "container.remove": {
+    payload: z.object({ name: DockerName }),
+    result: z.object({ removed: z.boolean() }),
+  },
+} as const;
+
+export type JobType = keyof typeof JOBS;
+export const JOB_TYPES = Object.keys(JOBS) as JobType[];
+export type JobPayload<T extends JobType> = z.output<(typeof JOBS)[T]["payload"]>;
+export type JobResult<T extends JobType> = z.output<(typeof JOBS)[T]["result"]>;
+export const JobTypeSchema = z.enum(JOB_TYPES as [JobType, ...JobType[]]);

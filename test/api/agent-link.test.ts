@@ -1,0 +1,233 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { EV, type ServerStatusEvent } from "@capstan/shared";
+import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
+import { KeyFactory } from "./support/ssh.js";
+import { connectAgent, connectFleet, sampleFacts, type ScriptedAgent } from "./support/fake-agent.js";
+
+let t: TestInstance;
+let team: TeamFixture;
+let keyUuid: string;
+const keys = new KeyFactory();
+const open: { close(): void }[] = [];
+
+beforeAll(async () => {
+  t = await startTestInstance();
+  team = await t.newTeam();
+  const key = await keys.generate("ed25519");
+  keyUuid = (await team.api.post("/security/keys", { name: "k", private_key: key.privateKey })).body.uuid;
+});
+afterAll(async () => {
+  for (const s of open) s.close();
+  await t?.close();
+  keys.cleanup();
+});
+
+async function newServer(api = team.api, key = keyUuid, name = "web-1") {
+  const res = await api.post("/servers", { name, ip: "10.0.0.5", private_key_uuid: key });
+  expect(res.status).toBe(201);
+  return res.body as { uuid: string; name: string; ip: string; agent_token: string; join_command: string };
+}
+
+async function agent(token: string, opts?: Parameters<typeof connectAgent>[2]): Promise<ScriptedAgent> {
+  const a = await connectAgent(t.url, token, opts);
+  open.push(a);
+  return a;
+}
+
+const until = async (fn: () => Promise<boolean>, ms = 10_000) => {
+  const end = Date.now() + ms;
+  while (Date.now() < end) {
+    if (await fn()) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("condition not met in time");
+};
+
+describe("servers API (4.3) with an agent link", () => {
+  it("creates a server with a default destination, agent token and join command", async () => {
+    const s = await newServer();
+    expect(s).toMatchObject({ name: "web-1", ip: "10.0.0.5" });
+    expect(s.agent_token).toMatch(/^capa_[0-9a-f]{48}$/);
+    expect(s.join_command).toContain(s.agent_token);
+    expect(s.join_command).toContain("/var/run/docker.sock");
+    const got = await team.api.get(`/servers/${s.uuid}`);
+    expect(got.status).toBe(200);
+    expect(got.body).toMatchObject({
+      uuid: s.uuid,
+      port: 22,
+      user: "root",
+      status: "pending",
+      settings: { is_reachable: false, is_usable: false },
+      private_key_uuid: keyUuid,
+      agent: { connected: false, version: null },
+      destinations: [{ name: "default", network: "capstan" }],
+    });
+    expect(JSON.stringify(got.body)).not.toContain(s.agent_token);
+  });
+
+  it("refuses a key of another team and bad addresses", async () => {
+    const other = await t.newTeam();
+    expect((await other.api.post("/servers", { name: "x", ip: "10.0.0.1", private_key_uuid: keyUuid })).status).toBe(404);
+    const bad = await team.api.post("/servers", { name: "x", ip: "1.2.3.4; rm -rf /", private_key_uuid: keyUuid, user: "root;id" });
+    expect(bad.status).toBe(422);
+    expect(Object.keys(bad.body.errors)).toEqual(expect.arrayContaining(["ip", "user"]));
+    expect((await team.api.get("/servers")).body.data.every((x: { name: string }) => x.name !== "x")).toBe(true);
+  });
+
+  it("an agent connects, reports facts, becomes reachable, gets its prepare job, validates", async () => {
+    const s = await newServer(team.api, keyUuid, "web-2");
+    const fleet = await connectFleet(t.url, team.token);
+    open.push(fleet);
+    const events: ServerStatusEvent[] = [];
+    fleet.on(EV.serverStatus, (e: ServerStatusEvent) => events.push(e));
+
+    const a = await agent(s.agent_token);
+    await a.hello();
+    const prepare = await a.nextJob();
+    expect(prepare).toMatchObject({ type: "server.prepare", attempt: 1, payload: { networks: ["capstan"] } });
+    await a.outcome({ id: prepare.id, attempt: 1, ok: true, result: { created: ["capstan"], existing: [] } });
+
+    const got = await team.api.get(`/servers/${s.uuid}`);
+    expect(got.body).toMatchObject({
+      status: "reachable",
+      settings: { is_reachable: true },
+      engine: { version: sampleFacts.engine.version, compose_version: "2.20.0" },
+      agent: { connected: true, version: "test-0.0.1" },
+      host: { hostname: "test-host", cpu_cores: 2 },
+    });
+    await until(async () => events.some((e) => e.uuid === s.uuid && e.status === "reachable"));
+
+    const validating = team.api.get(`/servers/${s.uuid}/validate`);
+    const job = await a.nextJob();
+    expect(job.type).toBe("server.validate");
+    await a.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { docker_version: "20.10.24", api_version: "1.41", compose_version: "2.20.0" } });
+    const v = await validating;
+    expect(v.status).toBe(200);
+    expect(v.body).toEqual({ message: "Server is reachable and usable.", docker_version: "20.10.24" });
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings).toEqual({ is_reachable: true, is_usable: true });
+
+    a.close();
+    await until(async () => (await team.api.get(`/servers/${s.uuid}`)).body.status === "unreachable");
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings).toEqual({ is_reachable: false, is_usable: false });
+    await until(async () => events.some((e) => e.uuid === s.uuid && e.status === "unreachable"));
+    const v2 = await team.api.get(`/servers/${s.uuid}/validate`);
+    expect(v2.status).toBe(422);
+    expect(v2.body.message).toMatch(/not connected/);
+  });
+
+  it("validate reports the agent's failure reason", async () => {
+    const s = await newServer(team.api, keyUuid, "web-3");
+    const a = await agent(s.agent_token);
+    await a.hello();
+    await a.nextJob(); // prepare
+    const validating = team.api.get(`/servers/${s.uuid}/validate`);
+    const job = await a.nextJob();
+    await a.outcome({ id: job.id, attempt: job.attempt, ok: false, error: "Cannot connect to the Docker daemon" });
+    const v = await validating;
+    expect(v.status).toBe(422);
+    expect(v.body.message).toContain("Cannot connect to the Docker daemon");
+  });
+
+  it("rejects bad tokens and other protocol versions", async () => {
+    await expect(connectAgent(t.url, "capa_" + "0".repeat(48))).rejects.toThrow(/invalid agent token/);
+    await expect(connectAgent(t.url, "nope")).rejects.toThrow(/invalid agent token/);
+    const s = await newServer(team.api, keyUuid, "web-4");
+    await expect(connectAgent(t.url, s.agent_token, { protocolVersion: 999 })).rejects.toThrow(/protocol version/);
+  });
+});
+
+describe("durable jobs", () => {
+  it("redelivers an unfinished job on reconnect with a new attempt; a stale attempt cannot finish it", async () => {
+    const s = await newServer(team.api, keyUuid, "dur-1");
+    const first = await agent(s.agent_token);
+    await first.hello();
+    const j1 = await first.nextJob();
+    first.close();
+    const second = await agent(s.agent_token);
+    await second.hello();
+    const j2 = await second.nextJob();
+    expect(j2.id).toBe(j1.id);
+    expect(j2.attempt).toBe(j1.attempt + 1);
+    await second.outcome({ id: j1.id, attempt: j1.attempt, ok: false, error: "stale attempt" });
+    let row = await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: j1.id } });
+    expect(row.status).toBe("running");
+    await second.outcome({ id: j2.id, attempt: j2.attempt, ok: true, result: { created: [], existing: ["capstan"] } });
+    row = await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: j1.id } });
+    expect(row.status).toBe("succeeded");
+    expect(JSON.parse(row.result!)).toEqual({ created: [], existing: ["capstan"] });
+    // A late duplicate changes nothing.
+    await second.outcome({ id: j2.id, attempt: j2.attempt, ok: false, error: "late" });
+    expect((await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: j1.id } })).status).toBe("succeeded");
+  });
+
+  it("fails a job with a reason when its deadline passes", async () => {
+    const s = await newServer(team.api, keyUuid, "dur-2");
+    const server = await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: s.uuid } });
+    const id = await t.instance.jobs.enqueue(t.instance.database.prisma, server.id, "containers.list", {}, 1500);
+    const done = await t.instance.jobs.wait(id);
+    expect(done).toMatchObject({ status: "failed", error: expect.stringMatching(/deadline exceeded.*not connected/) });
+  });
+
+  it("an agent of server A cannot finish the jobs of server B", async () => {
+    const a = await newServer(team.api, keyUuid, "iso-a");
+    const b = await newServer(team.api, keyUuid, "iso-b");
+    const agentB = await agent(b.agent_token);
+    await agentB.hello();
+    const jobB = await agentB.nextJob();
+    const agentA = await agent(a.agent_token);
+    await agentA.hello();
+    await agentA.outcome({ id: jobB.id, attempt: jobB.attempt, ok: false, error: "forged" });
+    expect((await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: jobB.id } })).status).toBe("running");
+    const onlyA = await agentA.nextJob();
+    expect(onlyA.id).not.toBe(jobB.id);
+  });
+});
+
+describe("agent credentials and stand-down", () => {
+  it("rotating the token drops the old agent and refuses its token", async () => {
+    const s = await newServer(team.api, keyUuid, "rot-1");
+    const a = await agent(s.agent_token);
+    const dropped = new Promise((r) => a.socket.once("disconnect", r));
+    const rot = await team.api.post(`/servers/${s.uuid}/agent-token`);
+    expect(rot.status).toBe(200);
+    expect(rot.body.data.agent_token).not.toBe(s.agent_token);
+    await dropped;
+    await expect(connectAgent(t.url, s.agent_token)).rejects.toThrow(/invalid agent token/);
+    const b = await agent(rot.body.data.agent_token);
+    expect(b.socket.connected).toBe(true);
+  });
+
+  it("deleting a server tells its agent to stand down and leaves nothing behind", async () => {
+    const s = await newServer(team.api, keyUuid, "del-1");
+    const a = await agent(s.agent_token);
+    await a.hello();
+    const told = new Promise<{ reason: string }>((r) => a.socket.once(EV.standDown, r));
+    expect((await team.api.delete(`/servers/${s.uuid}`)).status).toBe(200);
+    expect((await told).reason).toMatch(/removed/);
+    expect((await team.api.get(`/servers/${s.uuid}`)).status).toBe(404);
+    await expect(connectAgent(t.url, s.agent_token)).rejects.toThrow(/invalid agent token/);
+  });
+
+  it("a key in use by a server cannot be deleted", async () => {
+    const res = await team.api.delete(`/security/keys/${keyUuid}`);
+    expect(res.status).toBe(409);
+  });
+});
+
+describe("fleet stream is scoped to the token's team", () => {
+  it("team B hears nothing of team A's servers and a bad token is refused", async () => {
+    const other = await t.newTeam();
+    const fleetB = await connectFleet(t.url, other.token);
+    open.push(fleetB);
+    const heard: ServerStatusEvent[] = [];
+    fleetB.on(EV.serverStatus, (e: ServerStatusEvent) => heard.push(e));
+    const s = await newServer(team.api, keyUuid, "scope-1");
+    const a = await agent(s.agent_token);
+    await a.hello();
+    a.close();
+    await until(async () => (await team.api.get(`/servers/${s.uuid}`)).body.status === "unreachable");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(heard).toEqual([]);
+    await expect(connectFleet(t.url, "cap_" + "x".repeat(40))).rejects.toThrow(/Unauthenticated/);
+  });
+});
