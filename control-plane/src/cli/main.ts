@@ -20,6 +20,8 @@ const USAGE = `usage: capstan <command> [options]
                                                 prints the token (shown once)
   token list [--team ID]
   token revoke --id ID
+  local-agent-token                             ensures the root team's "localhost" server and
+                                                prints a fresh agent token for it
 
 Configuration comes from the environment: PLATFORM_DATA_DIR, DATABASE_URL, ... (see README).`;
 
@@ -133,6 +135,9 @@ async function run(argv: string[]): Promise<number> {
         }
         return 0;
       }
+      case "local-agent-token":
+        out((await admin.localAgentToken()).token);
+        return 0;
       case "token revoke":
         await admin.revokeToken(intOf(values, "id"));
         return 0;

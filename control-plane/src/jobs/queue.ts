@@ -38,6 +38,22 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "container.remove": 120_000,
 };
 
+/** Writes a job row in the given transaction; any replica's pump delivers it. */
+export async function enqueueJob<T extends JobType>(tx: Tx, serverId: number, type: T, payload: JobPayload<T>, timeoutMs?: number): Promise<string> {
+  const parsed = JOBS[type].payload.parse(payload);
+  const id = randomUUID();
+  await tx.job.create({
+    data: {
+      id,
+      serverId,
+      type,
+      payload: JSON.stringify(parsed),
+      deadlineAt: new Date(Date.now() + (timeoutMs ?? DEFAULT_TIMEOUT_MS[type])),
+    },
+  });
+  return id;
+}
+
 /**
  * The durable job queue. A job row is written in the caller's transaction; delivery is
  * at least once (on enqueue, on agent reconnect, by the pump for stale deliveries); the
@@ -73,19 +89,8 @@ export class JobQueue {
   }
 
   /** Writes the job row inside the caller's transaction. Call kick(serverId) after commit. */
-  async enqueue<T extends JobType>(tx: Tx, serverId: number, type: T, payload: JobPayload<T>, timeoutMs?: number): Promise<string> {
-    const parsed = JOBS[type].payload.parse(payload);
-    const id = randomUUID();
-    await tx.job.create({
-      data: {
-        id,
-        serverId,
-        type,
-        payload: JSON.stringify(parsed),
-        deadlineAt: new Date(Date.now() + (timeoutMs ?? DEFAULT_TIMEOUT_MS[type])),
-      },
-    });
-    return id;
+  enqueue<T extends JobType>(tx: Tx, serverId: number, type: T, payload: JobPayload<T>, timeoutMs?: number): Promise<string> {
+    return enqueueJob(tx, serverId, type, payload, timeoutMs);
   }
 
   /** Enqueue outside any other state change, deliver, and wait for the outcome. */

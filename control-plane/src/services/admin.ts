@@ -2,6 +2,13 @@ import { TOKEN_SCOPES, type TeamRole, type TokenScope } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import { isUniqueViolation } from "../db/errors.js";
 import { generateApiToken, hashApiToken } from "../crypto/api-token.js";
+import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
+import { parsePrivateKey } from "../crypto/ssh-key.js";
+import type { SecretBox } from "../crypto/secret-box.js";
+import { newUuid } from "../lib/ids.js";
+import { DEFAULT_NETWORK, PREPARE_TIMEOUT_MS } from "./servers.js";
+import { enqueueJob } from "../jobs/queue.js";
+import ssh2 from "ssh2";
 
 export class AdminError extends Error {}
 
@@ -10,7 +17,10 @@ export class AdminError extends Error {}
  * API tokens. The REST API deliberately has no endpoint for these (spec 4.1 and 5).
  */
 export class AdminService {
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+  ) {}
 
   async createTeam(name: string, description = ""): Promise<number> {
     const team = await this.db.team.create({ data: { name, description } });
@@ -138,5 +148,53 @@ export class AdminService {
       if (isUniqueViolation(err)) return null;
       throw err;
     }
+  }
+
+  /**
+   * The "localhost" server of the root team, for the agent that `npm start` runs beside the
+   * control plane. Each call issues a fresh agent token (the previous one stops working), so
+   * the token never needs to be stored anywhere.
+   */
+  async localAgentToken(): Promise<{ serverUuid: string; token: string }> {
+    const team = await this.db.team.findFirst({ orderBy: { id: "asc" } });
+    if (!team) throw new AdminError("no team exists yet: start the control plane once first");
+    const token = generateAgentToken();
+    const existing = await this.db.server.findFirst({ where: { teamId: team.id, isLocal: true } });
+    if (existing) {
+      await this.db.server.update({ where: { id: existing.id }, data: { agentTokenHash: hashAgentToken(token) } });
+      return { serverUuid: existing.uuid, token };
+    }
+    const pair = ssh2.utils.generateKeyPairSync("ed25519", { comment: "capstan-localhost" });
+    const parsed = parsePrivateKey(pair.private);
+    if ("error" in parsed) throw new Error(parsed.error);
+    const uuid = newUuid();
+    await this.db.$transaction(async (tx) => {
+      const key = await tx.privateKey.create({
+        data: {
+          uuid: newUuid(),
+          teamId: team.id,
+          name: "localhost",
+          description: "Generated for the local server",
+          privateKeyEncrypted: this.box.seal(pair.private),
+          publicKey: parsed.publicKey,
+          fingerprint: parsed.fingerprint,
+        },
+      });
+      const server = await tx.server.create({
+        data: {
+          uuid,
+          teamId: team.id,
+          name: "localhost",
+          description: "The machine the control plane runs on",
+          ip: "127.0.0.1",
+          privateKeyId: key.id,
+          isLocal: true,
+          agentTokenHash: hashAgentToken(token),
+          destinations: { create: { uuid: newUuid(), name: "default", networkName: DEFAULT_NETWORK } },
+        },
+      });
+      await enqueueJob(tx, server.id, "server.prepare", { networks: [DEFAULT_NETWORK] }, PREPARE_TIMEOUT_MS);
+    });
+    return { serverUuid: uuid, token };
   }
 }

@@ -9,6 +9,8 @@ import type { JobQueue } from "../jobs/queue.js";
 
 /** The network every server gets; its destination is the default `destination_uuid`. */
 export const DEFAULT_NETWORK = "capstan";
+/** A new server's prepare job waits this long for its agent to show up. */
+export const PREPARE_TIMEOUT_MS = 24 * 3600_000;
 
 const withDetail = {
   privateKey: { select: { uuid: true } },
@@ -94,7 +96,7 @@ export class ServerService {
         },
       });
       // Runs when the agent first connects: the server's platform network(s).
-      await this.jobs.enqueue(tx, server.id, "server.prepare", { networks: [DEFAULT_NETWORK] }, 24 * 3600_000);
+      await this.jobs.enqueue(tx, server.id, "server.prepare", { networks: [DEFAULT_NETWORK] }, PREPARE_TIMEOUT_MS);
       return server.id;
     });
     const server = await this.db.server.findUniqueOrThrow({ where: { id: serverId }, include: withDetail });

@@ -117,6 +117,8 @@ CREATE TABLE "Server" (
     "user" TEXT NOT NULL DEFAULT 'root',
     "privateKeyId" INTEGER NOT NULL,
     "isBuildServer" BOOLEAN NOT NULL DEFAULT false,
+    "isLocal" BOOLEAN NOT NULL DEFAULT false,
+    "sshHostKey" TEXT,
     "status" TEXT NOT NULL DEFAULT 'pending',
     "isUsable" BOOLEAN NOT NULL DEFAULT false,
     "lastSeenAt" DATETIME,
