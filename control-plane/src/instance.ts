@@ -13,6 +13,7 @@ import { createApp } from "./http/app.js";
 import { JobQueue } from "./jobs/queue.js";
 import { attachGateway, type AgentGateway } from "./agents/gateway.js";
 import { joinCommand } from "./agents/join-command.js";
+import { installAgentOverSsh } from "./agents/ssh-install.js";
 
 export interface InstanceData {
   database: Database;
@@ -50,8 +51,11 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
   const data = await openInstanceData(config);
   const db = data.database.prisma;
   const jobs = new JobQueue(db, log);
+  const agentParams = (token: string) => ({ url: config.publicUrl, image: config.agentImage, token });
   const services = createServices(db, data.box, jobs, {
     joinCommand: (token) => joinCommand(config.publicUrl, config.agentImage, token),
+    install: (target, token) => installAgentOverSsh(target, agentParams(token)),
+    openKey: (sealed) => data.box.open(sealed),
   });
   const limiter = await createRateLimiter(config.database, config.rateLimitPerMinute);
   const app = createApp({

@@ -5,7 +5,7 @@ import { AccessService } from "./access.js";
 import { PermissionService } from "./permissions.js";
 import { PrivateKeyService } from "./keys.js";
 import { ProjectService } from "./projects.js";
-import { ServerService } from "./servers.js";
+import { ServerService, type AgentSetup } from "./servers.js";
 import { TeamService } from "./teams.js";
 
 export interface Services {
@@ -19,12 +19,7 @@ export interface Services {
   servers: ServerService;
 }
 
-export interface ServiceOptions {
-  /** The command that starts an agent on a host, for a given agent token. */
-  joinCommand(agentToken: string): string;
-}
-
-export function createServices(db: Db, box: SecretBox, jobs: JobQueue, opts: ServiceOptions): Services {
+export function createServices(db: Db, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup): Services {
   const access = new AccessService(db);
   return {
     db,
@@ -34,6 +29,6 @@ export function createServices(db: Db, box: SecretBox, jobs: JobQueue, opts: Ser
     projects: new ProjectService(db, access),
     permissions: new PermissionService(db, access),
     keys: new PrivateKeyService(db, access, box),
-    servers: new ServerService(db, access, jobs, opts.joinCommand),
+    servers: new ServerService(db, access, jobs, agentSetup),
   };
 }

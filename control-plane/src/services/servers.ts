@@ -6,6 +6,7 @@ import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { AccessService } from "./access.js";
 import type { JobQueue } from "../jobs/queue.js";
+import type { InstallResult, SshTarget } from "../agents/ssh-install.js";
 
 /** The network every server gets; its destination is the default `destination_uuid`. */
 export const DEFAULT_NETWORK = "capstan";
@@ -26,6 +27,13 @@ export interface AgentLink {
 
 type Window = { skip?: number; take?: number };
 
+/** How agents get onto hosts: the join command users run, or an install over SSH. */
+export interface AgentSetup {
+  joinCommand(agentToken: string): string;
+  install(target: SshTarget, agentToken: string): Promise<InstallResult>;
+  openKey(sealed: string): string;
+}
+
 export interface CreateServerInput {
   name: string;
   description?: string | undefined;
@@ -44,7 +52,7 @@ export class ServerService {
     private readonly db: Db,
     private readonly access: AccessService,
     private readonly jobs: JobQueue,
-    private readonly joinCommand: (token: string) => string,
+    private readonly setup: AgentSetup,
   ) {}
 
   bindAgents(link: AgentLink): void {
@@ -100,7 +108,7 @@ export class ServerService {
       return server.id;
     });
     const server = await this.db.server.findUniqueOrThrow({ where: { id: serverId }, include: withDetail });
-    return { server, agentToken, joinCommand: this.joinCommand(agentToken) };
+    return { server, agentToken, joinCommand: this.setup.joinCommand(agentToken) };
   }
 
   async update(
@@ -137,7 +145,29 @@ export class ServerService {
     const agentToken = generateAgentToken();
     await this.db.server.update({ where: { id: server.id }, data: { agentTokenHash: hashAgentToken(agentToken) } });
     this.agents?.disconnect(server.id);
-    return { agentToken, joinCommand: this.joinCommand(agentToken) };
+    return { agentToken, joinCommand: this.setup.joinCommand(agentToken) };
+  }
+
+  /**
+   * Installs or replaces the agent on the host over SSH with the server's key and a fresh
+   * agent token. Bounded in time; the answer carries the installer's exit code and output.
+   */
+  async installAgent(auth: AuthContext, uuid: string): Promise<{ exitCode: number; output: string }> {
+    this.access.requireTeamAdmin(auth, "manage servers");
+    const server = await this.get(auth, uuid);
+    const key = await this.db.privateKey.findUniqueOrThrow({ where: { id: server.privateKeyId } });
+    const { agentToken } = await this.rotateAgentToken(auth, uuid);
+    let result: InstallResult;
+    try {
+      result = await this.setup.install(
+        { host: server.ip, port: server.port, username: server.user, privateKey: this.setup.openKey(key.privateKeyEncrypted), knownHostKey: server.sshHostKey },
+        agentToken,
+      );
+    } catch (err) {
+      throw new AppError(502, (err as Error).message);
+    }
+    if (!server.sshHostKey) await this.db.server.update({ where: { id: server.id }, data: { sshHostKey: result.hostKey } });
+    return { exitCode: result.exitCode, output: result.output };
   }
 
   private requireAgent(server: { id: number; name: string }): void {

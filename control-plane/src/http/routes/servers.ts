@@ -242,4 +242,28 @@ export const serverRoutes = [
       return { body: await paginate(query, async () => all.length, sliceOf(all)) };
     },
   }),
+  route({
+    method: "post",
+    path: "/servers/{uuid}/install-agent",
+    tag: "Servers",
+    summary: "Install or replace the agent on the host over SSH with the server's private key",
+    description: "Issues a new agent token (the old one stops working), connects with the server's user, port and key, pins the SSH host key on first use, and runs the installer. Waits at most 5 minutes.",
+    params: ServerParams,
+    responses: {
+      200: { description: "Installer ran", schema: z.object({ message: z.string(), exit_code: z.number().int(), output: z.string() }) },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      502: { description: "SSH connection or host key check failed" },
+    },
+    async handler({ auth, services, params }) {
+      const r = await services.servers.installAgent(auth, params.uuid);
+      return {
+        status: r.exitCode === 0 ? 200 : 502,
+        body: r.exitCode === 0
+          ? { message: "Agent installed.", exit_code: r.exitCode, output: r.output }
+          : { message: `Agent installer exited with ${r.exitCode}.`, exit_code: r.exitCode, output: r.output },
+      };
+    },
+  }),
 ];
