@@ -91,6 +91,10 @@ export class ProjectService {
   async remove(auth: AuthContext, uuid: string): Promise<void> {
     const project = await this.find(auth, uuid);
     await this.access.assertProject(auth, project, "delete");
+    // Deleting a project deletes every environment: an override that withholds delete on
+    // one of them (even one the caller cannot see) withholds deleting the project too.
+    const all = await this.db.environment.findMany({ where: { projectId: project.id }, select: { id: true, projectId: true } });
+    for (const env of all) await this.access.assertEnvironment(auth, env, "delete", "Project");
     await this.db.project.delete({ where: { id: project.id } });
   }
 
