@@ -7,9 +7,9 @@ set -euo pipefail
 
 docker version >/dev/null 2>&1 || exit 0   # no engine, nothing to clean
 f=(--filter label=capstan.test=1)
-ids=$(docker ps -aq "${f[@]}");           [ -z "$ids" ] || docker rm -f -v $ids >/dev/null
-for id in $(docker network ls -q "${f[@]}"); do remove_network "$id"; done
-ids=$(docker volume ls -q "${f[@]}");     [ -z "$ids" ] || docker volume rm -f $ids >/dev/null
+mapfile -t ids < <(docker ps -aq "${f[@]}");     [ ${#ids[@]} -eq 0 ] || docker rm -f -v "${ids[@]}" >/dev/null
+mapfile -t ids < <(docker network ls -q "${f[@]}"); for id in "${ids[@]}"; do remove_network "$id"; done
+mapfile -t ids < <(docker volume ls -q "${f[@]}");  [ ${#ids[@]} -eq 0 ] || docker volume rm -f "${ids[@]}" >/dev/null
 # Empty cgroups left by test hosts' inner containers (see images.sh); rmdir only removes empty ones.
 for d in /sys/fs/cgroup/capstan-test /sys/fs/cgroup/*/capstan-test; do
   [ ! -d "$d" ] || find "$d" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null || true

@@ -10,6 +10,14 @@ log=/var/log/capstan-dockerd.log
 
 answers() { docker version --format '{{.Server.Version}}' >/dev/null 2>&1; }
 
+# alive PID [NAME]: kill -0 is not enough, as nothing may reap a dead daemon
+# here and a zombie still "exists"; NAME guards against a reused pid.
+alive() {
+  local comm state
+  read -r _ comm state _ 2>/dev/null <"/proc/$1/stat" || return 1
+  [ "$state" != Z ] && { [ -z "${2:-}" ] || [ "$comm" = "($2)" ]; }
+}
+
 up() {
   answers && return 0
   # Test workers may call this in parallel: only one of them installs and starts.
@@ -21,18 +29,23 @@ up() {
 
   local pid
   pid=$(cat /var/run/docker.pid 2>/dev/null || true)
-  if [ -z "$pid" ] || ! kill -0 "$pid" 2>/dev/null; then
-    # A dockerd killed uncleanly leaves pid files that stop the next one starting.
-    rm -f /var/run/docker.pid /var/run/docker/containerd/containerd.pid
+  if [ -z "$pid" ] || ! alive "$pid" dockerd; then
+    # A daemon killed uncleanly leaves pid files behind; a stale one for
+    # containerd makes the next dockerd wait 15 s for a containerd that is gone.
+    rm -f /var/run/docker.pid
+    local cpid
+    cpid=$(cat /var/run/docker/containerd/containerd.pid 2>/dev/null || true)
+    if [ -z "$cpid" ] || ! alive "$cpid" containerd; then rm -f /var/run/docker/containerd/containerd.pid; fi
     say "starting dockerd (log: $log)"
     # setsid: the daemon must outlive the test process that started it.
-    setsid dockerd --host unix:///var/run/docker.sock </dev/null >>"$log" 2>&1 &
+    # 9>&-: it must not inherit, and so hold forever, the lock taken above.
+    setsid dockerd --host unix:///var/run/docker.sock </dev/null >>"$log" 2>&1 9>&- &
     pid=$!
   fi
 
   local deadline=$((SECONDS + 60))
   until answers; do
-    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$log" >&2; die "dockerd exited (log: $log)"; }
+    alive "$pid" || { tail -n 20 "$log" >&2; die "dockerd exited (log: $log)"; }
     ((SECONDS < deadline)) || { tail -n 20 "$log" >&2; die "dockerd did not answer within 60 s (log: $log)"; }
     sleep 0.5
   done

@@ -22,8 +22,8 @@ ip_of() { docker inspect -f "{{(index .NetworkSettings.Networks \"$2\").IPAddres
 
 down() {
   local prefix=$1 ids d
-  ids=$(docker ps -aq --filter label=capstan.test=1 --filter "label=capstan.test.prefix=$prefix")
-  [ -z "$ids" ] || docker rm -f -v $ids >/dev/null
+  mapfile -t ids < <(docker ps -aq --filter label=capstan.test=1 --filter "label=capstan.test.prefix=$prefix")
+  [ ${#ids[@]} -eq 0 ] || docker rm -f -v "${ids[@]}" >/dev/null
   ! docker network inspect "$prefix-net" >/dev/null 2>&1 || remove_network "$prefix-net"
   # Inner containers killed with their host leave empty cgroups behind (see images.sh).
   for d in /sys/fs/cgroup/capstan-test/"$prefix"-* /sys/fs/cgroup/*/capstan-test/"$prefix"-*; do

@@ -48,14 +48,22 @@ image_busybox() {
 }
 
 image_debian() {
-  # debootstrap takes ~30 s and downloads ~40 MB; keep its result across runs.
-  local tarball=$cache/debian-bookworm-minbase.tar
+  # debootstrap takes 30-120 s; keep its result across runs, named by this
+  # recipe's key so that a changed recipe does not reuse an old rootfs.
+  local tarball=$cache/debian-bookworm-minbase-$key.tar
   if [ ! -s "$tarball" ]; then
+    rm -f "$cache"/debian-bookworm-minbase*.tar
     command -v debootstrap >/dev/null || apt_install debootstrap
     local root=$work/rootfs
     say "debootstrap bookworm (minbase)"
     quiet debootstrap --variant=minbase bookworm "$root" http://deb.debian.org/debian
-    rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/* "$root"/dev/*
+    rm -rf "${root:?}"/var/cache/apt/archives/*.deb "${root:?}"/var/lib/apt/lists/* "${root:?}"/dev/*
+    # debootstrap lists only "bookworm"; add the same updates and security suites as the machine.
+    cat >"$root/etc/apt/sources.list" <<'LIST'
+deb http://deb.debian.org/debian bookworm main
+deb http://deb.debian.org/debian bookworm-updates main
+deb http://deb.debian.org/debian-security bookworm-security main
+LIST
     mkdir -p "$cache"
     tar -C "$root" --numeric-owner -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
   fi

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers for the test kit; sourced, not run.
 say() { echo "${0##*/}: $*" >&2; }
 die() { say "$*"; exit 1; }
