@@ -6,11 +6,11 @@ import {
   AgentHello,
   EV,
   FLEET_NAMESPACE,
-  HostFacts,
   JobAck,
   JobOutcome,
   JobProgress,
   PROTOCOL_VERSION,
+  type OutcomeAck,
   type ServerStatusEvent,
 } from "@capstan/shared";
 import type { Db } from "../db/client.js";
@@ -122,9 +122,11 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     });
 
     socket.on(EV.facts, async (raw: unknown) => {
-      const facts = HostFacts.safeParse(raw);
-      if (!facts.success) return;
-      await db.server.update({ where: { id: serverId }, data: { facts: JSON.stringify(facts.data), lastSeenAt: new Date() } });
+      const report = AgentHello.safeParse(raw);
+      if (!report.success) return;
+      await db.server
+        .update({ where: { id: serverId }, data: { facts: JSON.stringify(report.data.facts), lastSeenAt: new Date() } })
+        .catch(() => {});
     });
 
     socket.on(EV.jobProgress, async (raw: unknown) => {
@@ -135,8 +137,9 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     socket.on(EV.jobOutcome, async (raw: unknown, ack?: (r: unknown) => void) => {
       const o = JobOutcome.safeParse(raw);
       try {
-        if (o.success) await jobs.applyOutcome(serverId, o.data);
-        if (typeof ack === "function") ack({ stored: o.success });
+        const stored = o.success ? await jobs.applyOutcome(serverId, o.data) : false;
+        const reply: OutcomeAck = { stored };
+        if (typeof ack === "function") ack(reply);
       } catch (err) {
         log.error({ err, server: serverId }, "storing a job outcome failed");
       }

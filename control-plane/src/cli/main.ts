@@ -52,9 +52,14 @@ const date = (d: Date | null) => (d ? d.toISOString() : "-");
 
 async function run(argv: string[]): Promise<number> {
   const [group, action, ...rest] = argv;
-  if (!group || group === "help" || group === "--help" || group === "-h") {
+  if (!group) {
+    // A usage error like any other: exit 2 with the usage on stderr, stdout stays clean.
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  if (group === "help" || group === "--help" || group === "-h") {
     out(USAGE);
-    return group ? 0 : 2;
+    return 0;
   }
   const { values } = parseArgs({
     args: group === "serve" || group === "migrate" ? (action ? [action, ...rest] : []) : rest,

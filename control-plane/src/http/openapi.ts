@@ -42,11 +42,37 @@ function toSchema(schema: z.ZodType, io: "input" | "output", components: JsonObj
   return top;
 }
 
+/** One line per tag of the route table; a tag missing here is a lint warning (tag-description). */
+const TAG_DESCRIPTIONS: Record<string, string> = {
+  Teams: "Read-only views of the token's team and its members (spec 4.1). Teams, members and tokens are managed with the `capstan` CLI.",
+  Projects: "Projects and their environments (spec 4.2). Every new project gets a `production` environment.",
+  Servers: "Hosts reached over SSH on which resources run (spec 4.3).",
+  Applications: "Applications built from git repositories, container build files, images or compose files (spec 4.4).",
+  Databases: "Standalone databases by engine type (spec 4.5).",
+  Services: "One-click compose-template services (spec 4.6).",
+  Deployments: "Records of each deploy: status, logs, cancel (spec 4.7).",
+  Networks: "Server-scoped container networks (spec 4.8).",
+  Registries: "Container registry credentials pushed to servers (spec 4.9).",
+  "Resource backups": "Cron-scheduled backups of volumes and configuration (spec 4.10).",
+  "Template sources": "Git repositories supplying compose service templates (spec 4.11).",
+  Clusters: "Swarm clusters: nodes, services, secrets, configs, events (spec 4.12).",
+  Permissions: "Project-level permissions and environment overrides of team members (spec 4.13).",
+  DNS: "DNS providers, managed domains and per-resource hostnames (spec 4.14).",
+  "Label overrides": "User-supplied proxy labels for template service containers (spec 4.15).",
+  "Private keys": "SSH private keys of the team. The private part is stored encrypted and never returned.",
+};
+
+/** Descriptions of shared parameters whose schemas carry none. */
+const PARAMETER_DESCRIPTIONS: Record<string, string> = {
+  page: "Page number, from 1. With page or per_page the list is paginated and the body carries `meta`; without both, every item is returned.",
+  per_page: "Items per page, 1 to 100 (default 15 when only page is given).",
+};
+
 function parameters(schema: AnyRoute["params"], where: "path" | "query", components: JsonObject) {
   if (!schema) return [];
   return Object.entries(schema.shape).map(([name, field]) => {
     const s = toSchema(field as z.ZodType, "output", components);
-    const description = typeof s.description === "string" ? s.description : undefined;
+    const description = typeof s.description === "string" ? s.description : PARAMETER_DESCRIPTIONS[name];
     return {
       name,
       in: where,
@@ -57,13 +83,67 @@ function parameters(schema: AnyRoute["params"], where: "path" | "query", compone
   });
 }
 
-function operationId(r: AnyRoute): string {
+const capitalize = (w: string) => w.charAt(0).toUpperCase() + w.slice(1);
+const camel = (s: string) => s.split(/[-_]/).filter(Boolean).map(capitalize).join("");
+
+/** get /projects/{uuid}/environments -> getProjectsByUuidEnvironments */
+export function operationId(r: Pick<AnyRoute, "method" | "path">): string {
   const words = r.path
     .split("/")
     .filter(Boolean)
-    .map((seg) => seg.replace(/[{}]/g, "").replace(/[-_](\w)/g, (_, c: string) => c.toUpperCase()))
-    .map((seg, i) => (i === 0 ? seg : seg.charAt(0).toUpperCase() + seg.slice(1)));
-  return r.method + words.map((w) => w.charAt(0).toUpperCase() + w.slice(1)).join("");
+    .map((seg) => (seg.startsWith("{") ? "By" + camel(seg.slice(1, -1)) : camel(seg)));
+  return r.method + words.join("");
+}
+
+const ref = (kind: "headers" | "responses", name: string) => ({ $ref: `#/components/${kind}/${name}` });
+
+/** Every /api/v1 response passes the rate limiter and the request-id middleware. */
+const COMMON_HEADERS = {
+  "X-RateLimit-Limit": ref("headers", "RateLimitLimit"),
+  "X-RateLimit-Remaining": ref("headers", "RateLimitRemaining"),
+  "X-RateLimit-Reset": ref("headers", "RateLimitReset"),
+  "X-Request-Id": ref("headers", "RequestId"),
+};
+
+const HEADERS = {
+  RateLimitLimit: { description: "Requests allowed per minute for this token (or client address without a token).", schema: { type: "integer" } },
+  RateLimitRemaining: { description: "Requests left in the current one-minute window.", schema: { type: "integer" } },
+  RateLimitReset: { description: "Unix timestamp (seconds) at which the window resets.", schema: { type: "integer" } },
+  RequestId: { description: "The request's id (the client's X-Request-Id when valid, else generated); it appears in the logs.", schema: { type: "string" } },
+  RetryAfter: { description: "Seconds to wait before the next request.", schema: { type: "integer" } },
+};
+
+const errorResponse = (description: string, extraHeaders: JsonObject = {}) => ({
+  description,
+  headers: { ...COMMON_HEADERS, ...extraHeaders },
+  content: { "application/json": { schema: { $ref: COMPONENT_PREFIX + "Error" } } },
+});
+
+/** Errors the request pipeline (not the handler) produces; referenced by the operations they apply to. */
+const PIPELINE_RESPONSES = {
+  MalformedJson: errorResponse("Malformed JSON in the request body"),
+  Unauthenticated: errorResponse("Missing or invalid token (message `Unauthenticated.`)"),
+  Forbidden: errorResponse("Token lacks the required scope (message `Invalid ability provided.`) or the member lacks permission"),
+  PayloadTooLarge: errorResponse("Request body larger than PLATFORM_MAX_BODY_BYTES (default 1 MiB)"),
+  UnsupportedMediaType: errorResponse("Request body is not JSON (send Content-Type: application/json)"),
+  ValidationFailed: errorResponse("Invalid path parameter, query parameter or body; `errors` maps each field to its problems"),
+  TooManyRequests: errorResponse("Rate limit exceeded; wait until X-RateLimit-Reset", { "Retry-After": ref("headers", "RetryAfter") }),
+};
+
+/** Which pipeline errors an operation can answer, keyed by status. */
+function pipelineResponses(r: AnyRoute): Record<string, JsonObject> {
+  const out: Record<string, JsonObject> = {
+    401: ref("responses", "Unauthenticated"),
+    403: ref("responses", "Forbidden"),
+    429: ref("responses", "TooManyRequests"),
+  };
+  if (r.params || r.query || r.body) out[422] = ref("responses", "ValidationFailed");
+  if (r.body) {
+    out[400] = ref("responses", "MalformedJson");
+    out[413] = ref("responses", "PayloadTooLarge");
+    out[415] = ref("responses", "UnsupportedMediaType");
+  }
+  return out;
 }
 
 /** The OpenAPI 3.1 document, generated from the route table and its zod schemas. */
@@ -71,50 +151,75 @@ export function openApiDocument(routes: AnyRoute[]): JsonObject {
   const components: JsonObject = {};
   const errorRef = toSchema(ErrorBody, "output", components);
   const paths: Record<string, JsonObject> = {};
+  const operationIds = new Map<string, string>();
+  const usedResponses = new Set<string>();
   for (const r of routes) {
     const responses: JsonObject = {};
     for (const [status, spec] of Object.entries(r.responses)) {
-      const schema = spec.schema ?? (Number(status) >= 400 ? ErrorBody : undefined);
+      const isError = Number(status) >= 400;
+      const schema = spec.schema ? toSchema(spec.schema, "output", components) : isError ? errorRef : undefined;
       responses[status] = {
         description: spec.description,
-        ...(schema
-          ? { content: { "application/json": { schema: Number(status) >= 400 && !spec.schema ? errorRef : toSchema(schema, "output", components) } } }
-          : {}),
+        headers: COMMON_HEADERS,
+        ...(schema ? { content: { "application/json": { schema } } } : {}),
       };
     }
-    responses["429"] ??= { description: "Rate limit exceeded", content: { "application/json": { schema: errorRef } } };
+    for (const [status, response] of Object.entries(pipelineResponses(r))) {
+      if (responses[status]) continue;
+      responses[status] = response;
+      usedResponses.add(String(response.$ref).split("/").pop()!);
+    }
+    const sorted = Object.fromEntries(Object.entries(responses).sort(([a], [b]) => Number(a) - Number(b)));
+
+    const id = operationId(r);
+    const clash = operationIds.get(id);
+    if (clash) throw new Error(`OpenAPI operationId ${id} of ${r.method} ${r.path} repeats ${clash}`);
+    operationIds.set(id, `${r.method} ${r.path}`);
+
     const scope = requiredScope(r);
     const op: JsonObject = {
-      operationId: operationId(r),
+      operationId: id,
       tags: [r.tag],
       summary: r.summary,
       description: (r.description ? r.description + "\n\n" : "") + `Token scope: \`${scope}\`.`,
+      "x-capstan-scope": scope,
       security: [{ bearerAuth: [scope] }],
       parameters: [...parameters(r.params, "path", components), ...parameters(r.query, "query", components)],
-      responses,
+      responses: sorted,
     };
     if (r.body) {
       op.requestBody = { required: true, content: { "application/json": { schema: toSchema(r.body, "input", components) } } };
     }
     (paths[r.path] ??= {})[r.method] = op;
   }
-  const tags = [...new Set(routes.map((r) => r.tag))].map((name) => ({ name }));
+  const tags = [...new Set(routes.map((r) => r.tag))].map((name) =>
+    TAG_DESCRIPTIONS[name] ? { name, description: TAG_DESCRIPTIONS[name] } : { name },
+  );
   return {
     openapi: "3.1.0",
     info: {
       title: "Capstan API",
       version: API_VERSION,
-      description: "Team-scoped REST API of Capstan. Every request carries `Authorization: Bearer <token>`.",
+      description:
+        "Team-scoped REST API of Capstan. Every request carries `Authorization: Bearer <token>`; a token sees only its own team. " +
+        "Tokens are created with the `capstan token create` command and carry the scopes read, write and deploy.",
       license: { name: "Proprietary", identifier: "LicenseRef-Capstan" },
     },
-    servers: [{ url: "/api/v1" }],
+    servers: [{ url: "/api/v1", description: "This Capstan instance" }],
     tags,
     security: [{ bearerAuth: [] }],
     paths,
     components: {
       schemas: components,
+      responses: Object.fromEntries(Object.entries(PIPELINE_RESPONSES).filter(([name]) => usedResponses.has(name))),
+      headers: HEADERS,
       securitySchemes: {
-        bearerAuth: { type: "http", scheme: "bearer", description: "API token; scopes read, write, deploy" },
+        bearerAuth: {
+          type: "http",
+          scheme: "bearer",
+          bearerFormat: "cap_ followed by 40 letters and digits",
+          description: "API token; scopes read (GET), write (POST, PATCH, PUT, DELETE), deploy (deployment triggers).",
+        },
       },
     },
   };

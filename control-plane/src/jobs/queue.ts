@@ -148,20 +148,19 @@ export class JobQueue {
     this.events.emit(`progress:${id}`, lines);
   }
 
-  /** Applies an agent's outcome; the serverId comes from the authenticated socket. */
-  async applyOutcome(serverId: number, outcome: JobOutcome): Promise<void> {
+  /**
+   * Applies an agent's outcome; the serverId comes from the authenticated socket. Returns
+   * whether it changed the job (false for unknown, finished or stale-attempt outcomes).
+   */
+  async applyOutcome(serverId: number, outcome: JobOutcome): Promise<boolean> {
     const job = await this.db.job.findFirst({ where: { id: outcome.id, serverId } });
-    if (!job) return;
-    if (outcome.ok) {
-      const parsed = JOBS[job.type as JobType].result.safeParse(outcome.result);
-      if (!parsed.success) {
-        await this.finish(job.id, outcome.attempt, { status: "failed", error: `agent sent an invalid result: ${parsed.error.message}` });
-        return;
-      }
-      await this.finish(job.id, outcome.attempt, { status: "succeeded", result: parsed.data });
-    } else {
-      await this.finish(job.id, outcome.attempt, { status: "failed", error: outcome.error });
+    if (!job) return false;
+    if (!outcome.ok) return this.finish(job.id, outcome.attempt, { status: "failed", error: outcome.error });
+    const parsed = JOBS[job.type as JobType].result.safeParse(outcome.result);
+    if (!parsed.success) {
+      return this.finish(job.id, outcome.attempt, { status: "failed", error: `agent sent an invalid result: ${parsed.error.message}` });
     }
+    return this.finish(job.id, outcome.attempt, { status: "succeeded", result: parsed.data });
   }
 
   private async finish(

@@ -21,14 +21,14 @@ export const JobEnvelope = z.object({
   attempt: z.number().int().min(1),
   type: JobTypeSchema,
   payload: z.unknown(),
-  deadline: z.string(),
+  deadline: z.iso.datetime(),
 });
 export type JobEnvelope = z.infer<typeof JobEnvelope>;
 
 export const JobAck = z.object({ accepted: z.boolean(), reason: z.string().optional() });
 export type JobAck = z.infer<typeof JobAck>;
 
-export const JobCancel = z.object({ id: z.string() });
+export const JobCancel = z.object({ id: z.string().min(1).max(64) });
 
 /** Agent -> control plane: log lines of a running job. */
 export const JobProgress = z.object({
@@ -45,7 +45,16 @@ export const JobOutcome = z.discriminatedUnion("ok", [
 ]);
 export type JobOutcome = z.infer<typeof JobOutcome>;
 
+/** Sent on connect (EV.hello, acked) and periodically after (EV.facts). */
 export const AgentHello = z.object({ facts: HostFacts });
+export type AgentHello = z.infer<typeof AgentHello>;
+
+/**
+ * The control plane's ack of every outcome, including stale or unknown ones: an ack means
+ * "stop re-sending"; `stored` says whether it changed the job.
+ */
+export const OutcomeAck = z.object({ stored: z.boolean() });
+export type OutcomeAck = z.infer<typeof OutcomeAck>;
 export const StandDown = z.object({ reason: z.string() });
 
 /** Event names, one place. */

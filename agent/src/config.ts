@@ -1,0 +1,65 @@
+import { isAbsolute, resolve } from "node:path";
+import { z } from "zod";
+
+/** Agent tokens: printable, no whitespace or shell/env-file metacharacters (install.sh checks the same). */
+export const AGENT_TOKEN_PATTERN = /^[A-Za-z0-9._~+/=-]{16,200}$/;
+
+export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** An empty variable (e.g. `FOO=` in an env file) means "not set". */
+const optional = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (v === "" ? undefined : v), schema);
+
+const EnvSchema = z.object({
+  CAPSTAN_URL: z
+    .string({ error: "is required (the control plane's base URL, e.g. https://capstan.example.com)" })
+    .trim()
+    .pipe(
+      z.url({ protocol: /^https?$/, error: "must be an http:// or https:// URL" }).refine((u) => {
+        if (!URL.canParse(u)) return true; // reported by z.url above
+        const url = new URL(u);
+        return url.search === "" && url.hash === "" && url.username === "" && url.password === "";
+      }, "must not carry credentials, a query or a fragment"),
+    ),
+  CAPSTAN_AGENT_TOKEN: z
+    .string({ error: "is required (the agent token shown when the server was added)" })
+    .regex(AGENT_TOKEN_PATTERN, "must be 16-200 characters of A-Z a-z 0-9 . _ ~ + / = -"),
+  CAPSTAN_AGENT_STATE_DIR: optional(z.string().default("/var/lib/capstan-agent")),
+  DOCKER_SOCKET: optional(
+    z
+      .string()
+      .default("/var/run/docker.sock")
+      .transform((s) => (s.startsWith("unix://") ? s.slice("unix://".length) : s))
+      .refine(isAbsolute, "must be an absolute path to the Docker Engine's unix socket (or unix:///path)"),
+  ),
+  CAPSTAN_AGENT_LOG_LEVEL: optional(z.enum(LOG_LEVELS).default("info")),
+});
+
+export interface AgentConfig {
+  /** Control plane base URL without a trailing slash. */
+  url: string;
+  token: string;
+  stateDir: string;
+  dockerSocket: string;
+  logLevel: LogLevel;
+}
+
+export class ConfigError extends Error {}
+
+/** Parses the agent's environment; throws ConfigError listing every bad variable. */
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
+    throw new ConfigError(`Invalid capstan-agent configuration:\n${lines.join("\n")}`);
+  }
+  const e = parsed.data;
+  return {
+    url: e.CAPSTAN_URL.replace(/\/+$/, ""),
+    token: e.CAPSTAN_AGENT_TOKEN,
+    stateDir: resolve(e.CAPSTAN_AGENT_STATE_DIR),
+    dockerSocket: e.DOCKER_SOCKET,
+    logLevel: e.CAPSTAN_AGENT_LOG_LEVEL,
+  };
+}

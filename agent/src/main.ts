@@ -1,0 +1,108 @@
+import { type AgentConfig, ConfigError, loadConfig } from "./config.js";
+import { AgentConnection } from "./connection/connection.js";
+import { DockerodeEngine, type Engine } from "./docker/engine.js";
+import { ownContainerId } from "./docker/self.js";
+import { gatherFacts } from "./facts/facts.js";
+import { createHandlers } from "./handlers/index.js";
+import { createLogger, errorMessage, type Logger } from "./log.js";
+import { StateStore } from "./state/store.js";
+import { AGENT_VERSION } from "./version.js";
+
+function fatal(message: string, code = 1): never {
+  process.stderr.write(message.endsWith("\n") ? message : message + "\n");
+  process.exit(code);
+}
+
+/**
+ * A stood-down agent must stay down. Run as a container with `--restart unless-stopped`
+ * (install.sh), exiting is not enough: the engine would start it again, forever. So it turns
+ * off its own container's restart policy first (best effort; on the host, or under systemd's
+ * Restart=on-failure, exit 0 already means "stay down").
+ */
+async function stayDown(engine: Engine, log: Logger): Promise<void> {
+  try {
+    const id = await ownContainerId();
+    if (!id) return;
+    const policy = await engine.restartPolicy(id);
+    if (policy === null || policy === "no") return;
+    await engine.disableRestart(id);
+    log.info("turned off this agent container's restart policy", { container: id.slice(0, 12), was: policy });
+  } catch (err) {
+    log.warn("could not turn off this agent container's restart policy; the engine may restart it", { err: errorMessage(err) });
+  }
+}
+
+/** `capstan-agent`: reads its config from the environment and runs until stopped. */
+export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> {
+  let config: AgentConfig;
+  try {
+    config = loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) fatal(err.message);
+    throw err;
+  }
+  const log: Logger = createLogger(config.logLevel, undefined, { service: "capstan-agent" });
+
+  // A failing job or a library bug must not take the agent (and every running job) down.
+  process.on("unhandledRejection", (reason) => log.error("unhandled promise rejection", { err: errorMessage(reason) }));
+  process.on("uncaughtException", (err) => log.error("uncaught exception", { err: errorMessage(err), stack: err.stack }));
+
+  let store: StateStore;
+  try {
+    store = await StateStore.open(config.stateDir, { log });
+  } catch (err) {
+    fatal(`capstan-agent: cannot use state directory ${config.stateDir}: ${errorMessage(err)}`);
+  }
+
+  const engine = new DockerodeEngine(config.dockerSocket);
+  const marker = store.standDownMarker();
+  if (marker) {
+    if (store.isStoodDown(config.token)) {
+      log.warn("this agent was told to stand down by the control plane and will not run with the same token; install it again with a new token", {
+        reason: marker.reason,
+        at: marker.at,
+        state_dir: config.stateDir,
+      });
+      await stayDown(engine, log);
+      process.exit(0);
+    }
+    log.info("new agent token: clearing the previous stand-down", { was: marker.at });
+    await store.clearStandDown();
+  }
+
+  const connection = new AgentConnection({
+    config,
+    agentVersion: AGENT_VERSION,
+    log,
+    store,
+    handlers: createHandlers(engine),
+    gatherFacts: () => gatherFacts(engine, log),
+    onStandDown: () => {
+      void Promise.allSettled([store.flush(), stayDown(engine, log)]).finally(() => process.exit(0));
+    },
+  });
+
+  log.info("capstan-agent starting", {
+    version: AGENT_VERSION,
+    state_dir: config.stateDir,
+    docker_socket: config.dockerSocket,
+    pending_outcomes: store.pending().length,
+  });
+  connection.start();
+
+  let stopping = false;
+  const shutdown = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info("stopping", { signal });
+    connection.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error("error while stopping", { err: errorMessage(err) });
+        process.exit(1);
+      },
+    );
+  };
+  process.on("SIGTERM", () => shutdown("SIGTERM"));
+  process.on("SIGINT", () => shutdown("SIGINT"));
+}
