@@ -25,6 +25,8 @@ export interface TestInstance {
   newTeam(name?: string): Promise<TeamFixture>;
   /** Adds a user with the role to the team and gives it a token with the scopes. */
   newMember(teamId: number, role: TeamRole, scopes?: TokenScope[]): Promise<{ userId: number; token: string }>;
+  /** Stops the control plane (connections dropped, like a crash of the process) and starts it again on the same port and database. */
+  restart(downMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -99,7 +101,23 @@ async function freshPostgres(adminUrl: string): Promise<{ url: string; drop(): P
   };
 }
 
-export async function startTestInstance(env: Record<string, string> = {}): Promise<TestInstance> {
+export interface StartOptions {
+  /** Listen address; e2e tests listen where their test hosts can reach them. */
+  host?: string;
+  /** Fixed port (e.g. one already named in PLATFORM_PUBLIC_URL); default any free port. */
+  port?: number;
+}
+
+/** A port that is free now on all addresses. */
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "0.0.0.0", r));
+  const addr = s.address();
+  await new Promise((r) => s.close(r));
+  return typeof addr === "object" && addr ? addr.port : 0;
+}
+
+export async function startTestInstance(env: Record<string, string> = {}, opts: StartOptions = {}): Promise<TestInstance> {
   const dir = mkdtempSync(join(tmpdir(), "capstan-api-"));
   const pgAdmin = process.env.CAPSTAN_TEST_PG_URL;
   const pgDb = pgAdmin ? await freshPostgres(pgAdmin) : null;
@@ -110,14 +128,24 @@ export async function startTestInstance(env: Record<string, string> = {}): Promi
     ...(pgDb ? { DATABASE_URL: pgDb.url } : {}),
     ...env,
   });
-  const instance = await createInstance(config, pino({ level: "silent" }));
+  let instance = await createInstance(config, pino({ level: "silent" }));
   const rootToken = (await instance.admin.bootstrapRoot(config.rootEmail))!;
   const rootTeamId = (await instance.database.prisma.team.findFirstOrThrow({ orderBy: { id: "asc" } })).id;
-  const server: Server = createServer(instance.app);
-  instance.attach(server);
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const listen = async (port: number) => {
+    const server: Server = createServer(instance.app);
+    instance.attach(server);
+    await new Promise<void>((r) => server.listen(port, opts.host ?? "127.0.0.1", r));
+    return server;
+  };
+  let server = await listen(opts.port ?? 0);
   const addr = server.address();
-  const url = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;
+  const port = typeof addr === "object" && addr ? addr.port : 0;
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async () => {
+    server.closeAllConnections();
+    await new Promise<void>((r) => server.close(() => r()));
+    await instance.close();
+  };
   let seq = 0;
 
   const newMember = async (teamId: number, role: TeamRole, scopes: TokenScope[] = ["read", "write", "deploy"]) => {
@@ -128,7 +156,7 @@ export async function startTestInstance(env: Record<string, string> = {}): Promi
     return { userId, token };
   };
 
-  return {
+  const result: TestInstance = {
     url,
     config,
     instance,
@@ -141,12 +169,18 @@ export async function startTestInstance(env: Record<string, string> = {}): Promi
       return { teamId, ownerId: owner.userId, token: owner.token, api: client(url + "/api/v1", owner.token) };
     },
     newMember,
+    async restart(downMs = 0) {
+      await stop();
+      await new Promise((r) => setTimeout(r, downMs));
+      instance = await createInstance(config, pino({ level: "silent" }));
+      result.instance = instance;
+      server = await listen(port);
+    },
     async close() {
-      server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
-      await instance.close();
+      await stop();
       if (pgDb) await pgDb.drop();
       rmSync(dir, { recursive: true, force: true });
     },
   };
+  return result;
 }

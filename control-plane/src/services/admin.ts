@@ -127,11 +127,12 @@ export class AdminService {
   }
 
   /**
-   * First start: a root team, its owner and one full-scope token. The marker row makes this
-   * happen once even when several replicas start together.
+   * First start: a root team, its owner and one full-scope token, also when `capstan team
+   * create` ran before the first start. The marker row makes this happen once even when
+   * several replicas start together.
    */
   async bootstrapRoot(rootEmail: string): Promise<string | null> {
-    if ((await this.db.team.count()) > 0) return null;
+    if (await this.db.instanceSetting.findUnique({ where: { key: "root_bootstrapped" } })) return null;
     try {
       return await this.db.$transaction(async (tx) => {
         await tx.instanceSetting.create({ data: { key: "root_bootstrapped", value: new Date().toISOString() } });

@@ -1,0 +1,403 @@
+/**
+ * The admin command line contract, on the built binary: what scripts rely on (stdout carries
+ * only the value asked for, exit codes 0/1/2) and that what it creates works over HTTP.
+ */
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { client } from "./harness.js";
+import { freshPostgresDatabase } from "./support/database.js";
+
+const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
+const BIN = join(ROOT, "control-plane/bin/capstan.js");
+const TOKEN = /^cap_[0-9A-Za-z]{40}$/;
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+let dataDir: string;
+let dropDatabase: (() => Promise<void>) | null = null;
+let env: NodeJS.ProcessEnv;
+
+/** The test's environment only: no PLATFORM_* or DATABASE_URL leaks in from the caller. */
+function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith("PLATFORM_") && k !== "DATABASE_URL") out[k] = v;
+  return { ...out, PLATFORM_LOG_LEVEL: "silent", PLATFORM_HOST: "127.0.0.1", ...extra };
+}
+
+function capstan(args: string[], extraEnv: Record<string, string> = {}): Promise<Result> {
+  return new Promise((done) => {
+    execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...env, ...extraEnv }, timeout: 30_000 }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === "number" ? (err as { code: number }).code : null) : 0;
+      done({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Runs a command that must succeed and returns its stdout. */
+async function ok(args: string[]): Promise<string> {
+  const r = await capstan(args);
+  if (r.code !== 0) throw new Error(`capstan ${args.join(" ")} exited ${r.code}: ${r.stderr}`);
+  return r.stdout;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const s = createServer();
+    s.once("error", fail);
+    s.listen(0, "127.0.0.1", () => {
+      const addr = s.address();
+      const port = typeof addr === "object" && addr ? addr.port : 0;
+      s.close(() => done(port));
+    });
+  });
+}
+
+/** `capstan serve` as a child process. */
+class Served {
+  stdout = "";
+  stderr = "";
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  readonly url: string;
+  readonly api: (token?: string) => ReturnType<typeof client>;
+
+  private constructor(
+    readonly child: ChildProcess,
+    readonly port: number,
+  ) {
+    this.url = `http://127.0.0.1:${port}`;
+    this.api = (token) => client(this.url + "/api/v1", token);
+    child.stdout!.on("data", (d) => (this.stdout += String(d)));
+    child.stderr!.on("data", (d) => (this.stderr += String(d)));
+    this.exited = new Promise((done) => child.once("exit", (code, signal) => done({ code, signal })));
+  }
+
+  static async start(): Promise<Served> {
+    const port = await freePort();
+    const child = spawn(process.execPath, [BIN, "serve"], {
+      cwd: ROOT,
+      env: { ...env, PLATFORM_PORT: String(port) },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    const served = new Served(child, port);
+    running.add(served);
+    let exited = false;
+    void served.exited.then(() => (exited = true));
+    const deadline = Date.now() + 45_000;
+    for (;;) {
+      if (exited) throw new Error(`capstan serve exited early: ${served.stderr}`);
+      try {
+        if ((await fetch(served.url + "/healthz")).ok) break;
+      } catch {
+        /* not listening yet */
+      }
+      if (Date.now() > deadline) throw new Error(`capstan serve did not become healthy: ${served.stderr}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return served;
+  }
+
+  /** SIGTERM and the exit status. */
+  async stop(): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    this.child.kill("SIGTERM");
+    const result = await this.exited;
+    running.delete(this);
+    return result;
+  }
+}
+const running = new Set<Served>();
+
+beforeAll(async () => {
+  // The binary runs dist/: make sure it is built from the current sources.
+  await new Promise<void>((done, fail) =>
+    execFile("npx", ["tsc", "-b", "control-plane"], { cwd: ROOT, timeout: 120_000 }, (err, stdout, stderr) =>
+      err ? fail(new Error(`npx tsc -b control-plane failed:\n${stdout}${stderr}`)) : done(),
+    ),
+  );
+  dataDir = mkdtempSync(join(tmpdir(), "capstan-cli-"));
+  const extra: Record<string, string> = { PLATFORM_DATA_DIR: dataDir };
+  if (process.env.CAPSTAN_TEST_PG_URL) {
+    const db = await freshPostgresDatabase(process.env.CAPSTAN_TEST_PG_URL);
+    dropDatabase = db.drop;
+    extra.DATABASE_URL = db.url;
+  }
+  env = baseEnv(extra);
+}, 150_000);
+
+afterAll(async () => {
+  for (const s of running) {
+    s.child.kill("SIGKILL");
+    await s.exited;
+  }
+  await dropDatabase?.();
+  if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe("capstan CLI", () => {
+  // One instance, used in order: first start, admin commands, second start, HTTP checks.
+  let rootToken = "";
+  let teamId = 0;
+  let teamToken = "";
+  let server: Served;
+
+  describe("first start", () => {
+    it("prints a root token once, which works over HTTP, and stops gracefully on SIGTERM", async () => {
+      const first = await Served.start();
+      const match = /\s(cap_[0-9A-Za-z]{40})\s/.exec(first.stdout);
+      expect(match, first.stdout).not.toBeNull();
+      rootToken = match![1]!;
+      expect(first.stdout.split(rootToken)).toHaveLength(2); // printed once
+      expect(first.stdout).toMatch(/Root Team/);
+
+      const res = await first.api(rootToken).get("/teams/current");
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ name: "Root Team", members_count: 1 });
+
+      expect(await first.stop()).toEqual({ code: 0, signal: null });
+      expect(first.stderr).toBe("");
+    });
+  });
+
+  describe("team and token", () => {
+    it("team create prints only the new id", async () => {
+      const r = await capstan(["team", "create", "--name", "Team X", "--description", "made by the cli test"]);
+      expect(r).toEqual({ code: 0, stdout: expect.stringMatching(/^[1-9][0-9]*\n$/), stderr: "" });
+      teamId = Number(r.stdout);
+    });
+
+    it("team list shows it", async () => {
+      expect(await ok(["team", "list"])).toMatch(new RegExp(`^${teamId}\tTeam X\t0 members$`, "m"));
+    });
+
+    it("token create prints only the token", async () => {
+      const r = await capstan(["token", "create", "--team", String(teamId), "--name", "ci", "--scopes", "read,write,deploy"]);
+      expect(r.code).toBe(0);
+      expect(r.stderr).toBe("");
+      expect(r.stdout).toMatch(/^cap_[0-9A-Za-z]{40}\n$/);
+      teamToken = r.stdout.trim();
+      expect(teamToken).toMatch(TOKEN);
+    });
+  });
+
+  describe("second start", () => {
+    it("prints no root token and serves the CLI-made team to the CLI-made token", async () => {
+      server = await Served.start();
+      expect(server.stdout).not.toMatch(/cap_/);
+      expect(server.stdout).not.toMatch(/Root API token/);
+
+      const res = await server.api(teamToken).get("/teams/current");
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({
+        id: teamId,
+        name: "Team X",
+        description: "made by the cli test",
+        created_at: expect.any(String),
+        members_count: 0,
+      });
+      // A team token can work in its team.
+      const created = await server.api(teamToken).post("/projects", { name: "from-cli-token" });
+      expect(created.status).toBe(201);
+      // The root token from the first start still works.
+      expect((await server.api(rootToken).get("/teams/current")).body.name).toBe("Root Team");
+    });
+  });
+
+  describe("users and members", () => {
+    let userId = 0;
+    let userToken = "";
+
+    it("user create prints only the new id; user list shows it", async () => {
+      const r = await capstan(["user", "create", "--name", "Ada", "--email", "Ada@Example.test"]);
+      expect(r).toEqual({ code: 0, stdout: expect.stringMatching(/^[1-9][0-9]*\n$/), stderr: "" });
+      userId = Number(r.stdout);
+      expect(await ok(["user", "list"])).toMatch(new RegExp(`^${userId}\tAda\tada@example.test$`, "m"));
+    });
+
+    it("refuses a second user with the same email (exit 1)", async () => {
+      const r = await capstan(["user", "create", "--name", "Ada 2", "--email", "ada@example.test"]);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toMatch(/already exists/);
+    });
+
+    it("member add puts the user in the team, visible over HTTP", async () => {
+      const r = await capstan(["member", "add", "--team", String(teamId), "--user", String(userId), "--role", "member"]);
+      expect(r).toEqual({ code: 0, stdout: "", stderr: "" });
+      expect(await ok(["member", "list", "--team", String(teamId)])).toBe(`${userId}\tAda\tada@example.test\tmember\n`);
+      const res = await server.api(teamToken).get("/teams/current/members");
+      expect(res.body).toEqual({ data: [{ id: userId, name: "Ada", email: "ada@example.test", role: "member" }] });
+    });
+
+    it("member add again changes the role", async () => {
+      await ok(["member", "add", "--team", String(teamId), "--user", String(userId), "--role", "admin"]);
+      expect(await ok(["member", "list", "--team", String(teamId)])).toBe(`${userId}\tAda\tada@example.test\tadmin\n`);
+    });
+
+    it("a user token works until member remove, then answers 401", async () => {
+      userToken = (await ok(["token", "create", "--team", String(teamId), "--user", String(userId), "--name", "ada", "--scopes", "read"])).trim();
+      expect(userToken).toMatch(TOKEN);
+      expect((await server.api(userToken).get("/teams/current")).status).toBe(200);
+
+      const r = await capstan(["member", "remove", "--team", String(teamId), "--user", String(userId)]);
+      expect(r).toEqual({ code: 0, stdout: "", stderr: "" });
+      expect(await ok(["member", "list", "--team", String(teamId)])).toBe("");
+      const res = await server.api(userToken).get("/teams/current");
+      expect(res.status).toBe(401);
+      expect(res.body).toEqual({ message: "Unauthenticated." });
+    });
+
+    it("member remove of a non-member fails with exit 1", async () => {
+      const r = await capstan(["member", "remove", "--team", String(teamId), "--user", String(userId)]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/not a member/);
+    });
+  });
+
+  describe("tokens", () => {
+    it("token list shows names, scopes and status but never a secret", async () => {
+      const out = await ok(["token", "list", "--team", String(teamId)]);
+      const lines = out.trim().split("\n");
+      expect(lines.length).toBe(2);
+      expect(lines[0]).toMatch(/^\d+\tteam \d+\tci\tread,write,deploy\tuser -\tlast used \S+\tactive$/);
+      expect(lines[1]).toMatch(/\tada\tread\tuser \d+\t.*\trevoked$/);
+      for (const secret of [teamToken, rootToken]) {
+        expect(out).not.toContain(secret);
+        expect(out).not.toContain(secret.slice(4));
+        expect(out).not.toContain(createHash("sha256").update(secret).digest("hex"));
+      }
+      const everything = await ok(["token", "list"]);
+      expect(everything).toMatch(/\troot\t/);
+      expect(everything).not.toContain(rootToken);
+    });
+
+    it("token revoke ends the token at once (401)", async () => {
+      const id = (await ok(["token", "list", "--team", String(teamId)])).split("\n").find((l) => l.includes("\tci\t"))!.split("\t")[0]!;
+      expect((await server.api(teamToken).get("/teams/current")).status).toBe(200);
+      const r = await capstan(["token", "revoke", "--id", id]);
+      expect(r).toEqual({ code: 0, stdout: "", stderr: "" });
+      const res = await server.api(teamToken).get("/teams/current");
+      expect(res.status).toBe(401);
+      expect(res.body).toEqual({ message: "Unauthenticated." });
+      expect(await ok(["token", "list", "--team", String(teamId)])).toMatch(new RegExp(`^${id}\t.*\trevoked$`, "m"));
+    });
+
+    it("token revoke of an unknown id fails with exit 1", async () => {
+      const r = await capstan(["token", "revoke", "--id", "999999"]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/token 999999 does not exist/);
+    });
+
+    it("an expiring token works now", async () => {
+      const token = (await ok(["token", "create", "--team", String(teamId), "--name", "short", "--scopes", "read", "--expires-in-days", "1"])).trim();
+      expect((await server.api(token).get("/teams/current")).status).toBe(200);
+    });
+  });
+
+  describe("usage errors: exit 2, usage on stderr, nothing on stdout", () => {
+    let teamsBeforeUsageErrors = "";
+    let tokensBeforeUsageErrors = "";
+    beforeAll(async () => {
+      teamsBeforeUsageErrors = await ok(["team", "list"]);
+      tokensBeforeUsageErrors = await ok(["token", "list"]);
+    });
+
+    it.each([
+      ["misspelled flag", ["team", "create", "--nmae", "X"]],
+      ["missing required flag", ["team", "create"]],
+      ["empty required flag", ["team", "create", "--name", ""]],
+      ["flag without value", ["team", "create", "--name"]],
+      ["stray positional", ["team", "create", "--name", "X", "extra"]],
+      ["unknown command", ["frobnicate"]],
+      ["unknown action", ["team", "explode"]],
+      ["non-integer team id", ["token", "create", "--team", "abc", "--name", "n", "--scopes", "read"]],
+      ["zero team id", ["member", "list", "--team", "0"]],
+      ["unknown scope", ["token", "create", "--team", "1", "--name", "n", "--scopes", "read,admin"]],
+      ["empty scopes", ["token", "create", "--team", "1", "--name", "n", "--scopes", ","]],
+      ["unknown role", ["member", "add", "--team", "1", "--user", "1", "--role", "god"]],
+      ["bad expiry", ["token", "create", "--team", "1", "--name", "n", "--scopes", "read", "--expires-in-days", "-3"]],
+      ["no command at all", []],
+    ])("%s", async (_name, args) => {
+      const r = await capstan(args);
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toMatch(/usage: capstan <command>/);
+    });
+
+    it("changed nothing", async () => {
+      expect(await ok(["team", "list"])).toBe(teamsBeforeUsageErrors);
+      expect(await ok(["token", "list"])).toBe(tokensBeforeUsageErrors);
+    });
+
+    it("help prints usage on stdout with exit 0", async () => {
+      const r = await capstan(["help"]);
+      expect(r.code).toBe(0);
+      expect(r.stdout).toMatch(/usage: capstan <command>/);
+      expect(r.stderr).toBe("");
+    });
+  });
+
+  describe("errors: exit 1 with a clear message", () => {
+    it.each([
+      ["token create", ["token", "create", "--team", "999999", "--name", "n", "--scopes", "read"], /team 999999 does not exist/],
+      ["member add", ["member", "add", "--team", "999999", "--user", "1", "--role", "member"], /team 999999 does not exist/],
+    ])("unknown team in %s", async (_name, args, message) => {
+      const r = await capstan(args as string[]);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toMatch(/^capstan: /);
+      expect(r.stderr).toMatch(message as RegExp);
+      expect(r.stderr).not.toMatch(/\n\s+at /); // a message, not a stack trace
+    });
+
+    it("unknown user in member add", async () => {
+      const r = await capstan(["member", "add", "--team", String(teamId), "--user", "999999", "--role", "member"]);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/user 999999 does not exist/);
+    });
+
+    it("a token for a user outside the team", async () => {
+      const other = Number(await ok(["user", "create", "--name", "Outsider", "--email", "outsider@example.test"]));
+      const r = await capstan(["token", "create", "--team", String(teamId), "--user", String(other), "--name", "n", "--scopes", "read"]);
+      expect(r.code).toBe(1);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toMatch(/not a member/);
+    });
+  });
+
+  describe("configuration errors", () => {
+    it.each(["notaport", "70000", "-1"])("serve refuses PLATFORM_PORT=%s with a clear message", async (port) => {
+      const r = await capstan(["serve"], { PLATFORM_PORT: port });
+      expect(r.code).not.toBe(0);
+      expect(r.code).not.toBeNull();
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toMatch(/Invalid configuration/);
+      expect(r.stderr).toMatch(/PLATFORM_PORT/);
+      expect(r.stderr).not.toMatch(/\n\s+at /);
+    });
+
+    it("admin commands refuse a bad DATABASE_URL the same way", async () => {
+      const r = await capstan(["team", "list"], { DATABASE_URL: "mysql://localhost/x" });
+      expect(r.code).toBe(1);
+      expect(r.stderr).toMatch(/Invalid configuration/);
+      expect(r.stderr).toMatch(/DATABASE_URL/);
+    });
+  });
+
+  describe("shutdown", () => {
+    it("the server exits 0 on SIGTERM (graceful shutdown)", async () => {
+      // An open keep-alive connection must not hold the shutdown up.
+      expect((await server.api(rootToken).get("/teams/current")).status).toBe(200);
+      expect(await server.stop()).toEqual({ code: 0, signal: null });
+      expect(server.stderr).toBe("");
+    });
+  });
+});

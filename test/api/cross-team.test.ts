@@ -1,0 +1,400 @@
+/**
+ * THE MATRIX: every route of the route table, called by team B on team A's objects, answers
+ * 404 and changes nothing. Cases are derived from the route table itself, so a new route is
+ * covered the day it is added — or this file fails, telling what it needs (a resource kind
+ * fixture, a request body, a query parameter mapping).
+ */
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { z } from "zod";
+import { routes } from "../../control-plane/src/http/routes/index.js";
+import type { AnyRoute } from "../../control-plane/src/http/route.js";
+import { startTestInstance, type ApiClient, type ApiResponse, type TestInstance } from "./harness.js";
+import { KeyFactory } from "./support/ssh.js";
+
+let t: TestInstance;
+const keys = new KeyFactory();
+
+// ---------------------------------------------------------------------------------------------
+// Fixtures: one object of every resource kind, per team.
+
+interface Fixtures {
+  tag: string;
+  teamId: number;
+  api: ApiClient;
+  /** A member with a project grant and an environment override. */
+  member: { userId: number; email: string };
+  /** A member without any grant (free to be granted in positive controls). */
+  spare: { userId: number };
+  project: { uuid: string; name: string };
+  environment: { id: number; uuid: string; name: string };
+  projectPermission: { id: number };
+  environmentPermission: { id: number };
+  key: { uuid: string; name: string; fingerprint: string; publicKey: string };
+  server: { uuid: string };
+  /** Strings that identify this team's objects; no other team may ever see one of them. */
+  markers: string[];
+}
+
+async function ok<T = any>(res: Promise<ApiResponse<T>>, what: string): Promise<T> {
+  const r = await res;
+  if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+async function buildFixtures(prefix: string): Promise<Fixtures> {
+  const tag = `${prefix}-${randomBytes(4).toString("hex")}`;
+  const team = await t.newTeam(`${tag}-team`);
+  const api = team.api;
+  const member = await t.newMember(team.teamId, "member");
+  const spare = await t.newMember(team.teamId, "member");
+  const email = (await t.instance.database.prisma.user.findUniqueOrThrow({ where: { id: member.userId } })).email;
+  const project = await ok(api.post("/projects", { name: `${tag}-project`, description: `${tag}-description` }), "project");
+  const created = await ok(api.post(`/projects/${project.uuid}/environments`, { name: `${tag}-env` }), "environment");
+  const environment = await ok(api.get(`/projects/${project.uuid}/${tag}-env`), "environment lookup");
+  const pp = await ok(
+    api.post("/permissions/project", { project_uuid: project.uuid, user_id: member.userId, permission_level: "deploy" }),
+    "project permission",
+  );
+  const ep = await ok(
+    api.post("/permissions/environment", { environment_id: created.data.id, user_id: member.userId, permission_level: "view_only" }),
+    "environment permission",
+  );
+  const generated = await keys.generate("ed25519");
+  const key = await ok(api.post("/security/keys", { name: `${tag}-key`, private_key: generated.privateKey }), "private key");
+  const server = await ok(api.post("/servers", { name: `${tag}-server`, ip: "127.0.0.1", port: 1, private_key_uuid: key.uuid }), "server");
+  return {
+    tag,
+    teamId: team.teamId,
+    api,
+    member: { userId: member.userId, email },
+    spare: { userId: spare.userId },
+    project: { uuid: project.uuid, name: project.name },
+    environment: { id: environment.id, uuid: environment.uuid, name: environment.name },
+    projectPermission: { id: pp.data.id },
+    environmentPermission: { id: ep.data.id },
+    key: { uuid: key.uuid, name: key.name, fingerprint: key.fingerprint, publicKey: key.public_key },
+    server: { uuid: server.uuid },
+    markers: [tag, project.uuid, environment.uuid, key.uuid, key.fingerprint, key.public_key.split(" ")[1]!, email, server.uuid],
+  };
+}
+
+/** Everything a team has, as its owner sees it, plus the sealed key material. */
+async function snapshot(f: Fixtures) {
+  const get = async (path: string) => {
+    const r = await f.api.get(path);
+    expect(r.status, `snapshot ${path}`).toBe(200);
+    return r.body;
+  };
+  return {
+    team: await get("/teams/current"),
+    members: await get("/teams/current/members"),
+    projects: await get("/projects"),
+    projectPermissions: await get("/permissions/project"),
+    environmentPermissions: await get("/permissions/environment"),
+    keys: await get("/security/keys"),
+    servers: await get("/servers"),
+    server: await get(`/servers/${f.server.uuid}`),
+    keyMaterial: await t.instance.services.keys.reveal(f.teamId, f.key.uuid),
+    // Not visible through the API: a rotated agent token would only show here.
+    agentTokens: (await t.instance.database.prisma.server.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map(
+      (row) => (row as { agentTokenHash?: unknown }).agentTokenHash,
+    ),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// How to turn a route into requests. Each table is checked for completeness below.
+
+/** Path values per resource kind (x-capstan-resource); several variants where a path accepts several forms. */
+const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => string | number>> = {
+  team: { id: (f) => f.teamId },
+  project: { uuid: (f) => f.project.uuid },
+  environment: { uuid: (f) => f.environment.uuid, name: (f) => f.environment.name },
+  project_permission: { id: (f) => f.projectPermission.id },
+  environment_permission: { id: (f) => f.environmentPermission.id },
+  private_key: { uuid: (f) => f.key.uuid },
+  server: { uuid: (f) => f.server.uuid },
+};
+
+interface BodySpec {
+  /** A valid body for the caller's own objects (sent with path values of the target). */
+  valid: (caller: Fixtures) => unknown;
+  /**
+   * Bodies that reference objects of `owner` by id, sent by `caller` of another team (with the
+   * caller's own objects in the path, if any); each must answer 404. Required for routes
+   * without path parameters: "none" when the body references no object by id.
+   */
+  foreign?: ((owner: Fixtures, caller: Fixtures) => unknown[]) | "none";
+}
+
+const BODIES: Record<string, BodySpec> = {
+  "post /projects": { valid: () => ({ name: "created" }), foreign: "none" },
+  "patch /projects/{uuid}": { valid: () => ({ name: "hijacked", description: "hijacked" }) },
+  "post /projects/{uuid}/environments": { valid: () => ({ name: "intruder" }) },
+  "post /permissions/project": {
+    valid: (c) => ({ project_uuid: c.project.uuid, user_id: c.spare.userId, permission_level: "full_access" }),
+    foreign: (a, b) => [
+      { project_uuid: a.project.uuid, user_id: b.spare.userId, permission_level: "full_access" },
+      { project_uuid: b.project.uuid, user_id: a.spare.userId, permission_level: "full_access" },
+      { project_uuid: a.project.uuid, user_id: a.spare.userId, permission_level: "full_access" },
+    ],
+  },
+  "post /permissions/project/bulk": {
+    valid: (c) => ({ project_uuid: c.project.uuid, permission_level: "full_access" }),
+    foreign: (a) => [{ project_uuid: a.project.uuid, permission_level: "full_access" }],
+  },
+  "put /permissions/project/{id}": { valid: () => ({ permission_level: "full_access" }) },
+  "post /permissions/environment": {
+    valid: (c) => ({ environment_id: c.environment.id, user_id: c.spare.userId, permission_level: "full_access" }),
+    foreign: (a, b) => [
+      { environment_id: a.environment.id, user_id: b.spare.userId, permission_level: "full_access" },
+      { environment_id: b.environment.id, user_id: a.spare.userId, permission_level: "full_access" },
+      { environment_id: a.environment.id, user_id: a.spare.userId, permission_level: "full_access" },
+    ],
+  },
+  "post /security/keys": { valid: () => ({ name: "created", private_key: spareKey }), foreign: "none" },
+  "patch /security/keys/{uuid}": { valid: () => ({ name: "hijacked", private_key: spareKey }) },
+  "post /servers": {
+    valid: (c) => ({ name: "created", ip: "192.0.2.20", private_key_uuid: c.key.uuid }),
+    foreign: (a) => [{ name: "created", ip: "192.0.2.20", private_key_uuid: a.key.uuid }],
+  },
+  "patch /servers/{uuid}": {
+    valid: () => ({ name: "hijacked", port: 2222 }),
+    foreign: (a) => [{ private_key_uuid: a.key.uuid }, { name: "renamed", private_key_uuid: a.key.uuid }],
+  },
+};
+
+/**
+ * Routes that cannot succeed on a team's own objects in this test setup, with the status they
+ * answer instead: no agent is connected to the fixture servers, and their SSH address
+ * (127.0.0.1:1) refuses connections. "found" means: anything but 404/422 — the route found
+ * the object and failed on what lies outside the test.
+ */
+const OWN_STATUS: Record<string, number | "found"> = {
+  "get /servers/{uuid}/validate": 422,
+  "get /servers/{uuid}/resources": 503,
+  "get /servers/{uuid}/domains": 503,
+  "post /servers/{uuid}/install-agent": "found",
+};
+
+function expectOwnStatus(key: string, res: ApiResponse) {
+  const expected = OWN_STATUS[key];
+  const detail = `${key}: ${JSON.stringify(res.body)}`;
+  if (expected === "found") expect([404, 422], detail).not.toContain(res.status);
+  else if (expected !== undefined) expect(res.status, detail).toBe(expected);
+  else expect(res.status, detail).toBeLessThan(300);
+}
+
+/** Positive control only: what must happen before the request can succeed on own objects. */
+const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
+  // A key in use by a server cannot be deleted (409): free it first.
+  "delete /security/keys/{uuid}": (f) => f.api.delete(`/servers/${f.server.uuid}`),
+};
+let spareKey = "";
+
+/** Query parameters that name objects: filled with the other team's ids on list endpoints. */
+const QUERY_REFS: Record<string, (f: Fixtures) => string | number> = {
+  project_uuid: (f) => f.project.uuid,
+  environment_id: (f) => f.environment.id,
+  user_id: (f) => f.member.userId,
+};
+const PAGINATION = new Set(["page", "per_page"]);
+
+// ---------------------------------------------------------------------------------------------
+// Cases, derived from the route table when the file is collected.
+
+const keyOf = (r: AnyRoute) => `${r.method} ${r.path}`;
+const pathParams = (r: AnyRoute) => [...r.path.matchAll(/\{([a-zA-Z_]+)\}/g)].map((m) => m[1]!);
+
+function kindOf(r: AnyRoute, param: string): string | undefined {
+  const schema = (r.params?.shape as Record<string, z.ZodType> | undefined)?.[param];
+  const kind = schema?.meta()?.["x-capstan-resource"];
+  return typeof kind === "string" ? kind : undefined;
+}
+
+type Owner = "A" | "B";
+interface Slot {
+  param: string;
+  kind: string;
+  owner: Owner;
+  variant: string;
+}
+interface MatrixCase {
+  route: AnyRoute;
+  slots: Slot[];
+  label: string;
+}
+
+/** Problems that make the matrix incomplete: reported by one failing test naming what to add. */
+const gaps: string[] = [];
+const gapRoutes = new Set<string>();
+const gap = (r: AnyRoute, message: string) => {
+  gaps.push(`${keyOf(r)}: ${message}`);
+  gapRoutes.add(keyOf(r));
+};
+
+for (const r of routes) {
+  const spec = BODIES[keyOf(r)];
+  if (r.body && !spec) gap(r, `takes a body: add BODIES["${keyOf(r)}"] with a valid body${pathParams(r).length ? "" : " and its foreign-id variants"}.`);
+  if (r.body && spec && !pathParams(r).length && !spec.foreign) {
+    gap(r, `has no path parameters: BODIES["${keyOf(r)}"].foreign must list bodies naming another team's ids ("none" if the body names no object).`);
+  }
+  for (const name of Object.keys(r.query?.shape ?? {})) {
+    if (!PAGINATION.has(name) && !QUERY_REFS[name]) gap(r, `query parameter ${name}: add it to QUERY_REFS.`);
+  }
+  for (const param of pathParams(r)) {
+    const kind = kindOf(r, param);
+    if (!kind) gap(r, `path parameter {${param}} has no x-capstan-resource (declare it with resourceId() from shared/src/api/common.ts).`);
+    else if (!RESOURCE_VALUES[kind]) gap(r, `unknown resource kind "${kind}" of {${param}}: add a fixture and RESOURCE_VALUES["${kind}"].`);
+  }
+}
+
+/** Routes the matrix can drive. */
+const covered = routes.filter((r) => !gapRoutes.has(keyOf(r)));
+const paramRoutes = covered.filter((r) => pathParams(r).length > 0);
+
+/** Path values all taken from one owner, first variant of each kind. */
+const ownSlots = (r: AnyRoute, owner: Owner): Slot[] =>
+  pathParams(r).map((param) => {
+    const kind = kindOf(r, param)!;
+    return { param, kind, owner, variant: Object.keys(RESOURCE_VALUES[kind]!)[0]! };
+  });
+
+const cases: MatrixCase[] = [];
+for (const r of paramRoutes) {
+  const options = pathParams(r).map((param) => {
+    const kind = kindOf(r, param)!;
+    return (["A", "B"] as Owner[]).flatMap((owner) => Object.keys(RESOURCE_VALUES[kind]!).map((variant) => ({ param, kind, owner, variant })));
+  });
+  let combos: Slot[][] = [[]];
+  for (const o of options) combos = combos.flatMap((c) => o.map((slot) => [...c, slot]));
+  // Every combination in which at least one object is team A's.
+  for (const slots of combos.filter((c) => c.some((s) => s.owner === "A"))) {
+    const parts = slots.map((s) => `${s.param}=${s.owner}:${s.kind}${Object.keys(RESOURCE_VALUES[s.kind]!).length > 1 ? `(${s.variant})` : ""}`);
+    cases.push({ route: r, slots, label: `${r.method.toUpperCase()} ${r.path} [${parts.join(", ")}]` });
+  }
+}
+
+function buildPath(r: AnyRoute, slots: Slot[], fixtures: Record<Owner, Fixtures>): string {
+  let path = r.path;
+  for (const s of slots) path = path.replace(`{${s.param}}`, encodeURIComponent(String(RESOURCE_VALUES[s.kind]![s.variant]!(fixtures[s.owner]))));
+  return path;
+}
+
+async function call(api: ApiClient, r: AnyRoute, path: string, body: unknown): Promise<ApiResponse> {
+  if (r.method === "get") return api.get(path);
+  return r.body ? api[r.method](path, body) : api[r.method](path);
+}
+
+function expectNoMarkers(res: ApiResponse, f: Fixtures, label: string) {
+  const text = JSON.stringify(res.body) ?? "";
+  for (const m of f.markers) expect(text, `${label} leaks ${m}`).not.toContain(m);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+let A: Fixtures;
+let B: Fixtures;
+beforeAll(async () => {
+  t = await startTestInstance();
+  spareKey = (await keys.generate("ed25519")).privateKey;
+  A = await buildFixtures("alpha");
+  B = await buildFixtures("beta");
+});
+afterAll(async () => {
+  await t?.close();
+  keys.cleanup();
+});
+
+/** Runs one request of team B and checks: 404, no trace of A, neither team changed. */
+async function expectRefusedByB(r: AnyRoute, path: string, body: unknown, label: string) {
+  const before = { a: await snapshot(A), b: await snapshot(B) };
+  const res = await call(B.api, r, path, body);
+  expect(res.status, `${label} ${JSON.stringify(body) ?? ""} -> ${JSON.stringify(res.body)}`).toBe(404);
+  expect(res.body, label).toEqual({ message: expect.any(String) });
+  expectNoMarkers(res, A, label);
+  expect(await snapshot(A), `${label}: team A changed`).toEqual(before.a);
+  expect(await snapshot(B), `${label}: team B changed`).toEqual(before.b);
+}
+
+describe("the matrix is complete", () => {
+  it("knows how to build requests for every route", () => {
+    expect(gaps, `cross-team matrix is missing entries:\n  ${gaps.join("\n  ")}\n`).toEqual([]);
+  });
+
+  it("has no stale entries", () => {
+    const known = new Set(routes.map(keyOf));
+    expect(Object.keys(BODIES).filter((k) => !known.has(k))).toEqual([]);
+    expect(Object.keys(OWN_STATUS).filter((k) => !known.has(k))).toEqual([]);
+    expect(Object.keys(PREPARE_OWN).filter((k) => !known.has(k))).toEqual([]);
+  });
+
+  it("drives every route with path parameters in several combinations", () => {
+    expect(paramRoutes.length).toBeGreaterThan(10);
+    expect(new Set(cases.map((c) => keyOf(c.route)))).toEqual(new Set(paramRoutes.map(keyOf)));
+  });
+});
+
+describe("team B with team A's objects in the path: 404, nothing changes", () => {
+  it.each(cases.map((c) => [c.label, c] as const))("%s", async (label, c) => {
+    const body = c.route.body ? BODIES[keyOf(c.route)]!.valid(B) : undefined;
+    await expectRefusedByB(c.route, buildPath(c.route, c.slots, { A, B }), body, label);
+  });
+});
+
+describe("team B naming team A's ids in a request body: 404, nothing changes", () => {
+  const withForeign = covered.filter((r) => r.body && typeof BODIES[keyOf(r)]?.foreign === "function");
+  it.each(withForeign.map((r) => [keyOf(r), r] as const))("%s", async (key, r) => {
+    // The path names B's own objects: only the body points into team A.
+    const path = buildPath(r, ownSlots(r, "B"), { A, B });
+    const bodies = (BODIES[key]!.foreign as (a: Fixtures, b: Fixtures) => unknown[])(A, B);
+    expect(bodies.length).toBeGreaterThan(0);
+    for (const body of bodies) await expectRefusedByB(r, path, body, key);
+  });
+});
+
+describe("team B's reads never include team A's objects", () => {
+  const reads = covered.filter((r) => r.method === "get");
+
+  it.each(reads.map((r) => [keyOf(r), r] as const))("%s", async (key, r) => {
+    const path = buildPath(r, ownSlots(r, "B"), { A, B });
+    const plain = await B.api.get(path);
+    expectOwnStatus(key, plain);
+    expectNoMarkers(plain, A, path);
+    const paged = await B.api.get(path, { page: 1, per_page: 100 });
+    expectOwnStatus(key, paged);
+    expectNoMarkers(paged, A, path);
+
+    for (const q of Object.keys(r.query?.shape ?? {}).filter((name) => QUERY_REFS[name])) {
+      const filtered = await B.api.get(path, { [q]: QUERY_REFS[q]!(A) });
+      expect(filtered.status, `${path}?${q}=<team A's>`).toBe(200);
+      expect(filtered.body.data, `${path}?${q}=<team A's>`).toEqual([]);
+      expectNoMarkers(filtered, A, `${path}?${q}`);
+    }
+  });
+
+  it("does list team B's own objects (the reads above are not empty by accident)", async () => {
+    const text = JSON.stringify([
+      (await B.api.get("/projects")).body,
+      (await B.api.get("/permissions/project")).body,
+      (await B.api.get("/permissions/environment")).body,
+      (await B.api.get("/security/keys")).body,
+      (await B.api.get("/servers")).body,
+      (await B.api.get("/teams/current/members")).body,
+    ]);
+    for (const m of B.markers) expect(text).toContain(m);
+  });
+});
+
+describe("positive control: the same requests on a team's own objects succeed", () => {
+  // Fresh fixtures per case, in another team, so a delete does not affect other cases.
+  const all = covered.filter((r) => pathParams(r).length > 0 || r.body);
+  it.each(all.map((r) => [keyOf(r), r] as const))("%s", async (key, r) => {
+    const C = await buildFixtures("gamma");
+    await PREPARE_OWN[key]?.(C);
+    const body = r.body ? BODIES[key]!.valid(C) : undefined;
+    const res = await call(C.api, r, buildPath(r, ownSlots(r, "A"), { A: C, B: C }), body);
+    expectOwnStatus(key, res);
+  });
+});
