@@ -20,6 +20,18 @@ export default defineConfig({
           hookTimeout: 60_000,
         },
       },
+      {
+        extends: true,
+        test: {
+          name: "e2e",
+          include: ["test/e2e/**/*.test.ts"],
+          globalSetup: ["test/e2e/global-setup.ts"],
+          testTimeout: 180_000,
+          hookTimeout: 600_000,
+          // Test hosts are whole Docker engines: one file at a time on 2 cores.
+          fileParallelism: false,
+        },
+      },
     ],
   },
 });

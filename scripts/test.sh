@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # The whole test run: what CI runs and what a newcomer runs after `npm ci`.
-# Installs and starts the real components the suites need (PostgreSQL; later Docker),
-# builds once, runs every suite, and prints "N passed, N failed" at the end.
+# Installs and starts the real components the suites need (PostgreSQL, a Docker Engine,
+# local images, test hosts), builds once, runs every suite, and ends with
+# "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 results=$(mktemp -d /tmp/capstan-results.XXXXXX)
-export CAPSTAN_TEST_RESULTS=$results
 status=0
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s  (%ss)\n' "$*" "$SECONDS"; }
 
 run_vitest() { # name, then vitest args; records results, keeps going on failure
   local name=$1; shift
@@ -21,18 +21,22 @@ run_vitest() { # name, then vitest args; records results, keeps going on failure
 step "prisma schemas in sync"
 node scripts/prisma-generate.mjs --check
 
-step "build (typecheck, strict)"
+step "build (strict TypeScript)"
 npx turbo run build
 
 step "OpenAPI lint"
 npm run --silent lint:openapi || status=1
 
-step "unit tests"
-run_vitest unit --project unit
+# Docker Engine, base images and the agent image take minutes on a fresh machine, mostly
+# waiting on Debian's archive: prepare them while the API suites use the CPU.
+step "preparing Docker infrastructure in the background (log: $results/infra.log)"
+( bash test/kit/engine.sh up && bash test/kit/images.sh busybox debian dind && bash deploy/agent/build-image.sh ) \
+  >"$results/infra.log" 2>&1 &
+infra_pid=$!
 
 step "PostgreSQL for the API suite"
 pg_url=$(test/services/postgres.sh start 55432)
-trap 'test/services/postgres.sh stop 55432 >/dev/null 2>&1 || true' EXIT
+trap 'test/services/postgres.sh stop 55432 >/dev/null 2>&1 || true; bash test/kit/cleanup.sh >/dev/null 2>&1 || true' EXIT
 
 step "API suite on SQLite and on PostgreSQL (in parallel)"
 run_vitest api-sqlite --project api &
@@ -41,6 +45,19 @@ CAPSTAN_TEST_PG_URL=$pg_url run_vitest api-postgresql --project api &
 pg_pid=$!
 wait $sqlite_pid || status=1
 wait $pg_pid || status=1
+
+step "waiting for Docker infrastructure"
+if ! wait $infra_pid; then
+  tail -n 40 "$results/infra.log"
+  echo "Docker infrastructure could not be prepared" >&2
+  status=1
+fi
+
+step "unit tests (the agent's engine tests use the real engine)"
+run_vitest unit --project unit
+
+step "end-to-end suite on real Docker hosts"
+run_vitest e2e --project e2e
 
 step "summary"
 node scripts/test-summary.mjs "$results" || status=1

@@ -1,4 +1,5 @@
 import { createServer, type Server } from "node:http";
+import type { Socket } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -131,8 +132,15 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
   let instance = await createInstance(config, pino({ level: "silent" }));
   const rootToken = (await instance.admin.bootstrapRoot(config.rootEmail))!;
   const rootTeamId = (await instance.database.prisma.team.findFirstOrThrow({ orderBy: { id: "asc" } })).id;
+  // Every TCP connection, upgraded (agent websockets) or not, so stop() can cut them all at
+  // once like a crashed process would.
+  const sockets = new Set<Socket>();
   const listen = async (port: number) => {
     const server: Server = createServer(instance.app);
+    server.on("connection", (sock) => {
+      sockets.add(sock);
+      sock.once("close", () => sockets.delete(sock));
+    });
     instance.attach(server);
     await new Promise<void>((r) => server.listen(port, opts.host ?? "127.0.0.1", r));
     return server;
@@ -142,6 +150,7 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
   const port = typeof addr === "object" && addr ? addr.port : 0;
   const url = `http://127.0.0.1:${port}`;
   const stop = async () => {
+    for (const sock of sockets) sock.destroy();
     server.closeAllConnections();
     await new Promise<void>((r) => server.close(() => r()));
     await instance.close();

@@ -1,0 +1,73 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
+import { fileURLToPath } from "node:url";
+import { dirname, join } from "node:path";
+
+const run = promisify(execFile);
+export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../..");
+const kit = (script: string) => join(repo, "test/kit", script);
+
+/** Runs a command (argv, no shell); returns trimmed stdout, throws with stderr on failure. */
+export async function sh(cmd: string, args: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<string> {
+  try {
+    const child = run(cmd, args, { maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 600_000 });
+    if (opts.input !== undefined) {
+      child.child.stdin?.end(opts.input);
+    }
+    const { stdout } = await child;
+    return stdout.trim();
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    throw new Error(`${cmd} ${args.join(" ")} failed: ${e.stderr?.trim() || e.message}`);
+  }
+}
+
+export interface TestHost {
+  name: string;
+  ip: string;
+}
+
+/** Fresh test hosts (containers with their own Docker Engine) on PREFIX-net. */
+export async function startHosts(n: number, prefix: string): Promise<TestHost[]> {
+  const out = await sh("bash", [kit("hosts.sh"), "up", String(n), prefix]);
+  return out
+    .split("\n")
+    .filter(Boolean)
+    .map((line) => {
+      const [name, ip] = line.split(" ");
+      return { name: name!, ip: ip! };
+    });
+}
+
+export async function loadImages(host: string, ...images: string[]): Promise<void> {
+  await sh("bash", [kit("hosts.sh"), "load", host, ...images]);
+}
+
+export async function stopHosts(prefix: string): Promise<void> {
+  await sh("bash", [kit("hosts.sh"), "down", prefix]);
+}
+
+/** The address of this machine on a test network: where hosts reach the control plane. */
+export async function gatewayOf(network: string): Promise<string> {
+  return sh("docker", ["network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", network]);
+}
+
+/** docker exec into a test host. */
+export function onHost(host: string, ...argv: string[]): Promise<string> {
+  return sh("docker", ["exec", host, ...argv]);
+}
+
+export async function until<T>(what: string, fn: () => Promise<T | false | null | undefined>, timeoutMs = 30_000, everyMs = 200): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < end) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+  throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
+}
