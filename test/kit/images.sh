@@ -109,7 +109,7 @@ SH
 FROM capstan-test/debian:latest
 ENV DEBIAN_FRONTEND=noninteractive
 RUN apt-get update \
- && apt-get install -y --no-install-recommends docker.io iptables iproute2 procps ca-certificates curl xz-utils libstdc++6 \
+ && apt-get install -y --no-install-recommends docker.io iptables iproute2 procps ca-certificates curl xz-utils libstdc++6 openssh-server \
  && rm -rf /var/lib/apt/lists/*
 COPY node /usr/local/bin/node
 COPY entrypoint.sh /usr/local/bin/capstan-host-entrypoint

@@ -156,7 +156,9 @@ export class ServerService {
     this.access.requireTeamAdmin(auth, "manage servers");
     const server = await this.get(auth, uuid);
     const key = await this.db.privateKey.findUniqueOrThrow({ where: { id: server.privateKeyId } });
-    const { agentToken } = await this.rotateAgentToken(auth, uuid);
+    // The new token takes effect only once the installer succeeded: a failed attempt leaves
+    // the running agent alone. The new agent retries (with backoff) until then.
+    const agentToken = generateAgentToken();
     let result: InstallResult;
     try {
       result = await this.setup.install(
@@ -166,7 +168,13 @@ export class ServerService {
     } catch (err) {
       throw new AppError(502, (err as Error).message);
     }
-    if (!server.sshHostKey) await this.db.server.update({ where: { id: server.id }, data: { sshHostKey: result.hostKey } });
+    if (result.exitCode === 0) {
+      await this.db.server.update({
+        where: { id: server.id },
+        data: { agentTokenHash: hashAgentToken(agentToken), sshHostKey: server.sshHostKey ?? result.hostKey },
+      });
+      this.agents?.disconnect(server.id);
+    }
     return { exitCode: result.exitCode, output: result.output };
   }
 
