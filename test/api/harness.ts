@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { randomBytes } from "node:crypto";
-import pg from "pg";
+import { freshPostgresDatabase } from "./support/database.js";
 import { pino } from "pino";
 import { loadConfig, type Config } from "../../control-plane/src/config.js";
 import { createInstance, type Instance } from "../../control-plane/src/instance.js";
@@ -83,25 +83,6 @@ export function client(baseUrl: string, token?: string): ApiClient {
   };
 }
 
-async function freshPostgres(adminUrl: string): Promise<{ url: string; drop(): Promise<void> }> {
-  const name = `capstan_t_${randomBytes(6).toString("hex")}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  await admin.end();
-  const u = new URL(adminUrl);
-  u.pathname = `/${name}`;
-  return {
-    url: u.toString(),
-    async drop() {
-      const c = new pg.Client({ connectionString: adminUrl });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
-  };
-}
-
 export interface StartOptions {
   /** Listen address; e2e tests listen where their test hosts can reach them. */
   host?: string;
@@ -121,7 +102,7 @@ export async function freePort(): Promise<number> {
 export async function startTestInstance(env: Record<string, string> = {}, opts: StartOptions = {}): Promise<TestInstance> {
   const dir = mkdtempSync(join(tmpdir(), "capstan-api-"));
   const pgAdmin = process.env.CAPSTAN_TEST_PG_URL;
-  const pgDb = pgAdmin ? await freshPostgres(pgAdmin) : null;
+  const pgDb = pgAdmin ? await freshPostgresDatabase(pgAdmin) : null;
   const config = loadConfig({
     PLATFORM_DATA_DIR: dir,
     PLATFORM_LOG_LEVEL: "silent",

@@ -35,3 +35,12 @@ export async function paginate<T>(
     meta: { current_page: w.page, per_page: w.perPage, total, last_page: Math.max(1, Math.ceil(total / w.perPage)) },
   };
 }
+
+/** The same page window over a list already in memory (small, bounded lists). */
+export function paginateArray<T>(q: PaginationQuery, all: T[]): Promise<Page<T>> {
+  return paginate(
+    q,
+    async () => all.length,
+    async (w) => all.slice(w.skip ?? 0, w.take === undefined ? undefined : (w.skip ?? 0) + w.take),
+  );
+}

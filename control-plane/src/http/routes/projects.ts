@@ -13,7 +13,7 @@ import {
   UpdateProjectBody,
 } from "@capstan/shared";
 import { z } from "zod";
-import { paginate } from "../pagination.js";
+import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
 import type { ProjectWithEnvironments } from "../../services/projects.js";
@@ -117,14 +117,7 @@ export const projectRoutes = [
     responses: { 200: { description: "Environments", schema: EnvironmentList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ auth, services, params, query }) {
       const p = await services.projects.find(auth, params.uuid);
-      const all = p.environments.map(environmentDto);
-      return {
-        body: await paginate(
-          query,
-          async () => all.length,
-          async (w) => all.slice(w.skip ?? 0, w.take === undefined ? undefined : (w.skip ?? 0) + w.take),
-        ),
-      };
+      return { body: await paginateArray(query, p.environments.map(environmentDto)) };
     },
   }),
   route({

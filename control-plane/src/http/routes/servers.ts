@@ -14,7 +14,7 @@ import {
   type ManagedContainer,
 } from "@capstan/shared";
 import { z } from "zod";
-import { paginate } from "../pagination.js";
+import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
 import { ServerService, type ServerWithDetail } from "../../services/servers.js";
@@ -102,9 +102,6 @@ const domainsOf = (containers: ManagedContainer[]) =>
         resource_type: c.labels[LABEL.type] ?? "application",
       }));
   });
-
-const sliceOf = <T>(all: T[]) => (w: { skip?: number; take?: number }) =>
-  Promise.resolve(all.slice(w.skip ?? 0, w.take === undefined ? undefined : (w.skip ?? 0) + w.take));
 
 export const serverRoutes = [
   route({
@@ -220,7 +217,7 @@ export const serverRoutes = [
     },
     async handler({ auth, services, params, query }) {
       const all = resourcesOf(await services.servers.managedContainers(auth, params.uuid));
-      return { body: await paginate(query, async () => all.length, sliceOf(all)) };
+      return { body: await paginateArray(query, all) };
     },
   }),
   route({
@@ -239,7 +236,7 @@ export const serverRoutes = [
     },
     async handler({ auth, services, params, query }) {
       const all = domainsOf(await services.servers.managedContainers(auth, params.uuid));
-      return { body: await paginate(query, async () => all.length, sliceOf(all)) };
+      return { body: await paginateArray(query, all) };
     },
   }),
   route({
