@@ -32,7 +32,7 @@ const token = (await instance.admin.bootstrapRoot(config.rootEmail))!;
 await applyAfterStart(experiments, instance.database.prisma);
 const server = createServer(instance.app);
 server.keepAliveTimeout = 65_000;
-instance.attach(server);
+await instance.attach(server);
 await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
 const addr = server.address();
 const url = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;

@@ -14,6 +14,7 @@ import { JobQueue } from "./jobs/queue.js";
 import { attachGateway, type AgentGateway } from "./agents/gateway.js";
 import { joinCommand } from "./agents/join-command.js";
 import { installAgentOverSsh } from "./agents/ssh-install.js";
+import { usePostgresAdapter } from "./agents/cluster-adapter.js";
 
 export interface InstanceData {
   database: Database;
@@ -42,7 +43,7 @@ export interface Instance extends InstanceData {
   jobs: JobQueue;
   gateway: AgentGateway | null;
   /** Attaches the agent gateway to the HTTP server and starts background work. */
-  attach(http: HttpServer): AgentGateway;
+  attach(http: HttpServer): Promise<AgentGateway>;
   close(): Promise<void>;
 }
 
@@ -68,14 +69,19 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
       await db.$queryRawUnsafe("SELECT 1");
     },
   });
+  const closers: (() => Promise<void>)[] = [];
   const instance: Instance = {
     ...data,
     app,
     services,
     jobs,
     gateway: null,
-    attach(http) {
+    async attach(http) {
       const gateway = attachGateway(http, db, jobs, log);
+      if (config.database.kind === "postgresql") {
+        const closeAdapter = await usePostgresAdapter(gateway.io, config.database.url);
+        closers.push(closeAdapter);
+      }
       services.servers.bindAgents(gateway);
       instance.gateway = gateway;
       jobs.start();
@@ -84,6 +90,7 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     async close() {
       await jobs.stop();
       await instance.gateway?.close();
+      for (const close of closers.splice(0)) await close();
       await limiter.close();
       await data.database.close();
     },

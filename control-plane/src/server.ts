@@ -33,7 +33,7 @@ export async function serve(config: Config): Promise<void> {
   }
   const server = createServer(instance.app);
   server.keepAliveTimeout = 65_000;
-  instance.attach(server);
+  await instance.attach(server);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
     server.listen(config.port, config.host, () => resolve());

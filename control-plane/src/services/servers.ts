@@ -20,7 +20,6 @@ const withDetail = {
 export type ServerWithDetail = Prisma.ServerGetPayload<{ include: typeof withDetail }>;
 
 export interface AgentLink {
-  isConnected(serverId: number): boolean;
   standDown(serverId: number, reason: string): void;
   disconnect(serverId: number): void;
 }
@@ -59,8 +58,12 @@ export class ServerService {
     this.agents = link;
   }
 
-  isConnected(serverId: number): boolean {
-    return this.agents?.isConnected(serverId) ?? false;
+  /**
+   * Whether the server's agent is connected to any replica: `status` is kept by the replica
+   * holding the connection (and reset when a replica dies), so this holds cluster-wide.
+   */
+  static agentConnected(server: { status: string }): boolean {
+    return server.status === "reachable";
   }
 
   count(auth: AuthContext) {
@@ -178,8 +181,8 @@ export class ServerService {
     return { exitCode: result.exitCode, output: result.output };
   }
 
-  private requireAgent(server: { id: number; name: string }): void {
-    if (!this.isConnected(server.id)) {
+  private requireAgent(server: { status: string; name: string }): void {
+    if (!ServerService.agentConnected(server)) {
       throw new AppError(503, `Server ${server.name} is unreachable: its agent is not connected.`);
     }
   }
@@ -187,7 +190,7 @@ export class ServerService {
   /** Engine running and compose available, checked now by the agent; updates is_usable. */
   async validate(auth: AuthContext, uuid: string): Promise<{ dockerVersion: string }> {
     const server = await this.get(auth, uuid);
-    if (!this.isConnected(server.id)) {
+    if (!ServerService.agentConnected(server)) {
       await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
       throw invalid({ server: ["The agent is not connected."] }, `Server ${server.name} is not usable: the agent is not connected.`);
     }

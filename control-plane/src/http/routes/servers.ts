@@ -45,7 +45,7 @@ const serverDto = (s: ServerRecord) => ({
   created_at: iso(s.createdAt),
 });
 
-const detailDto = (s: ServerWithDetail, connected: boolean) => {
+const detailDto = (s: ServerWithDetail) => {
   const facts = ServerService.facts(s);
   return {
     ...serverDto(s),
@@ -68,7 +68,7 @@ const detailDto = (s: ServerWithDetail, connected: boolean) => {
           disk_free_bytes: facts.disk.free_bytes,
         }
       : null,
-    agent: { connected, version: s.agentVersion, last_seen_at: s.lastSeenAt ? iso(s.lastSeenAt) : null },
+    agent: { connected: ServerService.agentConnected(s), version: s.agentVersion, last_seen_at: s.lastSeenAt ? iso(s.lastSeenAt) : null },
     destinations: s.destinations.map((d) => ({ uuid: d.uuid, name: d.name, network: d.networkName })),
     updated_at: iso(s.updatedAt),
   };
@@ -138,7 +138,7 @@ export const serverRoutes = [
     responses: { 200: { description: "Server", schema: ServerDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ auth, services, params }) {
       const s = await services.servers.get(auth, params.uuid);
-      return { body: detailDto(s, services.servers.isConnected(s.id)) };
+      return { body: detailDto(s) };
     },
   }),
   route({
@@ -157,7 +157,7 @@ export const serverRoutes = [
     },
     async handler({ auth, services, params, body }) {
       const s = await services.servers.update(auth, params.uuid, body);
-      return { body: { message: "Server updated.", data: detailDto(s, services.servers.isConnected(s.id)) } };
+      return { body: { message: "Server updated.", data: detailDto(s) } };
     },
   }),
   route({

@@ -1,0 +1,18 @@
+import pg from "pg";
+import { createAdapter } from "@socket.io/postgres-adapter";
+import type { Server as IoServer } from "socket.io";
+
+const TABLE = "socket_io_attachments";
+
+/**
+ * With PostgreSQL, control-plane replicas share socket.io broadcasts through LISTEN/NOTIFY
+ * (large payloads go through a table), so a dashboard on any replica hears about agents
+ * connected to any other. SQLite means a single replica: nothing to share.
+ */
+export async function usePostgresAdapter(io: IoServer, url: string): Promise<() => Promise<void>> {
+  const pool = new pg.Pool({ connectionString: url, max: 4 });
+  await pool.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (
+    id bigserial UNIQUE, created_at timestamptz DEFAULT NOW(), payload bytea)`);
+  io.adapter(createAdapter(pool, { tableName: TABLE }));
+  return () => pool.end();
+}

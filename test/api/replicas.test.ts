@@ -1,0 +1,79 @@
+import { createServer, type Server } from "node:http";
+import type { Socket } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { pino } from "pino";
+import { EV, type ServerStatusEvent } from "@capstan/shared";
+import { createInstance, type Instance } from "../../control-plane/src/instance.js";
+import { client, startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
+import { KeyFactory } from "./support/ssh.js";
+import { connectAgent, connectFleet } from "./support/fake-agent.js";
+
+/**
+ * Two control-plane replicas on one PostgreSQL database (the scale-out setup): an agent on
+ * one, a dashboard and the API caller on the other.
+ */
+const pgUrl = process.env.CAPSTAN_TEST_PG_URL;
+
+describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
+  let a: TestInstance;
+  let b: Instance;
+  let bServer: Server;
+  let bUrl: string;
+  let team: TeamFixture;
+  const sockets = new Set<Socket>();
+  const keys = new KeyFactory();
+  const open: { close(): void }[] = [];
+
+  beforeAll(async () => {
+    a = await startTestInstance();
+    b = await createInstance(a.config, pino({ level: "silent" }));
+    bServer = createServer(b.app);
+    bServer.on("connection", (s) => {
+      sockets.add(s);
+      s.once("close", () => sockets.delete(s));
+    });
+    await b.attach(bServer);
+    await new Promise<void>((r) => bServer.listen(0, "127.0.0.1", r));
+    const addr = bServer.address();
+    bUrl = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;
+    team = await a.newTeam();
+  });
+  afterAll(async () => {
+    for (const s of open) s.close();
+    for (const s of sockets) s.destroy();
+    await new Promise((r) => bServer?.close(r));
+    await b?.close();
+    await a?.close();
+    keys.cleanup();
+  });
+
+  it("a dashboard on replica B hears an agent connecting to replica A; a job created on B runs through A", async () => {
+    const key = await keys.generate("ed25519");
+    const apiB = client(bUrl + "/api/v1", team.token);
+    const keyUuid = (await apiB.post("/security/keys", { name: "k", private_key: key.privateKey })).body.uuid;
+    const s = (await apiB.post("/servers", { name: "r1", ip: "10.1.1.1", private_key_uuid: keyUuid })).body;
+
+    const fleet = await connectFleet(bUrl, team.token);
+    open.push(fleet);
+    const heard = new Promise<ServerStatusEvent>((resolve) =>
+      fleet.on(EV.serverStatus, (e: ServerStatusEvent) => e.uuid === s.uuid && e.status === "reachable" && resolve(e)),
+    );
+    const agent = await connectAgent(a.url, s.agent_token);
+    open.push(agent);
+    await agent.hello();
+    expect((await heard).status).toBe("reachable");
+
+    // prepare job, then a validate requested through replica B
+    const prepare = await agent.nextJob();
+    await agent.outcome({ id: prepare.id, attempt: prepare.attempt, ok: true, result: { created: ["capstan"], existing: [] } });
+    const validating = apiB.get(`/servers/${s.uuid}/validate`);
+    const job = await agent.nextJob(10_000);
+    expect(job.type).toBe("server.validate");
+    await agent.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { docker_version: "20.10.24", api_version: "1.41", compose_version: "1.29.2" } });
+    const v = await validating;
+    // B does not hold the agent's socket: the job row it wrote is delivered by A's pump.
+    expect(v.status).toBe(200);
+    const row = await b.database.prisma.job.findUniqueOrThrow({ where: { id: job.id } });
+    expect(row.status).toBe("succeeded");
+  });
+});
