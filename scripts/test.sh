@@ -35,8 +35,9 @@ step "preparing Docker infrastructure in the background (log: $results/infra.log
 infra_pid=$!
 
 step "PostgreSQL for the API suite"
-pg_url=$(test/services/postgres.sh start 55432)
-trap 'test/services/postgres.sh stop 55432 >/dev/null 2>&1 || true; bash test/kit/cleanup.sh >/dev/null 2>&1 || true' EXIT
+pg_port=${CAPSTAN_TEST_PG_PORT:-55432}
+pg_url=$(test/services/postgres.sh start "$pg_port")
+trap 'test/services/postgres.sh stop "$pg_port" >/dev/null 2>&1 || true; bash test/kit/cleanup.sh >/dev/null 2>&1 || true' EXIT
 
 step "API suite on SQLite and on PostgreSQL (in parallel)"
 run_vitest api-sqlite --project api &
