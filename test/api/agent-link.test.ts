@@ -231,3 +231,33 @@ describe("fleet stream is scoped to the token's team", () => {
     await expect(connectFleet(t.url, "cap_" + "x".repeat(40))).rejects.toThrow(/Unauthenticated/);
   });
 });
+
+describe("fleet-sized id lists", () => {
+  it("the job pump works with more connected servers than SQLite binds values", async () => {
+    const { JobQueue } = await import("../../control-plane/src/jobs/queue.js");
+    const { pino } = await import("pino");
+    const db = t.instance.database.prisma;
+    const key = await db.privateKey.findFirstOrThrow({ where: { uuid: keyUuid } });
+    const rows = Array.from({ length: 1200 }, (_, i) => ({
+      uuid: `bulk-${i}-${Date.now()}`,
+      teamId: team.teamId,
+      name: `bulk-${i}`,
+      ip: "10.9.0.1",
+      privateKeyId: key.id,
+      agentTokenHash: `bulk-${i}-${Math.random()}`,
+    }));
+    for (let i = 0; i < rows.length; i += 400) await db.server.createMany({ data: rows.slice(i, i + 400) });
+    const ids = (await db.server.findMany({ where: { name: { startsWith: "bulk-" } }, select: { id: true } })).map((s) => s.id);
+    expect(ids.length).toBe(1200);
+    const last = ids[ids.length - 1]!;
+    const jobId = await t.instance.jobs.enqueue(db, last, "containers.list", {});
+    const delivered: string[] = [];
+    const queue = new JobQueue(db, pino({ level: "silent" }));
+    queue.bindTransport(async (_serverId, envelope) => {
+      delivered.push(envelope.id);
+      return { accepted: true };
+    }, () => ids);
+    await queue.tick();
+    expect(delivered).toContain(jobId);
+  });
+});

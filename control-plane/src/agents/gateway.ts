@@ -17,6 +17,7 @@ import type { Db } from "../db/client.js";
 import type { Logger } from "../lib/log.js";
 import type { JobQueue } from "../jobs/queue.js";
 import { AGENT_TOKEN_PATTERN, hashAgentToken } from "../crypto/agent-token.js";
+import { chunks } from "../db/chunks.js";
 import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
 
 /** Ping every 2.5 s, give up after 5 s more: a vanished agent is noticed within ~7.5 s. */
@@ -63,8 +64,9 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
   const fleet: Namespace = io.of(FLEET_NAMESPACE);
   const sockets = new Map<number, Socket>();
 
-  const publish = async (serverId: number) => {
-    const s = await db.server.findUnique({ where: { id: serverId } });
+  type StatusRow = { uuid: string; name: string; teamId: number; status: string; lastSeenAt: Date | null; agentVersion: string | null };
+  const publish = async (serverId: number, row?: StatusRow) => {
+    const s = row ?? (await db.server.findUnique({ where: { id: serverId } }));
     if (!s) return;
     const event: ServerStatusEvent = {
       uuid: s.uuid,
@@ -106,7 +108,7 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
 
     socket.on(EV.hello, async (raw: unknown, ack?: (r: unknown) => void) => {
       const hello = AgentHello.safeParse(raw);
-      await db.server.update({
+      const row = await db.server.update({
         where: { id: serverId },
         data: {
           status: "reachable",
@@ -117,7 +119,7 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
         },
       });
       if (typeof ack === "function") ack({ ok: hello.success });
-      await publish(serverId);
+      await publish(serverId, row);
       await jobs.kick(serverId, { redeliver: true });
     });
 
@@ -178,13 +180,16 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
   const heartbeat = setInterval(async () => {
     try {
       const now = new Date();
-      const ids = [...sockets.keys()];
-      if (ids.length) await db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } });
+      for (const ids of chunks([...sockets.keys()])) {
+        await db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } });
+      }
+      // Local servers were just stamped, so they cannot match; the check below is a guard.
       const stale = await db.server.findMany({
-        where: { status: "reachable", lastSeenAt: { lt: new Date(now.getTime() - STALE_AFTER_MS) }, id: { notIn: ids } },
+        where: { status: "reachable", lastSeenAt: { lt: new Date(now.getTime() - STALE_AFTER_MS) } },
         select: { id: true },
       });
       for (const s of stale) {
+        if (sockets.has(s.id)) continue;
         await db.server.updateMany({ where: { id: s.id, status: "reachable" }, data: { status: "unreachable", isUsable: false, agentConnection: null } });
         await publish(s.id);
       }

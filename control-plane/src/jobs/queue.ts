@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { JOBS, type JobOutcome, type JobPayload, type JobResult, type JobType } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { Logger } from "../lib/log.js";
+import { chunks } from "../db/chunks.js";
 
 export type JobStatus = "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
 const OPEN: JobStatus[] = ["queued", "dispatched", "running"];
@@ -227,15 +228,16 @@ export class JobQueue {
         : "deadline exceeded: the server's agent was not connected";
       if (await this.finish(job.id, null, { status: "failed", error: reason })) this.cancelOnAgent?.(job.serverId, job.id);
     }
-    if (!here.size) return;
-    const pending = await this.db.job.findMany({
-      where: { serverId: { in: [...here] }, status: { in: ["queued", "dispatched"] } },
-      orderBy: { createdAt: "asc" },
-      take: 500,
-    });
-    for (const job of pending) {
-      if (job.status === "dispatched" && Date.now() - (this.lastDelivery.get(job.id) ?? 0) < 10_000) continue;
-      await this.dispatch(job);
+    for (const ids of chunks([...here])) {
+      const pending = await this.db.job.findMany({
+        where: { serverId: { in: ids }, status: { in: ["queued", "dispatched"] } },
+        orderBy: { createdAt: "asc" },
+        take: 500,
+      });
+      for (const job of pending) {
+        if (job.status === "dispatched" && Date.now() - (this.lastDelivery.get(job.id) ?? 0) < 10_000) continue;
+        await this.dispatch(job);
+      }
     }
   }
 
