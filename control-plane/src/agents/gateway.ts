@@ -1,4 +1,5 @@
 import type { Server as HttpServer } from "node:http";
+import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { Server as IoServer, type Namespace, type Socket } from "socket.io";
 import {
   AGENTS_NAMESPACE,
@@ -25,6 +26,7 @@ export const PING_INTERVAL_MS = 2500;
 export const PING_TIMEOUT_MS = 5000;
 const ACK_TIMEOUT_MS = 5000;
 const HEARTBEAT_MS = 10_000;
+const MAX_HANDSHAKES_IN_FLIGHT = 100;
 const STALE_AFTER_MS = 35_000;
 
 interface AgentSocketData {
@@ -79,7 +81,22 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     fleet.to(`team:${s.teamId}`).emit(EV.serverStatus, event);
   };
 
+  // A restarted control plane meets the whole fleet at once. Handshakes beyond this many in
+  // flight are turned away (the agent retries with backoff and jitter), and each yields to
+  // the event loop first, so pings of connected agents keep being answered.
+  let handshakesInFlight = 0;
   agents.use(async (socket, next) => {
+    if (handshakesInFlight >= MAX_HANDSHAKES_IN_FLIGHT) return next(new Error("busy, retry later"));
+    handshakesInFlight++;
+    try {
+      await yieldToEventLoop();
+      await authenticate(socket, next);
+    } finally {
+      handshakesInFlight--;
+    }
+  });
+
+  const authenticate = async (socket: Socket, next: (err?: Error) => void) => {
     const hs = AgentHandshake.safeParse(socket.handshake.auth);
     if (!hs.success) return next(new Error("invalid handshake"));
     if (hs.data.protocol_version !== PROTOCOL_VERSION) {
@@ -97,7 +114,7 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     };
     socket.data = data;
     next();
-  });
+  };
 
   agents.on("connection", (socket) => {
     const { serverId, agentVersion } = socket.data as AgentSocketData;
@@ -107,6 +124,7 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     log.info({ server: serverId, agentVersion }, "agent connected");
 
     socket.on(EV.hello, async (raw: unknown, ack?: (r: unknown) => void) => {
+      await yieldToEventLoop();
       const hello = AgentHello.safeParse(raw);
       const row = await db.server.update({
         where: { id: serverId },
