@@ -57,25 +57,31 @@ const worker = async () => {
 await Promise.all(Array.from({ length: 8 }, worker));
 
 // Capture the exact bodies the bare server will serve, and the SQL statements one request
-// runs (better-sqlite3 is synchronous and used by both Prisma and the rate limiter, so
-// wrapping prepare() for these few requests sees them all; it is unwrapped before the load).
+// runs (better-sqlite3 is synchronous and used by both Prisma and the control plane's plain
+// read path, so wrapping the execution methods of its Statement for these few requests sees
+// them all, prepared statements reused from a cache included; unwrapped before the load).
 const bodies: Record<string, unknown> = {};
 const statements: Record<string, { sql: string; count: number }[]> = {};
 const failures: Record<string, string> = {};
 const resolved: string[] = [];
-const proto = Sqlite.prototype as unknown as { prepare(sql: string): unknown };
-const prepare = proto.prepare;
+const probeDb = new Sqlite(":memory:");
+const stmtProto = Object.getPrototypeOf(probeDb.prepare("SELECT 1")) as Record<string, (...a: unknown[]) => unknown>;
+probeDb.close();
+const methods = ["all", "get", "run", "iterate"] as const;
+const originals = Object.fromEntries(methods.map((m) => [m, stmtProto[m]!]));
 for (const p of paths) {
   const path = p.replace("{first}", firstUuid);
   await fetch(url + path, { headers }); // settle once-per-token work (last_used_at)
   const seen = new Map<string, number>();
-  proto.prepare = function (this: unknown, sql: string) {
-    seen.set(sql, (seen.get(sql) ?? 0) + 1);
-    return prepare.call(this, sql);
-  };
+  for (const m of methods) {
+    stmtProto[m] = function (this: { source: string }, ...a: unknown[]) {
+      seen.set(this.source, (seen.get(this.source) ?? 0) + 1);
+      return originals[m]!.apply(this, a);
+    };
+  }
   const res = await fetch(url + path, { headers });
   const body = await res.json();
-  proto.prepare = prepare;
+  for (const m of methods) stmtProto[m] = originals[m]!;
   resolved.push(path);
   statements[path] = [...seen].map(([sql, count]) => ({ sql, count }));
   if (res.status === 200) bodies[path] = body;

@@ -53,7 +53,7 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
   const db = data.database.prisma;
   const jobs = new JobQueue(db, log);
   const agentParams = (token: string) => ({ url: config.publicUrl, image: config.agentImage, token });
-  const services = createServices(db, data.box, jobs, {
+  const services = createServices(db, data.database.reader, data.box, jobs, {
     joinCommand: (token) => joinCommand(config.publicUrl, config.agentImage, token),
     install: (target, token) => installAgentOverSsh(target, agentParams(token)),
     openKey: (sealed) => data.box.open(sealed),

@@ -122,7 +122,7 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
       sockets.add(sock);
       sock.once("close", () => sockets.delete(sock));
     });
-    instance.attach(server);
+    await instance.attach(server);
     await new Promise<void>((r) => server.listen(port, opts.host ?? "127.0.0.1", r));
     return server;
   };

@@ -5,6 +5,7 @@ import { PrismaPg } from "@prisma/adapter-pg";
 import { PrismaClient as SqliteClient } from "./generated/sqlite/client.js";
 import { PrismaClient as PostgresClient } from "./generated/postgresql/client.js";
 import type { DatabaseConfig } from "../config.js";
+import { openReader, type SqlReader } from "./reader.js";
 
 /**
  * The two generated clients share one model API (they come from one schema); the
@@ -16,6 +17,8 @@ export type { Prisma } from "./generated/sqlite/client.js";
 export interface Database {
   prisma: Db;
   kind: DatabaseConfig["kind"];
+  /** Plain-SQL read path for the hot requests (reader.ts); writes go through prisma. */
+  reader: SqlReader;
   close(): Promise<void>;
 }
 
@@ -26,11 +29,21 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
     // WAL is persistent in the file (set by the migrator); these two are per connection.
     await prisma.$executeRawUnsafe("PRAGMA synchronous = NORMAL");
     await prisma.$executeRawUnsafe("PRAGMA foreign_keys = ON");
-    return { prisma, kind: "sqlite", close: () => prisma.$disconnect() };
+    const reader = openReader(config);
+    return { prisma, kind: "sqlite", reader, close: () => closeBoth(prisma, reader) };
   }
   const prisma = new PostgresClient({
     adapter: new PrismaPg({ connectionString: config.url, max: 20 }),
   }) as unknown as Db;
   await prisma.$queryRawUnsafe("SELECT 1");
-  return { prisma, kind: "postgresql", close: () => prisma.$disconnect() };
+  const reader = openReader(config);
+  return { prisma, kind: "postgresql", reader, close: () => closeBoth(prisma, reader) };
+}
+
+async function closeBoth(prisma: Db, reader: SqlReader): Promise<void> {
+  try {
+    await reader.close();
+  } finally {
+    await prisma.$disconnect();
+  }
 }

@@ -104,7 +104,7 @@ export function createApp(deps: AppDeps): Express {
   app.use("/docs", docsRouter());
 
   const api = express.Router();
-  api.use(resolveToken(deps.services.db));
+  api.use(resolveToken(deps.services.db, deps.services.reader));
   api.use(deps.rateLimit);
   api.use((req, _res, next) => {
     try {

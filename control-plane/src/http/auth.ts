@@ -1,6 +1,7 @@
 import type { RequestHandler } from "express";
 import type { TeamRole, TokenScope } from "@capstan/shared";
 import type { Db } from "../db/client.js";
+import { toDate, toInt, type SqlReader } from "../db/reader.js";
 import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
 import { AppError } from "./errors.js";
 import { requiredScope, type AnyRoute } from "./route.js";
@@ -22,11 +23,29 @@ declare module "express-serve-static-core" {
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 
+/** One query: the token and, for a user token, the user's membership of the token's team. */
+const TOKEN_SQL = `SELECT t."id", t."teamId", t."userId", t."scopes", t."revokedAt", t."expiresAt", m."role"
+  FROM "ApiToken" t
+  LEFT JOIN "Membership" m ON m."userId" = t."userId" AND m."teamId" = t."teamId"
+  WHERE t."secretHash" = ?`;
+
+interface TokenRow {
+  id: number;
+  teamId: number;
+  userId: number | null;
+  scopes: string;
+  revokedAt: unknown;
+  expiresAt: unknown;
+  role: string | null;
+}
+
 /**
  * Resolves the bearer token (if any) into req.auth. It never rejects by itself: the rate
  * limiter runs next (so failed guesses are throttled per address) and requireAuth answers 401.
+ * Every request reads the token and membership afresh (one indexed join, nothing cached), so a
+ * revocation or a member removal done by another process applies to the next request.
  */
-export function resolveToken(db: Db): RequestHandler {
+export function resolveToken(db: Db, reader: SqlReader): RequestHandler {
   const lastUsedWritten = new Map<number, number>();
   return async (req, _res, next) => {
     try {
@@ -34,36 +53,26 @@ export function resolveToken(db: Db): RequestHandler {
       const match = header ? /^Bearer\s+(\S+)\s*$/i.exec(header) : null;
       const token = match?.[1];
       if (!token || !looksLikeApiToken(token)) return next();
-      const row = await db.apiToken.findUnique({
-        where: { secretHash: hashApiToken(token) },
-        select: {
-          id: true,
-          teamId: true,
-          userId: true,
-          scopes: true,
-          revokedAt: true,
-          expiresAt: true,
-          user: { select: { memberships: { select: { teamId: true, role: true } } } },
-        },
-      });
+      const [row] = await reader.all<TokenRow>(TOKEN_SQL, [hashApiToken(token)]);
       const now = Date.now();
-      if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= now)) return next();
+      if (!row || row.revokedAt !== null || (row.expiresAt !== null && toDate(row.expiresAt).getTime() <= now)) return next();
+      const id = toInt(row.id);
+      const userId = row.userId === null ? null : toInt(row.userId);
       let role: TeamRole = "admin";
-      if (row.userId !== null) {
-        const membership = row.user?.memberships.find((m) => m.teamId === row.teamId);
-        if (!membership) return next(); // the user left the team: the token no longer works
-        role = membership.role as TeamRole;
+      if (userId !== null) {
+        if (row.role === null) return next(); // the user left the team: the token no longer works
+        role = row.role as TeamRole;
       }
       req.auth = {
-        tokenId: row.id,
-        teamId: row.teamId,
-        userId: row.userId,
+        tokenId: id,
+        teamId: toInt(row.teamId),
+        userId,
         role,
         scopes: new Set(row.scopes.split(",").filter(Boolean) as TokenScope[]),
       };
-      if (now - (lastUsedWritten.get(row.id) ?? 0) > LAST_USED_RESOLUTION_MS) {
-        lastUsedWritten.set(row.id, now);
-        void db.apiToken.update({ where: { id: row.id }, data: { lastUsedAt: new Date(now) } }).catch(() => {});
+      if (now - (lastUsedWritten.get(id) ?? 0) > LAST_USED_RESOLUTION_MS) {
+        lastUsedWritten.set(id, now);
+        void db.apiToken.update({ where: { id }, data: { lastUsedAt: new Date(now) } }).catch(() => {});
       }
       next();
     } catch (err) {

@@ -1,7 +1,6 @@
 import type { RequestHandler } from "express";
-import Database from "better-sqlite3";
 import pg from "pg";
-import { RateLimiterPostgres, RateLimiterRes, RateLimiterSQLite, type RateLimiterAbstract } from "rate-limiter-flexible";
+import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import type { DatabaseConfig } from "../config.js";
 import { AppError } from "./errors.js";
 
@@ -15,24 +14,17 @@ export interface RateLimiter {
 
 /**
  * Fixed one-minute window per API token (per client address for requests without a valid
- * token), kept in the instance database so every control-plane replica shares the count.
+ * token). On PostgreSQL the counts are kept in the database so every control-plane replica
+ * shares them; on SQLite (a single process by design) they are kept in memory.
  */
 export async function createRateLimiter(db: DatabaseConfig, pointsPerMinute: number): Promise<RateLimiter> {
   let limiter: RateLimiterAbstract;
   let close: () => Promise<void>;
   if (db.kind === "sqlite") {
-    const handle = new Database(db.file, { timeout: 10_000 });
-    handle.pragma("journal_mode = WAL");
-    handle.pragma("synchronous = NORMAL");
-    limiter = await new Promise<RateLimiterAbstract>((resolve, reject) => {
-      const l: RateLimiterAbstract = new RateLimiterSQLite(
-        { storeClient: handle, storeType: "better-sqlite3", tableName: TABLE, points: pointsPerMinute, duration: WINDOW_SECONDS, clearExpiredByTimeout: true },
-        (err?: unknown) => (err ? reject(err) : resolve(l)),
-      );
-    });
-    close = async () => {
-      handle.close();
-    };
+    // One control-plane process per SQLite file (docs/limits.md): the counts live in its
+    // memory, which spares a database write per request. A restart starts a fresh window.
+    limiter = new RateLimiterMemory({ points: pointsPerMinute, duration: WINDOW_SECONDS });
+    close = async () => {};
   } else {
     const pool = new pg.Pool({ connectionString: db.url, max: 5 });
     limiter = await new Promise<RateLimiterAbstract>((resolve, reject) => {

@@ -1,4 +1,5 @@
 import type { Db } from "../db/client.js";
+import type { SqlReader } from "../db/reader.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { JobQueue } from "../jobs/queue.js";
 import { AccessService } from "./access.js";
@@ -10,6 +11,8 @@ import { TeamService } from "./teams.js";
 
 export interface Services {
   db: Db;
+  /** Plain-SQL read path for the hot GETs (db/reader.ts). */
+  reader: SqlReader;
   jobs: JobQueue;
   access: AccessService;
   teams: TeamService;
@@ -19,14 +22,15 @@ export interface Services {
   servers: ServerService;
 }
 
-export function createServices(db: Db, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup): Services {
+export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup): Services {
   const access = new AccessService(db);
   return {
     db,
+    reader,
     jobs,
     access,
     teams: new TeamService(db),
-    projects: new ProjectService(db, access),
+    projects: new ProjectService(db, reader, access),
     permissions: new PermissionService(db, access),
     keys: new PrivateKeyService(db, access, box),
     servers: new ServerService(db, access, jobs, agentSetup),

@@ -1,4 +1,5 @@
 import type { Db, Prisma } from "../db/client.js";
+import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import type { AuthContext } from "../http/auth.js";
 import { conflict, forbidden, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
@@ -10,31 +11,108 @@ export const DEFAULT_ENVIRONMENT = "production";
 const withEnvironments = { environments: { orderBy: { id: "asc" } } } satisfies Prisma.ProjectInclude;
 export type ProjectWithEnvironments = Prisma.ProjectGetPayload<{ include: typeof withEnvironments }>;
 
+/** createdAt: a Date from Prisma, or already ISO 8601 (UTC, milliseconds) from the plain read path. */
+export interface EnvironmentView {
+  id: number;
+  uuid: string;
+  name: string;
+  createdAt: Date | string;
+}
+/** What GET /projects and GET /projects/{uuid} show (ProjectWithEnvironments has the same shape and more). */
+export interface ProjectView {
+  uuid: string;
+  name: string;
+  description: string;
+  createdAt: Date | string;
+  environments: EnvironmentView[];
+}
+
+/** A row of read(): a project, and one of its environments or nulls (LEFT JOIN). */
+type ProjectEnvironmentRow = [
+  id: unknown,
+  uuid: string,
+  name: string,
+  description: string,
+  createdAt: unknown,
+  envId: unknown,
+  envUuid: string | null,
+  envName: string | null,
+  envCreatedAt: unknown,
+];
 
 /** Projects and environments (spec 4.2), always inside the caller's team. */
 export class ProjectService {
   constructor(
     private readonly db: Db,
+    private readonly reader: SqlReader,
     private readonly access: AccessService,
   ) {}
 
-  private async teamWhere(auth: AuthContext): Promise<Prisma.ProjectWhereInput> {
-    const visible = await this.access.visibleProjectIds(auth);
-    return visible === null ? { teamId: auth.teamId } : { teamId: auth.teamId, id: { in: visible } };
+  /**
+   * Projects of the caller's team that it may see, each with the environments it may see, in
+   * one SQL statement through the plain read path (db/reader.ts): GET /projects and
+   * GET /projects/{uuid}. No IN list: a page of any size binds the same few parameters.
+   */
+  private async read(auth: AuthContext, match: { uuid: string } | { window: { skip?: number; take?: number } }): Promise<ProjectView[]> {
+    const vis = this.access.visibilitySql(auth);
+    const params: (string | number)[] = [];
+    let inner = `SELECT p."id", p."uuid", p."name", p."description", p."createdAt" FROM "Project" p WHERE p."teamId" = ?`;
+    params.push(auth.teamId);
+    if ("uuid" in match) {
+      inner += ` AND p."uuid" = ?`;
+      params.push(match.uuid);
+    }
+    if (vis) {
+      inner += ` AND ${vis.project.sql}`;
+      params.push(...vis.project.params);
+    }
+    if ("window" in match) {
+      inner += ` ORDER BY p."id"`;
+      if (match.window.take !== undefined) {
+        inner += ` LIMIT ? OFFSET ?`;
+        params.push(match.window.take, match.window.skip ?? 0);
+      }
+    }
+    let sql = `SELECT p."id", p."uuid", p."name", p."description", p."createdAt",
+        e."id" AS "envId", e."uuid" AS "envUuid", e."name" AS "envName", e."createdAt" AS "envCreatedAt"
+      FROM (${inner}) p LEFT JOIN "Environment" e ON e."projectId" = p."id"`;
+    if (vis) {
+      sql += ` AND ${vis.environment.sql}`;
+      params.push(...vis.environment.params);
+    }
+    sql += ` ORDER BY p."id", e."id"`;
+    const rows = await this.reader.rows<ProjectEnvironmentRow>(sql, params);
+    const out: ProjectView[] = [];
+    let last: ProjectView | undefined;
+    let lastId: unknown;
+    for (const [id, uuid, name, description, createdAt, envId, envUuid, envName, envCreatedAt] of rows) {
+      if (!last || id !== lastId) {
+        last = { uuid, name, description, createdAt: toIso(createdAt), environments: [] };
+        lastId = id;
+        out.push(last);
+      }
+      if (envId !== null) last.environments.push({ id: toInt(envId), uuid: envUuid!, name: envName!, createdAt: toIso(envCreatedAt) });
+    }
+    return out;
   }
 
   async count(auth: AuthContext): Promise<number> {
-    return this.db.project.count({ where: await this.teamWhere(auth) });
+    const vis = this.access.visibilitySql(auth);
+    const sql = `SELECT COUNT(*) AS "n" FROM "Project" p WHERE p."teamId" = ?${vis ? ` AND ${vis.project.sql}` : ""}`;
+    const [row] = await this.reader.all<{ n: unknown }>(sql, [auth.teamId, ...(vis?.project.params ?? [])]);
+    return toInt(row!.n);
   }
 
-  async list(auth: AuthContext, window: { skip?: number; take?: number }): Promise<ProjectWithEnvironments[]> {
-    const projects = await this.db.project.findMany({
-      where: await this.teamWhere(auth),
-      include: withEnvironments,
-      orderBy: { id: "asc" },
-      ...window,
-    });
-    return this.filterEnvironments(auth, projects);
+  /** A page (or all) of the projects the caller may see, by id, with the environments it may see. */
+  list(auth: AuthContext, window: { skip?: number; take?: number }): Promise<ProjectView[]> {
+    return this.read(auth, { window });
+  }
+
+  /** One project for reading (GET): as find, through the plain read path. */
+  async view(auth: AuthContext, uuid: string): Promise<ProjectView> {
+    const [project] = await this.read(auth, { uuid });
+    if (!project) throw notFound("Project");
+    return project;
   }
 
   /** Members see only the environments their permissions reach. */

@@ -16,18 +16,21 @@ import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
-import type { ProjectWithEnvironments } from "../../services/projects.js";
+import type { ProjectView } from "../../services/projects.js";
 
-type EnvRecord = { id: number; uuid: string; name: string; createdAt: Date };
+type EnvRecord = { id: number; uuid: string; name: string; createdAt: Date | string };
 
-const environmentDto = (e: EnvRecord) => ({ id: e.id, uuid: e.uuid, name: e.name, created_at: iso(e.createdAt) });
+/** The plain read path hands timestamps over already in ISO 8601. */
+const at = (d: Date | string) => (typeof d === "string" ? d : iso(d));
 
-const projectDto = (p: ProjectWithEnvironments) => ({
+const environmentDto = (e: EnvRecord) => ({ id: e.id, uuid: e.uuid, name: e.name, created_at: at(e.createdAt) });
+
+const projectDto = (p: ProjectView) => ({
   uuid: p.uuid,
   name: p.name,
   description: p.description,
   environments: p.environments.map(environmentDto),
-  created_at: iso(p.createdAt),
+  created_at: at(p.createdAt),
 });
 
 const CreatedEnvironment = z.object({ message: z.string(), data: z.object({ id: z.number().int(), name: z.string() }) });
@@ -79,7 +82,7 @@ export const projectRoutes = [
     params: ProjectParams,
     responses: { 200: { description: "Project", schema: Project }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ auth, services, params }) {
-      return { body: projectDto(await services.projects.find(auth, params.uuid)) };
+      return { body: projectDto(await services.projects.view(auth, params.uuid)) };
     },
   }),
   route({
@@ -116,7 +119,7 @@ export const projectRoutes = [
     query: PaginationQuery,
     responses: { 200: { description: "Environments", schema: EnvironmentList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ auth, services, params, query }) {
-      const p = await services.projects.find(auth, params.uuid);
+      const p = await services.projects.view(auth, params.uuid);
       return { body: await paginateArray(query, p.environments.map(environmentDto)) };
     },
   }),

@@ -172,6 +172,9 @@ CREATE TABLE "InstanceSetting" (
 CREATE UNIQUE INDEX "User_email_key" ON "User"("email");
 
 -- CreateIndex
+CREATE INDEX "Membership_teamId_id_idx" ON "Membership"("teamId", "id");
+
+-- CreateIndex
 CREATE INDEX "Membership_userId_idx" ON "Membership"("userId");
 
 -- CreateIndex
@@ -181,7 +184,7 @@ CREATE UNIQUE INDEX "Membership_teamId_userId_key" ON "Membership"("teamId", "us
 CREATE UNIQUE INDEX "ApiToken_secretHash_key" ON "ApiToken"("secretHash");
 
 -- CreateIndex
-CREATE INDEX "ApiToken_teamId_idx" ON "ApiToken"("teamId");
+CREATE INDEX "ApiToken_teamId_id_idx" ON "ApiToken"("teamId", "id");
 
 -- CreateIndex
 CREATE INDEX "ApiToken_userId_idx" ON "ApiToken"("userId");
@@ -190,7 +193,7 @@ CREATE INDEX "ApiToken_userId_idx" ON "ApiToken"("userId");
 CREATE UNIQUE INDEX "Project_uuid_key" ON "Project"("uuid");
 
 -- CreateIndex
-CREATE INDEX "Project_teamId_createdAt_idx" ON "Project"("teamId", "createdAt");
+CREATE INDEX "Project_teamId_id_idx" ON "Project"("teamId", "id");
 
 -- CreateIndex
 CREATE UNIQUE INDEX "Environment_uuid_key" ON "Environment"("uuid");
@@ -214,7 +217,7 @@ CREATE UNIQUE INDEX "EnvironmentPermission_environmentId_userId_key" ON "Environ
 CREATE UNIQUE INDEX "PrivateKey_uuid_key" ON "PrivateKey"("uuid");
 
 -- CreateIndex
-CREATE INDEX "PrivateKey_teamId_createdAt_idx" ON "PrivateKey"("teamId", "createdAt");
+CREATE INDEX "PrivateKey_teamId_id_idx" ON "PrivateKey"("teamId", "id");
 
 -- CreateIndex
 CREATE UNIQUE INDEX "Server_uuid_key" ON "Server"("uuid");
@@ -223,7 +226,7 @@ CREATE UNIQUE INDEX "Server_uuid_key" ON "Server"("uuid");
 CREATE UNIQUE INDEX "Server_agentTokenHash_key" ON "Server"("agentTokenHash");
 
 -- CreateIndex
-CREATE INDEX "Server_teamId_createdAt_idx" ON "Server"("teamId", "createdAt");
+CREATE INDEX "Server_teamId_id_idx" ON "Server"("teamId", "id");
 
 -- CreateIndex
 CREATE INDEX "Server_privateKeyId_idx" ON "Server"("privateKeyId");
