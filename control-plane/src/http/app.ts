@@ -1,5 +1,4 @@
 import express, { type Express, type RequestHandler } from "express";
-import { pinoHttp } from "pino-http";
 import { randomUUID } from "node:crypto";
 import type { z } from "zod";
 import type { Logger } from "pino";
@@ -59,6 +58,32 @@ const requireJsonBody: RequestHandler = (req, _res, next) => {
   next();
 };
 
+/**
+ * Request id (a valid incoming X-Request-Id is kept) and one log line per request on
+ * completion: method, path (never the query string or headers: they may carry secrets),
+ * status and duration. No per-request child logger: this runs on every call.
+ */
+function requestLog(log: Logger): RequestHandler {
+  return (req, res, next) => {
+    const given = req.headers["x-request-id"];
+    const id = typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
+    res.setHeader("X-Request-Id", id);
+    req.id = id;
+    if (!log.isLevelEnabled("info") || req.url === "/healthz" || req.url === "/readyz") return next();
+    const started = performance.now();
+    res.once("finish", () => {
+      const line = {
+        req: { id, method: req.method, path: req.originalUrl.split("?")[0] },
+        res: { statusCode: res.statusCode },
+        responseTime: Math.round(performance.now() - started),
+      };
+      if (res.statusCode >= 500) log.error(line, "request failed");
+      else log.info(line, "request completed");
+    });
+    next();
+  };
+}
+
 /** Builds the HTTP app without listening, so tests and the server share one construction. */
 export function createApp(deps: AppDeps): Express {
   const routes = deps.routes ?? defaultRoutes;
@@ -67,23 +92,7 @@ export function createApp(deps: AppDeps): Express {
   app.set("trust proxy", deps.trustProxy);
   app.set("query parser", "simple");
 
-  app.use(
-    pinoHttp({
-      logger: deps.log,
-      genReqId: (req, res) => {
-        const given = req.headers["x-request-id"];
-        const id = typeof given === "string" && REQUEST_ID.test(given) ? given : randomUUID();
-        res.setHeader("X-Request-Id", id);
-        return id;
-      },
-      // Only method and path: query strings and headers may carry secrets.
-      serializers: {
-        req: (req) => ({ id: req.id, method: req.method, path: String(req.url).split("?")[0] }),
-        res: (res) => ({ statusCode: res.statusCode }),
-      },
-      autoLogging: { ignore: (req) => req.url === "/healthz" || req.url === "/readyz" },
-    }),
-  );
+  app.use(requestLog(deps.log));
 
   app.get("/healthz", (_req, res) => {
     res.json({ status: "ok" });

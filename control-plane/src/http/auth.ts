@@ -18,6 +18,8 @@ export interface AuthContext {
 declare module "express-serve-static-core" {
   interface Request {
     auth?: AuthContext;
+    /** request id, set by the request logger */
+    id?: string;
   }
 }
 

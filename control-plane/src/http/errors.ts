@@ -53,7 +53,7 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
       status = 415;
       body = { message: "Unsupported request body encoding; send UTF-8 JSON." };
     } else {
-      (req.log ?? log).error({ err }, "unhandled error");
+      log.error({ err, req: { id: req.id, method: req.method, path: req.originalUrl.split("?")[0] } }, "unhandled error");
     }
     if (res.headersSent) return;
     res.status(status).json(body);
