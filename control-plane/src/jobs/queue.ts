@@ -179,13 +179,14 @@ export class JobQueue {
     });
     if (updated.count === 0) return false;
     this.lastDelivery.delete(id);
-    const row = await this.db.job.findUnique({ where: { id } });
-    if (row) {
-      for (const hook of this.finishHooks.get(row.type) ?? []) {
-        await hook(row).catch((err) => this.log.error({ err, job: id }, "job finish hook failed"));
+    if (this.finishHooks.size) {
+      const row = await this.db.job.findUnique({ where: { id } });
+      for (const hook of (row && this.finishHooks.get(row.type)) || []) {
+        await hook(row!).catch((err) => this.log.error({ err, job: id }, "job finish hook failed"));
       }
     }
-    this.events.emit(`done:${id}`);
+    const finished: FinishedJob = end.status === "succeeded" ? { id, status: "succeeded", result: end.result as never } : { id, status: end.status, error: end.error };
+    this.events.emit(`done:${id}`, finished);
     return true;
   }
 
@@ -193,24 +194,37 @@ export class JobQueue {
     return this.finish(id, null, { status: "cancelled", error: reason });
   }
 
-  /** Resolves when the job ends (any replica may finish it: the DB is polled as well). */
+  /**
+   * Resolves when the job ends. A job finished in this process is reported by its event
+   * without another read; one finished by another replica is seen by polling (500 ms).
+   */
   async wait<T extends JobType>(id: string): Promise<FinishedJob<T>> {
-    for (;;) {
-      const job = await this.db.job.findUnique({ where: { id } });
-      if (!job) throw new Error(`job ${id} vanished`);
-      if (job.status === "succeeded") return { id, status: "succeeded", result: JSON.parse(job.result ?? "null") };
-      if (job.status === "failed" || job.status === "cancelled") return { id, status: job.status, error: job.error ?? "" };
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-        const timer = setTimeout(() => {
-          this.events.off(`done:${id}`, done);
-          resolve();
-        }, 500);
-        this.events.once(`done:${id}`, done);
-      });
+    let finished: FinishedJob | null = null;
+    let wake: (() => void) | null = null;
+    const onDone = (f: FinishedJob) => {
+      finished = f;
+      wake?.();
+    };
+    this.events.on(`done:${id}`, onDone);
+    try {
+      for (;;) {
+        if (finished) return finished as FinishedJob<T>;
+        const job = await this.db.job.findUnique({ where: { id }, select: { status: true, result: true, error: true } });
+        if (!job) throw new Error(`job ${id} vanished`);
+        if (job.status === "succeeded") return { id, status: "succeeded", result: JSON.parse(job.result ?? "null") };
+        if (job.status === "failed" || job.status === "cancelled") return { id, status: job.status, error: job.error ?? "" };
+        if (finished) return finished as FinishedJob<T>;
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, 500);
+          wake = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        wake = null;
+      }
+    } finally {
+      this.events.off(`done:${id}`, onDone);
     }
   }
 
