@@ -148,7 +148,7 @@ describe("durable jobs", () => {
     const j2 = await second.nextJob();
     expect(j2.id).toBe(j1.id);
     expect(j2.attempt).toBe(j1.attempt + 1);
-    await second.outcome({ id: j1.id, attempt: j1.attempt, ok: false, error: "stale attempt" });
+    await second.outcome({ id: j1.id, attempt: j1.attempt, ok: false, error: "stale attempt" }, { asGiven: true });
     let row = await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: j1.id } });
     expect(row.status).toBe("running");
     await second.outcome({ id: j2.id, attempt: j2.attempt, ok: true, result: { created: [], existing: ["capstan"] } });
@@ -156,7 +156,7 @@ describe("durable jobs", () => {
     expect(row.status).toBe("succeeded");
     expect(JSON.parse(row.result!)).toEqual({ created: [], existing: ["capstan"] });
     // A late duplicate changes nothing.
-    await second.outcome({ id: j2.id, attempt: j2.attempt, ok: false, error: "late" });
+    await second.outcome({ id: j2.id, attempt: j2.attempt, ok: false, error: "late" }, { asGiven: true });
     expect((await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: j1.id } })).status).toBe("succeeded");
   });
 
@@ -176,7 +176,7 @@ describe("durable jobs", () => {
     const jobB = await agentB.nextJob();
     const agentA = await agent(a.agent_token);
     await agentA.hello();
-    await agentA.outcome({ id: jobB.id, attempt: jobB.attempt, ok: false, error: "forged" });
+    await agentA.outcome({ id: jobB.id, attempt: jobB.attempt, ok: false, error: "forged" }, { asGiven: true });
     expect((await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: jobB.id } })).status).toBe("running");
     const onlyA = await agentA.nextJob();
     expect(onlyA.id).not.toBe(jobB.id);

@@ -20,7 +20,14 @@ export interface ScriptedAgent {
   jobs: JobEnvelope[];
   nextJob(timeoutMs?: number): Promise<JobEnvelope>;
   hello(facts?: HostFacts): Promise<unknown>;
-  outcome(o: { id: string; attempt: number; ok: true; result: unknown } | { id: string; attempt: number; ok: false; error: string }): Promise<unknown>;
+  /**
+   * Reports an outcome under the newest attempt received for that job, as the real agent
+   * does after a redelivery; `asGiven` sends the attempt unchanged (to test fencing).
+   */
+  outcome(
+    o: { id: string; attempt: number; ok: true; result: unknown } | { id: string; attempt: number; ok: false; error: string },
+    opts?: { asGiven?: boolean },
+  ): Promise<unknown>;
   close(): void;
 }
 
@@ -63,7 +70,10 @@ export function connectAgent(
           });
         },
         hello: (facts = sampleFacts) => socket.timeout(5000).emitWithAck(EV.hello, { facts }),
-        outcome: (o) => socket.timeout(5000).emitWithAck(EV.jobOutcome, o),
+        outcome: (o, opts) => {
+          const newest = Math.max(o.attempt, ...jobs.filter((j) => j.id === o.id).map((j) => j.attempt));
+          return socket.timeout(5000).emitWithAck(EV.jobOutcome, opts?.asGiven ? o : { ...o, attempt: newest });
+        },
         close: () => socket.close(),
       }),
     );
