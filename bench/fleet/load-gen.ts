@@ -9,21 +9,14 @@
  */
 import { readFileSync } from "node:fs";
 import { io, type Socket } from "socket.io-client";
-import { AGENTS_NAMESPACE, EV, PROTOCOL_VERSION, type HostFacts, type JobEnvelope } from "@capstan/shared";
+import { AGENTS_NAMESPACE, EV, PROTOCOL_VERSION, type JobEnvelope } from "@capstan/shared";
 import { watchStalls, idleCost, memoryAfterGc, notifyParent, serveParent } from "./ipc.js";
 
-/** Same as agent/src/connection/options.ts (RECONNECT). */
-const RECONNECT = { reconnectionDelay: 500, reconnectionDelayMax: 10_000, randomizationFactor: 0.5 } as const;
-const jitteredMaxDelay = () => Math.round(RECONNECT.reconnectionDelayMax * (1 - RECONNECT.randomizationFactor + 2 * RECONNECT.randomizationFactor * Math.random()));
+// The real agent's reconnect settings, so the restart figures are what a fleet would see.
+import { RECONNECT, jitteredMaxDelay } from "../../agent/src/connection/options.js";
+import { sampleHostFacts } from "../../test/support/host-facts.js";
 
-const facts: HostFacts = {
-  hostname: "fleet-bench",
-  os: { platform: "linux", distro: "Debian GNU/Linux", release: "12", arch: "x64", kernel: "6.1.0" },
-  cpu: { cores: 2, model: "bench cpu" },
-  memory: { total_bytes: 8e9, available_bytes: 6e9 },
-  disk: { total_bytes: 1e11, free_bytes: 5e10 },
-  engine: { running: true, version: "24.0.7", api_version: "1.43", compose_version: "2.21.0", swarm: "inactive" },
-};
+const facts = sampleHostFacts("fleet-bench");
 
 type Mode = "capstan" | "bare";
 

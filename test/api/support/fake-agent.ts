@@ -1,4 +1,5 @@
 import { io, type Socket } from "socket.io-client";
+import { sampleHostFacts } from "../../support/host-facts.js";
 import { AGENTS_NAMESPACE, EV, FLEET_NAMESPACE, PROTOCOL_VERSION, type HostFacts, type JobEnvelope } from "@capstan/shared";
 
 /**
@@ -6,14 +7,7 @@ import { AGENTS_NAMESPACE, EV, FLEET_NAMESPACE, PROTOCOL_VERSION, type HostFacts
  * link (auth, delivery, redelivery, fencing, deadlines) be tested move by move. The real
  * agent is exercised against real engines in test/e2e.
  */
-export const sampleFacts: HostFacts = {
-  hostname: "test-host",
-  os: { platform: "linux", distro: "Debian GNU/Linux", release: "12", arch: "x64", kernel: "6.1.0" },
-  cpu: { cores: 2, model: "test cpu" },
-  memory: { total_bytes: 8e9, available_bytes: 6e9 },
-  disk: { total_bytes: 1e11, free_bytes: 5e10 },
-  engine: { running: true, version: "20.10.24", api_version: "1.41", compose_version: "2.20.0", swarm: "inactive" },
-};
+export const sampleFacts = sampleHostFacts();
 
 export interface ScriptedAgent {
   socket: Socket;
