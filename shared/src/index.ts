@@ -6,3 +6,4 @@ export * from "./api/keys.js";
 export * from "./api/servers.js";
 export * from "./version.js";
 export * from "./protocol/index.js";
+export * from "./validation/inputs.js";

@@ -1,3 +1,4 @@
 export * from "./facts.js";
 export * from "./jobs.js";
 export * from "./messages.js";
+export * from "./deploy.js";

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { AppActionPayload, AppActionResult, AppLogsPayload, AppLogsResult, DeployPayload, DeployResult } from "./deploy.js";
 
 /** Docker object names the platform creates: deterministic, so redelivery finds them. */
 export const DockerName = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/, "invalid Docker object name");
@@ -58,6 +59,15 @@ export const JOBS = {
     payload: z.object({ name: DockerName }),
     result: z.object({ removed: z.boolean() }),
   },
+  /**
+   * Builds (or pulls) and rolls out one deployment of an application, then points the proxy
+   * at it. Cancel (the job's signal) stops the build or rollout; the old container keeps serving.
+   */
+  "app.deploy": { payload: DeployPayload, result: DeployResult },
+  /** start / stop / restart / remove of an application's containers, then a proxy sync. */
+  "app.action": { payload: AppActionPayload, result: AppActionResult },
+  /** Recent log lines of the application's serving container. */
+  "app.logs": { payload: AppLogsPayload, result: AppLogsResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

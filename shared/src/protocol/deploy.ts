@@ -1,0 +1,149 @@
+import { z } from "zod";
+import {
+  CommitSha,
+  CpuLimit,
+  DomainName,
+  EnvKey,
+  EnvValue,
+  GitBranch,
+  GitUrl,
+  HostPath,
+  HttpPath,
+  ImageRef,
+  MemoryLimit,
+  MountPath,
+  Port,
+  VolumeName,
+} from "../validation/inputs.js";
+
+/** Spec section 2: the seven build packs. builder_a..builder_d are documented in docs/builders.md. */
+export const BUILD_PACKS = ["builder_a", "containerfile", "containercompose", "containerimage", "builder_b", "builder_c", "builder_d"] as const;
+export const BuildPack = z.enum(BUILD_PACKS);
+export type BuildPack = z.infer<typeof BuildPack>;
+
+/** Build packs that turn a source tree into an image; the others bring a Dockerfile, an image or a compose file. */
+export const SOURCE_BUILDERS = ["builder_a", "builder_b", "builder_c", "builder_d"] as const;
+export type SourceBuilder = (typeof SOURCE_BUILDERS)[number];
+
+/** Names of the base images a source builder may use; the instance maps each to an image reference. */
+export const BASE_IMAGE_ROLES = ["node", "python", "go", "static", "runtime"] as const;
+export const BaseImageRole = z.enum(BASE_IMAGE_ROLES);
+export type BaseImageRole = z.infer<typeof BaseImageRole>;
+export const BaseImages = z.record(BaseImageRole, ImageRef);
+export type BaseImages = z.infer<typeof BaseImages>;
+
+export const EnvMap = z.record(EnvKey, EnvValue);
+
+/** How the agent authenticates a clone. Secrets travel only inside the job payload (sealed at rest). */
+export const GitAuth = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("none") }),
+  /** Deploy key: used for this clone only, never written to the host's ~/.ssh. */
+  z.object({ kind: z.literal("ssh"), private_key: z.string().min(1).max(16_384) }),
+  /** Installation token of a git app, sent as HTTP basic auth (x-access-token). */
+  z.object({ kind: z.literal("token"), username: z.string().regex(/^[A-Za-z0-9._-]{1,64}$/), token: z.string().regex(/^[A-Za-z0-9._~+/=-]{1,512}$/) }),
+]);
+export type GitAuth = z.infer<typeof GitAuth>;
+
+export const DeploySource = z.discriminatedUnion("kind", [
+  z.object({ kind: z.literal("image"), image: ImageRef }),
+  z.object({ kind: z.literal("dockerfile"), dockerfile: z.string().min(1).max(1_048_576) }),
+  z.object({ kind: z.literal("git"), url: GitUrl, branch: GitBranch, commit: CommitSha.nullable(), auth: GitAuth }),
+  /** Compose YAML already checked and rewritten by the control plane (labels, networks, names). */
+  z.object({ kind: z.literal("compose"), compose: z.string().min(1).max(1_048_576) }),
+]);
+export type DeploySource = z.infer<typeof DeploySource>;
+
+export const HealthCheck = z.object({
+  path: HttpPath,
+  port: Port,
+  interval_s: z.number().int().min(1).max(300),
+  timeout_s: z.number().int().min(1).max(120),
+  retries: z.number().int().min(1).max(50),
+  start_period_s: z.number().int().min(0).max(3600),
+});
+export type HealthCheck = z.infer<typeof HealthCheck>;
+
+/** A volume (by name) or a bind mount (by host path), mounted at mount_path. */
+export const Mount = z.union([
+  z.object({ volume: VolumeName, mount_path: MountPath }),
+  z.object({ host_path: HostPath, mount_path: MountPath }),
+]);
+export type Mount = z.infer<typeof Mount>;
+
+/** One host name the proxy routes to the application; https false keeps that name on plain HTTP. */
+export const ProxyRoute = z.object({ host: DomainName, https: z.boolean(), path: HttpPath.default("/") });
+export type ProxyRoute = z.infer<typeof ProxyRoute>;
+
+/** The per-server reverse proxy (Caddy), configured through its admin API from container labels. */
+export const ProxySettings = z.object({
+  image: ImageRef,
+  /** Networks the proxy joins to reach the applications it routes to. */
+  networks: z.array(VolumeName).min(1).max(256),
+  /** Host ports of HTTP and HTTPS. */
+  http_port: Port,
+  https_port: Port,
+});
+export type ProxySettings = z.infer<typeof ProxySettings>;
+
+export const AppRef = z.object({ uuid: z.string().regex(/^[a-z0-9-]{1,64}$/), name: z.string().max(255) });
+
+export const DeployPayload = z.object({
+  deployment_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  app: AppRef,
+  source: DeploySource,
+  build: z.object({
+    pack: BuildPack,
+    /** `force`: rebuild without the engine's build cache. */
+    no_cache: z.boolean(),
+    /** Where the app lives inside the repository; "/" is the root. */
+    base_directory: z.string().regex(/^\/[a-zA-Z0-9._/@+-]*$/).refine((v) => !v.split("/").some((s) => s === ".."), "traversal"),
+    /** is_build_time variables: build args of the build, never baked into run env. */
+    env: EnvMap,
+    base_images: BaseImages,
+  }),
+  run: z.object({
+    env: EnvMap,
+    /** ports_exposes; the first is the proxy's upstream port. */
+    ports: z.array(Port).max(64),
+    health: HealthCheck.nullable(),
+    mounts: z.array(Mount).max(64),
+    network: VolumeName,
+    memory: MemoryLimit.nullable(),
+    cpus: CpuLimit.nullable(),
+    routes: z.array(ProxyRoute).max(100),
+  }),
+  proxy: ProxySettings,
+});
+export type DeployPayload = z.infer<typeof DeployPayload>;
+
+export const DeployResult = z.object({
+  image: z.string(),
+  /** The container (or compose project) now serving. */
+  container: z.string(),
+  commit: z.string().nullable(),
+  /** Composite engine status after the rollout, e.g. running:healthy. */
+  status: z.string(),
+});
+
+export const APP_ACTIONS = ["start", "stop", "restart", "remove"] as const;
+export const AppActionPayload = z.object({
+  app: AppRef,
+  action: z.enum(APP_ACTIONS),
+  /** remove only: also delete the app's named volumes / its images and build cache. */
+  delete_volumes: z.boolean().default(false),
+  docker_cleanup: z.boolean().default(false),
+  proxy: ProxySettings,
+});
+export const AppActionResult = z.object({ status: z.string() });
+
+export const AppLogsPayload = z.object({
+  app: AppRef,
+  since_s: z.number().int().min(0).max(30 * 24 * 3600),
+  tail: z.number().int().min(1).max(10_000),
+});
+export const AppLogsResult = z.object({
+  container: z.string().nullable(),
+  /** Lines with the engine's RFC 3339 timestamp prefix, oldest first. */
+  lines: z.array(z.string()),
+  truncated: z.boolean(),
+});
