@@ -8,6 +8,7 @@ import {
   GitBranch,
   GitUrl,
   HostPath,
+  HealthPath,
   HttpPath,
   ImageRef,
   MemoryLimit,
@@ -44,17 +45,38 @@ export const GitAuth = z.discriminatedUnion("kind", [
 ]);
 export type GitAuth = z.infer<typeof GitAuth>;
 
+/**
+ * Credentials of a container registry (docs/deployments.md, build servers): sent to the engine
+ * in its X-Registry-Auth header only, never in argv or logs.
+ */
+export const RegistryAuth = z.object({
+  username: z.string().min(1).max(255).regex(/^[^\s:]+$/, "no spaces or ':'"),
+  password: z.string().min(1).max(4096).regex(/^[^\r\n]+$/, "one line"),
+});
+export type RegistryAuth = z.infer<typeof RegistryAuth>;
+
+export const ImageSource = z.object({
+  kind: z.literal("image"),
+  image: ImageRef,
+  /** Credentials for pulling this image (an image a build server pushed to the instance's registry). */
+  auth: RegistryAuth.nullable().optional(),
+  /** Pull even when the engine has an image of that name (the registry holds the truth). */
+  always_pull: z.boolean().optional(),
+});
+export const DockerfileSource = z.object({ kind: z.literal("dockerfile"), dockerfile: z.string().min(1).max(1_048_576) });
+export const GitSource = z.object({ kind: z.literal("git"), url: GitUrl, branch: GitBranch, commit: CommitSha.nullable(), auth: GitAuth });
+
 export const DeploySource = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("image"), image: ImageRef }),
-  z.object({ kind: z.literal("dockerfile"), dockerfile: z.string().min(1).max(1_048_576) }),
-  z.object({ kind: z.literal("git"), url: GitUrl, branch: GitBranch, commit: CommitSha.nullable(), auth: GitAuth }),
+  ImageSource,
+  DockerfileSource,
+  GitSource,
   /** Compose YAML already checked and rewritten by the control plane (labels, networks, names). */
   z.object({ kind: z.literal("compose"), compose: z.string().min(1).max(1_048_576) }),
 ]);
 export type DeploySource = z.infer<typeof DeploySource>;
 
 export const HealthCheck = z.object({
-  path: HttpPath,
+  path: HealthPath,
   port: Port,
   interval_s: z.number().int().min(1).max(300),
   timeout_s: z.number().int().min(1).max(120),
@@ -76,6 +98,8 @@ export type ProxyRoute = z.infer<typeof ProxyRoute>;
 
 /** The per-server reverse proxy (Caddy), configured through its admin API from container labels. */
 export const ProxySettings = z.object({
+  /** Container name of the proxy; its data volume is `<name>-data`. One proxy per engine. */
+  name: VolumeName.default("capstan-proxy"),
   image: ImageRef,
   /** Networks the proxy joins to reach the applications it routes to. */
   networks: z.array(VolumeName).min(1).max(256),
@@ -87,20 +111,39 @@ export type ProxySettings = z.infer<typeof ProxySettings>;
 
 export const AppRef = z.object({ uuid: z.string().regex(/^[a-z0-9-]{1,64}$/), name: z.string().max(255) });
 
+/**
+ * What the control plane's compose rewrite writes under `x-capstan` in the rendered file, and
+ * the agent checks against the job before running compose.
+ */
+export const ComposeMeta = z.object({
+  project: z.string(),
+  app_uuid: z.string(),
+  deployment_uuid: z.string(),
+  network: z.string(),
+  /** Container name of the public service. */
+  public_container: z.string(),
+  /** Container names of all services, in file order. */
+  containers: z.array(z.string()),
+});
+export type ComposeMeta = z.infer<typeof ComposeMeta>;
+
+/** The build part of a deployment: what a source build needs (app.deploy and app.build). */
+export const BuildSettings = z.object({
+  pack: BuildPack,
+  /** `force`: rebuild without the engine's build cache. */
+  no_cache: z.boolean(),
+  /** Where the app lives inside the repository; "/" is the root. */
+  base_directory: z.string().regex(/^\/[a-zA-Z0-9._/@+-]*$/).refine((v) => !v.split("/").some((s) => s === ".."), "traversal"),
+  /** is_build_time variables: build args of the build, never baked into run env. */
+  env: EnvMap,
+  base_images: BaseImages,
+});
+
 export const DeployPayload = z.object({
   deployment_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
   app: AppRef,
   source: DeploySource,
-  build: z.object({
-    pack: BuildPack,
-    /** `force`: rebuild without the engine's build cache. */
-    no_cache: z.boolean(),
-    /** Where the app lives inside the repository; "/" is the root. */
-    base_directory: z.string().regex(/^\/[a-zA-Z0-9._/@+-]*$/).refine((v) => !v.split("/").some((s) => s === ".."), "traversal"),
-    /** is_build_time variables: build args of the build, never baked into run env. */
-    env: EnvMap,
-    base_images: BaseImages,
-  }),
+  build: BuildSettings,
   run: z.object({
     env: EnvMap,
     /** ports_exposes; the first is the proxy's upstream port. */
@@ -121,6 +164,8 @@ export const DeployResult = z.object({
   /** The container (or compose project) now serving. */
   container: z.string(),
   commit: z.string().nullable(),
+  /** Subject line of the commit, when the agent checked it out in this attempt. */
+  commit_message: z.string().max(1000).nullable().optional(),
   /** Composite engine status after the rollout, e.g. running:healthy. */
   status: z.string(),
 });
@@ -147,3 +192,29 @@ export const AppLogsResult = z.object({
   lines: z.array(z.string()),
   truncated: z.boolean(),
 });
+
+/**
+ * app.build: a build server builds a deployment's image and pushes it to the instance's
+ * registry; the application's own server then deploys it from there (docs/deployments.md).
+ * Only sources that need a build go to a build server.
+ */
+export const BuildSource = z.discriminatedUnion("kind", [DockerfileSource, GitSource]);
+export const BuildPayload = z.object({
+  deployment_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  app: AppRef,
+  source: BuildSource,
+  build: BuildSettings,
+  /** ports_exposes: source builders may use them (e.g. EXPOSE). */
+  ports: z.array(Port).max(64),
+  /** Where the image goes: `<registry>/<app uuid>:<deployment uuid>`. */
+  push: z.object({ image: ImageRef, auth: RegistryAuth.nullable() }),
+});
+export type BuildPayload = z.infer<typeof BuildPayload>;
+
+export const BuildResult = z.object({
+  /** The pushed reference, by digest when the registry reported one (`repo@sha256:...`). */
+  image: ImageRef,
+  commit: z.string().nullable(),
+  commit_message: z.string().max(1000).nullable().optional(),
+});
+export type BuildResult = z.infer<typeof BuildResult>;

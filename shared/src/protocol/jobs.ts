@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { AppActionPayload, AppActionResult, AppLogsPayload, AppLogsResult, DeployPayload, DeployResult } from "./deploy.js";
+import { AppActionPayload, AppActionResult, AppLogsPayload, AppLogsResult, BuildPayload, BuildResult, DeployPayload, DeployResult } from "./deploy.js";
 
 /** Docker object names the platform creates: deterministic, so redelivery finds them. */
 export const DockerName = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/, "invalid Docker object name");
@@ -64,6 +64,11 @@ export const JOBS = {
    * at it. Cancel (the job's signal) stops the build or rollout; the old container keeps serving.
    */
   "app.deploy": { payload: DeployPayload, result: DeployResult },
+  /**
+   * Builds a deployment's image on a build server and pushes it to the instance's registry
+   * (then the application's server runs app.deploy with that image). Cancel stops the build or push.
+   */
+  "app.build": { payload: BuildPayload, result: BuildResult },
   /** start / stop / restart / remove of an application's containers, then a proxy sync. */
   "app.action": { payload: AppActionPayload, result: AppActionResult },
   /** Recent log lines of the application's serving container. */

@@ -67,6 +67,8 @@ export const EV = {
   jobOutcome: "job:outcome",
   standDown: "stand-down",
   serverStatus: "server:status",
+  /** agent -> control plane: ResourceStatusReport; control plane -> fleet: ResourceStatusEvent */
+  resourceStatus: "resource:status",
 } as const;
 
 /** Fleet stream (dashboards): one message per connectivity change of a team's server. */

@@ -12,6 +12,15 @@ import { z } from "zod";
 const CONTROL = /[\u0000-\u001f\u007f]/;
 const noControl = (v: string) => !CONTROL.test(v);
 
+/**
+ * Characters a shell gives meaning to. Git takes them in branch names and URL paths, and the
+ * agent passes both as argv only; they are refused anyway, so a value that reaches any shell
+ * by mistake (a build script, a user's hook) still cannot run anything.
+ */
+const SHELL_META = /[`$;|&<>(){}'"\\!]/;
+export const noShellMeta = (v: string) => !SHELL_META.test(v);
+export const SHELL_META_MESSAGE = "Must not contain shell metacharacters such as ` $ ; | & < > ( ) { } ' \" \\ !.";
+
 /** Environment variable names: POSIX portable names. */
 export const EnvKey = z
   .string()
@@ -37,6 +46,7 @@ export const GitUrl = z
   .refine(noControl, "Must not contain control characters.")
   .refine((v) => !/\s/.test(v), "Must not contain whitespace.")
   .refine((v) => !v.startsWith("-"), "Must not start with '-'.")
+  .refine(noShellMeta, SHELL_META_MESSAGE)
   .refine((v) => isGitUrl(v), "Use an https://, http://, ssh://, git:// URL or user@host:owner/repo.git.");
 
 const SCP_LIKE = /^([a-zA-Z0-9._-]{1,64})@([a-zA-Z0-9.-]{1,253}):(?!\/\/)([a-zA-Z0-9._~/-]{1,1024})$/;
@@ -69,6 +79,7 @@ export const GitBranch = z
   .min(1)
   .max(255)
   .refine(noControl, "Must not contain control characters.")
+  .refine(noShellMeta, SHELL_META_MESSAGE)
   .refine((v) => isBranchName(v), "Not a valid git branch name.");
 
 export function isBranchName(v: string): boolean {
@@ -235,3 +246,14 @@ export const HttpPath = z
   .trim()
   .max(2048)
   .regex(/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/?-]*$/, "Use a path starting with /.");
+
+/**
+ * Health check paths. The probe runs inside the application's container through its shell
+ * (curl or wget, whichever the image has), single-quoted; this allow-list keeps quotes, `$`,
+ * backticks and backslashes out so the value can never leave the quotes.
+ */
+export const HealthPath = z
+  .string()
+  .trim()
+  .max(1024)
+  .regex(/^\/[A-Za-z0-9._~/-]*(\?[A-Za-z0-9._~=&%-]*)?$/, "Use a path like /health or /healthz?full=1 (letters, digits, . _ ~ / - and a simple query).");
