@@ -11,7 +11,14 @@ describe("loadConfig", () => {
       stateDir: "/var/lib/capstan-agent",
       dockerSocket: "/var/run/docker.sock",
       logLevel: "info",
+      extraLabels: {},
     });
+  });
+
+  it("takes extra labels for everything the agent creates, but never the platform's own", () => {
+    expect(loadConfig({ ...base, CAPSTAN_AGENT_LABELS: "capstan.test=1, owner=ops" }).extraLabels).toEqual({ "capstan.test": "1", owner: "ops" });
+    expect(() => loadConfig({ ...base, CAPSTAN_AGENT_LABELS: "capstan.managed=false" })).toThrow(/platform's own labels/);
+    expect(() => loadConfig({ ...base, CAPSTAN_AGENT_LABELS: "Bad Key=1" })).toThrow(/key=value/);
   });
 
   it("takes every variable, empty ones meaning unset", () => {

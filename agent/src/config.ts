@@ -34,6 +34,20 @@ const EnvSchema = z.object({
       .refine(isAbsolute, "must be an absolute path to the Docker Engine's unix socket (or unix:///path)"),
   ),
   CAPSTAN_AGENT_LOG_LEVEL: optional(z.enum(LOG_LEVELS).default("info")),
+  CAPSTAN_AGENT_LABELS: optional(
+    z
+      .string()
+      .default("")
+      .transform((v) => v.split(",").map((p) => p.trim()).filter(Boolean))
+      .pipe(
+        z.array(
+          z
+            .string()
+            .regex(/^[a-z0-9][a-z0-9._-]{0,127}=[A-Za-z0-9._:/@+-]{0,256}$/, "each entry must be key=value (lowercase key, simple value)")
+            .refine((kv) => !kv.startsWith("capstan.managed=") && !kv.startsWith("capstan.resource.") && !kv.startsWith("capstan.deployment"), "must not override the platform's own labels"),
+        ),
+      ),
+  ),
 });
 
 export interface AgentConfig {
@@ -43,6 +57,8 @@ export interface AgentConfig {
   stateDir: string;
   dockerSocket: string;
   logLevel: LogLevel;
+  /** Extra labels on everything the agent creates (e.g. owner=ops, or capstan.test=1 in tests). */
+  extraLabels: Record<string, string>;
 }
 
 export class ConfigError extends Error {}
@@ -61,5 +77,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     stateDir: resolve(e.CAPSTAN_AGENT_STATE_DIR),
     dockerSocket: e.DOCKER_SOCKET,
     logLevel: e.CAPSTAN_AGENT_LOG_LEVEL,
+    extraLabels: Object.fromEntries(e.CAPSTAN_AGENT_LABELS.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])),
   };
 }

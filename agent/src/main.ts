@@ -6,6 +6,8 @@ import { gatherFacts } from "./facts/facts.js";
 import { createHandlers } from "./handlers/index.js";
 import { createLogger, errorMessage, type Logger } from "./log.js";
 import { StateStore } from "./state/store.js";
+import { watchContainerEvents } from "./status/events.js";
+import { StatusReporter } from "./status/reporter.js";
 import { AGENT_VERSION } from "./version.js";
 
 function fatal(message: string, code = 1): never {
@@ -70,13 +72,17 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     await store.clearStandDown();
   }
 
-  const connection = new AgentConnection({
+  // Resource statuses follow the engine: events between full reports (see status/reporter.ts).
+  let connection: AgentConnection | null = null;
+  const statuses = new StatusReporter(engine, (report) => connection?.reportStatus(report), log);
+  connection = new AgentConnection({
     config,
     agentVersion: AGENT_VERSION,
     log,
     store,
-    handlers: createHandlers(engine),
+    handlers: createHandlers(engine, { extraLabels: config.extraLabels, stateDir: config.stateDir }),
     gatherFacts: () => gatherFacts(engine, log),
+    onConnect: () => void statuses.full(),
     onStandDown: () => {
       void Promise.allSettled([store.flush(), stayDown(engine, log)]).finally(() => process.exit(0));
     },
@@ -89,13 +95,21 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     pending_outcomes: store.pending().length,
   });
   connection.start();
+  statuses.start();
+  const events = watchContainerEvents(config.dockerSocket, {
+    onEvent: (e) => statuses.onEvent(e),
+    onResync: () => void statuses.full(),
+    onError: (err) => log.warn("the engine's event stream broke; reconnecting", { err: errorMessage(err) }),
+  });
 
   let stopping = false;
   const shutdown = (signal: string) => {
     if (stopping) return;
     stopping = true;
     log.info("stopping", { signal });
-    connection.stop().then(
+    events.stop();
+    statuses.stop();
+    connection!.stop().then(
       () => process.exit(0),
       (err) => {
         log.error("error while stopping", { err: errorMessage(err) });

@@ -82,7 +82,7 @@ let store: StateStore;
 async function startAgent(handlers: Partial<HandlerMap>, over: { onStandDown?: (r: string) => void } = {}) {
   const url = await cp.listen();
   store = await StateStore.open(dir);
-  const config: AgentConfig = { url, token: TOKEN, stateDir: dir, dockerSocket: "/nonexistent.sock", logLevel: "debug" };
+  const config: AgentConfig = { url, token: TOKEN, stateDir: dir, dockerSocket: "/nonexistent.sock", logLevel: "debug", extraLabels: {} };
   conn = new AgentConnection({
     config,
     agentVersion: "9.9.9",

@@ -1,5 +1,5 @@
 import { io, type Socket } from "socket.io-client";
-import { EV, type HostFacts, type JobOutcome, type JobProgress, StandDown } from "@capstan/shared";
+import { EV, type HostFacts, type JobOutcome, type JobProgress, type ResourceStatusReport, StandDown } from "@capstan/shared";
 import type { AgentConfig } from "../config.js";
 import { OutcomeOutbox, type Transport } from "../dispatch/outbox.js";
 import { JobRunner } from "../dispatch/runner.js";
@@ -20,6 +20,8 @@ export interface AgentConnectionOptions {
   store: StateStore;
   handlers: HandlerMap;
   gatherFacts: () => Promise<HostFacts>;
+  /** Called on every (re)connect, after hello: e.g. a full resource status report. */
+  onConnect?: () => void;
   /** Called after a stand-down was persisted (main exits 0). */
   onStandDown: (reason: string) => void;
   /** Timings (tests shorten them). */
@@ -95,6 +97,7 @@ export class AgentConnection {
       this.log.info("connected to the control plane", { sid: s.id });
       void this.sendFacts(EV.hello);
       this.outbox.kick(true);
+      this.opts.onConnect?.();
       if (this.factsTimer) clearInterval(this.factsTimer);
       this.factsTimer = setInterval(() => void this.sendFacts(EV.facts), this.opts.factsIntervalMs ?? FACTS_INTERVAL_MS);
       this.factsTimer.unref();
@@ -135,6 +138,11 @@ export class AgentConnection {
     });
     s.on(EV.jobCancel, (raw: unknown) => this.runner.onCancel(raw));
     s.on(EV.standDown, (raw: unknown, ack?: unknown) => void this.standDown(raw, ack));
+  }
+
+  /** Sends resource statuses when connected; when not, the next connect's full report covers them. */
+  reportStatus(report: ResourceStatusReport): void {
+    if (this.socket.connected) this.socket.emit(EV.resourceStatus, report);
   }
 
   private scheduleReconnect(): void {

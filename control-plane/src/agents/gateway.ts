@@ -11,6 +11,7 @@ import {
   JobOutcome,
   JobProgress,
   PROTOCOL_VERSION,
+  ResourceStatusReport,
   type OutcomeAck,
   type ServerStatusEvent,
 } from "@capstan/shared";
@@ -20,6 +21,7 @@ import type { JobQueue } from "../jobs/queue.js";
 import { AGENT_TOKEN_PATTERN, hashAgentToken } from "../crypto/agent-token.js";
 import { chunks } from "../db/chunks.js";
 import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
+import { applyStatusReport } from "./resource-status.js";
 
 /** Ping every 2.5 s, give up after 5 s more: a vanished agent is noticed within ~7.5 s. */
 export const PING_INTERVAL_MS = 2500;
@@ -117,7 +119,7 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
   };
 
   agents.on("connection", (socket) => {
-    const { serverId, agentVersion } = socket.data as AgentSocketData;
+    const { serverId, agentVersion, uuid: serverUuid } = socket.data as AgentSocketData;
     const previous = sockets.get(serverId);
     sockets.set(serverId, socket);
     previous?.disconnect(true); // one live connection per server: the newest wins
@@ -147,6 +149,19 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
       await db.server
         .update({ where: { id: serverId }, data: { facts: JSON.stringify(report.data.facts), lastSeenAt: new Date() } })
         .catch(() => {});
+    });
+
+    // Reports of one agent are applied one after another, in the order they were sent.
+    let statusChain: Promise<void> = Promise.resolve();
+    socket.on(EV.resourceStatus, (raw: unknown) => {
+      const report = ResourceStatusReport.safeParse(raw);
+      if (!report.success) return;
+      statusChain = statusChain
+        .then(async () => {
+          const changes = await applyStatusReport(db, { id: serverId, uuid: serverUuid }, report.data);
+          for (const c of changes) fleet.to(`team:${c.teamId}`).emit(EV.resourceStatus, c.event);
+        })
+        .catch((err) => log.error({ err, server: serverId }, "storing resource statuses failed"));
     });
 
     socket.on(EV.jobProgress, async (raw: unknown) => {

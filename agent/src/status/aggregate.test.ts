@@ -1,0 +1,66 @@
+import { describe, expect, it } from "vitest";
+import { type ContainerState, resourceStatus, resourceStatuses } from "./aggregate.js";
+
+const c = (name: string, over: Partial<ContainerState> & { deployment?: string; rollout?: number; uuid?: string } = {}): ContainerState => ({
+  name,
+  state: over.state ?? "running",
+  running: over.running ?? (over.state ?? "running") === "running",
+  health: over.health === undefined ? null : over.health,
+  labels: {
+    "capstan.resource.uuid": over.uuid ?? "app-1",
+    "capstan.resource.type": "application",
+    ...(over.deployment ? { "capstan.deployment": over.deployment } : {}),
+    ...(over.rollout ? { "capstan.rollout": String(over.rollout) } : {}),
+  },
+});
+
+describe("resourceStatus", () => {
+  it("is exited without containers", () => {
+    expect(resourceStatus([])).toBe("exited");
+  });
+
+  it("is the engine's composite status of a single container", () => {
+    expect(resourceStatus([c("a", { health: "healthy" })])).toBe("running:healthy");
+    expect(resourceStatus([c("a", { state: "exited", running: false, health: "unhealthy" })])).toBe("exited:unhealthy");
+    expect(resourceStatus([c("a")])).toBe("running:unknown");
+  });
+
+  it("keeps reporting the serving container while a new one is still starting", () => {
+    const old = c("old", { deployment: "d1", rollout: 1, health: "healthy" });
+    const fresh = c("new", { deployment: "d2", rollout: 2, health: "starting" });
+    expect(resourceStatus([old, fresh])).toBe("running:healthy");
+  });
+
+  it("switches to the new deployment once it is healthy", () => {
+    const old = c("old", { deployment: "d1", rollout: 1, state: "exited", running: false });
+    const fresh = c("new", { deployment: "d2", rollout: 2, health: "healthy" });
+    expect(resourceStatus([old, fresh])).toBe("running:healthy");
+  });
+
+  it("shows the newest deployment's trouble when nothing serves", () => {
+    const old = c("old", { deployment: "d1", rollout: 1, state: "exited", running: false });
+    const fresh = c("new", { deployment: "d2", rollout: 2, health: "unhealthy" });
+    expect(resourceStatus([old, fresh])).toBe("running:unhealthy");
+  });
+
+  it("aggregates the containers of one compose deployment", () => {
+    const web = c("web", { deployment: "d1", rollout: 1, health: "healthy" });
+    const worker = c("worker", { deployment: "d1", rollout: 1 });
+    expect(resourceStatus([web, worker])).toBe("running:healthy");
+    const down = c("worker", { deployment: "d1", rollout: 1, state: "exited", running: false });
+    expect(resourceStatus([web, down])).toBe("degraded:healthy");
+    const sick = c("db", { deployment: "d1", rollout: 1, health: "unhealthy" });
+    expect(resourceStatus([web, sick])).toBe("running:unhealthy");
+  });
+});
+
+describe("resourceStatuses", () => {
+  it("groups by resource and ignores unlabelled containers", () => {
+    const other: ContainerState = { name: "x", state: "running", running: true, health: null, labels: {} };
+    const out = resourceStatuses([c("a", { uuid: "u1", health: "healthy" }), c("b", { uuid: "u2", state: "exited", running: false }), other]);
+    expect(out).toEqual([
+      { uuid: "u1", type: "application", status: "running:healthy" },
+      { uuid: "u2", type: "application", status: "exited:unknown" },
+    ]);
+  });
+});
