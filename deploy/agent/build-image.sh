@@ -53,7 +53,7 @@ say "collecting production node_modules"
 mapfile -t deps < <(cd "$repo" && npm ls --omit=dev --all --parseable -w agent 2>/dev/null \
   | sed -n "s|^$repo/||p" | grep '^node_modules/' | grep -v '^node_modules/@capstan/' | sort -u)
 [ "${#deps[@]}" -gt 0 ] || die "npm ls found no production dependencies (run npm ci first)"
-for d in dockerode socket.io-client systeminformation zod; do
+for d in dockerode socket.io-client systeminformation tar zod; do
   printf '%s\n' "${deps[@]}" | grep -qx "node_modules/$d" || die "dependency $d missing from the closure (run npm ci first)"
 done
 tar -C "$repo" -cf - "${deps[@]}" | tar -C "$app" -xf -
@@ -65,11 +65,12 @@ cp "$node_bin" "$ctx/node"
 cat >"$ctx/Dockerfile" <<DOCKERFILE
 FROM $base
 # Compose for compose deployments: Debian's docker-compose (v1, talks to the mounted socket).
-RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null && rm -rf /var/lib/apt/lists/*
+# git + openssh-client (+ CA certificates for https remotes) for deployments from git sources.
+RUN apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose git openssh-client ca-certificates >/dev/null && rm -rf /var/lib/apt/lists/*
 COPY node /usr/local/bin/node
 COPY app /opt/capstan-agent
 # Fails the build if node cannot run on this base (glibc/libstdc++) or a module is missing.
-RUN node --version && cd /opt/capstan-agent && node -e "import('./agent/dist/main.js').then(() => console.log('agent modules load'))"
+RUN node --version && git --version && ssh -V && cd /opt/capstan-agent && node -e "import('./agent/dist/main.js').then(() => console.log('agent modules load'))"
 ENV NODE_ENV=production \\
     CAPSTAN_AGENT_STATE_DIR=/var/lib/capstan-agent \\
     DOCKER_SOCKET=/var/run/docker.sock

@@ -22,6 +22,7 @@ export interface Engine {
   imageExists(ref: string, signal?: AbortSignal): Promise<boolean>;
   /** Creates (does not start) a container; throws EngineError 409 when the name is taken. */
   createContainer(spec: CreateContainerSpec, signal?: AbortSignal): Promise<{ id: string }>;
+  /** Starts it; one already running is fine. */
   startContainer(id: string, signal?: AbortSignal): Promise<void>;
   unpauseContainer(id: string, signal?: AbortSignal): Promise<void>;
   /** Force-removes; throws EngineError 404 when it is gone. */
@@ -35,6 +36,95 @@ export interface Engine {
   restartPolicy(id: string): Promise<string | null>;
   /** Sets restart policy "no" (a stood-down agent must not be restarted by the engine). */
   disableRestart(id: string): Promise<void>;
+
+  // --- application deployments (app.deploy / app.action / app.logs) ---
+  /**
+   * Builds an image from a tar stream of the build context. `onLine` gets each output line;
+   * resolves with the image id, throws EngineError with the engine's message on a failed step.
+   * Aborting the signal aborts the request, which makes the engine stop the build.
+   */
+  buildImage(context: NodeJS.ReadableStream, opts: BuildImageOptions, onLine: (line: string) => void, signal?: AbortSignal): Promise<{ id: string | null }>;
+  /**
+   * Pulls an image; `onLine` gets the engine's progress messages (status per layer). `auth`
+   * goes to the engine in the X-Registry-Auth header only.
+   */
+  pullImage(ref: string, onLine: (line: string) => void, signal?: AbortSignal, auth?: RegistryCredentials | null): Promise<void>;
+  /**
+   * Pushes `repository:tag` to its registry with `auth` (X-Registry-Auth header only); `onLine`
+   * gets the progress. Resolves with the digest the registry reported (null when none), throws
+   * EngineError with the registry's message. Aborting the signal aborts the push.
+   */
+  pushImage(repository: string, tag: string, auth: RegistryCredentials | null, onLine: (line: string) => void, signal?: AbortSignal): Promise<{ digest: string | null }>;
+  /** Images carrying every given label. */
+  listImages(labels: Record<string, string>, signal?: AbortSignal): Promise<ImageSummary[]>;
+  /**
+   * Removes an image (by id or reference); throws EngineError 404 when it is gone, 409 when in use.
+   * `keepParents` leaves its untagged parent images (the classic builder's build cache).
+   */
+  removeImage(idOrRef: string, signal?: AbortSignal, opts?: { keepParents?: boolean }): Promise<void>;
+  /** Stops gracefully (SIGTERM, then SIGKILL after timeoutS); an already stopped container is fine. */
+  stopContainer(id: string, timeoutS: number, signal?: AbortSignal): Promise<void>;
+  restartContainer(id: string, timeoutS: number, signal?: AbortSignal): Promise<void>;
+  /** Recent log lines, stdout and stderr demultiplexed, oldest first, bounded by opts.maxBytes. */
+  containerLogs(id: string, opts: ContainerLogsQuery, signal?: AbortSignal): Promise<{ lines: string[]; truncated: boolean }>;
+  /** Creates a named volume unless it exists; `created` false when it did. */
+  ensureVolume(spec: { name: string; labels: Record<string, string> }, signal?: AbortSignal): Promise<{ name: string; created: boolean }>;
+  /** Volumes carrying every given label. */
+  listVolumes(labels: Record<string, string>, signal?: AbortSignal): Promise<VolumeSummary[]>;
+  /** Removes a volume; throws EngineError 404 when it is gone, 409 when in use. */
+  removeVolume(name: string, signal?: AbortSignal): Promise<void>;
+}
+
+/** A registry login, as the engine takes it (serveraddress: the registry's host[:port]). */
+export interface RegistryCredentials {
+  username: string;
+  password: string;
+  serveraddress: string;
+}
+
+export interface BuildImageOptions {
+  /** Path of the Dockerfile inside the context. */
+  dockerfile: string;
+  tag: string;
+  buildargs: Record<string, string>;
+  nocache: boolean;
+  labels: Record<string, string>;
+}
+
+export interface ImageSummary {
+  id: string;
+  tags: string[];
+  labels: Record<string, string>;
+}
+
+export interface VolumeSummary {
+  name: string;
+  labels: Record<string, string>;
+}
+
+export interface ContainerLogsQuery {
+  /** Unix seconds; 0 = from the start. */
+  since: number;
+  tail: number;
+  timestamps: boolean;
+  /** Stop reading after this many bytes of log text (the rest is reported as truncated). */
+  maxBytes: number;
+}
+
+export interface ContainerMount {
+  type: "volume" | "bind";
+  /** Volume name or host path. */
+  source: string;
+  target: string;
+}
+
+export interface ContainerHealthcheck {
+  /** e.g. ["CMD-SHELL", "..."] */
+  test: string[];
+  intervalS: number;
+  timeoutS: number;
+  retries: number;
+  startPeriodS: number;
 }
 
 export interface EngineVersion {
@@ -76,6 +166,13 @@ export interface ContainerDetails {
   /** healthy, unhealthy, starting; null when the container has no health check */
   health: string | null;
   labels: Record<string, string>;
+  /** How often the engine restarted it (restart policy). */
+  restartCount?: number;
+  exitCode?: number | null;
+  /** RFC 3339; the engine's zero time when it never started. */
+  startedAt?: string | null;
+  /** Output of the newest health probe, when the container has a health check. */
+  healthOutput?: string | null;
 }
 
 export interface CreateContainerSpec {
@@ -86,6 +183,12 @@ export interface CreateContainerSpec {
   labels: Record<string, string>;
   network?: string;
   restart: "no" | "unless-stopped" | "always" | "on-failure";
+  /** Container ports to expose (tcp), not published on the host. */
+  exposedPorts?: number[];
+  mounts?: ContainerMount[];
+  healthcheck?: ContainerHealthcheck;
+  memoryBytes?: number;
+  nanoCpus?: number;
 }
 
 export interface NetworkSummary {
@@ -234,8 +337,14 @@ export class DockerodeEngine implements Engine {
     }
     // The engine also resolves id prefixes: only an exact name match counts.
     if (c.Name !== `/${name}`) return null;
-    const health = (c.State as { Health?: { Status?: string } }).Health?.Status;
+    const healthState = (c.State as { Health?: { Status?: string; Log?: { Output?: string }[] | null } }).Health;
+    const health = healthState?.Status;
+    const probes = healthState?.Log ?? [];
     return {
+      restartCount: c.RestartCount,
+      exitCode: typeof c.State.ExitCode === "number" ? c.State.ExitCode : null,
+      startedAt: c.State.StartedAt || null,
+      healthOutput: probes.length > 0 ? String(probes[probes.length - 1]?.Output ?? "").trim() : null,
       id: c.Id,
       name: c.Name.replace(/^\//, ""),
       image: c.Config.Image,
@@ -266,9 +375,22 @@ export class DockerodeEngine implements Engine {
         Cmd: spec.cmd,
         Env: spec.env ? Object.entries(spec.env).map(([k, v]) => `${k}=${v}`) : undefined,
         Labels: spec.labels,
+        ExposedPorts: spec.exposedPorts?.length ? Object.fromEntries(spec.exposedPorts.map((p) => [`${p}/tcp`, {}])) : undefined,
+        Healthcheck: spec.healthcheck
+          ? {
+              Test: spec.healthcheck.test,
+              Interval: spec.healthcheck.intervalS * 1e9,
+              Timeout: spec.healthcheck.timeoutS * 1e9,
+              Retries: spec.healthcheck.retries,
+              StartPeriod: spec.healthcheck.startPeriodS * 1e9,
+            }
+          : undefined,
         HostConfig: {
           RestartPolicy: { Name: spec.restart },
           NetworkMode: spec.network,
+          Mounts: spec.mounts?.map((m) => ({ Type: m.type, Source: m.source, Target: m.target, ReadOnly: false })),
+          Memory: spec.memoryBytes,
+          NanoCpus: spec.nanoCpus,
         },
         abortSignal: signal,
       }),
@@ -277,7 +399,13 @@ export class DockerodeEngine implements Engine {
   }
 
   async startContainer(id: string, signal?: AbortSignal): Promise<void> {
-    await this.call(`start container ${id.slice(0, 12)}`, () => this.docker.getContainer(id).start({ abortSignal: signal }));
+    try {
+      await this.call(`start container ${id.slice(0, 12)}`, () => this.docker.getContainer(id).start({ abortSignal: signal }));
+    } catch (err) {
+      // 304: already started (e.g. by a concurrent caller): the state asked for.
+      if (err instanceof EngineError && err.statusCode === 304) return;
+      throw err;
+    }
   }
 
   async unpauseContainer(id: string, signal?: AbortSignal): Promise<void> {
@@ -350,4 +478,320 @@ export class DockerodeEngine implements Engine {
       this.docker.getContainer(id).update({ RestartPolicy: { Name: "no", MaximumRetryCount: 0 } }),
     );
   }
+
+  async buildImage(context: NodeJS.ReadableStream, opts: BuildImageOptions, onLine: (line: string) => void, signal?: AbortSignal): Promise<{ id: string | null }> {
+    const what = `build image ${opts.tag}`;
+    const stream = await this.call(what, () =>
+      this.docker.buildImage(context, {
+        dockerfile: opts.dockerfile,
+        t: opts.tag,
+        buildargs: opts.buildargs,
+        nocache: opts.nocache,
+        labels: opts.labels,
+        // Intermediate containers of failed steps go too: nothing of a failed build stays behind.
+        rm: true,
+        forcerm: true,
+        abortSignal: signal,
+      }),
+    );
+    let id: string | null = null;
+    const text = new LineSplitter(onLine);
+    await this.call(what, () =>
+      readJsonLines(stream, signal, (msg) => {
+        if (msg.error || msg.errorDetail) throw new EngineError(`${what}: ${String(msg.errorDetail?.message ?? msg.error).trim()}`);
+        if (typeof msg.stream === "string") {
+          text.push(msg.stream);
+          const built = /^Successfully built ([0-9a-f]{12,64})\s*$/m.exec(msg.stream);
+          if (built && !id) id = built[1]!;
+        }
+        if (typeof msg.status === "string") onLine(msg.status);
+        const auxId = (msg.aux as { ID?: unknown } | undefined)?.ID;
+        if (typeof auxId === "string") id = auxId;
+      }),
+    );
+    text.end();
+    return { id };
+  }
+
+  async pullImage(ref: string, onLine: (line: string) => void, signal?: AbortSignal, auth?: RegistryCredentials | null): Promise<void> {
+    const what = `pull image ${ref}`;
+    const stream = (await this.call(what, () =>
+      this.docker.pull(ref, { abortSignal: signal, ...(auth ? { authconfig: { ...auth } } : {}) }),
+    )) as NodeJS.ReadableStream;
+    // Layer progress ("Downloading 3MB/20MB") repeats many times a second; say each status change once.
+    const lastStatus = new Map<string, string>();
+    await this.call(what, () =>
+      readJsonLines(stream, signal, (msg) => {
+        if (msg.error || msg.errorDetail) throw new EngineError(`${what}: ${String(msg.errorDetail?.message ?? msg.error).trim()}`);
+        if (typeof msg.status !== "string") return;
+        const layer = typeof msg.id === "string" ? msg.id : "";
+        if (lastStatus.get(layer) === msg.status) return;
+        lastStatus.set(layer, msg.status);
+        onLine(layer ? `${layer}: ${msg.status}` : msg.status);
+      }),
+    );
+  }
+
+  async pushImage(
+    repository: string,
+    tag: string,
+    auth: RegistryCredentials | null,
+    onLine: (line: string) => void,
+    signal?: AbortSignal,
+  ): Promise<{ digest: string | null }> {
+    const what = `push image ${repository}:${tag}`;
+    const stream = (await this.call(what, () =>
+      // The engine wants the header even for an anonymous push (it reads the body otherwise).
+      this.docker.getImage(repository).push({ tag, abortSignal: signal, authconfig: auth ? { ...auth } : {} } as Docker.ImagePushOptions),
+    )) as NodeJS.ReadableStream;
+    let digest: string | null = null;
+    const lastStatus = new Map<string, string>();
+    await this.call(what, () =>
+      readJsonLines(stream, signal, (msg) => {
+        if (msg.error || msg.errorDetail) throw new EngineError(`${what}: ${String(msg.errorDetail?.message ?? msg.error).trim()}`);
+        const aux = msg.aux as { Digest?: unknown } | undefined;
+        if (typeof aux?.Digest === "string" && /^sha256:[a-f0-9]{64}$/.test(aux.Digest)) digest = aux.Digest;
+        if (typeof msg.status !== "string") return;
+        const layer = typeof msg.id === "string" ? msg.id : "";
+        if (lastStatus.get(layer) === msg.status) return;
+        lastStatus.set(layer, msg.status);
+        onLine(layer ? `${layer}: ${msg.status}` : msg.status);
+      }),
+    );
+    return { digest };
+  }
+
+  async listImages(labels: Record<string, string>, signal?: AbortSignal): Promise<ImageSummary[]> {
+    const label = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
+    const list = await this.call("list images", () => this.docker.listImages({ filters: { label }, abortSignal: signal } as Docker.ListImagesOptions));
+    return list.map((i) => ({ id: i.Id, tags: (i.RepoTags ?? []).filter((t) => t !== "<none>:<none>"), labels: i.Labels ?? {} }));
+  }
+
+  async removeImage(idOrRef: string, signal?: AbortSignal, opts: { keepParents?: boolean } = {}): Promise<void> {
+    await this.call(`remove image ${idOrRef}`, () =>
+      this.docker.getImage(idOrRef).remove({ force: true, ...(opts.keepParents ? { noprune: true } : {}), abortSignal: signal } as Docker.ImageRemoveOptions),
+    );
+  }
+
+  async stopContainer(id: string, timeoutS: number, signal?: AbortSignal): Promise<void> {
+    try {
+      await this.call(`stop container ${id.slice(0, 12)}`, () => this.docker.getContainer(id).stop({ t: timeoutS, abortSignal: signal }));
+    } catch (err) {
+      if (err instanceof EngineError && err.statusCode === 304) return; // already stopped
+      throw err;
+    }
+  }
+
+  async restartContainer(id: string, timeoutS: number, signal?: AbortSignal): Promise<void> {
+    await this.call(`restart container ${id.slice(0, 12)}`, () => this.docker.getContainer(id).restart({ t: timeoutS, abortSignal: signal }));
+  }
+
+  async containerLogs(id: string, opts: ContainerLogsQuery, signal?: AbortSignal): Promise<{ lines: string[]; truncated: boolean }> {
+    const what = `logs of container ${id.slice(0, 12)}`;
+    // Streamed (not the buffered form) so a huge log is cut at maxBytes instead of held whole.
+    const stream = await this.call(what, () =>
+      new Promise<NodeJS.ReadableStream>((resolve, reject) =>
+        this.docker.modem.dial(
+          {
+            path: `/containers/${encodeURIComponent(id)}/logs?`,
+            method: "GET",
+            isStream: true,
+            abortSignal: signal,
+            statusCodes: { 200: true, 404: "no such container", 500: "server error" },
+            options: { stdout: true, stderr: true, follow: false, since: opts.since, tail: opts.tail, timestamps: opts.timestamps },
+          } as unknown as Parameters<Docker["modem"]["dial"]>[0],
+          (err: unknown, data: unknown) => (err ? reject(err) : resolve(data as NodeJS.ReadableStream)),
+        ),
+      ),
+    );
+    return this.call(what, () => readLogFrames(stream, opts.maxBytes, signal));
+  }
+
+  async ensureVolume(spec: { name: string; labels: Record<string, string> }, signal?: AbortSignal): Promise<{ name: string; created: boolean }> {
+    try {
+      await this.call(`inspect volume ${spec.name}`, () => this.docker.getVolume(spec.name).inspect({ abortSignal: signal }));
+      return { name: spec.name, created: false };
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    // Creating an existing volume is a no-op for the engine: a racing creator is harmless.
+    await this.call(`create volume ${spec.name}`, () => this.docker.createVolume({ Name: spec.name, Labels: spec.labels, abortSignal: signal } as Docker.VolumeCreateOptions));
+    return { name: spec.name, created: true };
+  }
+
+  async listVolumes(labels: Record<string, string>, signal?: AbortSignal): Promise<VolumeSummary[]> {
+    const label = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
+    const res = await this.call("list volumes", () => this.docker.listVolumes({ filters: { label }, abortSignal: signal } as Docker.VolumeListOptions));
+    return (res.Volumes ?? []).map((v) => ({ name: v.Name, labels: v.Labels ?? {} }));
+  }
+
+  async removeVolume(name: string, signal?: AbortSignal): Promise<void> {
+    await this.call(`remove volume ${name}`, () => this.docker.getVolume(name).remove({ abortSignal: signal }));
+  }
+}
+
+interface EngineMessage {
+  stream?: unknown;
+  status?: unknown;
+  id?: unknown;
+  aux?: unknown;
+  error?: unknown;
+  errorDetail?: { message?: unknown };
+}
+
+/**
+ * Reads the engine's JSON-lines progress stream (build, pull), calling onMessage for each
+ * object; an exception from onMessage ends the read with that error. Aborting the signal ends
+ * it with an AbortError (the request itself is aborted by docker-modem).
+ */
+function readJsonLines(stream: NodeJS.ReadableStream, signal: AbortSignal | undefined, onMessage: (msg: EngineMessage) => void): Promise<void> {
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    let done = false;
+    const finish = (err?: unknown) => {
+      if (done) return;
+      done = true;
+      signal?.removeEventListener("abort", onAbort);
+      stream.removeListener("data", onData);
+      if (err) {
+        (stream as { destroy?: () => void }).destroy?.();
+        reject(err);
+      } else resolve();
+    };
+    const onAbort = () => finish(Object.assign(new Error("aborted"), { name: "AbortError" }));
+    const handle = (line: string) => {
+      const trimmed = line.trim();
+      if (!trimmed) return;
+      let msg: EngineMessage;
+      try {
+        msg = JSON.parse(trimmed) as EngineMessage;
+      } catch {
+        msg = { stream: `${trimmed}\n` };
+      }
+      onMessage(msg);
+    };
+    const onData = (chunk: Buffer | string) => {
+      buf += chunk.toString();
+      let nl: number;
+      try {
+        while ((nl = buf.indexOf("\n")) >= 0) {
+          const line = buf.slice(0, nl);
+          buf = buf.slice(nl + 1);
+          handle(line);
+        }
+      } catch (err) {
+        finish(err);
+      }
+    };
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    stream.on("data", onData);
+    stream.on("error", (err) => finish(err));
+    const onEnd = () => {
+      if (done) return;
+      try {
+        handle(buf);
+        finish();
+      } catch (err) {
+        finish(err);
+      }
+    };
+    stream.on("end", onEnd);
+    stream.on("close", onEnd);
+  });
+}
+
+/** Turns chunks of text into whole lines (the engine splits build output arbitrarily). */
+class LineSplitter {
+  private buf = "";
+  constructor(private readonly onLine: (line: string) => void) {}
+  push(text: string): void {
+    this.buf += text;
+    let nl: number;
+    while ((nl = this.buf.indexOf("\n")) >= 0) {
+      this.onLine(this.buf.slice(0, nl).replace(/\r$/, ""));
+      this.buf = this.buf.slice(nl + 1);
+    }
+  }
+  end(): void {
+    if (this.buf) this.onLine(this.buf.replace(/\r$/, ""));
+    this.buf = "";
+  }
+}
+
+/**
+ * Reads a (non-follow) logs response: 8-byte frame headers (stream type, length) when the
+ * container has no TTY, raw text otherwise. Stops after maxBytes of text.
+ */
+export function readLogFrames(stream: NodeJS.ReadableStream, maxBytes: number, signal?: AbortSignal): Promise<{ lines: string[]; truncated: boolean }> {
+  return new Promise((resolve, reject) => {
+    let pending = Buffer.alloc(0);
+    let raw: boolean | null = null;
+    let text = "";
+    let bytes = 0;
+    let truncated = false;
+    let done = false;
+    const lines: string[] = [];
+    const emit = (s: string) => {
+      text += s;
+      let nl: number;
+      while ((nl = text.indexOf("\n")) >= 0) {
+        lines.push(text.slice(0, nl).replace(/\r$/, ""));
+        text = text.slice(nl + 1);
+      }
+    };
+    const take = (b: Buffer): boolean => {
+      if (bytes + b.length > maxBytes) {
+        truncated = true;
+        return false;
+      }
+      bytes += b.length;
+      emit(b.toString("utf8"));
+      return true;
+    };
+    const finish = (err?: unknown) => {
+      if (done) return;
+      done = true;
+      signal?.removeEventListener("abort", onAbort);
+      stream.removeListener("data", onData);
+      if (err) return reject(err);
+      if (text) lines.push(text);
+      resolve({ lines, truncated });
+    };
+    const stop = () => {
+      (stream as { destroy?: () => void }).destroy?.();
+      finish();
+    };
+    const onAbort = () => finish(Object.assign(new Error("aborted"), { name: "AbortError" }));
+    const onData = (chunk: Buffer | string) => {
+      pending = Buffer.concat([pending, typeof chunk === "string" ? Buffer.from(chunk) : chunk]);
+      if (raw === null && pending.length >= 8) {
+        raw = !(pending[0]! <= 2 && pending[1] === 0 && pending[2] === 0 && pending[3] === 0);
+      }
+      if (raw === null) return;
+      if (raw) {
+        const b = pending;
+        pending = Buffer.alloc(0);
+        if (!take(b)) stop();
+        return;
+      }
+      while (pending.length >= 8) {
+        const len = pending.readUInt32BE(4);
+        if (pending.length < 8 + len) break;
+        const frame = pending.subarray(8, 8 + len);
+        pending = pending.subarray(8 + len);
+        if (!take(frame)) return stop();
+      }
+    };
+    if (signal?.aborted) return onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    stream.on("data", onData);
+    stream.on("error", (err) => finish(err));
+    const onEnd = () => {
+      if (raw !== false && pending.length > 0) take(pending);
+      finish();
+    };
+    stream.on("end", onEnd);
+    stream.on("close", onEnd);
+  });
 }

@@ -1,29 +1,23 @@
 import type { ManagedContainer } from "@capstan/shared";
 import { type ContainerDetails, type Engine, EngineError, isConflict, isNotFound } from "../docker/engine.js";
+import { inspectAll } from "../docker/inspect.js";
 import { containerStatus } from "../docker/status.js";
 import type { Handler, JobContext } from "../dispatch/types.js";
 import { LABEL_JOB, LABEL_MANAGED, MANAGED } from "./labels.js";
 import { KeyedMutex } from "./mutex.js";
 import type { HandlerOptions } from "./server.js";
 
-const INSPECT_CONCURRENCY = 8;
-
 /** Every container labelled capstan.managed=true, in any state, with its composite status. */
 export function containersList(engine: Engine): Handler<"containers.list"> {
   return async (_payload, { signal }) => {
     const summaries = await engine.listContainers(MANAGED, signal);
-    const containers: ManagedContainer[] = [];
-    // The list has no health; inspect each (a few at a time). One removed meanwhile is skipped.
-    for (let i = 0; i < summaries.length; i += INSPECT_CONCURRENCY) {
-      const chunk = summaries.slice(i, i + INSPECT_CONCURRENCY);
-      const details = await Promise.all(chunk.map((s) => engine.inspectContainer(s.name, signal)));
-      chunk.forEach((s, j) => {
-        const d = details[j];
-        // Removed, or replaced by another container of that name, since the list was taken.
-        if (!d || d.id !== s.id) return;
-        containers.push({ id: s.id, name: s.name, image: d.image, status: containerStatus(d.state, d.health), labels: d.labels });
-      });
-    }
+    const containers: ManagedContainer[] = (await inspectAll(engine, summaries, signal)).map((d) => ({
+      id: d.id,
+      name: d.name,
+      image: d.image,
+      status: containerStatus(d.state, d.health),
+      labels: d.labels,
+    }));
     containers.sort((a, b) => a.name.localeCompare(b.name));
     return { containers };
   };

@@ -1,0 +1,54 @@
+import type { BuildPayload, DeployPayload } from "@capstan/shared";
+
+export const MASK = "********";
+/** Shorter values would mask ordinary words ("true", "1") and say nothing secret. */
+export const MIN_SECRET_LENGTH = 4;
+
+export type Masker = (text: string) => string;
+
+/**
+ * Replaces every occurrence of each secret value with ********. Longer values first, so a
+ * secret that contains another is masked whole. Multi-line values are also masked line by
+ * line, because output is masked one line at a time.
+ */
+export function createMasker(secrets: Iterable<string>): Masker {
+  const values = new Set<string>();
+  for (const s of secrets) {
+    for (const v of [s, ...s.split(/\r?\n/)]) {
+      const t = v.trim();
+      if (v.length >= MIN_SECRET_LENGTH) values.add(v);
+      if (t.length >= MIN_SECRET_LENGTH) values.add(t);
+    }
+  }
+  const sorted = [...values].sort((a, b) => b.length - a.length);
+  if (sorted.length === 0) return (text) => text;
+  return (text) => {
+    let out = text;
+    for (const v of sorted) if (out.includes(v)) out = out.split(v).join(MASK);
+    return out;
+  };
+}
+
+/** The values a deployment must never print: run and build env values, git credentials. */
+export function deploySecrets(p: DeployPayload): string[] {
+  const out = [...Object.values(p.run.env), ...Object.values(p.build.env)];
+  if (p.source.kind === "image" && p.source.auth) out.push(p.source.auth.password);
+  if (p.source.kind === "git") {
+    const auth = p.source.auth;
+    if (auth.kind === "token") out.push(auth.token);
+    if (auth.kind === "ssh") out.push(auth.private_key);
+  }
+  return out;
+}
+
+/** The values an image build on a build server must never print: build env, git credentials, the registry password. */
+export function buildSecrets(p: BuildPayload): string[] {
+  const out = [...Object.values(p.build.env)];
+  if (p.push.auth) out.push(p.push.auth.password);
+  if (p.source.kind === "git") {
+    const auth = p.source.auth;
+    if (auth.kind === "token") out.push(auth.token);
+    if (auth.kind === "ssh") out.push(auth.private_key);
+  }
+  return out;
+}

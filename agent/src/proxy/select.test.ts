@@ -1,0 +1,107 @@
+import { describe, expect, it } from "vitest";
+import { type Candidate, isSafeUpstreamName, normalisePrefix, selectRoutes } from "./select.js";
+
+function app(name: string, over: Partial<Candidate> & { resource?: string; rollout?: number; routes?: unknown; port?: string; network?: string } = {}): Candidate {
+  const labels: Record<string, string> = {
+    "capstan.managed": "true",
+    "capstan.resource.uuid": over.resource ?? "res-a",
+    "capstan.rollout": String(over.rollout ?? 1),
+    "capstan.proxy.port": over.port ?? "8080",
+    "capstan.proxy.network": over.network ?? "capstan",
+    "capstan.proxy.routes": typeof over.routes === "string" ? over.routes : JSON.stringify(over.routes ?? [{ host: "a.example.com", https: true, path: "/" }]),
+  };
+  return { name, running: over.running ?? true, health: over.health === undefined ? null : over.health, labels: { ...labels, ...over.labels } };
+}
+
+describe("selectRoutes", () => {
+  it("routes the newest serving container of each resource", () => {
+    const { routes, warnings } = selectRoutes(
+      [app("a-old", { rollout: 100 }), app("a-new", { rollout: 200 }), app("b-1", { resource: "res-b", routes: [{ host: "b.test", https: false, path: "/" }], port: "3000" })],
+      ["capstan"],
+    );
+    expect(warnings).toEqual([]);
+    expect(routes).toEqual([
+      { host: "a.example.com", path: "/", https: true, dial: "a-new:8080", resource: "res-a", container: "a-new" },
+      { host: "b.test", path: "/", https: false, dial: "b-1:3000", resource: "res-b", container: "b-1" },
+    ]);
+  });
+
+  it("keeps traffic on the old container while the newer one is starting, unhealthy or stopped", () => {
+    for (const newer of [
+      app("a-new", { rollout: 200, health: "starting" }),
+      app("a-new", { rollout: 200, health: "unhealthy" }),
+      app("a-new", { rollout: 200, running: false }),
+    ]) {
+      const { routes } = selectRoutes([app("a-old", { rollout: 100, health: "healthy" }), newer], ["capstan"]);
+      expect(routes.map((r) => r.container)).toEqual(["a-old"]);
+    }
+  });
+
+  it("switches to the newer container once it is healthy", () => {
+    const { routes } = selectRoutes([app("a-old", { rollout: 100, health: "healthy" }), app("a-new", { rollout: 200, health: "healthy" })], ["capstan"]);
+    expect(routes.map((r) => r.container)).toEqual(["a-new"]);
+  });
+
+  it("gives a resource no routes when the winner has none (fqdn removed), without falling back", () => {
+    const { routes } = selectRoutes([app("a-old", { rollout: 100 }), app("a-new", { rollout: 200, routes: [] })], ["capstan"]);
+    expect(routes).toEqual([]);
+  });
+
+  it("routes the public service of a compose deployment, whatever its siblings are named", () => {
+    const web = app("u-app", { rollout: 300 });
+    const db = app("u-db", { rollout: 300, routes: "" });
+    const { routes } = selectRoutes([web, db], ["capstan"]);
+    expect(routes.map((r) => r.container)).toEqual(["u-app"]);
+    expect(selectRoutes([db, web], ["capstan"]).routes.map((r) => r.container)).toEqual(["u-app"]);
+  });
+
+  it("ignores containers without a resource uuid (the proxy itself, agents)", () => {
+    const proxy: Candidate = { name: "capstan-proxy", running: true, health: null, labels: { "capstan.managed": "true", "capstan.component": "proxy" } };
+    expect(selectRoutes([proxy], ["capstan"]).routes).toEqual([]);
+  });
+
+  it("skips bad labels with a warning instead of failing", () => {
+    const { routes, warnings } = selectRoutes(
+      [
+        app("bad-json", { resource: "r1", routes: "[{" }),
+        app("bad-host", { resource: "r2", routes: [{ host: "a b", https: false, path: "/" }] }),
+        app("bad-port", { resource: "r3", port: "99999" }),
+        app("other-net", { resource: "r4", network: "elsewhere" }),
+        app("localhost", { resource: "r5" }),
+        app("10.0.0.1", { resource: "r6" }),
+      ],
+      ["capstan"],
+    );
+    expect(routes).toEqual([]);
+    expect(warnings).toHaveLength(6);
+    expect(warnings.join("\n")).toMatch(/bad-json.*route list/);
+    expect(warnings.join("\n")).toMatch(/bad-port.*not a port/);
+    expect(warnings.join("\n")).toMatch(/other-net.*network elsewhere/);
+    expect(warnings.join("\n")).toMatch(/localhost: its name cannot be used/);
+  });
+
+  it("gives a host+path claimed twice to one resource, deterministically, and says so", () => {
+    const same = [{ host: "dup.test", https: false, path: "/" }];
+    const a = selectRoutes([app("x", { resource: "res-2", routes: same }), app("y", { resource: "res-1", routes: same })], ["capstan"]);
+    const b = selectRoutes([app("y", { resource: "res-1", routes: same }), app("x", { resource: "res-2", routes: same })], ["capstan"]);
+    expect(a.routes).toEqual(b.routes);
+    expect(a.routes.map((r) => r.resource)).toEqual(["res-1"]);
+    expect(a.warnings[0]).toMatch(/dup\.test is claimed by res-1 and res-2/);
+  });
+
+  it("normalises path prefixes", () => {
+    const { routes } = selectRoutes([app("p", { routes: [{ host: "p.test", https: false, path: "/api/" }, { host: "p.test", https: false, path: "/x?y=1" }] })], ["capstan"]);
+    expect(routes.map((r) => r.path)).toEqual(["/api", "/x"]);
+    expect(normalisePrefix("/")).toBe("/");
+    expect(normalisePrefix("//")).toBe("/");
+  });
+});
+
+describe("isSafeUpstreamName", () => {
+  it("accepts container names and refuses loopback or address-like ones", () => {
+    expect(isSafeUpstreamName("app-1234_web.1")).toBe(true);
+    for (const bad of ["localhost", "LOCALHOST", "localhost.localdomain", "127.0.0.1", "10.1.2.3", "-x", "a:2019", "a/b", ""]) {
+      expect(isSafeUpstreamName(bad), bad).toBe(false);
+    }
+  });
+});

@@ -1,0 +1,149 @@
+import { Port, ProxyRoute } from "@capstan/shared";
+import { z } from "zod";
+import {
+  LABEL_PROXY_NETWORK,
+  LABEL_PROXY_PORT,
+  LABEL_PROXY_ROUTES,
+  LABEL_RESOURCE_UUID,
+  LABEL_ROLLOUT,
+} from "../handlers/labels.js";
+
+/** What the selection needs to know about one managed container. */
+export interface Candidate {
+  name: string;
+  running: boolean;
+  /** healthy, unhealthy, starting; null when the container has no health check */
+  health: string | null;
+  labels: Record<string, string>;
+}
+
+/** One route the proxy serves: requests for host (+ path prefix) go to dial. */
+export interface ResolvedRoute {
+  host: string;
+  /** "/" for the whole host, else a prefix such as "/api" (no trailing slash). */
+  path: string;
+  https: boolean;
+  /** `<container name>:<port>`, resolved by Docker's DNS on a network the proxy shares. */
+  dial: string;
+  resource: string;
+  container: string;
+}
+
+export interface Selection {
+  routes: ResolvedRoute[];
+  /** Why a container or route was left out; shown as job progress, never fatal. */
+  warnings: string[];
+}
+
+const RouteList = z.array(ProxyRoute).max(100);
+const DOCKER_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$/;
+const IPV4_LIKE = /^[0-9.]+$/;
+
+/**
+ * Upstream hosts are container names. A container named "localhost" or like an IP address
+ * would make the proxy dial itself (its admin API listens on its own loopback) or an
+ * arbitrary address, so such names never become upstreams.
+ */
+export function isSafeUpstreamName(name: string): boolean {
+  return DOCKER_NAME.test(name) && !IPV4_LIKE.test(name) && name.toLowerCase() !== "localhost" && !name.toLowerCase().startsWith("localhost.");
+}
+
+/** A container whose traffic may be switched to it: running, and healthy unless it has no check. */
+export function isServing(c: Candidate): boolean {
+  return c.running && (c.health === null || c.health === "healthy");
+}
+
+/**
+ * Within one rollout (the services of a compose deployment share it), the container carrying
+ * routes wins over its siblings without; then the greater name, so the choice is stable.
+ */
+function tieBreak(c: Candidate, best: Candidate): boolean {
+  if (hasRoutes(c) !== hasRoutes(best)) return hasRoutes(c);
+  return c.name > best.name;
+}
+
+function hasRoutes(c: Candidate): boolean {
+  const raw = c.labels[LABEL_PROXY_ROUTES];
+  return raw !== undefined && raw !== "" && raw !== "[]";
+}
+
+function rolloutOf(c: Candidate): number {
+  const n = Number(c.labels[LABEL_ROLLOUT]);
+  return Number.isSafeInteger(n) && n >= 0 ? n : 0;
+}
+
+/** "/api/" and "/api" are one prefix; a query part has no meaning for routing and is dropped. */
+export function normalisePrefix(path: string): string {
+  const p = path.split("?")[0]!.replace(/\/+$/, "");
+  return p === "" ? "/" : p;
+}
+
+/**
+ * The proxy selection rule: per capstan.resource.uuid, among serving containers (running,
+ * health healthy or absent), the one with the highest capstan.rollout receives that resource's
+ * routes (ties: the one with routes, then the greater name, so the choice is stable). Its labels say the routes, the
+ * upstream port and the network; a container the proxy cannot reach on one of `networks` is
+ * skipped. A host+path claimed by two resources goes to the smaller resource uuid.
+ */
+export function selectRoutes(candidates: Candidate[], networks: readonly string[]): Selection {
+  const warnings: string[] = [];
+  const winners = new Map<string, Candidate>();
+  for (const c of candidates) {
+    const resource = c.labels[LABEL_RESOURCE_UUID];
+    if (!resource || !isServing(c)) continue;
+    const best = winners.get(resource);
+    if (!best || rolloutOf(c) > rolloutOf(best) || (rolloutOf(c) === rolloutOf(best) && tieBreak(c, best))) {
+      winners.set(resource, c);
+    }
+  }
+
+  const routes: ResolvedRoute[] = [];
+  const claimed = new Map<string, string>();
+  for (const resource of [...winners.keys()].sort()) {
+    const c = winners.get(resource)!;
+    const rawRoutes = c.labels[LABEL_PROXY_ROUTES];
+    if (rawRoutes === undefined || rawRoutes === "" || rawRoutes === "[]") continue;
+    const parsedRoutes = parseRoutes(rawRoutes);
+    if (!parsedRoutes) {
+      warnings.push(`container ${c.name}: label ${LABEL_PROXY_ROUTES} is not a valid route list; not routed`);
+      continue;
+    }
+    const port = Port.safeParse(Number(c.labels[LABEL_PROXY_PORT]));
+    if (!port.success) {
+      warnings.push(`container ${c.name}: label ${LABEL_PROXY_PORT} is missing or not a port; not routed`);
+      continue;
+    }
+    if (!isSafeUpstreamName(c.name)) {
+      warnings.push(`container ${c.name}: its name cannot be used as an upstream host; not routed`);
+      continue;
+    }
+    const network = c.labels[LABEL_PROXY_NETWORK];
+    if (network && !networks.includes(network)) {
+      warnings.push(`container ${c.name}: network ${network} is not one the proxy joins; not routed`);
+      continue;
+    }
+    for (const r of parsedRoutes) {
+      const path = normalisePrefix(r.path);
+      const key = `${r.host} ${path}`;
+      const owner = claimed.get(key);
+      if (owner !== undefined) {
+        if (owner !== resource) warnings.push(`${r.host}${path === "/" ? "" : path} is claimed by ${owner} and ${resource}; kept for ${owner}`);
+        continue;
+      }
+      claimed.set(key, resource);
+      routes.push({ host: r.host, path, https: r.https, dial: `${c.name}:${port.data}`, resource, container: c.name });
+    }
+  }
+  return { routes, warnings };
+}
+
+function parseRoutes(raw: string): ProxyRoute[] | null {
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return null;
+  }
+  const parsed = RouteList.safeParse(json);
+  return parsed.success ? parsed.data : null;
+}
