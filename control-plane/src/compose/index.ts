@@ -1,0 +1,19 @@
+/**
+ * Compose applications (build pack containercompose): parseCompose checks what users send,
+ * rewriteCompose turns it into the file the agent runs for one deployment. docs/compose.md
+ * describes the supported subset and why the rest is refused.
+ */
+export { parseCompose, FIELD, PUBLIC_SERVICE_KEY, type ComposeDoc, type ComposeService } from "./parse.js";
+export {
+  rewriteCompose,
+  projectName,
+  containerName,
+  volumeName,
+  appNetworkName,
+  LABELS,
+  RENDERED_META_KEY,
+  type RewriteContext,
+  type RenderedMeta,
+} from "./rewrite.js";
+export { LIMITS, isReservedLabel } from "./schema.js";
+export { variablesIn } from "./interpolate.js";
