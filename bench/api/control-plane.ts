@@ -11,6 +11,7 @@ import { pino } from "pino";
 import Sqlite from "better-sqlite3";
 import { loadConfig } from "../../control-plane/src/config.js";
 import { createInstance } from "../../control-plane/src/instance.js";
+import type { ResponseCache } from "../../control-plane/src/http/response-cache.js";
 import { breakdown } from "./breakdown.js";
 import { applyAfterStart, applyBeforeStart, parseExperiments } from "./experiments.js";
 
@@ -29,6 +30,11 @@ const config = loadConfig({
 });
 const instance = await createInstance(config, pino({ level: config.logLevel }));
 const token = (await instance.admin.bootstrapRoot(config.rootEmail))!;
+// The response cache of GET /projects (http/response-cache.ts); BENCH_CACHE=off measures the
+// uncached path (every request reads the database and encodes the JSON).
+const cache = instance.app.locals.responseCache as ResponseCache | undefined;
+await cache?.ready;
+if (cache && process.env.BENCH_CACHE === "off") cache.enabled = false;
 await applyAfterStart(experiments, instance.database.prisma);
 const server = createServer(instance.app);
 server.keepAliveTimeout = 65_000;
@@ -90,6 +96,8 @@ for (const p of paths) {
 
 const cpuStart = process.cpuUsage();
 let wallStart = performance.now();
+const cacheStats = () => cache?.stats() ?? { state: "off", hits: 0, misses: 0 };
+let cacheStart = cacheStats();
 const profiler = new Session();
 process.on("message", async (msg: { type: string; file?: string; path?: string }) => {
   if (msg.type === "breakdown") {
@@ -108,9 +116,12 @@ process.on("message", async (msg: { type: string; file?: string; path?: string }
   } else if (msg.type === "cpu-reset") {
     Object.assign(cpuStart, process.cpuUsage());
     wallStart = performance.now();
+    cacheStart = cacheStats();
   } else if (msg.type === "cpu-read") {
     const used = process.cpuUsage(cpuStart);
-    process.send!({ type: "cpu", share: (used.user + used.system) / 1000 / (performance.now() - wallStart) });
+    const now = cacheStats();
+    const cacheUse = { state: cache?.enabled === false ? "disabled" : now.state, hits: now.hits - cacheStart.hits, misses: now.misses - cacheStart.misses };
+    process.send!({ type: "cpu", share: (used.user + used.system) / 1000 / (performance.now() - wallStart), cache: cacheUse });
   } else if (msg.type === "stop") {
     server.closeAllConnections();
     await new Promise<void>((r) => server.close(() => r()));

@@ -13,7 +13,8 @@
 // Options (environment): BENCH_DURATION seconds per measurement (default 10, max 60),
 // BENCH_CONNECTIONS (default 10), BENCH_WARMUP seconds (default 2), BENCH_PROJECTS (1000),
 // BENCH_ROUNDS alternating ours/bare rounds per scenario, medians reported (default 1),
-// BENCH_SCENARIOS comma list of list,page100,page,one (default all).
+// BENCH_SCENARIOS comma list of list,page100,page,one (default all). BENCH_CACHE=off turns the
+// control plane's response cache off, to measure the uncached path.
 // BENCH_EXPERIMENTS=stmt-cache,token-cache,memory-limit,project-index measures "ours" with bench-only
 // patches that model the proposed fixes (experiments.ts); the product code is unchanged.
 // Flags: --profile records a V8 CPU profile of the control plane during each measured run
@@ -100,7 +101,8 @@ async function measure(server, url, headers, profileFile) {
   server.child.send({ type: "cpu-reset" });
   const r = await load(url, headers, DURATION);
   server.child.send({ type: "cpu-read" });
-  const { share } = await server.nextMessage("cpu");
+  const { share, cache } = await server.nextMessage("cpu");
+  if (cache) console.log(`    response cache (${cache.state}): ${fmt(cache.hits)} hits, ${fmt(cache.misses)} misses`);
   if (profileFile) {
     server.child.send({ type: "profile-stop", file: profileFile });
     await server.nextMessage("profiled");
@@ -121,6 +123,7 @@ if (experiments.length) {
   console.log(`EXPERIMENT: "ours" runs with bench-only patches (${experiments.join(", ")}); see bench/api/experiments.ts.`);
 }
 console.log(`Starting the control plane and seeding ${PROJECTS} projects...`);
+console.log(`  response cache ${process.env.BENCH_CACHE === "off" ? "OFF (BENCH_CACHE=off): every request reads the database" : "on (BENCH_CACHE=off measures without it)"}`);
 if (PROFILE) mkdirSync(profileDir, { recursive: true });
 const ours = start("control-plane.ts", {
   execArgv: ["--import", join(here, "register.mjs")],
@@ -128,7 +131,9 @@ const ours = start("control-plane.ts", {
 });
 const ready = await ours.nextMessage("ready");
 console.log(`  ready in ${((Date.now() - t0) / 1000).toFixed(1)} s at ${ready.url}`);
-const bare = start("bare.mjs");
+// With --profile the baseline is profiled too, over its whole life (every scenario, warm-ups
+// included), for comparison: bench/api/profiles/bare.cpuprofile.
+const bare = start("bare.mjs", { execArgv: PROFILE ? ["--cpu-prof", `--cpu-prof-dir=${profileDir}`, "--cpu-prof-name=bare.cpuprofile"] : [] });
 bare.child.send({ type: "bodies", bodies: ready.bodies });
 const bareReady = await bare.nextMessage("ready");
 
@@ -218,6 +223,17 @@ if (PROFILE) {
     const file = join(profileDir, `${r.name}.cpuprofile`);
     console.log(`\n=== ${r.name}: CPU profile of the control plane during the measured ${DURATION} s (${file})\n`);
     console.log(summarizeProfile(file));
+  }
+}
+
+if (PROFILE) {
+  const file = join(profileDir, "bare.cpuprofile");
+  await new Promise((r) => (bare.child.exitCode === null ? bare.child.once("exit", r) : r()));
+  try {
+    console.log(`\n=== bare: CPU profile of the baseline over its whole run, all scenarios (${file})\n`);
+    console.log(summarizeProfile(file));
+  } catch (err) {
+    console.log(`  (no baseline profile: ${err.message})`);
   }
 }
 

@@ -91,6 +91,24 @@ describe("GET /projects and /projects/{uuid}", () => {
     });
   });
 
+  it("orders each project's environments by creation (id), not by name, in the list and alone", async () => {
+    const team = await t.newTeam();
+    const p = await createProject(team, "ordered");
+    const q = await createProject(team, "next");
+    for (const name of ["zeta", "alpha", "mid"]) expect((await team.api.post(`/projects/${p.uuid}/environments`, { name })).status).toBe(201);
+    expect((await team.api.post(`/projects/${q.uuid}/environments`, { name: "aaa" })).status).toBe(201);
+    const order = ["production", "zeta", "alpha", "mid"];
+    const one = (await team.api.get(`/projects/${p.uuid}`)).body;
+    expect(one.environments.map((e: { name: string }) => e.name)).toEqual(order);
+    const ids = one.environments.map((e: { id: number }) => e.id);
+    expect([...ids].sort((a, b) => a - b)).toEqual(ids);
+    for (const query of [undefined, { page: 1, per_page: 1 }, { page: 1, per_page: 2 }]) {
+      const list = (await team.api.get("/projects", query)).body.data;
+      expect(list[0].environments.map((e: { name: string }) => e.name)).toEqual(order);
+      if (list[1]) expect(list[1].environments.map((e: { name: string }) => e.name)).toEqual(["production", "aaa"]);
+    }
+  });
+
   it("answers 404 for an unknown uuid", async () => {
     const team = await t.newTeam();
     const res = await team.api.get("/projects/00000000-0000-4000-8000-000000000000");

@@ -16,6 +16,7 @@ import type { DatabaseConfig } from "../config.js";
  * - Outside Prisma's transactions: use it only where a request reads committed data.
  */
 export interface SqlReader {
+  readonly kind: DatabaseConfig["kind"];
   /** Rows as objects keyed by column name (alias every computed column). */
   all<T extends object>(sql: string, params: readonly (string | number)[]): Promise<T[]>;
   /** Rows as arrays in select-list order: cheaper per row, for long lists. */
@@ -43,6 +44,7 @@ function sqliteReader(file: string): SqlReader {
     return stmt;
   };
   return {
+    kind: "sqlite",
     async all<T extends object>(sql: string, params: readonly (string | number)[]) {
       return statement(objects, sql, false).all(...params) as T[];
     },
@@ -83,6 +85,7 @@ function postgresReader(url: string): SqlReader {
     return q;
   };
   return {
+    kind: "postgresql",
     async all<T extends object>(sql: string, params: readonly (string | number)[]) {
       const res = await pool.query<T & pg.QueryResultRow>({ ...query(sql), values: [...params], types });
       return res.rows;

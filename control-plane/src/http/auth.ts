@@ -20,15 +20,24 @@ declare module "express-serve-static-core" {
     auth?: AuthContext;
     /** request id, set by the request logger */
     id?: string;
+    /**
+     * The version of the token's team's data (TeamVersion, bumped by database triggers) read
+     * together with the token, before anything else of the request: the response cache's key.
+     */
+    teamVersion?: number;
   }
 }
 
 const LAST_USED_RESOLUTION_MS = 60_000;
 
-/** One query: the token and, for a user token, the user's membership of the token's team. */
-const TOKEN_SQL = `SELECT t."id", t."teamId", t."userId", t."scopes", t."revokedAt", t."expiresAt", m."role"
+/**
+ * One query: the token, for a user token the user's membership of the token's team, and the
+ * version of the team's data (http/response-cache.ts).
+ */
+const TOKEN_SQL = `SELECT t."id", t."teamId", t."userId", t."scopes", t."revokedAt", t."expiresAt", m."role", v."version"
   FROM "ApiToken" t
   LEFT JOIN "Membership" m ON m."userId" = t."userId" AND m."teamId" = t."teamId"
+  LEFT JOIN "TeamVersion" v ON v."teamId" = t."teamId"
   WHERE t."secretHash" = ?`;
 
 interface TokenRow {
@@ -39,6 +48,18 @@ interface TokenRow {
   revokedAt: unknown;
   expiresAt: unknown;
   role: string | null;
+  version: number | string | null;
+}
+
+/** The same few scope lists on every request: one frozen set per distinct list. */
+const scopeSets = new Map<string, ReadonlySet<TokenScope>>();
+function scopeSet(list: string): ReadonlySet<TokenScope> {
+  let set = scopeSets.get(list);
+  if (!set) {
+    set = new Set(list.split(",").filter(Boolean) as TokenScope[]);
+    if (scopeSets.size < 64) scopeSets.set(list, set);
+  }
+  return set;
 }
 
 /**
@@ -70,8 +91,9 @@ export function resolveToken(db: Db, reader: SqlReader): RequestHandler {
         teamId: toInt(row.teamId),
         userId,
         role,
-        scopes: new Set(row.scopes.split(",").filter(Boolean) as TokenScope[]),
+        scopes: scopeSet(row.scopes),
       };
+      if (row.version !== null) req.teamVersion = toInt(row.version);
       if (now - (lastUsedWritten.get(id) ?? 0) > LAST_USED_RESOLUTION_MS) {
         lastUsedWritten.set(id, now);
         void db.apiToken.update({ where: { id }, data: { lastUsedAt: new Date(now) } }).catch(() => {});

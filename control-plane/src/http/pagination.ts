@@ -21,7 +21,12 @@ export interface Page<T> {
   meta?: { current_page: number; per_page: number; total: number; last_page: number };
 }
 
-/** Runs the list query with the page window and, when paginated, the matching count. */
+/**
+ * Runs the list query with the page window and, when paginated, the matching count. A page
+ * that is not full ends the list, so it gives the total itself and the count is not run
+ * (a page past the end, with no rows, still needs it). So `find` must return the window's rows
+ * exactly as the query limits them: filter in the query, never afterwards.
+ */
 export async function paginate<T>(
   q: PaginationQuery,
   count: () => Promise<number>,
@@ -29,7 +34,8 @@ export async function paginate<T>(
 ): Promise<Page<T>> {
   const w = pageWindow(q);
   if (!w) return { data: await find({}) };
-  const [data, total] = await Promise.all([find({ skip: w.skip, take: w.take }), count()]);
+  const data = await find({ skip: w.skip, take: w.take });
+  const total = data.length < w.take && (data.length > 0 || w.skip === 0) ? w.skip + data.length : await count();
   return {
     data,
     meta: { current_page: w.page, per_page: w.perPage, total, last_page: Math.max(1, Math.ceil(total / w.perPage)) },

@@ -108,7 +108,7 @@ export class AccessService {
 
   /** A project is visible with a project-level grant or with a visible environment in it. */
   async canSeeProject(auth: AuthContext, projectId: number): Promise<boolean> {
-    if (this.bypasses(auth) || auth.role === "viewer") return true;
+    if (this.seesWholeTeam(auth)) return true;
     const g = await this.grants(auth);
     if (g.projects.has(projectId)) return true;
     for (const e of g.environments.values()) if (e.projectId === projectId) return true;
@@ -130,11 +130,25 @@ export class AccessService {
 
   /** Filter for list queries: null means "no restriction inside the team". */
   async visibleProjectIds(auth: AuthContext): Promise<number[] | null> {
-    if (this.bypasses(auth) || auth.role === "viewer") return null;
+    if (this.seesWholeTeam(auth)) return null;
     const g = await this.grants(auth);
     const ids = new Set(g.projects.keys());
     for (const e of g.environments.values()) ids.add(e.projectId);
     return [...ids];
+  }
+
+  /** Owner, admin, automation token and viewer see every project and environment of the team. */
+  seesWholeTeam(auth: AuthContext): boolean {
+    return this.bypasses(auth) || auth.role === "viewer";
+  }
+
+  /**
+   * Callers with the same key (inside one team) see the same projects and environments:
+   * "*" for those who see the whole team, else the member's own grants decide ("u<id>").
+   * The response cache (http/response-cache.ts) keys bodies with it.
+   */
+  visibilityKey(auth: AuthContext): string {
+    return this.seesWholeTeam(auth) ? "*" : `u${auth.userId}`;
   }
 
   /**
@@ -146,7 +160,7 @@ export class AccessService {
    * p), and the query already restricts p to the caller's team.
    */
   visibilitySql(auth: AuthContext): { project: SqlFragment; environment: SqlFragment } | null {
-    if (this.bypasses(auth) || auth.role === "viewer") return null;
+    if (this.seesWholeTeam(auth)) return null;
     const user = auth.userId ?? -1;
     return {
       // A project-level grant, or a visible environment (one with an override) in it.
