@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { resolve } from "node:path";
+import { type BaseImages, ImageRef, isImageRef } from "@capstan/shared";
 
 const Bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])
@@ -23,13 +24,54 @@ const EnvSchema = z.object({
   PLATFORM_LOG_LEVEL: z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]).default("info"),
   PLATFORM_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   PLATFORM_TRUST_PROXY: Bool.default(false),
+  PLATFORM_ALLOW_PRIVATE_ENDPOINTS: Bool.default(false),
   PLATFORM_ROOT_EMAIL: z.email().default("root@localhost"),
   PLATFORM_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   PLATFORM_AGENT_IMAGE: z
     .string()
     .regex(/^[a-z0-9][a-z0-9._/:@-]{0,254}$/, "must be an image reference like capstan/agent:1.0")
     .default("capstan/agent:latest"),
+  // Deployments (docs/deployments.md) and the per-server reverse proxy.
+  PLATFORM_PROXY_IMAGE: z
+    .string()
+    .regex(/^[a-z0-9][a-z0-9._/:@-]{0,254}$/, "must be an image reference like capstan/proxy:1.0")
+    .default("capstan/proxy:latest"),
+  PLATFORM_PROXY_NAME: z
+    .string()
+    .regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$/, "must be a container name like capstan-proxy")
+    .default("capstan-proxy"),
+  PLATFORM_PROXY_HTTP_PORT: z.coerce.number().int().min(1).max(65535).default(80),
+  PLATFORM_PROXY_HTTPS_PORT: z.coerce.number().int().min(1).max(65535).default(443),
+  PLATFORM_DEPLOY_TIMEOUT_S: z.coerce.number().int().min(1).max(24 * 3600).default(1800),
+  PLATFORM_BUILD_CONCURRENCY: z.coerce.number().int().min(1).max(64).default(2),
+  PLATFORM_DEPLOY_QUEUE_LIMIT: z.coerce.number().int().min(1).max(10_000).default(50),
+  // Build servers push images here; the application's server pulls them (docs/deployments.md).
+  PLATFORM_BUILD_REGISTRY: z
+    .string()
+    .trim()
+    .refine(isBuildRegistry, "must be a registry host with an optional port and path, like registry.example.com:5000/capstan")
+    .optional(),
+  PLATFORM_BUILD_REGISTRY_USERNAME: z.string().min(1).max(255).regex(/^[^\s:]+$/, "must not contain spaces or ':'").optional(),
+  PLATFORM_BUILD_REGISTRY_PASSWORD: z.string().min(1).max(4096).regex(/^[^\r\n]+$/, "must be one line").optional(),
+  // Base images of the source builders builder_a..builder_d, by role (docs/builders.md).
+  PLATFORM_BUILDER_IMAGE_NODE: ImageRef.default("node:20-bookworm-slim"),
+  PLATFORM_BUILDER_IMAGE_PYTHON: ImageRef.default("python:3.11-slim"),
+  PLATFORM_BUILDER_IMAGE_GO: ImageRef.default("golang:1.22-bookworm"),
+  PLATFORM_BUILDER_IMAGE_STATIC: ImageRef.default("caddy:2-alpine"),
+  PLATFORM_BUILDER_IMAGE_RUNTIME: ImageRef.default("debian:bookworm-slim"),
 });
+
+/**
+ * A registry location images can be pushed under: `host[:port][/path]`, where the host names
+ * a registry (has a dot or a port, or is localhost; otherwise the engine would read it as a
+ * Docker Hub namespace), and `<it>/<uuid>:<uuid>` is an image reference.
+ */
+function isBuildRegistry(v: string): boolean {
+  const host = v.split("/")[0]!;
+  if (!(host.includes(".") || host.includes(":") || host === "localhost")) return false;
+  const sample = "0a1b2c3d-0000-4000-8000-000000000000";
+  return isImageRef(`${v}/${sample}:${sample}`) && !v.endsWith("/");
+}
 
 export type DatabaseConfig =
   | { kind: "sqlite"; file: string }
@@ -42,6 +84,8 @@ export interface Config {
   database: DatabaseConfig;
   secretKey: Buffer | null;
   rateLimitPerMinute: number;
+  /** Calls to user-chosen endpoints (git app APIs) may reach loopback, link-local and metadata addresses (lib/outbound.ts). */
+  allowPrivateEndpoints: boolean;
   maxBodyBytes: number;
   logLevel: z.infer<typeof EnvSchema>["PLATFORM_LOG_LEVEL"];
   shutdownTimeoutMs: number;
@@ -50,6 +94,20 @@ export interface Config {
   /** Base URL agents and the join command use to reach this control plane. */
   publicUrl: string;
   agentImage: string;
+  /** The reverse proxy every server runs (image and host ports). */
+  proxy: { name: string; image: string; httpPort: number; httpsPort: number };
+  /** Deployment scheduling: deadline of a started deployment, builds per server, queued per server. */
+  deploy: { timeoutMs: number; buildConcurrency: number; queueLimit: number };
+  /** Base image of each builder role, sent with every source build (DeployPayload.build.base_images). */
+  builderImages: BaseImages;
+  /** Where build servers push the images they build; null: build servers are not used. */
+  buildRegistry: BuildRegistryConfig | null;
+}
+
+export interface BuildRegistryConfig {
+  /** `host[:port][/path]`: images are `<location>/<app uuid>:<deployment uuid>`. */
+  location: string;
+  auth: { username: string; password: string } | null;
 }
 
 export class ConfigError extends Error {}
@@ -61,6 +119,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration:\n${lines.join("\n")}`);
   }
   const e = parsed.data;
+  if (!!e.PLATFORM_BUILD_REGISTRY_USERNAME !== !!e.PLATFORM_BUILD_REGISTRY_PASSWORD) {
+    throw new ConfigError("Invalid configuration:\n  PLATFORM_BUILD_REGISTRY_USERNAME and PLATFORM_BUILD_REGISTRY_PASSWORD go together: set both or neither");
+  }
+  if (e.PLATFORM_BUILD_REGISTRY_USERNAME && !e.PLATFORM_BUILD_REGISTRY) {
+    throw new ConfigError("Invalid configuration:\n  PLATFORM_BUILD_REGISTRY_USERNAME needs PLATFORM_BUILD_REGISTRY");
+  }
   const dataDir = resolve(e.PLATFORM_DATA_DIR);
   let database: DatabaseConfig;
   if (e.DATABASE_URL?.startsWith("file:")) {
@@ -81,8 +145,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logLevel: e.PLATFORM_LOG_LEVEL,
     shutdownTimeoutMs: e.PLATFORM_SHUTDOWN_TIMEOUT_MS,
     trustProxy: e.PLATFORM_TRUST_PROXY,
+    allowPrivateEndpoints: e.PLATFORM_ALLOW_PRIVATE_ENDPOINTS,
     rootEmail: e.PLATFORM_ROOT_EMAIL,
     publicUrl: (e.PLATFORM_PUBLIC_URL ?? `http://127.0.0.1:${e.PLATFORM_PORT}`).replace(/\/+$/, ""),
     agentImage: e.PLATFORM_AGENT_IMAGE,
+    proxy: { name: e.PLATFORM_PROXY_NAME, image: e.PLATFORM_PROXY_IMAGE, httpPort: e.PLATFORM_PROXY_HTTP_PORT, httpsPort: e.PLATFORM_PROXY_HTTPS_PORT },
+    deploy: {
+      timeoutMs: e.PLATFORM_DEPLOY_TIMEOUT_S * 1000,
+      buildConcurrency: e.PLATFORM_BUILD_CONCURRENCY,
+      queueLimit: e.PLATFORM_DEPLOY_QUEUE_LIMIT,
+    },
+    buildRegistry: e.PLATFORM_BUILD_REGISTRY
+      ? {
+          location: e.PLATFORM_BUILD_REGISTRY,
+          auth: e.PLATFORM_BUILD_REGISTRY_USERNAME ? { username: e.PLATFORM_BUILD_REGISTRY_USERNAME, password: e.PLATFORM_BUILD_REGISTRY_PASSWORD! } : null,
+        }
+      : null,
+    builderImages: {
+      node: e.PLATFORM_BUILDER_IMAGE_NODE,
+      python: e.PLATFORM_BUILDER_IMAGE_PYTHON,
+      go: e.PLATFORM_BUILDER_IMAGE_GO,
+      static: e.PLATFORM_BUILDER_IMAGE_STATIC,
+      runtime: e.PLATFORM_BUILDER_IMAGE_RUNTIME,
+    },
   };
 }

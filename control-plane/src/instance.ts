@@ -51,13 +51,13 @@ export interface Instance extends InstanceData {
 export async function createInstance(config: Config, log: Logger): Promise<Instance> {
   const data = await openInstanceData(config);
   const db = data.database.prisma;
-  const jobs = new JobQueue(db, log);
+  const jobs = new JobQueue(db, log, { box: data.box, dialect: data.database.kind });
   const agentParams = (token: string) => ({ url: config.publicUrl, image: config.agentImage, token });
   const services = createServices(db, data.database.reader, data.box, jobs, {
     joinCommand: (token) => joinCommand(config.publicUrl, config.agentImage, token),
     install: (target, token) => installAgentOverSsh(target, agentParams(token)),
     openKey: (sealed) => data.box.open(sealed),
-  });
+  }, config);
   const limiter = await createRateLimiter(config.database, config.rateLimitPerMinute);
   const app = createApp({
     services,
@@ -85,9 +85,11 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
       services.servers.bindAgents(gateway);
       instance.gateway = gateway;
       jobs.start();
+      services.deployments.startSweep(log);
       return gateway;
     },
     async close() {
+      await services.deployments.stop();
       await jobs.stop();
       await instance.gateway?.close();
       for (const close of closers.splice(0)) await close();

@@ -9,6 +9,7 @@ import { expressPath, type AnyRoute } from "./route.js";
 import { routes as defaultRoutes } from "./routes/index.js";
 import { openApiDocument } from "./openapi.js";
 import { docsRouter } from "./docs.js";
+import { ResponseCache, sendJsonBytes } from "./response-cache.js";
 
 export interface AppDeps {
   services: Services;
@@ -19,6 +20,8 @@ export interface AppDeps {
   /** Readiness probe: resolves when the database answers. */
   ready(): Promise<void>;
   routes?: AnyRoute[];
+  /** Memory for cached GET /projects bodies (http/response-cache.ts); 0 turns the cache off. Default 32 MiB. */
+  responseCacheBytes?: number;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -31,32 +34,70 @@ function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldE
   return undefined;
 }
 
-function handle(r: AnyRoute, services: Services): RequestHandler {
+/**
+ * cache: only for routes marked teamVersioned. A request uses it after the same checks as any other
+ * (token, scope, parameters), with the version read with its token (req.teamVersion).
+ */
+function handle(r: AnyRoute, services: Services, cache?: ResponseCache): RequestHandler {
   return async (req, res, next) => {
     try {
-      const auth = requireAuth(req);
-      requireScope(auth, r);
+      // Routes without token (webhooks) authenticate the request in their handler.
+      const auth = r.auth === "none" ? undefined : requireAuth(req);
+      if (auth) requireScope(auth, r);
       const errors: FieldErrors = {};
       const params = parsePart(r.params, req.params, errors);
       const query = parsePart(r.query, req.query, errors);
       const body = r.body ? parsePart(r.body, req.body ?? {}, errors) : undefined;
       if (Object.keys(errors).length) throw invalid(errors);
+      const version = req.teamVersion;
+      let key: string | undefined;
+      if (cache !== undefined && auth !== undefined && version !== undefined && cache.active) {
+        key = `${auth.teamId} ${services.access.visibilityKey(auth)} ${req.originalUrl}`;
+        const hit = cache.get(key, version);
+        if (hit !== undefined) return sendJsonBytes(res, hit.body, hit.etag);
+      }
       const result = await r.handler({ params, query, body, auth, services, req, res } as never);
-      res.status(result.status ?? 200).json(result.body);
+      if (result.handled || res.headersSent) return;
+      const status = result.status ?? 200;
+      if (key !== undefined && status === 200 && result.body !== undefined) {
+        const bytes = Buffer.from(JSON.stringify(result.body));
+        const etagFn = req.app.get("etag fn") as ((body: Buffer) => string) | undefined;
+        const etag = etagFn?.(bytes);
+        cache!.set(key, version!, bytes, etag);
+        return sendJsonBytes(res, bytes, etag);
+      }
+      res.status(status).json(result.body);
     } catch (err) {
       next(err);
     }
   };
 }
 
-/** JSON in, JSON out: a body in any other type is refused rather than silently ignored. */
-const requireJsonBody: RequestHandler = (req, _res, next) => {
-  const hasBody = Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
-  if (hasBody && !req.is("application/json") && !req.is("application/*+json")) {
-    return next(new AppError(415, "Send the request body as JSON with Content-Type: application/json."));
-  }
-  next();
-};
+/**
+ * The gate of every token route, as one step (it runs on every request): 401 without a valid
+ * token; then JSON in, JSON out: a body in any other type is refused rather than silently
+ * ignored, and the JSON parser runs only when there is a body.
+ */
+function tokenGate(maxBodyBytes: number): RequestHandler {
+  // The same types the check admits: a body let through must also be parsed.
+  const json = express.json({ limit: maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] });
+  return (req, res, next) => {
+    if (req.auth === undefined) {
+      try {
+        requireAuth(req);
+      } catch (err) {
+        return next(err);
+      }
+    }
+    const length = req.headers["content-length"];
+    const hasBody = (length !== undefined && Number(length) > 0) || req.headers["transfer-encoding"] !== undefined;
+    if (!hasBody) return next();
+    if (!req.is("application/json") && !req.is("application/*+json")) {
+      return next(new AppError(415, "Send the request body as JSON with Content-Type: application/json."));
+    }
+    json(req, res, next);
+  };
+}
 
 /**
  * Request id (a valid incoming X-Request-Id is kept) and one log line per request on
@@ -115,18 +156,19 @@ export function createApp(deps: AppDeps): Express {
   const api = express.Router();
   api.use(resolveToken(deps.services.db, deps.services.reader));
   api.use(deps.rateLimit);
-  api.use((req, _res, next) => {
-    try {
-      requireAuth(req);
-      next();
-    } catch (err) {
-      next(err);
-    }
-  });
-  api.use(requireJsonBody);
-  // The same types requireJsonBody admits: a body let through must also be parsed.
-  api.use(express.json({ limit: deps.maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] }));
-  for (const r of routes) api[r.method](expressPath(r.path), handle(r, deps.services));
+  // Routes without a token come before the token gate; a raw body is read only for them.
+  for (const r of routes.filter((x) => x.auth === "none")) {
+    const raw = express.raw({ type: () => true, limit: deps.maxBodyBytes });
+    api[r.method](expressPath(r.path), ...(r.rawBody ? [raw] : []), handle(r, deps.services));
+  }
+  api.use(tokenGate(deps.maxBodyBytes));
+  const cacheBytes = deps.responseCacheBytes ?? 32 * 1024 * 1024;
+  const cache = cacheBytes > 0 ? new ResponseCache(deps.services.reader, deps.log, cacheBytes) : undefined;
+  app.locals.responseCache = cache;
+  for (const r of routes.filter((x) => x.auth !== "none")) {
+    const cached = r.teamVersioned && r.method === "get" ? cache : undefined;
+    api[r.method](expressPath(r.path), handle(r, deps.services, cached));
+  }
   api.use(unknownRoute);
   app.use("/api/v1", api);
 

@@ -51,6 +51,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Databases: "Standalone databases by engine type (spec 4.5).",
   Services: "One-click compose-template services (spec 4.6).",
   Deployments: "Records of each deploy: status, logs, cancel (spec 4.7).",
+  Webhooks: "Inbound git push webhooks that deploy an application (spec 6.2), signed per provider; no token.",
   Networks: "Server-scoped container networks (spec 4.8).",
   Registries: "Container registry credentials pushed to servers (spec 4.9).",
   "Resource backups": "Cron-scheduled backups of volumes and configuration (spec 4.10).",
@@ -59,6 +60,7 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   Permissions: "Project-level permissions and environment overrides of team members (spec 4.13).",
   DNS: "DNS providers, managed domains and per-resource hostnames (spec 4.14).",
   "Label overrides": "User-supplied proxy labels for template service containers (spec 4.15).",
+  "Git apps": "Installed git apps (GitHub Apps) whose installation tokens clone private repositories. The private key and webhook secret are stored encrypted and never returned.",
   "Private keys": "SSH private keys of the team. The private part is stored encrypted and never returned.",
 };
 
@@ -132,12 +134,13 @@ const PIPELINE_RESPONSES = {
 
 /** Which pipeline errors an operation can answer, keyed by status. */
 function pipelineResponses(r: AnyRoute): Record<string, JsonObject> {
-  const out: Record<string, JsonObject> = {
-    401: ref("responses", "Unauthenticated"),
-    403: ref("responses", "Forbidden"),
-    429: ref("responses", "TooManyRequests"),
-  };
+  const out: Record<string, JsonObject> = { 429: ref("responses", "TooManyRequests") };
+  if (r.auth !== "none") {
+    out[401] = ref("responses", "Unauthenticated");
+    out[403] = ref("responses", "Forbidden");
+  }
   if (r.params || r.query || r.body) out[422] = ref("responses", "ValidationFailed");
+  if (r.rawBody) out[413] = ref("responses", "PayloadTooLarge");
   if (r.body) {
     out[400] = ref("responses", "MalformedJson");
     out[413] = ref("responses", "PayloadTooLarge");
@@ -161,7 +164,11 @@ export function openApiDocument(routes: AnyRoute[]): JsonObject {
       responses[status] = {
         description: spec.description,
         headers: COMMON_HEADERS,
-        ...(schema ? { content: { "application/json": { schema } } } : {}),
+        ...(spec.contentType
+          ? { content: { [spec.contentType]: { schema: { type: "string" } } } }
+          : schema
+            ? { content: { "application/json": { schema } } }
+            : {}),
       };
     }
     for (const [status, response] of Object.entries(pipelineResponses(r))) {
@@ -177,18 +184,27 @@ export function openApiDocument(routes: AnyRoute[]): JsonObject {
     operationIds.set(id, `${r.method} ${r.path}`);
 
     const scope = requiredScope(r);
+    const tokenless = r.auth === "none";
     const op: JsonObject = {
       operationId: id,
       tags: [r.tag],
       summary: r.summary,
-      description: (r.description ? r.description + "\n\n" : "") + `Token scope: \`${scope}\`.`,
-      "x-capstan-scope": scope,
-      security: [{ bearerAuth: [scope] }],
+      description: (r.description ? r.description + "\n\n" : "") + (tokenless ? "No token: the request is authenticated by its signature." : `Token scope: \`${scope}\`.`),
+      ...(tokenless ? {} : { "x-capstan-scope": scope }),
+      security: tokenless ? [] : [{ bearerAuth: [scope] }],
       parameters: [...parameters(r.params, "path", components), ...parameters(r.query, "query", components)],
       responses: sorted,
     };
     if (r.body) {
-      op.requestBody = { required: true, content: { "application/json": { schema: toSchema(r.body, "input", components) } } };
+      // A body that may be left out entirely (every field optional) is not required.
+      op.requestBody = { required: !r.body.safeParse({}).success, content: { "application/json": { schema: toSchema(r.body, "input", components) } } };
+    } else if (r.rawBody) {
+      const any = { type: "object", additionalProperties: true };
+      op.requestBody = {
+        required: true,
+        description: r.rawBody.description,
+        content: { "application/json": { schema: any }, "application/x-www-form-urlencoded": { schema: { type: "object", properties: { payload: { type: "string" } } } } },
+      };
     }
     (paths[r.path] ??= {})[r.method] = op;
   }

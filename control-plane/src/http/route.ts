@@ -22,11 +22,15 @@ export interface HandlerInput<P, Q, B> {
 export interface HandlerResult {
   status?: number;
   body: unknown;
+  /** The handler wrote the response itself (a stream): nothing more is sent. */
+  handled?: boolean;
 }
 
 export interface ResponseSpec {
   description: string;
   schema?: z.ZodType;
+  /** Media type of a response that is not JSON (e.g. text/event-stream). */
+  contentType?: string;
 }
 
 /**
@@ -42,10 +46,26 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
   description?: string;
   /** Defaults: GET read; everything else write. Deployment triggers say deploy. */
   scope?: TokenScope;
+  /**
+   * "none": no bearer token is needed and none is checked (inbound webhooks, which the
+   * handler authenticates itself by signature; `auth` is then undefined). The rate limit by
+   * client address still applies. Default "token".
+   */
+  auth?: "token" | "none";
+  /** The body is handed over unparsed as a Buffer in `req.body` (signatures over the raw bytes); `body` must be unset. */
+  rawBody?: { description: string };
   params?: P;
   query?: Q;
   body?: B;
   responses: Record<number, ResponseSpec>;
+  /**
+   * GET only: the 200 body depends on nothing but the caller's team's projects, environments,
+   * project and environment permissions and memberships (the tables the TeamVersion triggers
+   * watch, prisma/migrations/*_team_version) and on who asks, so it may be served from the
+   * response cache (http/response-cache.ts). A route showing anything else (applications,
+   * servers...) must not set this before the triggers watch that data too: it would be stale.
+   */
+  teamVersioned?: boolean;
   handler(input: HandlerInput<P, Q, B>): Promise<HandlerResult>;
 }
 

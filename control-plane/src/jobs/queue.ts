@@ -4,11 +4,23 @@ import { JOBS, type JobOutcome, type JobPayload, type JobResult, type JobType } 
 import type { Db, Prisma } from "../db/client.js";
 import type { Logger } from "../lib/log.js";
 import { chunks } from "../db/chunks.js";
+import type { SecretBox } from "../crypto/secret-box.js";
+import { openPayload, sealPayload } from "./payload.js";
 
 export type JobStatus = "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
 const OPEN: JobStatus[] = ["queued", "dispatched", "running"];
-const LOG_CAP_BYTES = 64 * 1024;
 
+/**
+ * Progress kept per job, in characters: the most recent part is kept when a job says more.
+ * A deployment's build output is what its user reads afterwards, so it gets far more room.
+ */
+export const LOG_CAP_CHARS = 64 * 1024;
+export const DEPLOY_LOG_CAP_CHARS = 1024 * 1024;
+
+/** Reason prefix of jobs failed by the deadline sweep (the agent may still be running them). */
+export const DEADLINE_EXCEEDED = "deadline exceeded";
+
+/** A job row; `payload` is the stored (sealed) form unless a method says it is opened. */
 export interface JobRow {
   id: string;
   serverId: number;
@@ -30,17 +42,32 @@ export type Deliver = (serverId: number, envelope: { id: string; attempt: number
 
 type Tx = Prisma.TransactionClient | Db;
 
-/** Default deadlines per job type; callers may pass their own. */
+/** Default deadlines per job type; callers may pass their own (deployments pass PLATFORM_DEPLOY_TIMEOUT_S). */
 const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "server.validate": 30_000,
   "server.prepare": 60_000,
   "containers.list": 30_000,
   "container.ensure": 300_000,
   "container.remove": 120_000,
+  "app.deploy": 1_800_000,
+  "app.build": 1_800_000,
+  "app.action": 300_000,
+  "app.logs": 30_000,
 };
 
-/** Writes a job row in the given transaction; any replica's pump delivers it. */
-export async function enqueueJob<T extends JobType>(tx: Tx, serverId: number, type: T, payload: JobPayload<T>, timeoutMs?: number): Promise<string> {
+/**
+ * Writes a job row in the given transaction; any replica's pump delivers it. The payload is
+ * sealed with the instance key: deploy payloads carry environment values, keys and tokens.
+ */
+export async function enqueueJob<T extends JobType>(
+  tx: Tx,
+  box: SecretBox,
+  serverId: number,
+  type: T,
+  payload: JobPayload<T>,
+  timeoutMs?: number,
+  opts: EnqueueOptions = {},
+): Promise<string> {
   const parsed = JOBS[type].payload.parse(payload);
   const id = randomUUID();
   await tx.job.create({
@@ -48,11 +75,32 @@ export async function enqueueJob<T extends JobType>(tx: Tx, serverId: number, ty
       id,
       serverId,
       type,
-      payload: JSON.stringify(parsed),
+      payload: sealPayload(box, parsed),
       deadlineAt: new Date(Date.now() + (timeoutMs ?? DEFAULT_TIMEOUT_MS[type])),
+      ...(opts.log ? { log: capLog(type, opts.log) } : {}),
     },
   });
   return id;
+}
+
+export interface EnqueueOptions {
+  /** The job's log starts with this text (a deployment's second job carries on its first one's log). */
+  log?: string;
+}
+
+/** Job types whose log is a deployment's output (the larger cap). */
+const DEPLOY_LOG_TYPES: JobType[] = ["app.deploy", "app.build"];
+
+function capLog(type: JobType, text: string): string {
+  const cap = DEPLOY_LOG_TYPES.includes(type) ? DEPLOY_LOG_CAP_CHARS : LOG_CAP_CHARS;
+  return text.length > cap ? text.slice(-cap) : text;
+}
+
+export interface JobQueueOptions {
+  /** Seals payloads at rest and opens them for delivery. */
+  box: SecretBox;
+  /** SQL dialect of the database: progress is appended with one UPDATE, written per dialect. */
+  dialect: "sqlite" | "postgresql";
 }
 
 /**
@@ -70,11 +118,17 @@ export class JobQueue {
   private timers: NodeJS.Timeout[] = [];
   private readonly lastDelivery = new Map<string, number>();
 
+  private readonly box: SecretBox;
+  private readonly appendSql: string;
+
   constructor(
     private readonly db: Db,
     private readonly log: Logger,
+    opts: JobQueueOptions,
   ) {
     this.events.setMaxListeners(0);
+    this.box = opts.box;
+    this.appendSql = appendLogSql(opts.dialect);
   }
 
   /** Wired by the agent gateway: how to reach agents connected to this replica. */
@@ -83,6 +137,10 @@ export class JobQueue {
     this.connected = connectedServerIds;
   }
 
+  /**
+   * Runs after a job of the type ended, on the replica that ended it (hooks that must not be
+   * missed also need a sweep of their own). The row's payload is given opened (plain JSON).
+   */
   onFinished(type: JobType, hook: (job: JobRow) => Promise<void>): void {
     const list = this.finishHooks.get(type) ?? [];
     list.push(hook);
@@ -90,8 +148,8 @@ export class JobQueue {
   }
 
   /** Writes the job row inside the caller's transaction. Call kick(serverId) after commit. */
-  enqueue<T extends JobType>(tx: Tx, serverId: number, type: T, payload: JobPayload<T>, timeoutMs?: number): Promise<string> {
-    return enqueueJob(tx, serverId, type, payload, timeoutMs);
+  enqueue<T extends JobType>(tx: Tx, serverId: number, type: T, payload: JobPayload<T>, timeoutMs?: number, opts?: EnqueueOptions): Promise<string> {
+    return enqueueJob(tx, this.box, serverId, type, payload, timeoutMs, opts);
   }
 
   /** Enqueue outside any other state change, deliver, and wait for the outcome. */
@@ -122,11 +180,18 @@ export class JobQueue {
     });
     if (claimed.count === 0) return;
     this.lastDelivery.set(job.id, Date.now());
+    let payload: unknown;
+    try {
+      payload = openPayload(this.box, job.payload);
+    } catch {
+      await this.finish(job.id, attempt, { status: "failed", error: "the job's payload cannot be opened with this instance's key" });
+      return;
+    }
     const ack = await this.deliver(job.serverId, {
       id: job.id,
       attempt,
       type: job.type as JobType,
-      payload: JSON.parse(job.payload),
+      payload,
       deadline: job.deadlineAt.toISOString(),
     });
     if (!ack) return; // not delivered: the pump or the next reconnect tries again
@@ -140,13 +205,35 @@ export class JobQueue {
     });
   }
 
+  /**
+   * Appends progress lines of the current attempt of an open job, in one UPDATE that also
+   * trims the log to its cap (the newest part is kept): no read of the log, however long.
+   */
   async progress(serverId: number, id: string, attempt: number, lines: string[]): Promise<void> {
-    const job = await this.db.job.findFirst({ where: { id, serverId, attempt, status: { in: OPEN } }, select: { log: true } });
-    if (!job) return;
-    let log = job.log + lines.map((l) => l + "\n").join("");
-    if (log.length > LOG_CAP_BYTES) log = log.slice(log.length - LOG_CAP_BYTES);
-    await this.db.job.updateMany({ where: { id, attempt, status: { in: OPEN } }, data: { log } });
-    this.events.emit(`progress:${id}`, lines);
+    if (!lines.length) return;
+    const text = lines.map((l) => l + "\n").join("");
+    // Batches of a job are written in the order they arrived, and an outcome that arrives
+    // after them waits for them (applyOutcome): the last lines are never refused as "finished".
+    const run = (this.writing.get(id) ?? Promise.resolve()).then(async () => {
+      const changed = await this.db.$executeRawUnsafe(this.appendSql, text, ...DEPLOY_LOG_TYPES, DEPLOY_LOG_CAP_CHARS, LOG_CAP_CHARS, id, serverId, attempt);
+      if (changed > 0) this.events.emit(`progress:${id}`, lines);
+    });
+    const settled = run.catch(() => {});
+    this.writing.set(id, settled);
+    try {
+      await run;
+    } finally {
+      if (this.writing.get(id) === settled) this.writing.delete(id);
+    }
+  }
+
+  /** Progress writes in flight per job, in arrival order. */
+  private readonly writing = new Map<string, Promise<void>>();
+
+  /** Listens to progress lines stored by this replica (other replicas' lines are seen by reading the row). */
+  onProgress(id: string, listener: (lines: string[]) => void): () => void {
+    this.events.on(`progress:${id}`, listener);
+    return () => this.events.off(`progress:${id}`, listener);
   }
 
   /**
@@ -154,6 +241,7 @@ export class JobQueue {
    * whether it changed the job (false for unknown, finished or stale-attempt outcomes).
    */
   async applyOutcome(serverId: number, outcome: JobOutcome): Promise<boolean> {
+    await this.writing.get(outcome.id);
     const job = await this.db.job.findFirst({ where: { id: outcome.id, serverId } });
     if (!job) return false;
     if (!outcome.ok) return this.finish(job.id, outcome.attempt, { status: "failed", error: outcome.error });
@@ -181,8 +269,12 @@ export class JobQueue {
     this.lastDelivery.delete(id);
     if (this.finishHooks.size) {
       const row = await this.db.job.findUnique({ where: { id } });
-      for (const hook of (row && this.finishHooks.get(row.type)) || []) {
-        await hook(row!).catch((err) => this.log.error({ err, job: id }, "job finish hook failed"));
+      const hooks = (row && this.finishHooks.get(row.type)) || [];
+      if (row && hooks.length) {
+        const opened = { ...row, payload: this.openedJson(row.payload) };
+        for (const hook of hooks) {
+          await hook(opened).catch((err) => this.log.error({ err: { message: (err as Error)?.message }, job: id }, "job finish hook failed"));
+        }
       }
     }
     const finished: FinishedJob = end.status === "succeeded" ? { id, status: "succeeded", result: end.result as never } : { id, status: end.status, error: end.error };
@@ -190,8 +282,24 @@ export class JobQueue {
     return true;
   }
 
+  private openedJson(stored: string): string {
+    try {
+      return JSON.stringify(openPayload(this.box, stored));
+    } catch {
+      return "null";
+    }
+  }
+
+  /**
+   * Cancels an open job and tells the agent running it to stop (directly when it is connected
+   * here; the replica that delivered it otherwise notices on its next tick).
+   */
   async cancel(id: string, reason: string): Promise<boolean> {
-    return this.finish(id, null, { status: "cancelled", error: reason });
+    const row = await this.db.job.findUnique({ where: { id }, select: { serverId: true } });
+    if (!row) return false;
+    const done = await this.finish(id, null, { status: "cancelled", error: reason });
+    if (done) this.cancelOnAgent?.(row.serverId, id);
+    return done;
   }
 
   /**
@@ -238,10 +346,11 @@ export class JobQueue {
     const here = new Set(this.connected());
     for (const job of overdue) {
       const reason = here.has(job.serverId) || job.status === "running"
-        ? "deadline exceeded: the agent did not finish the job in time"
-        : "deadline exceeded: the server's agent was not connected";
+        ? `${DEADLINE_EXCEEDED}: the agent did not finish the job in time`
+        : `${DEADLINE_EXCEEDED}: the server's agent was not connected`;
       if (await this.finish(job.id, null, { status: "failed", error: reason })) this.cancelOnAgent?.(job.serverId, job.id);
     }
+    await this.stopEndedElsewhere();
     for (const ids of chunks([...here])) {
       const pending = await this.db.job.findMany({
         where: { serverId: { in: ids }, status: { in: ["queued", "dispatched"] } },
@@ -251,6 +360,25 @@ export class JobQueue {
       for (const job of pending) {
         if (job.status === "dispatched" && Date.now() - (this.lastDelivery.get(job.id) ?? 0) < 10_000) continue;
         await this.dispatch(job);
+      }
+    }
+  }
+
+  /**
+   * Jobs delivered from here that another replica cancelled or failed by deadline: the agent
+   * (connected here) is still running them and is told to stop. Forgets every ended job.
+   */
+  private async stopEndedElsewhere(): Promise<void> {
+    for (const ids of chunks([...this.lastDelivery.keys()])) {
+      const ended = await this.db.job.findMany({
+        where: { id: { in: ids }, status: { notIn: OPEN } },
+        select: { id: true, serverId: true, status: true, error: true },
+      });
+      for (const job of ended) {
+        this.lastDelivery.delete(job.id);
+        if (job.status === "cancelled" || (job.status === "failed" && job.error?.startsWith(DEADLINE_EXCEEDED))) {
+          this.cancelOnAgent?.(job.serverId, job.id);
+        }
       }
     }
   }
@@ -282,4 +410,19 @@ export class JobQueue {
 
   private running = false;
   private ticking: Promise<void> = Promise.resolve();
+}
+
+/**
+ * Appends to "log" and keeps its last N characters, N chosen by the job type (parameters: text,
+ * the two deployment job types, deploy cap, default cap, id, serverId, attempt). Only the
+ * current attempt of an open job is written, as before.
+ */
+function appendLogSql(dialect: JobQueueOptions["dialect"]): string {
+  const open = OPEN.map((s) => `'${s}'`).join(", ");
+  if (dialect === "sqlite") {
+    return `UPDATE "Job" SET "log" = substr("log" || ?, -(CASE WHEN "type" IN (?, ?) THEN ? ELSE ? END))
+      WHERE "id" = ? AND "serverId" = ? AND "attempt" = ? AND "status" IN (${open})`;
+  }
+  return `UPDATE "Job" SET "log" = right("log" || $1::text, CASE WHEN "type" IN ($2::text, $3::text) THEN $4::int ELSE $5::int END)
+    WHERE "id" = $6::text AND "serverId" = $7::int AND "attempt" = $8::int AND "status" IN (${open})`;
 }

@@ -194,7 +194,7 @@ export class AdminService {
           destinations: { create: { uuid: newUuid(), name: "default", networkName: DEFAULT_NETWORK } },
         },
       });
-      await enqueueJob(tx, server.id, "server.prepare", { networks: [DEFAULT_NETWORK] }, PREPARE_TIMEOUT_MS);
+      await enqueueJob(tx, this.box, server.id, "server.prepare", { networks: [DEFAULT_NETWORK] }, PREPARE_TIMEOUT_MS);
     });
     return { serverUuid: uuid, token };
   }

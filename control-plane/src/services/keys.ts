@@ -87,6 +87,8 @@ export class PrivateKeyService {
     const key = await this.get(auth, uuid);
     const users = await this.db.server.count({ where: { privateKeyId: key.id } });
     if (users > 0) throw conflict(`This key is used by ${users} server(s); assign them another key first.`);
+    const apps = await this.db.application.count({ where: { privateKeyId: key.id } });
+    if (apps > 0) throw conflict(`This key is the deploy key of ${apps} application(s); delete them first.`);
     await this.db.privateKey.delete({ where: { id: key.id } });
   }
 }

@@ -5,6 +5,7 @@ import { conflict, forbidden, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { AccessService } from "./access.js";
+import type { ApplicationService } from "./applications.js";
 
 export const DEFAULT_ENVIRONMENT = "production";
 
@@ -40,12 +41,15 @@ type ProjectEnvironmentRow = [
   envCreatedAt: unknown,
 ];
 
+const byId = (a: { id: number }, b: { id: number }) => a.id - b.id;
+
 /** Projects and environments (spec 4.2), always inside the caller's team. */
 export class ProjectService {
   constructor(
     private readonly db: Db,
     private readonly reader: SqlReader,
     private readonly access: AccessService,
+    private readonly apps: ApplicationService,
   ) {}
 
   /**
@@ -80,19 +84,23 @@ export class ProjectService {
       sql += ` AND ${vis.environment.sql}`;
       params.push(...vis.environment.params);
     }
-    sql += ` ORDER BY p."id", e."id"`;
+    // Environments are put in id order here, per project (a handful each): ordering the join by
+    // e."id" too costs SQLite a temporary b-tree over every row, as no index gives that order.
+    sql += ` ORDER BY p."id"`;
     const rows = await this.reader.rows<ProjectEnvironmentRow>(sql, params);
     const out: ProjectView[] = [];
     let last: ProjectView | undefined;
     let lastId: unknown;
     for (const [id, uuid, name, description, createdAt, envId, envUuid, envName, envCreatedAt] of rows) {
       if (!last || id !== lastId) {
+        if (last && last.environments.length > 1) last.environments.sort(byId);
         last = { uuid, name, description, createdAt: toIso(createdAt), environments: [] };
         lastId = id;
         out.push(last);
       }
       if (envId !== null) last.environments.push({ id: toInt(envId), uuid: envUuid!, name: envName!, createdAt: toIso(envCreatedAt) });
     }
+    if (last && last.environments.length > 1) last.environments.sort(byId);
     return out;
   }
 
@@ -173,7 +181,13 @@ export class ProjectService {
     // one of them (even one the caller cannot see) withholds deleting the project too.
     const all = await this.db.environment.findMany({ where: { projectId: project.id }, select: { id: true, projectId: true } });
     for (const env of all) await this.access.assertEnvironment(auth, env, "delete", "Project");
-    await this.db.project.delete({ where: { id: project.id } });
+    // The applications go with their environments: their containers are removed from the servers.
+    const removal = await this.apps.planRemoval({ environmentIds: all.map((e) => e.id) });
+    await this.db.$transaction(async (tx) => {
+      await removal.enqueue(tx);
+      await tx.project.delete({ where: { id: project.id } });
+    });
+    removal.kick();
   }
 
   /** Environment of a visible project by name or uuid; 404 when the caller cannot see it. */
@@ -201,6 +215,11 @@ export class ProjectService {
   async removeEnvironment(auth: AuthContext, projectUuid: string, nameOrUuid: string): Promise<void> {
     const { environment } = await this.findEnvironment(auth, projectUuid, nameOrUuid);
     await this.access.assertEnvironment(auth, environment, "delete");
-    await this.db.environment.delete({ where: { id: environment.id } });
+    const removal = await this.apps.planRemoval({ environmentIds: [environment.id] });
+    await this.db.$transaction(async (tx) => {
+      await removal.enqueue(tx);
+      await tx.environment.delete({ where: { id: environment.id } });
+    });
+    removal.kick();
   }
 }

@@ -1,7 +1,7 @@
 import type { HostFacts } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, invalid, notFound } from "../http/errors.js";
+import { AppError, conflict, invalid, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { AccessService } from "./access.js";
@@ -137,6 +137,9 @@ export class ServerService {
   async remove(auth: AuthContext, uuid: string): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage servers");
     const server = await this.get(auth, uuid);
+    // Applications keep their server (and its destinations): removing it would orphan them.
+    const apps = await this.db.application.count({ where: { serverId: server.id } });
+    if (apps > 0) throw conflict(`Server ${server.name} has ${apps} application(s); delete them or their environments first.`);
     await this.db.server.delete({ where: { id: server.id } });
     this.agents?.standDown(server.id, "server removed from management");
   }

@@ -4,9 +4,13 @@ import { permissionRoutes } from "./permissions.js";
 import { projectRoutes } from "./projects.js";
 import { serverRoutes } from "./servers.js";
 import { teamRoutes } from "./teams.js";
+import { applicationRoutes } from "./applications.js";
+import { gitAppRoutes } from "./git-apps.js";
+import { deploymentRoutes } from "./deployments.js";
+import { webhookRoutes } from "./webhooks.js";
 
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
  * parameters (/projects/{uuid}/environments before /projects/{uuid}/{environment}).
  */
-export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes, ...serverRoutes];
+export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes, ...serverRoutes, ...applicationRoutes, ...gitAppRoutes, ...deploymentRoutes, ...webhookRoutes];

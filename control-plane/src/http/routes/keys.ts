@@ -100,7 +100,7 @@ export const keyRoutes = [
     tag: "Private keys",
     summary: "Delete a key",
     params: PrivateKeyParams,
-    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Servers or applications use the key" } },
     async handler({ auth, services, params }) {
       await services.keys.remove(auth, params.uuid);
       return { body: { message: "Private key deleted." } };

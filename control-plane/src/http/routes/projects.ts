@@ -40,6 +40,7 @@ export const projectRoutes = [
   route({
     method: "get",
     path: "/projects",
+    teamVersioned: true,
     tag: "Projects",
     summary: "List projects",
     query: PaginationQuery,
@@ -77,6 +78,7 @@ export const projectRoutes = [
   route({
     method: "get",
     path: "/projects/{uuid}",
+    teamVersioned: true,
     tag: "Projects",
     summary: "Get a project with its environments",
     params: ProjectParams,
@@ -104,7 +106,7 @@ export const projectRoutes = [
     tag: "Projects",
     summary: "Delete a project with all its environments and resources",
     params: ProjectParams,
-    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "A deployment of one of its applications is queued or running" } },
     async handler({ auth, services, params }) {
       await services.projects.remove(auth, params.uuid);
       return { body: { message: "Project deleted." } };
@@ -161,7 +163,7 @@ export const projectRoutes = [
     tag: "Projects",
     summary: "Delete an environment with all its resources",
     params: EnvironmentParams,
-    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "A deployment of one of its applications is queued or running" } },
     async handler({ auth, services, params }) {
       await services.projects.removeEnvironment(auth, params.uuid, params.environment_name_or_uuid);
       return { body: { message: "Environment deleted." } };

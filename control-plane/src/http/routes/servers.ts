@@ -166,7 +166,13 @@ export const serverRoutes = [
     tag: "Servers",
     summary: "Remove a server from management (the host is untouched; its agent stands down)",
     params: ServerParams,
-    responses: { 200: { description: "Removed", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    responses: {
+      200: { description: "Removed", schema: MessageBody },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      409: { description: "Applications still use the server" },
+    },
     async handler({ auth, services, params }) {
       await services.servers.remove(auth, params.uuid);
       return { body: { message: "Server removed from management." } };

@@ -1,0 +1,486 @@
+import {
+  ApplicationActionResponse,
+  ApplicationDetail,
+  ApplicationEnvParams,
+  ApplicationList,
+  ApplicationListQuery,
+  ApplicationLogs,
+  ApplicationLogsQuery,
+  ApplicationParams,
+  ApplicationStorageParams,
+  BulkEnvBody,
+  CreateDeployKeyApplicationBody,
+  CreateDockerComposeApplicationBody,
+  CreateDockerfileApplicationBody,
+  CreateDockerImageApplicationBody,
+  CreatedApplication,
+  CreateEnvBody,
+  CreatePrivateGitAppApplicationBody,
+  CreatePublicApplicationBody,
+  CreateStorageBody,
+  DELETE_DEFAULTS,
+  DeleteApplicationBody,
+  DeleteApplicationQuery,
+  EnvBulkMutation,
+  EnvMutation,
+  EnvVarList,
+  LOGS_DEFAULTS,
+  MessageBody,
+  PaginationQuery,
+  StorageList,
+  StorageMutation,
+  UpdateApplicationBody,
+  UpdateEnvBody,
+  parseDomains,
+  type BuildPack,
+  type DeploymentStatus,
+  type ApplicationSource,
+  type CreateApplicationCommon,
+} from "@capstan/shared";
+import { z } from "zod";
+import { paginate, paginateArray } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR, iso } from "../dto.js";
+import { invalid } from "../errors.js";
+import type { ApplicationListItem, ApplicationWithDetail, CreateSource, DeleteFlags } from "../../services/applications.js";
+import type { EnvView } from "../../services/env-vars.js";
+import { dockerVolumeName } from "../../services/volumes.js";
+import type { Services } from "../../services/index.js";
+
+const TAG = "Applications";
+const at = (d: Date | null) => (d ? iso(d) : null);
+
+const listDto = (a: ApplicationListItem) => ({
+  uuid: a.uuid,
+  name: a.name,
+  fqdn: a.fqdn,
+  status: a.status,
+  build_pack: a.buildPack as BuildPack,
+  git_repository: a.gitRepository,
+  git_branch: a.gitBranch,
+  project_uuid: a.projectUuid,
+  environment_name: a.environmentName,
+  server_uuid: a.serverUuid,
+  created_at: a.createdAt,
+});
+
+const envDto = (e: EnvView) => ({
+  uuid: e.uuid,
+  key: e.key,
+  value: e.value,
+  is_build_time: e.isBuildTime,
+  is_preview: e.isPreview,
+  created_at: iso(e.createdAt),
+  updated_at: iso(e.updatedAt),
+});
+
+type StorageRow = { uuid: string; name: string; mountPath: string; hostPath: string | null; createdAt: Date };
+const storageDto = (appUuid: string, v: StorageRow) => ({
+  uuid: v.uuid,
+  name: v.name,
+  mount_path: v.mountPath,
+  host_path: v.hostPath,
+  type: v.hostPath ? ("bind" as const) : ("volume" as const),
+  volume_name: v.hostPath ? null : dockerVolumeName(appUuid, v.name),
+  created_at: iso(v.createdAt),
+});
+
+function detailDto(a: ApplicationWithDetail, services: Services) {
+  const domains = a.fqdn ? parseDomains(a.fqdn) : { entries: [] };
+  return {
+    ...listDto({
+      uuid: a.uuid,
+      name: a.name,
+      fqdn: a.fqdn,
+      status: a.status,
+      buildPack: a.buildPack,
+      gitRepository: a.gitRepository,
+      gitBranch: a.gitBranch,
+      createdAt: iso(a.createdAt),
+      projectUuid: a.environment.project.uuid,
+      environmentName: a.environment.name,
+      serverUuid: a.server.uuid,
+    }),
+    description: a.description,
+    source: a.source as ApplicationSource,
+    project_name: a.environment.project.name,
+    environment_uuid: a.environment.uuid,
+    destination_uuid: a.destination.uuid,
+    git_app_uuid: a.gitApp?.uuid ?? null,
+    private_key_uuid: a.privateKey?.uuid ?? null,
+    base_directory: a.baseDirectory,
+    dockerfile: a.dockerfile,
+    docker_registry_image_name: a.dockerImage,
+    docker_compose_raw: a.composeRaw,
+    ports_exposes: a.portsExposes,
+    domains: "entries" in domains ? domains.entries : [],
+    health_check_enabled: a.healthCheckEnabled,
+    health_check_path: a.healthCheckPath,
+    health_check_port: a.healthCheckPort,
+    health_check_interval: a.healthCheckInterval,
+    health_check_timeout: a.healthCheckTimeout,
+    health_check_retries: a.healthCheckRetries,
+    health_check_start_period: a.healthCheckStartPeriod,
+    limits_memory: a.limitsMemory,
+    limits_cpus: a.limitsCpus,
+    envs: services.envVars.masked(a.envs).map(envDto),
+    storages: a.volumes.map((v) => storageDto(a.uuid, v)),
+    deployments: a.deployments.map((d) => ({
+      uuid: d.uuid,
+      status: d.status as DeploymentStatus,
+      trigger: d.trigger,
+      commit: d.commit,
+      commit_message: d.commitMessage,
+      branch: d.branch,
+      created_at: iso(d.createdAt),
+      started_at: at(d.startedAt),
+      finished_at: at(d.finishedAt),
+    })),
+    webhooks: services.applications.webhookUrls(a.uuid),
+    updated_at: iso(a.updatedAt),
+  };
+}
+
+const CREATE_RESPONSES = {
+  201: { description: "Created", schema: CreatedApplication },
+  401: ERR[401],
+  403: ERR[403],
+  404: { description: "Project, environment, server, destination, git app or private key not found in the caller's team" },
+  409: { description: "A domain is already served by another application of the server" },
+  422: ERR[422],
+};
+const APP_RESPONSES = { 401: ERR[401], 403: ERR[403], 404: ERR[404] } as const;
+
+/** The six create paths share everything but their body and what the body adds. */
+function createRoute<B extends z.ZodObject<z.ZodRawShape>>(
+  path: string,
+  summary: string,
+  description: string,
+  body: B,
+  source: (b: z.output<B>) => CreateSource,
+) {
+  return route<undefined, undefined, B>({
+    method: "post",
+    path,
+    tag: TAG,
+    summary,
+    description:
+      description +
+      " Every create path also takes the common parameters of POST /applications/public: project_uuid, environment_name, server_uuid, destination_uuid, name, description, ports_exposes, fqdn (or domains), health check and limit settings (docs/applications.md).",
+    body,
+    responses: CREATE_RESPONSES,
+    async handler({ auth, services, body }) {
+      const b = body as z.output<B>;
+      const app = await services.applications.create(auth, { ...(b as unknown as CreateApplicationCommon), ...source(b) });
+      return { status: 201, body: { uuid: app.uuid, name: app.name, fqdn: app.fqdn } };
+    },
+  });
+}
+
+/** A flag given in the query string and in the body must agree; the spec's defaults apply otherwise. */
+function deleteFlags(query: z.output<typeof DeleteApplicationQuery>, body: z.output<typeof DeleteApplicationBody> | undefined): DeleteFlags {
+  const out = { ...DELETE_DEFAULTS } as DeleteFlags;
+  const errors: Record<string, string[]> = {};
+  for (const k of Object.keys(DELETE_DEFAULTS) as (keyof DeleteFlags)[]) {
+    const q = query[k];
+    const b = body?.[k];
+    if (q !== undefined && b !== undefined && q !== b) errors[k] = ["Given in the query string and the body with different values."];
+    out[k] = b ?? q ?? DELETE_DEFAULTS[k];
+  }
+  if (Object.keys(errors).length) throw invalid(errors);
+  return out;
+}
+
+function actionRoute(action: "start" | "stop" | "restart", summary: string) {
+  return route({
+    method: "post",
+    path: `/applications/{uuid}/${action}`,
+    tag: TAG,
+    summary,
+    description:
+      "Needs the deploy permission on the application's environment. Waits up to 30 s for the server's agent: 200 with the new status, or 202 when the agent is still at it (the status follows).",
+    scope: "deploy",
+    params: ApplicationParams,
+    responses: {
+      200: { description: "Done", schema: ApplicationActionResponse },
+      202: { description: "Still in progress after 30 s", schema: ApplicationActionResponse },
+      ...APP_RESPONSES,
+      409: { description: "A deployment is queued or running, or (start, restart) the application was never deployed" },
+      502: { description: "The agent reported a failure, with its reason" },
+      503: { description: "The server's agent is not connected" },
+    },
+    async handler({ auth, services, params }) {
+      const r = await services.applications.action(auth, params.uuid, action);
+      return { status: r.status, body: { message: r.message, status: r.appStatus } };
+    },
+  });
+}
+
+export const applicationRoutes = [
+  route({
+    method: "get",
+    path: "/applications",
+    tag: TAG,
+    summary: "List applications",
+    description: "The applications of the token's team in environments the caller may see, oldest first.",
+    query: ApplicationListQuery,
+    responses: { 200: { description: "Applications", schema: ApplicationList }, 401: ERR[401], 403: ERR[403] },
+    async handler({ auth, services, query }) {
+      return {
+        body: await paginate(query, () => services.applications.count(auth), async (w) => (await services.applications.list(auth, w)).map(listDto)),
+      };
+    },
+  }),
+  createRoute(
+    "/applications/public",
+    "Create an application from a public git repository",
+    "git_repository is an https://, http:// or git:// URL; build_pack one of builder_a..builder_d or containerfile (a Dockerfile in the repository).",
+    CreatePublicApplicationBody,
+    (b) => ({ source: "public", git_repository: b.git_repository, git_branch: b.git_branch, build_pack: b.build_pack, base_directory: b.base_directory }),
+  ),
+  createRoute(
+    "/applications/private-git-app",
+    "Create an application from a repository of an installed git app",
+    "git_app_uuid names a git app of the team (/github-apps); git_repository is owner/name on its host. Clones authenticate with an installation token.",
+    CreatePrivateGitAppApplicationBody,
+    (b) => ({
+      source: "private_git_app",
+      git_app_uuid: b.git_app_uuid,
+      git_repository: b.git_repository,
+      git_branch: b.git_branch,
+      build_pack: b.build_pack,
+      base_directory: b.base_directory,
+    }),
+  ),
+  createRoute(
+    "/applications/private-deploy-key",
+    "Create an application from a repository reached over SSH with a deploy key",
+    "private_key_uuid names a private key of the team (/security/keys); git_repository is an SSH URL (ssh://git@host/owner/repo.git or git@host:owner/repo.git).",
+    CreateDeployKeyApplicationBody,
+    (b) => ({
+      source: "private_deploy_key",
+      private_key_uuid: b.private_key_uuid,
+      git_repository: b.git_repository,
+      git_branch: b.git_branch,
+      build_pack: b.build_pack,
+      base_directory: b.base_directory,
+    }),
+  ),
+  createRoute(
+    "/applications/dockerfile",
+    "Create an application from a Dockerfile",
+    "dockerfile holds the Dockerfile's contents, raw or base64-encoded; it needs a FROM instruction. Build pack: containerfile.",
+    CreateDockerfileApplicationBody,
+    (b) => ({ source: "dockerfile", dockerfile: b.dockerfile }),
+  ),
+  createRoute(
+    "/applications/dockerimage",
+    "Create an application from a container image",
+    "docker_registry_image_name is an image reference with its tag (or digest); docker_registry_image_tag may give the tag separately; without either, latest. Build pack: containerimage.",
+    CreateDockerImageApplicationBody,
+    (b) => ({ source: "dockerimage", docker_registry_image_name: b.docker_registry_image_name, docker_registry_image_tag: b.docker_registry_image_tag }),
+  ),
+  createRoute(
+    "/applications/dockercompose",
+    "Create an application from a compose file",
+    "docker_compose_raw holds the compose YAML, raw or base64-encoded, checked against what the platform allows (docs/compose.md). Build pack: containercompose.",
+    CreateDockerComposeApplicationBody,
+    (b) => ({ source: "dockercompose", docker_compose_raw: b.docker_compose_raw }),
+  ),
+  route({
+    method: "get",
+    path: "/applications/{uuid}",
+    tag: TAG,
+    summary: "Get an application's full configuration",
+    description: "Build settings, domains, health check, limits, environment variables (values masked), storages, the 10 most recent deployments and the webhook URLs.",
+    params: ApplicationParams,
+    responses: { 200: { description: "Application", schema: ApplicationDetail }, ...APP_RESPONSES },
+    async handler({ auth, services, params }) {
+      return { body: detailDto(await services.applications.detail(auth, params.uuid), services) };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/applications/{uuid}",
+    tag: TAG,
+    summary: "Change an application's settings",
+    description: "Only the fields given change; the rest keep their values. Settings that belong to another kind of source are refused (422). Changes take effect on the next deployment.",
+    params: ApplicationParams,
+    body: UpdateApplicationBody,
+    responses: {
+      200: { description: "Updated", schema: z.object({ message: z.string(), data: ApplicationDetail }) },
+      ...APP_RESPONSES,
+      409: { description: "A domain is already served by another application of the server" },
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, body }) {
+      await services.applications.update(auth, params.uuid, body);
+      return { body: { message: "Application updated.", data: detailDto(await services.applications.detail(auth, params.uuid), services) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/applications/{uuid}",
+    tag: TAG,
+    summary: "Delete an application",
+    description:
+      "delete_configurations (default true) removes the application's containers and proxy routes from the server; delete_volumes (default false) also its volumes; docker_cleanup (default true) also its images and build cache. " +
+      "With delete_configurations=false the record is deleted and what runs on the server is left untouched. The flags may be sent in the query string or the JSON body.",
+    params: ApplicationParams,
+    query: DeleteApplicationQuery,
+    body: DeleteApplicationBody,
+    responses: {
+      200: { description: "Deleted", schema: MessageBody },
+      ...APP_RESPONSES,
+      409: { description: "A deployment of the application is queued or running" },
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, query, body }) {
+      const flags = deleteFlags(query, body);
+      await services.applications.remove(auth, params.uuid, flags);
+      return {
+        body: {
+          message: flags.delete_configurations
+            ? "Application deleted; its containers are being removed from the server."
+            : "Application deleted; what runs on the server was left untouched.",
+        },
+      };
+    },
+  }),
+  actionRoute("start", "Start an application's containers"),
+  actionRoute("stop", "Stop an application's containers"),
+  actionRoute("restart", "Restart an application's containers"),
+  route({
+    method: "get",
+    path: "/applications/{uuid}/logs",
+    tag: TAG,
+    summary: "Recent log lines of the application's container",
+    params: ApplicationParams,
+    query: ApplicationLogsQuery,
+    responses: {
+      200: { description: "Logs", schema: ApplicationLogs },
+      ...APP_RESPONSES,
+      502: { description: "The agent could not read the logs, with its reason" },
+      503: { description: "The server's agent is not connected" },
+    },
+    async handler({ auth, services, params, query }) {
+      const r = await services.applications.logs(auth, params.uuid, query.since ?? LOGS_DEFAULTS.since, query.tail ?? LOGS_DEFAULTS.tail);
+      return { body: { container: r.container, logs: r.lines.map((l) => l + "\n").join(""), truncated: r.truncated } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/applications/{uuid}/envs",
+    tag: TAG,
+    summary: "List an application's environment variables",
+    description: "Values are shown to members who may manage the application (full access) and to team owners, admins and automation tokens; they are null (masked) for everyone else.",
+    params: ApplicationParams,
+    query: PaginationQuery,
+    responses: { 200: { description: "Variables", schema: EnvVarList }, ...APP_RESPONSES },
+    async handler({ auth, services, params, query }) {
+      return { body: await paginateArray(query, (await services.envVars.list(auth, params.uuid)).map(envDto)) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/applications/{uuid}/envs",
+    tag: TAG,
+    summary: "Add an environment variable",
+    params: ApplicationParams,
+    body: CreateEnvBody,
+    responses: {
+      201: { description: "Created (value masked)", schema: EnvMutation },
+      ...APP_RESPONSES,
+      409: { description: "The key already exists (for that is_preview)" },
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, body }) {
+      const env = await services.envVars.create(auth, params.uuid, body);
+      return { status: 201, body: { message: "Environment variable created.", data: envDto(env) } };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/applications/{uuid}/envs",
+    tag: TAG,
+    summary: "Change an environment variable by key",
+    params: ApplicationParams,
+    body: UpdateEnvBody,
+    responses: { 200: { description: "Updated (value masked)", schema: EnvMutation }, ...APP_RESPONSES, 422: ERR[422] },
+    async handler({ auth, services, params, body }) {
+      const env = await services.envVars.update(auth, params.uuid, body);
+      return { body: { message: "Environment variable updated.", data: envDto(env) } };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/applications/{uuid}/envs/bulk",
+    tag: TAG,
+    summary: "Create or update several environment variables at once",
+    description: "All or nothing: the variables are validated together and written in one transaction.",
+    params: ApplicationParams,
+    body: BulkEnvBody,
+    responses: { 200: { description: "Updated (values masked)", schema: EnvBulkMutation }, ...APP_RESPONSES, 422: ERR[422] },
+    async handler({ auth, services, params, body }) {
+      const envs = await services.envVars.bulk(auth, params.uuid, body.variables);
+      return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/applications/{uuid}/envs/{env_uuid}",
+    tag: TAG,
+    summary: "Delete an environment variable",
+    params: ApplicationEnvParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, ...APP_RESPONSES },
+    async handler({ auth, services, params }) {
+      await services.envVars.remove(auth, params.uuid, params.env_uuid);
+      return { body: { message: "Environment variable deleted." } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/applications/{uuid}/storages",
+    tag: TAG,
+    summary: "List an application's storages (volumes and bind mounts)",
+    params: ApplicationParams,
+    query: PaginationQuery,
+    responses: { 200: { description: "Storages", schema: StorageList }, ...APP_RESPONSES },
+    async handler({ auth, services, params, query }) {
+      const { app, rows } = await services.volumes.list(auth, params.uuid);
+      return { body: await paginateArray(query, rows.map((v) => storageDto(app.uuid, v))) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/applications/{uuid}/storages",
+    tag: TAG,
+    summary: "Add a storage: a named volume, or a bind mount of a host directory",
+    description: "Without host_path: a Docker volume named <application uuid>-<name>. With host_path: a bind mount of that host directory (system directories are refused). Takes effect on the next deployment.",
+    params: ApplicationParams,
+    body: CreateStorageBody,
+    responses: {
+      201: { description: "Created", schema: StorageMutation },
+      ...APP_RESPONSES,
+      409: { description: "The name or mount path is already used by a storage of the application" },
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, body }) {
+      const { app, row } = await services.volumes.create(auth, params.uuid, body);
+      return { status: 201, body: { message: "Storage created.", data: storageDto(app.uuid, row) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/applications/{uuid}/storages/{storage_uuid}",
+    tag: TAG,
+    summary: "Delete a storage",
+    description: "The mount goes on the next deployment. A volume's data stays on the server until the application is deleted with delete_volumes=true.",
+    params: ApplicationStorageParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, ...APP_RESPONSES },
+    async handler({ auth, services, params }) {
+      await services.volumes.remove(auth, params.uuid, params.storage_uuid);
+      return { body: { message: "Storage deleted." } };
+    },
+  }),
+];

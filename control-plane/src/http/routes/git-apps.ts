@@ -1,0 +1,94 @@
+import { CreateGitAppBody, GitApp, GitAppList, GitAppMutation, GitAppParams, MessageBody, PaginationQuery, UpdateGitAppBody } from "@capstan/shared";
+import { paginate } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR, iso } from "../dto.js";
+
+const TAG = "Git apps";
+
+type GitAppRecord = {
+  uuid: string;
+  name: string;
+  appId: number;
+  installationId: number;
+  apiUrl: string;
+  htmlUrl: string;
+  webhookSecret: string | null;
+  createdAt: Date;
+  updatedAt: Date;
+};
+
+/** The private key and the webhook secret are never mapped: they exist in no response. */
+const gitAppDto = (g: GitAppRecord) => ({
+  uuid: g.uuid,
+  name: g.name,
+  app_id: g.appId,
+  installation_id: g.installationId,
+  api_url: g.apiUrl,
+  html_url: g.htmlUrl,
+  has_webhook_secret: g.webhookSecret !== null,
+  created_at: iso(g.createdAt),
+  updated_at: iso(g.updatedAt),
+});
+
+export const gitAppRoutes = [
+  route({
+    method: "get",
+    path: "/github-apps",
+    tag: TAG,
+    summary: "List git apps",
+    query: PaginationQuery,
+    responses: { 200: { description: "Git apps", schema: GitAppList }, 401: ERR[401], 403: ERR[403] },
+    async handler({ auth, services, query }) {
+      return { body: await paginate(query, () => services.gitApps.count(auth), async (w) => (await services.gitApps.list(auth, w)).map(gitAppDto)) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/github-apps",
+    tag: TAG,
+    summary: "Register an installed git app (GitHub App)",
+    description: "Team owners and admins only. The private key must be the app's RSA key in PEM; it and the webhook secret are stored encrypted and never returned.",
+    body: CreateGitAppBody,
+    responses: { 201: { description: "Created", schema: GitApp }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
+    async handler({ auth, services, body }) {
+      return { status: 201, body: gitAppDto(await services.gitApps.create(auth, body)) };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/github-apps/{uuid}",
+    tag: TAG,
+    summary: "Get a git app",
+    params: GitAppParams,
+    responses: { 200: { description: "Git app", schema: GitApp }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ auth, services, params }) {
+      return { body: gitAppDto(await services.gitApps.get(auth, params.uuid)) };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/github-apps/{uuid}",
+    tag: TAG,
+    summary: "Change a git app",
+    description: "Team owners and admins only. Only the fields given change; webhook_secret null removes the secret.",
+    params: GitAppParams,
+    body: UpdateGitAppBody,
+    responses: { 200: { description: "Updated", schema: GitAppMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ auth, services, params, body }) {
+      return { body: { message: "Git app updated.", data: gitAppDto(await services.gitApps.update(auth, params.uuid, body)) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/github-apps/{uuid}",
+    tag: TAG,
+    summary: "Delete a git app",
+    description: "Team owners and admins only; refused (409) while applications use it.",
+    params: GitAppParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Applications use the git app" } },
+    async handler({ auth, services, params }) {
+      await services.gitApps.remove(auth, params.uuid);
+      return { body: { message: "Git app deleted." } };
+    },
+  }),
+];

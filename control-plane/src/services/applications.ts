@@ -1,0 +1,532 @@
+import { randomBytes } from "node:crypto";
+import {
+  AppActionResult,
+  DELETE_DEFAULTS,
+  OPEN_DEPLOYMENT_STATUSES,
+  PublicGitUrl,
+  RepoSlug,
+  SshGitUrl,
+  GitUrl,
+  imageReference,
+  parseDomains,
+  type ApplicationSource,
+  type BuildPack,
+  type CreateApplicationCommon,
+  type ProxySettings,
+  type UpdateApplicationBody,
+} from "@capstan/shared";
+import type { z } from "zod";
+import type { Db, Prisma } from "../db/client.js";
+import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import type { AuthContext } from "../http/auth.js";
+import { AppError, conflict, invalid, notFound, type FieldErrors } from "../http/errors.js";
+import { newUuid } from "../lib/ids.js";
+import type { SecretBox } from "../crypto/secret-box.js";
+import type { JobQueue } from "../jobs/queue.js";
+import { parseCompose } from "../compose/index.js";
+import type { AccessService, Need } from "./access.js";
+import { ServerService } from "./servers.js";
+
+type Window = { skip?: number; take?: number };
+type Tx = Prisma.TransactionClient;
+
+/** The proxy settings of a server, for jobs that end with a proxy sync (services/deploy-spec.ts). */
+export type ProxySource = (serverId: number) => Promise<ProxySettings>;
+
+/** start/stop/restart: the job's deadline, and how long the request waits for its outcome. */
+const ACTION_TIMEOUT_MS = 120_000;
+const ACTION_WAIT_MS = 30_000;
+/** Removal waits this long for an agent that is away: it runs once the server is back. */
+const REMOVE_TIMEOUT_MS = 24 * 3600_000;
+const LOGS_TIMEOUT_MS = 30_000;
+
+export type AppAction = "start" | "stop" | "restart";
+const ACTION_WORDS: Record<AppAction, { done: string; doing: string }> = {
+  start: { done: "started", doing: "Starting" },
+  stop: { done: "stopped", doing: "Stopping" },
+  restart: { done: "restarted", doing: "Restarting" },
+};
+
+const withEnvironment = { environment: { select: { id: true, projectId: true } }, server: { select: { id: true, name: true, status: true } } } satisfies Prisma.ApplicationInclude;
+export type ApplicationRef = Prisma.ApplicationGetPayload<{ include: typeof withEnvironment }>;
+
+const withDetail = {
+  environment: { include: { project: { select: { uuid: true, name: true } } } },
+  server: { select: { uuid: true } },
+  destination: { select: { uuid: true } },
+  gitApp: { select: { uuid: true } },
+  privateKey: { select: { uuid: true } },
+  envs: { orderBy: { id: "asc" } },
+  volumes: { orderBy: { id: "asc" } },
+  deployments: { orderBy: { id: "desc" }, take: 10 },
+} satisfies Prisma.ApplicationInclude;
+export type ApplicationWithDetail = Prisma.ApplicationGetPayload<{ include: typeof withDetail }>;
+
+/** A row of the list query, in select-list order. */
+type ListRow = [
+  uuid: string,
+  name: string,
+  fqdn: string | null,
+  status: string,
+  buildPack: string,
+  gitRepository: string | null,
+  gitBranch: string | null,
+  createdAt: unknown,
+  projectUuid: string,
+  environmentName: string,
+  serverUuid: string,
+];
+
+export interface ApplicationListItem {
+  uuid: string;
+  name: string;
+  fqdn: string | null;
+  status: string;
+  buildPack: string;
+  gitRepository: string | null;
+  gitBranch: string | null;
+  createdAt: string;
+  projectUuid: string;
+  environmentName: string;
+  serverUuid: string;
+}
+
+/** What every create path adds to the common parameters, by source. */
+export type CreateSource =
+  | { source: "public"; git_repository: string; git_branch: string; build_pack: BuildPack; base_directory?: string | undefined }
+  | { source: "private_git_app"; git_app_uuid: string; git_repository: string; git_branch: string; build_pack: BuildPack; base_directory?: string | undefined }
+  | { source: "private_deploy_key"; private_key_uuid: string; git_repository: string; git_branch: string; build_pack: BuildPack; base_directory?: string | undefined }
+  | { source: "dockerfile"; dockerfile: string }
+  | { source: "dockerimage"; docker_registry_image_name: string; docker_registry_image_tag?: string | undefined }
+  | { source: "dockercompose"; docker_compose_raw: string };
+
+export interface DeleteFlags {
+  delete_configurations: boolean;
+  delete_volumes: boolean;
+  docker_cleanup: boolean;
+}
+
+const GIT_SOURCES: readonly ApplicationSource[] = ["public", "private_git_app", "private_deploy_key"];
+
+/** A repository name out of a URL or slug, for a default application name. */
+function repoName(url: string): string {
+  const last = url.replace(/\/+$/, "").split(/[/:]/).pop() ?? "";
+  return last.replace(/\.git$/, "") || "application";
+}
+
+/** The clone URL of `owner/name` on a git app's host. */
+export function gitAppCloneUrl(htmlUrl: string, slug: string): string {
+  return `${htmlUrl}/${slug.replace(/\.git$/, "")}.git`;
+}
+
+/**
+ * Applications (spec 4.4): records, settings, and the start/stop/restart/remove/logs work the
+ * agent does for them. Every id a client sends is resolved inside the caller's team; what an
+ * action needs is checked on the application's environment (AccessService).
+ */
+export class ApplicationService {
+  /** How long start/stop/restart wait for the agent before answering 202 (tests shorten it). */
+  actionWaitMs = ACTION_WAIT_MS;
+
+  constructor(
+    private readonly db: Db,
+    private readonly reader: SqlReader,
+    private readonly access: AccessService,
+    private readonly jobs: JobQueue,
+    private readonly box: SecretBox,
+    private readonly proxy: ProxySource,
+    /** Inbound webhook URL per git provider of an application (services/webhooks.ts). */
+    readonly webhookUrls: (appUuid: string) => Record<string, string>,
+  ) {
+    // The agent's answer to start/stop/restart is the application's new engine status.
+    jobs.onFinished("app.action", async (job) => {
+      if (job.status !== "succeeded" || !job.result) return;
+      const payload = JSON.parse(job.payload) as { app?: { uuid?: string }; action?: string } | null;
+      const result = AppActionResult.safeParse(JSON.parse(job.result));
+      if (!payload?.app?.uuid || payload.action === "remove" || !result.success) return;
+      await this.db.application.updateMany({ where: { uuid: payload.app.uuid, serverId: job.serverId }, data: { status: result.data.status } });
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Lookup
+
+  /**
+   * An application of the caller's team that the caller may act on with `need`: 404 when it
+   * does not exist or its environment is invisible to the caller, 403 when visible but not enough.
+   */
+  async find(auth: AuthContext, uuid: string, need: Need): Promise<ApplicationRef> {
+    const app = await this.db.application.findFirst({ where: { uuid, teamId: auth.teamId }, include: withEnvironment });
+    if (!app) throw notFound("Application");
+    await this.access.assertEnvironment(auth, app.environment, need, "Application");
+    return app;
+  }
+
+  /** Whether the caller may see environment variable values of the application. */
+  async canManage(auth: AuthContext, app: ApplicationRef): Promise<boolean> {
+    return (await this.access.environmentLevel(auth, app.environment)) === "full_access";
+  }
+
+  /**
+   * The caller's applications, one SQL statement: the team, the environment visibility rule
+   * of AccessService, the page window. No IN list, no per-row query.
+   */
+  async list(auth: AuthContext, window: Window): Promise<ApplicationListItem[]> {
+    const { where, params } = this.listFilter(auth);
+    let sql = `SELECT a."uuid", a."name", a."fqdn", a."status", a."buildPack", a."gitRepository", a."gitBranch", a."createdAt",
+        p."uuid", e."name", s."uuid"
+      FROM "Application" a
+      JOIN "Environment" e ON e."id" = a."environmentId"
+      JOIN "Project" p ON p."id" = e."projectId"
+      JOIN "Server" s ON s."id" = a."serverId"
+      WHERE ${where} ORDER BY a."id"`;
+    if (window.take !== undefined) {
+      sql += ` LIMIT ? OFFSET ?`;
+      params.push(window.take, window.skip ?? 0);
+    }
+    const rows = await this.reader.rows<ListRow>(sql, params);
+    return rows.map(([uuid, name, fqdn, status, buildPack, gitRepository, gitBranch, createdAt, projectUuid, environmentName, serverUuid]) => ({
+      uuid,
+      name,
+      fqdn,
+      status,
+      buildPack,
+      gitRepository,
+      gitBranch,
+      createdAt: toIso(createdAt),
+      projectUuid,
+      environmentName,
+      serverUuid,
+    }));
+  }
+
+  async count(auth: AuthContext): Promise<number> {
+    const { where, params } = this.listFilter(auth);
+    const [row] = await this.reader.all<{ n: unknown }>(
+      `SELECT COUNT(*) AS "n" FROM "Application" a JOIN "Environment" e ON e."id" = a."environmentId" WHERE ${where}`,
+      params,
+    );
+    return toInt(row!.n);
+  }
+
+  private listFilter(auth: AuthContext): { where: string; params: (string | number)[] } {
+    const vis = this.access.visibilitySql(auth);
+    return vis
+      ? { where: `a."teamId" = ? AND ${vis.environment.sql}`, params: [auth.teamId, ...vis.environment.params] }
+      : { where: `a."teamId" = ?`, params: [auth.teamId] };
+  }
+
+  async detail(auth: AuthContext, uuid: string): Promise<ApplicationWithDetail> {
+    const app = await this.find(auth, uuid, "view");
+    return this.db.application.findUniqueOrThrow({ where: { id: app.id }, include: withDetail });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Create and update
+
+  private async placement(auth: AuthContext, input: CreateApplicationCommon) {
+    const project = await this.db.project.findFirst({ where: { uuid: input.project_uuid, teamId: auth.teamId }, select: { id: true } });
+    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw notFound("Project");
+    const environment = await this.db.environment.findFirst({ where: { projectId: project.id, name: input.environment_name } });
+    if (!environment) throw notFound("Environment");
+    await this.access.assertEnvironment(auth, environment, "manage");
+    const server = await this.db.server.findFirst({ where: { uuid: input.server_uuid, teamId: auth.teamId }, select: { id: true } });
+    if (!server) throw notFound("Server");
+    const destination = await this.db.destination.findFirst({ where: { uuid: input.destination_uuid, serverId: server.id }, select: { id: true } });
+    if (!destination) throw notFound("Destination");
+    return { environmentId: environment.id, serverId: server.id, destinationId: destination.id };
+  }
+
+  /** fqdn and its alias domains: one value, or a 422 when both are given and differ. */
+  private domainsOf(input: { fqdn?: string | null | undefined; domains?: string | null | undefined }): string | null | undefined {
+    if (input.fqdn !== undefined && input.domains !== undefined && input.fqdn !== input.domains) {
+      throw invalid({ domains: ["Give fqdn or domains (its alias), not both with different values."] });
+    }
+    return input.fqdn !== undefined ? input.fqdn : input.domains;
+  }
+
+  /**
+   * A domain (host and path) serves one application per server: the proxy could not tell two
+   * apart. Only applications of the same server are compared, and a server belongs to one team.
+   */
+  private async assertDomainsFree(serverId: number, fqdn: string | null, exceptId?: number): Promise<void> {
+    if (!fqdn) return;
+    const wanted = new Set(this.entries(fqdn).map((e) => `${e.host}${e.path}`));
+    const others = await this.db.application.findMany({
+      where: { serverId, fqdn: { not: null }, ...(exceptId ? { id: { not: exceptId } } : {}) },
+      select: { name: true, fqdn: true },
+    });
+    for (const other of others) {
+      for (const e of this.entries(other.fqdn!)) {
+        if (wanted.has(`${e.host}${e.path}`)) {
+          throw conflict(`${e.host}${e.path === "/" ? "" : e.path} is already served by application ${other.name} on this server.`);
+        }
+      }
+    }
+  }
+
+  private entries(fqdn: string) {
+    const r = parseDomains(fqdn);
+    return "entries" in r ? r.entries : [];
+  }
+
+  /** Settings shared by create and PATCH, as columns; only what the input carries. */
+  private settings(input: Partial<CreateApplicationCommon> & { name?: string | undefined }): Prisma.ApplicationUncheckedUpdateInput {
+    const data: Prisma.ApplicationUncheckedUpdateInput = {};
+    if (input.name !== undefined) data.name = input.name;
+    if (input.description !== undefined) data.description = input.description;
+    if (input.ports_exposes !== undefined) data.portsExposes = input.ports_exposes;
+    const fqdn = this.domainsOf(input);
+    if (fqdn !== undefined) data.fqdn = fqdn;
+    if (input.health_check_enabled !== undefined) data.healthCheckEnabled = input.health_check_enabled;
+    if (input.health_check_path !== undefined) data.healthCheckPath = input.health_check_path;
+    if (input.health_check_port !== undefined) data.healthCheckPort = input.health_check_port;
+    if (input.health_check_interval !== undefined) data.healthCheckInterval = input.health_check_interval;
+    if (input.health_check_timeout !== undefined) data.healthCheckTimeout = input.health_check_timeout;
+    if (input.health_check_retries !== undefined) data.healthCheckRetries = input.health_check_retries;
+    if (input.health_check_start_period !== undefined) data.healthCheckStartPeriod = input.health_check_start_period;
+    if (input.limits_memory !== undefined) data.limitsMemory = input.limits_memory;
+    if (input.limits_cpus !== undefined) data.limitsCpus = input.limits_cpus;
+    return data;
+  }
+
+  /** Compose content checked by the compose module; its field errors come back as a 422. */
+  private checkCompose(raw: string): void {
+    parseCompose(raw);
+  }
+
+  private image(name: string, tag: string | undefined): string {
+    const r = imageReference(name, tag);
+    if ("error" in r) throw invalid({ docker_registry_image_tag: [r.error] });
+    return r.ref;
+  }
+
+  async create(auth: AuthContext, input: CreateApplicationCommon & CreateSource): Promise<{ uuid: string; name: string; fqdn: string | null }> {
+    const where = await this.placement(auth, input);
+    const source: Prisma.ApplicationUncheckedCreateInput = {
+      uuid: newUuid(),
+      teamId: auth.teamId,
+      ...where,
+      name: "",
+      source: input.source,
+      buildPack: "containerfile",
+      webhookSecret: this.box.seal(randomBytes(32).toString("hex")),
+    };
+    let defaultName: string;
+    switch (input.source) {
+      case "public":
+      case "private_git_app":
+      case "private_deploy_key": {
+        let url = input.git_repository;
+        if (input.source === "private_git_app") {
+          const gitApp = await this.db.gitApp.findFirst({ where: { uuid: input.git_app_uuid, teamId: auth.teamId } });
+          if (!gitApp) throw notFound("Git app");
+          source.gitAppId = gitApp.id;
+          url = gitAppCloneUrl(gitApp.htmlUrl, input.git_repository);
+          if (!GitUrl.safeParse(url).success) throw invalid({ git_repository: [`The git app's html_url and this repository do not form a valid clone URL (${url}).`] });
+        }
+        if (input.source === "private_deploy_key") {
+          const key = await this.db.privateKey.findFirst({ where: { uuid: input.private_key_uuid, teamId: auth.teamId }, select: { id: true } });
+          if (!key) throw notFound("Private key");
+          source.privateKeyId = key.id;
+        }
+        source.gitRepository = url;
+        source.gitBranch = input.git_branch;
+        source.buildPack = input.build_pack;
+        if (input.base_directory !== undefined) source.baseDirectory = input.base_directory;
+        defaultName = repoName(input.git_repository);
+        break;
+      }
+      case "dockerfile":
+        source.dockerfile = input.dockerfile;
+        source.buildPack = "containerfile";
+        defaultName = "dockerfile-app";
+        break;
+      case "dockerimage": {
+        source.dockerImage = this.image(input.docker_registry_image_name, input.docker_registry_image_tag);
+        source.buildPack = "containerimage";
+        defaultName = repoName(source.dockerImage.replace(/@.*$/, "").replace(/:[^:/]*$/, ""));
+        break;
+      }
+      case "dockercompose":
+        this.checkCompose(input.docker_compose_raw);
+        source.composeRaw = input.docker_compose_raw;
+        source.buildPack = "containercompose";
+        defaultName = "compose-app";
+        break;
+    }
+    const settings = this.settings(input) as Partial<Prisma.ApplicationUncheckedCreateInput>;
+    const data: Prisma.ApplicationUncheckedCreateInput = { ...source, ...settings, name: input.name ?? defaultName };
+    await this.assertDomainsFree(where.serverId, (data.fqdn as string | null | undefined) ?? null);
+    const app = await this.db.application.create({ data, select: { uuid: true, name: true, fqdn: true } });
+    return app;
+  }
+
+  /** PATCH: only the fields given change; each must fit the application's source. */
+  async update(auth: AuthContext, uuid: string, input: UpdateApplicationBody): Promise<void> {
+    const ref = await this.find(auth, uuid, "manage");
+    const app = await this.db.application.findUniqueOrThrow({ where: { id: ref.id }, include: { gitApp: { select: { htmlUrl: true } } } });
+    const data = this.settings(input);
+    const errors: FieldErrors = {};
+    const only = (field: keyof UpdateApplicationBody, sources: readonly string[], what: string) => {
+      if (input[field] !== undefined && !sources.includes(app.source)) (errors[field] ??= []).push(`Only ${what} have this setting.`);
+      return input[field] !== undefined && sources.includes(app.source);
+    };
+    const gitWhat = "applications built from a git repository";
+    if (only("git_branch", GIT_SOURCES, gitWhat)) data.gitBranch = input.git_branch!;
+    if (only("build_pack", GIT_SOURCES, gitWhat)) data.buildPack = input.build_pack!;
+    if (only("base_directory", GIT_SOURCES, gitWhat)) data.baseDirectory = input.base_directory!;
+    if (only("git_repository", GIT_SOURCES, gitWhat)) {
+      const url = this.repositoryFor(app.source, input.git_repository!, app.gitApp?.htmlUrl ?? null, errors);
+      if (url) data.gitRepository = url;
+    }
+    if (only("dockerfile", ["dockerfile"], "applications created from a Dockerfile")) data.dockerfile = input.dockerfile!;
+    const imageWhat = "applications created from an image";
+    const name = only("docker_registry_image_name", ["dockerimage"], imageWhat);
+    const tag = only("docker_registry_image_tag", ["dockerimage"], imageWhat);
+    if (name || tag) {
+      const base = input.docker_registry_image_name ?? app.dockerImage!.replace(/(@.*|:[^:/]*)$/, "");
+      data.dockerImage = this.image(base, input.docker_registry_image_tag);
+    }
+    if (only("docker_compose_raw", ["dockercompose"], "applications created from a compose file")) {
+      this.checkCompose(input.docker_compose_raw!);
+      data.composeRaw = input.docker_compose_raw!;
+    }
+    if (Object.keys(errors).length) throw invalid(errors);
+    if (data.fqdn !== undefined) await this.assertDomainsFree(app.serverId, data.fqdn as string | null, app.id);
+    await this.db.application.update({ where: { id: app.id }, data });
+  }
+
+  /** A new git_repository, validated as the application's create path validates it. */
+  private repositoryFor(source: string, value: string, htmlUrl: string | null, errors: FieldErrors): string | null {
+    const check = (schema: z.ZodType<string>, transform: (v: string) => string = (v) => v) => {
+      const r = schema.safeParse(value);
+      if (!r.success) {
+        errors.git_repository = r.error.issues.map((i) => i.message);
+        return null;
+      }
+      return transform(r.data);
+    };
+    if (source === "public") return check(PublicGitUrl);
+    if (source === "private_deploy_key") return check(SshGitUrl);
+    return check(RepoSlug, (slug) => gitAppCloneUrl(htmlUrl!, slug));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Delete
+
+  /** Refuses while a deployment of one of these applications is queued or running. */
+  private async assertNoOpenDeployment(appIds: number[]): Promise<void> {
+    if (!appIds.length) return;
+    const open = await this.db.deployment.findFirst({
+      where: { applicationId: { in: appIds }, status: { in: [...OPEN_DEPLOYMENT_STATUSES] } },
+      select: { application: { select: { name: true } } },
+    });
+    if (open) throw conflict(`Application ${open.application.name} has a deployment queued or in progress; cancel it or wait for it to end first.`);
+  }
+
+  private removalPayload(app: { uuid: string; name: string }, flags: Omit<DeleteFlags, "delete_configurations">, proxy: ProxySettings) {
+    return { app: { uuid: app.uuid, name: app.name }, action: "remove" as const, delete_volumes: flags.delete_volumes, docker_cleanup: flags.docker_cleanup, proxy };
+  }
+
+  /**
+   * Everything needed to remove the applications of some environments along with them: read
+   * (and checked) before the caller's transaction, enqueued inside it, delivered after it.
+   */
+  async planRemoval(where: { environmentIds: number[] }): Promise<{ enqueue(tx: Tx): Promise<void>; kick(): void }> {
+    const apps = await this.db.application.findMany({
+      where: { environmentId: { in: where.environmentIds } },
+      select: { id: true, uuid: true, name: true, serverId: true },
+    });
+    await this.assertNoOpenDeployment(apps.map((a) => a.id));
+    const proxies = new Map<number, ProxySettings>();
+    for (const serverId of new Set(apps.map((a) => a.serverId))) proxies.set(serverId, await this.proxy(serverId));
+    return {
+      enqueue: async (tx) => {
+        for (const app of apps) {
+          await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, DELETE_DEFAULTS, proxies.get(app.serverId)!), REMOVE_TIMEOUT_MS);
+        }
+      },
+      // Delivery after commit; a kick that fails is retried by the queue's pump.
+      kick: () => {
+        for (const serverId of proxies.keys()) void this.jobs.kick(serverId).catch(() => {});
+      },
+    };
+  }
+
+  /**
+   * DELETE: the record goes (with its variables, storages and history). With
+   * delete_configurations, a removal job for the server is written in the same transaction;
+   * without, what runs on the server is left untouched.
+   */
+  async remove(auth: AuthContext, uuid: string, flags: DeleteFlags): Promise<void> {
+    const app = await this.find(auth, uuid, "delete");
+    if (!flags.delete_configurations && flags.delete_volumes) {
+      throw invalid({ delete_volumes: ["Volumes are deleted only together with the containers (delete_configurations=true)."] });
+    }
+    await this.assertNoOpenDeployment([app.id]);
+    if (!flags.delete_configurations) {
+      await this.db.application.delete({ where: { id: app.id } });
+      return;
+    }
+    const proxy = await this.proxy(app.serverId);
+    await this.db.$transaction(async (tx) => {
+      await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, flags, proxy), REMOVE_TIMEOUT_MS);
+      await tx.application.delete({ where: { id: app.id } });
+    });
+    void this.jobs.kick(app.serverId).catch(() => {});
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Start, stop, restart, logs
+
+  private requireAgent(app: ApplicationRef): void {
+    if (!ServerService.agentConnected(app.server)) {
+      throw new AppError(503, `Server ${app.server.name} is unreachable: its agent is not connected.`);
+    }
+  }
+
+  /**
+   * Runs start/stop/restart on the server and waits up to 30 s for the agent's answer. The
+   * answer carries the new status; a slower agent gets a 202 and the status follows later.
+   */
+  async action(auth: AuthContext, uuid: string, action: AppAction): Promise<{ status: number; message: string; appStatus: string }> {
+    const app = await this.find(auth, uuid, "deploy");
+    await this.assertNoOpenDeployment([app.id]);
+    if (action !== "stop") {
+      const deployed = await this.db.deployment.findFirst({ where: { applicationId: app.id, status: "finished" }, select: { id: true } });
+      if (!deployed) throw conflict(`Application ${app.name} has not been deployed yet: deploy it first (POST /applications/${app.uuid}/deploy).`);
+    }
+    this.requireAgent(app);
+    const proxy = await this.proxy(app.serverId);
+    const jobId = await this.jobs.enqueue(
+      this.db,
+      app.serverId,
+      "app.action",
+      { app: { uuid: app.uuid, name: app.name }, action, delete_volumes: false, docker_cleanup: false, proxy },
+      ACTION_TIMEOUT_MS,
+    );
+    void this.jobs.kick(app.serverId).catch(() => {});
+    const words = ACTION_WORDS[action];
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      this.jobs.wait<"app.action">(jobId),
+      new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), this.actionWaitMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (!outcome) {
+      return { status: 202, message: `${words.doing} ${app.name}: the agent is still at it; the status will follow.`, appStatus: app.status };
+    }
+    if (outcome.status !== "succeeded") throw new AppError(502, `${words.doing} ${app.name} failed: ${outcome.error}`);
+    return { status: 200, message: `Application ${words.done}.`, appStatus: outcome.result.status };
+  }
+
+  async logs(auth: AuthContext, uuid: string, since: number, tail: number) {
+    const app = await this.find(auth, uuid, "view");
+    this.requireAgent(app);
+    const job = await this.jobs.run(app.serverId, "app.logs", { app: { uuid: app.uuid, name: app.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
+    if (job.status !== "succeeded") throw new AppError(502, `Reading the logs of ${app.name} failed: ${job.error}`);
+    return job.result;
+  }
+}

@@ -1,0 +1,148 @@
+import { MAX_ENVS } from "@capstan/shared";
+import type { Db } from "../db/client.js";
+import type { AuthContext } from "../http/auth.js";
+import { conflict, invalid, notFound } from "../http/errors.js";
+import { newUuid } from "../lib/ids.js";
+import { isUniqueViolation } from "../db/errors.js";
+import type { SecretBox } from "../crypto/secret-box.js";
+import type { ApplicationService } from "./applications.js";
+
+/** A variable as the API shows it: value null unless the caller may see values here. */
+export interface EnvView {
+  uuid: string;
+  key: string;
+  value: string | null;
+  isBuildTime: boolean;
+  isPreview: boolean;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+type EnvRow = { uuid: string; key: string; value: string; isBuildTime: boolean; isPreview: boolean; createdAt: Date; updatedAt: Date };
+
+const label = (key: string, isPreview: boolean) => (isPreview ? `${key} (preview)` : key);
+
+/**
+ * Environment variables of applications. Values are sealed with the instance key; they are
+ * shown only by GET .../envs and only to callers who may manage the application.
+ */
+export class EnvVarService {
+  constructor(
+    private readonly db: Db,
+    private readonly apps: ApplicationService,
+    private readonly box: SecretBox,
+  ) {}
+
+  private view(row: EnvRow, reveal: boolean): EnvView {
+    return {
+      uuid: row.uuid,
+      key: row.key,
+      value: reveal ? this.box.open(row.value) : null,
+      isBuildTime: row.isBuildTime,
+      isPreview: row.isPreview,
+      createdAt: row.createdAt,
+      updatedAt: row.updatedAt,
+    };
+  }
+
+  /** Masked views, for responses other than the variable list. */
+  masked(rows: EnvRow[]): EnvView[] {
+    return rows.map((r) => this.view(r, false));
+  }
+
+  async list(auth: AuthContext, appUuid: string): Promise<EnvView[]> {
+    const app = await this.apps.find(auth, appUuid, "view");
+    const reveal = await this.apps.canManage(auth, app);
+    const rows = await this.db.envVar.findMany({ where: { applicationId: app.id }, orderBy: { id: "asc" } });
+    return rows.map((r) => this.view(r, reveal));
+  }
+
+  async create(auth: AuthContext, appUuid: string, input: { key: string; value: string; is_build_time: boolean; is_preview: boolean }): Promise<EnvView> {
+    const app = await this.apps.find(auth, appUuid, "manage");
+    const count = await this.db.envVar.count({ where: { applicationId: app.id } });
+    if (count >= MAX_ENVS) throw invalid({ key: [`An application has at most ${MAX_ENVS} variables.`] });
+    try {
+      const row = await this.db.envVar.create({
+        data: {
+          uuid: newUuid(),
+          applicationId: app.id,
+          key: input.key,
+          value: this.box.seal(input.value),
+          isBuildTime: input.is_build_time,
+          isPreview: input.is_preview,
+        },
+      });
+      return this.view(row, false);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict(`Variable ${label(input.key, input.is_preview)} already exists; change it with PATCH .../envs.`);
+      throw err;
+    }
+  }
+
+  /** PATCH .../envs: the variable of that key (preview or not) gets a new value and/or build-time flag. */
+  async update(auth: AuthContext, appUuid: string, input: { key: string; value?: string | undefined; is_build_time?: boolean | undefined; is_preview: boolean }): Promise<EnvView> {
+    const app = await this.apps.find(auth, appUuid, "manage");
+    const row = await this.db.envVar.findFirst({ where: { applicationId: app.id, key: input.key, isPreview: input.is_preview } });
+    if (!row) throw notFound(`Variable ${label(input.key, input.is_preview)}`);
+    const updated = await this.db.envVar.update({
+      where: { id: row.id },
+      data: {
+        ...(input.value !== undefined ? { value: this.box.seal(input.value) } : {}),
+        ...(input.is_build_time !== undefined ? { isBuildTime: input.is_build_time } : {}),
+      },
+    });
+    return this.view(updated, false);
+  }
+
+  /**
+   * PATCH .../envs/bulk: creates or updates every listed variable in one transaction; the
+   * request is validated as a whole first, so it applies completely or not at all.
+   */
+  async bulk(
+    auth: AuthContext,
+    appUuid: string,
+    variables: { key: string; value: string; is_build_time?: boolean | undefined; is_preview: boolean }[],
+  ): Promise<EnvView[]> {
+    const app = await this.apps.find(auth, appUuid, "manage");
+    const rows = await this.db.$transaction(async (tx) => {
+      const existing = await tx.envVar.findMany({ where: { applicationId: app.id } });
+      const byKey = new Map(existing.map((e) => [`${e.key}\u0000${e.isPreview}`, e]));
+      const added = variables.filter((v) => !byKey.has(`${v.key}\u0000${v.is_preview}`)).length;
+      if (existing.length + added > MAX_ENVS) throw invalid({ variables: [`An application has at most ${MAX_ENVS} variables; this would make ${existing.length + added}.`] });
+      const out: EnvRow[] = [];
+      for (const v of variables) {
+        const current = byKey.get(`${v.key}\u0000${v.is_preview}`);
+        if (current) {
+          out.push(
+            await tx.envVar.update({
+              where: { id: current.id },
+              data: { value: this.box.seal(v.value), ...(v.is_build_time !== undefined ? { isBuildTime: v.is_build_time } : {}) },
+            }),
+          );
+        } else {
+          out.push(
+            await tx.envVar.create({
+              data: {
+                uuid: newUuid(),
+                applicationId: app.id,
+                key: v.key,
+                value: this.box.seal(v.value),
+                isBuildTime: v.is_build_time ?? false,
+                isPreview: v.is_preview,
+              },
+            }),
+          );
+        }
+      }
+      return out;
+    });
+    return rows.map((r) => this.view(r, false));
+  }
+
+  async remove(auth: AuthContext, appUuid: string, envUuid: string): Promise<void> {
+    const app = await this.apps.find(auth, appUuid, "manage");
+    const row = await this.db.envVar.findFirst({ where: { uuid: envUuid, applicationId: app.id }, select: { id: true } });
+    if (!row) throw notFound("Environment variable");
+    await this.db.envVar.delete({ where: { id: row.id } });
+  }
+}

@@ -1,0 +1,53 @@
+import { MAX_STORAGES } from "@capstan/shared";
+import type { Db } from "../db/client.js";
+import type { AuthContext } from "../http/auth.js";
+import { conflict, invalid, notFound } from "../http/errors.js";
+import { newUuid } from "../lib/ids.js";
+import { isUniqueViolation } from "../db/errors.js";
+import type { ApplicationService } from "./applications.js";
+
+/** The Docker volume of an application's named storage on its server (agent contract). */
+export const dockerVolumeName = (appUuid: string, name: string) => `${appUuid}-${name}`;
+
+/**
+ * Persistent storages of applications: named Docker volumes, or bind mounts of a host
+ * directory (validated against traversal and system paths by HostPath). Changes take effect
+ * on the next deployment.
+ */
+export class VolumeService {
+  constructor(
+    private readonly db: Db,
+    private readonly apps: ApplicationService,
+  ) {}
+
+  async list(auth: AuthContext, appUuid: string) {
+    const app = await this.apps.find(auth, appUuid, "view");
+    const rows = await this.db.volume.findMany({ where: { applicationId: app.id }, orderBy: { id: "asc" } });
+    return { app, rows };
+  }
+
+  async create(auth: AuthContext, appUuid: string, input: { name: string; mount_path: string; host_path?: string | null | undefined }) {
+    const app = await this.apps.find(auth, appUuid, "manage");
+    const existing = await this.db.volume.findMany({ where: { applicationId: app.id }, select: { name: true, mountPath: true } });
+    if (existing.length >= MAX_STORAGES) throw invalid({ name: [`An application has at most ${MAX_STORAGES} storages.`] });
+    if (existing.some((v) => v.name === input.name)) throw conflict(`A storage named ${input.name} already exists on this application.`);
+    if (existing.some((v) => v.mountPath === input.mount_path)) throw conflict(`Something is already mounted at ${input.mount_path} in this application.`);
+    try {
+      const row = await this.db.volume.create({
+        data: { uuid: newUuid(), applicationId: app.id, name: input.name, mountPath: input.mount_path, hostPath: input.host_path ?? null },
+      });
+      return { app, row };
+    } catch (err) {
+      // A concurrent create of the same name or path.
+      if (isUniqueViolation(err)) throw conflict(`A storage with this name or mount path already exists on this application.`);
+      throw err;
+    }
+  }
+
+  async remove(auth: AuthContext, appUuid: string, storageUuid: string): Promise<void> {
+    const app = await this.apps.find(auth, appUuid, "manage");
+    const row = await this.db.volume.findFirst({ where: { uuid: storageUuid, applicationId: app.id }, select: { id: true } });
+    if (!row) throw notFound("Storage");
+    await this.db.volume.delete({ where: { id: row.id } });
+  }
+}

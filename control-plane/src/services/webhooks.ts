@@ -1,0 +1,261 @@
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
+import { CommitSha, webhookUrls, type WebhookProvider } from "@capstan/shared";
+import type { Db } from "../db/client.js";
+import type { SecretBox } from "../crypto/secret-box.js";
+import type { AuthContext } from "../http/auth.js";
+import { AppError, notFound } from "../http/errors.js";
+import type { AccessService } from "./access.js";
+import type { DeploymentService } from "./deployments.js";
+import { gitAppCloneUrl } from "./applications.js";
+
+/** One answer for an unknown application and a bad or missing signature: no existence oracle. */
+export const BAD_SIGNATURE = "Invalid or missing webhook signature.";
+const COMMIT_MESSAGE_MAX = 1000;
+
+/** What a push event says, once the provider's shape is read. */
+export interface PushEvent {
+  branch: string;
+  commit: string;
+  message: string | null;
+}
+
+/** GitHub's `repository.full_name` of a push (owner/name), when it has one. */
+export function repositoryOf(payload: unknown): string | null {
+  const name = str(obj(obj(payload).repository).full_name);
+  return name && /^[A-Za-z0-9_.-]{1,100}\/[A-Za-z0-9_.-]{1,100}$/.test(name) ? name : null;
+}
+
+export type WebhookOutcome = { message: string; deployment_uuid?: string };
+
+type Headers = Record<string, string | string[] | undefined>;
+const header = (h: Headers, name: string): string | undefined => {
+  const v = h[name];
+  return Array.isArray(v) ? v[0] : v;
+};
+
+/**
+ * Compares in constant time. Both sides are hashed first, so the buffers compared have equal
+ * length whatever the caller sent, and the time taken says nothing about the secret.
+ */
+export function safeEqual(expected: string, given: string | undefined): boolean {
+  const a = createHash("sha256").update(expected, "utf8").digest();
+  const b = createHash("sha256").update(given ?? "", "utf8").digest();
+  return timingSafeEqual(a, b) && given !== undefined;
+}
+
+const hmacHex = (secret: string, body: Buffer) => createHmac("sha256", secret).update(body).digest("hex");
+
+/**
+ * Signature schemes of the providers:
+ * - GitHub: X-Hub-Signature-256 = "sha256=" + hex HMAC-SHA256 of the raw body.
+ * - GitLab: X-Gitlab-Token = the secret itself.
+ * - Gitea: X-Gitea-Signature = hex HMAC-SHA256 of the raw body.
+ * - Bitbucket Cloud: X-Hub-Signature = "sha256=" + hex HMAC-SHA256 of the raw body.
+ */
+export function verifySignature(provider: WebhookProvider, secret: string, headers: Headers, body: Buffer): boolean {
+  switch (provider) {
+    case "github":
+      return safeEqual(`sha256=${hmacHex(secret, body)}`, header(headers, "x-hub-signature-256")?.trim().toLowerCase());
+    case "gitlab":
+      return safeEqual(secret, header(headers, "x-gitlab-token"));
+    case "gitea":
+      return safeEqual(hmacHex(secret, body), header(headers, "x-gitea-signature")?.trim().toLowerCase());
+    case "bitbucket":
+      return safeEqual(`sha256=${hmacHex(secret, body)}`, header(headers, "x-hub-signature")?.trim().toLowerCase());
+  }
+}
+
+/** The event name the provider puts in its headers, and whether it is a push. */
+function isPush(provider: WebhookProvider, headers: Headers): { push: boolean; event: string } {
+  const event =
+    provider === "github"
+      ? header(headers, "x-github-event")
+      : provider === "gitlab"
+        ? header(headers, "x-gitlab-event")
+        : provider === "gitea"
+          ? (header(headers, "x-gitea-event") ?? header(headers, "x-github-event"))
+          : header(headers, "x-event-key");
+  const name = (event ?? "").slice(0, 64);
+  const push = { github: "push", gitlab: "Push Hook", gitea: "push", bitbucket: "repo:push" }[provider] === name;
+  return { push, event: name || "unknown" };
+}
+
+const obj = (v: unknown): Record<string, unknown> => (v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+const str = (v: unknown): string | null => (typeof v === "string" ? v : null);
+const ZERO_SHA = /^0+$/;
+
+/**
+ * Reads the pushes of a provider's push payload (one per branch updated). Tag pushes and
+ * branch deletions carry no branch head to deploy and give none.
+ */
+export function pushesOf(provider: WebhookProvider, payload: unknown): PushEvent[] {
+  const p = obj(payload);
+  if (provider === "bitbucket") {
+    const changes = Array.isArray(obj(p.push).changes) ? (obj(p.push).changes as unknown[]) : [];
+    return changes.flatMap((c) => {
+      const n = obj(obj(c).new);
+      const target = obj(n.target);
+      const branch = str(n.name);
+      const commit = str(target.hash);
+      if (n.type !== "branch" || !branch || !commit) return [];
+      return [{ branch, commit, message: str(target.message) }];
+    });
+  }
+  const ref = str(p.ref);
+  if (!ref?.startsWith("refs/heads/")) return [];
+  const branch = ref.slice("refs/heads/".length);
+  const commit = provider === "gitlab" ? (str(p.checkout_sha) ?? str(p.after)) : str(p.after);
+  if (!commit || ZERO_SHA.test(commit) || p.deleted === true) return [];
+  let message: string | null = null;
+  if (provider === "gitlab") {
+    const commits = Array.isArray(p.commits) ? p.commits.map(obj) : [];
+    message = str((commits.find((c) => c.id === commit) ?? commits[commits.length - 1])?.message);
+  } else {
+    message = str(obj(p.head_commit).message);
+  }
+  return [{ branch, commit, message }];
+}
+
+/** The JSON of a webhook body: sent as application/json, or form-encoded in a `payload` field. */
+function parseBody(body: Buffer, contentType: string | undefined): unknown {
+  const text = body.toString("utf8");
+  const json = /application\/x-www-form-urlencoded/i.test(contentType ?? "") ? new URLSearchParams(text).get("payload") : text;
+  if (json === null) throw new AppError(400, "The form-encoded webhook has no payload field.");
+  try {
+    return JSON.parse(json);
+  } catch {
+    throw new AppError(400, "The webhook payload is not valid JSON.");
+  }
+}
+
+/**
+ * Inbound git webhooks of applications (spec 6.2): a signed push to the application's branch
+ * creates a deployment (trigger webhook) of the pushed commit; anything else is acknowledged
+ * and ignored.
+ */
+export class WebhookService {
+  /** A secret for unknown applications, so that case does the same work as a wrong signature. */
+  private readonly decoy = randomBytes(32).toString("hex");
+
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+    private readonly access: AccessService,
+    private readonly deployments: DeploymentService,
+    private readonly publicUrl: string,
+  ) {}
+
+  async receive(provider: WebhookProvider, applicationUuid: string, headers: Headers, body: Buffer): Promise<WebhookOutcome> {
+    const app = await this.db.application.findUnique({
+      where: { uuid: applicationUuid },
+      select: { id: true, teamId: true, serverId: true, gitBranch: true, webhookSecret: true },
+    });
+    let secret = this.decoy;
+    if (app?.webhookSecret) {
+      try {
+        secret = this.box.open(app.webhookSecret);
+      } catch {
+        secret = this.decoy;
+      }
+    }
+    const verified = verifySignature(provider, secret, headers, body);
+    if (!app || secret === this.decoy || !verified) throw new AppError(401, BAD_SIGNATURE);
+
+    const { push, event } = isPush(provider, headers);
+    if (event === "ping" || event === "diagnostics:ping") return { message: "Webhook received: pong." };
+    if (!push) return { message: `Ignored: ${event} events do not deploy.` };
+    if (!app.gitBranch) return { message: "Ignored: the application does not deploy from a git repository." };
+
+    const pushes = pushesOf(provider, parseBody(body, header(headers, "content-type")));
+    const match = pushes.find((p) => p.branch === app.gitBranch);
+    if (!match) {
+      return { message: pushes.length ? `Ignored: the push is not to the application's branch ${app.gitBranch}.` : "Ignored: the push updated no branch." };
+    }
+    const commit = CommitSha.safeParse(match.commit);
+    if (!commit.success) throw new AppError(422, "The push names no valid commit id.", { commit: ["Use a hexadecimal commit id."] });
+    const { uuid } = await this.deployments.enqueue(app, {
+      trigger: "webhook",
+      force: false,
+      commit: commit.data,
+      commitMessage: match.message?.trim().slice(0, COMMIT_MESSAGE_MAX) || null,
+    });
+    return { message: "Deployment queued.", deployment_uuid: uuid };
+  }
+
+  /**
+   * A push webhook of a git app (spec 6.2: applications connected through a git app deploy on
+   * a push to their branch). Signed like GitHub's (X-Hub-Signature-256) with the git app's
+   * webhook secret; every application of the git app cloning the pushed repository from the
+   * pushed branch gets a deployment of the pushed commit.
+   */
+  async receiveGitApp(gitAppUuid: string, headers: Headers, body: Buffer): Promise<{ message: string; deployment_uuids: string[] }> {
+    const gitApp = await this.db.gitApp.findUnique({ where: { uuid: gitAppUuid }, select: { id: true, htmlUrl: true, webhookSecret: true } });
+    let secret = this.decoy;
+    if (gitApp?.webhookSecret) {
+      try {
+        secret = this.box.open(gitApp.webhookSecret);
+      } catch {
+        secret = this.decoy;
+      }
+    }
+    const verified = verifySignature("github", secret, headers, body);
+    if (!gitApp || secret === this.decoy || !verified) throw new AppError(401, BAD_SIGNATURE);
+
+    const { push, event } = isPush("github", headers);
+    if (event === "ping") return { message: "Webhook received: pong.", deployment_uuids: [] };
+    if (!push) return { message: `Ignored: ${event} events do not deploy.`, deployment_uuids: [] };
+    const payload = parseBody(body, header(headers, "content-type"));
+    const repo = repositoryOf(payload);
+    const [pushed] = pushesOf("github", payload);
+    if (!repo || !pushed) return { message: "Ignored: the push updated no branch.", deployment_uuids: [] };
+    const commit = CommitSha.safeParse(pushed.commit);
+    if (!commit.success) throw new AppError(422, "The push names no valid commit id.", { commit: ["Use a hexadecimal commit id."] });
+
+    // GitHub treats owner and repository names without regard to case.
+    const cloneUrl = gitAppCloneUrl(gitApp.htmlUrl, repo).toLowerCase();
+    const apps = (
+      await this.db.application.findMany({
+        where: { gitAppId: gitApp.id, gitBranch: pushed.branch },
+        select: { id: true, teamId: true, serverId: true, gitBranch: true, gitRepository: true },
+        orderBy: { id: "asc" },
+      })
+    ).filter((a) => a.gitRepository?.toLowerCase() === cloneUrl);
+    if (!apps.length) return { message: `Ignored: no application deploys ${repo} from ${pushed.branch}.`, deployment_uuids: [] };
+    const uuids: string[] = [];
+    let full: AppError | null = null;
+    for (const app of apps) {
+      try {
+        const { uuid } = await this.deployments.enqueue(app, {
+          trigger: "webhook",
+          force: false,
+          commit: commit.data,
+          commitMessage: pushed.message?.trim().slice(0, COMMIT_MESSAGE_MAX) || null,
+        });
+        uuids.push(uuid);
+      } catch (err) {
+        // One application's full queue does not keep the others from deploying.
+        if (!(err instanceof AppError && err.status === 429)) throw err;
+        full ??= err;
+      }
+    }
+    if (!uuids.length && full) throw full;
+    const skipped = apps.length - uuids.length;
+    return {
+      message: `Deployment queued for ${uuids.length} application(s).${skipped ? ` ${skipped} not queued: their server's deploy queue is full.` : ""}`,
+      deployment_uuids: uuids,
+    };
+  }
+
+  /** A new webhook secret (32 random bytes, hex), shown once; the old one stops working at once. */
+  async rotateSecret(auth: AuthContext, applicationUuid: string): Promise<{ secret: string; urls: Record<WebhookProvider, string> }> {
+    const app = await this.db.application.findFirst({
+      where: { uuid: applicationUuid, teamId: auth.teamId },
+      select: { id: true, uuid: true, environment: { select: { id: true, projectId: true } } },
+    });
+    if (!app) throw notFound("Application");
+    await this.access.assertEnvironment(auth, app.environment, "manage", "Application");
+    const secret = randomBytes(32).toString("hex");
+    await this.db.application.update({ where: { id: app.id }, data: { webhookSecret: this.box.seal(secret) } });
+    return { secret, urls: webhookUrls(this.publicUrl, app.uuid) };
+  }
+}
