@@ -30,8 +30,7 @@ npm run --silent lint:openapi || status=1
 # Docker Engine, base images and the agent image take minutes on a fresh machine, mostly
 # waiting on Debian's archive: prepare them while the API suites use the CPU.
 step "preparing Docker infrastructure in the background (log: $results/infra.log)"
-( bash test/kit/engine.sh up && bash test/kit/images.sh busybox debian dind && bash deploy/agent/build-image.sh ) \
-  >"$results/infra.log" 2>&1 &
+bash test/kit/prepare.sh >"$results/infra.log" 2>&1 &
 infra_pid=$!
 
 step "PostgreSQL for the API suite"

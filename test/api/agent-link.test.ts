@@ -252,7 +252,7 @@ describe("fleet-sized id lists", () => {
     const last = ids[ids.length - 1]!;
     const jobId = await t.instance.jobs.enqueue(db, last, "containers.list", {});
     const delivered: string[] = [];
-    const queue = new JobQueue(db, pino({ level: "silent" }));
+    const queue = new JobQueue(db, pino({ level: "silent" }), { box: t.instance.box, dialect: t.instance.database.kind });
     queue.bindTransport(async (_serverId, envelope) => {
       delivered.push(envelope.id);
       return { accepted: true };

@@ -4,16 +4,21 @@
  * covered the day it is added — or this file fails, telling what it needs (a resource kind
  * fixture, a request body, a query parameter mapping).
  */
-import { randomBytes } from "node:crypto";
+import { createHmac, generateKeyPairSync, randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { z } from "zod";
-import { routes } from "../../control-plane/src/http/routes/index.js";
+import { routes as allRoutes } from "../../control-plane/src/http/routes/index.js";
 import type { AnyRoute } from "../../control-plane/src/http/route.js";
 import { startTestInstance, type ApiClient, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 
 let t: TestInstance;
 const keys = new KeyFactory();
+/**
+ * Routes a token reaches. Tokenless routes (inbound webhooks) have no team to cross: they are
+ * authenticated by a per-application signature, checked at the end of this file.
+ */
+const routes = allRoutes.filter((r) => r.auth !== "none");
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures: one object of every resource kind, per team.
@@ -31,7 +36,14 @@ interface Fixtures {
   projectPermission: { id: number };
   environmentPermission: { id: number };
   key: { uuid: string; name: string; fingerprint: string; publicKey: string };
-  server: { uuid: string };
+  server: { uuid: string; destinationUuid: string };
+  /** Applications (tests/api/applications*.test.ts): one per team, with a variable and a storage. */
+  application: { uuid: string };
+  envVar: { uuid: string };
+  storage: { uuid: string };
+  gitApp: { uuid: string };
+  /** A deployment of the application (deployed, then cancelled: no agent runs the fixtures). */
+  deployment: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -63,6 +75,24 @@ async function buildFixtures(prefix: string): Promise<Fixtures> {
   const generated = await keys.generate("ed25519");
   const key = await ok(api.post("/security/keys", { name: `${tag}-key`, private_key: generated.privateKey }), "private key");
   const server = await ok(api.post("/servers", { name: `${tag}-server`, ip: "127.0.0.1", port: 1, private_key_uuid: key.uuid }), "server");
+  const destinationUuid = (await ok(api.get(`/servers/${server.uuid}`), "server detail")).destinations[0].uuid;
+  const gitApp = await ok(api.post("/github-apps", { name: `${tag}-git-app`, app_id: 1, installation_id: 1, private_key: gitAppKey, webhook_secret: `${tag}-whsec` }), "git app");
+  const application = await ok(
+    api.post("/applications/dockerimage", {
+      project_uuid: project.uuid,
+      environment_name: "production",
+      server_uuid: server.uuid,
+      destination_uuid: destinationUuid,
+      name: `${tag}-app`,
+      docker_registry_image_name: "nginx:1.27",
+      fqdn: `${tag}.example.com`,
+    }),
+    "application",
+  );
+  const envVar = (await ok(api.post(`/applications/${application.uuid}/envs`, { key: "FIXTURE_KEY", value: `${tag}-env-value` }), "env var")).data;
+  const storage = (await ok(api.post(`/applications/${application.uuid}/storages`, { name: "data", mount_path: "/data" }), "storage")).data;
+  const deployment = await ok(api.post(`/applications/${application.uuid}/deploy`), "deployment");
+  await ok(api.post(`/deployments/${deployment.deployment_uuid}/cancel`), "deployment cancel");
   return {
     tag,
     teamId: team.teamId,
@@ -74,8 +104,28 @@ async function buildFixtures(prefix: string): Promise<Fixtures> {
     projectPermission: { id: pp.data.id },
     environmentPermission: { id: ep.data.id },
     key: { uuid: key.uuid, name: key.name, fingerprint: key.fingerprint, publicKey: key.public_key },
-    server: { uuid: server.uuid },
-    markers: [tag, project.uuid, environment.uuid, key.uuid, key.fingerprint, key.public_key.split(" ")[1]!, email, server.uuid],
+    server: { uuid: server.uuid, destinationUuid },
+    application: { uuid: application.uuid },
+    envVar: { uuid: envVar.uuid },
+    storage: { uuid: storage.uuid },
+    gitApp: { uuid: gitApp.uuid },
+    deployment: { uuid: deployment.deployment_uuid },
+    markers: [
+      deployment.deployment_uuid,
+      tag,
+      project.uuid,
+      environment.uuid,
+      key.uuid,
+      key.fingerprint,
+      key.public_key.split(" ")[1]!,
+      email,
+      server.uuid,
+      destinationUuid,
+      application.uuid,
+      envVar.uuid,
+      storage.uuid,
+      gitApp.uuid,
+    ],
   };
 }
 
@@ -95,6 +145,15 @@ async function snapshot(f: Fixtures) {
     keys: await get("/security/keys"),
     servers: await get("/servers"),
     server: await get(`/servers/${f.server.uuid}`),
+    applications: await get("/applications"),
+    application: await get(`/applications/${f.application.uuid}`),
+    envVars: await get(`/applications/${f.application.uuid}/envs`),
+    storages: await get(`/applications/${f.application.uuid}/storages`),
+    gitApps: await get("/github-apps"),
+    deployments: await get("/deployments"),
+    deployment: await get(`/deployments/${f.deployment.uuid}`),
+    // Not visible through the API: a rotated webhook secret would only show here.
+    webhookSecrets: (await t.instance.database.prisma.application.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map((a) => a.webhookSecret),
     keyMaterial: await t.instance.services.keys.reveal(f.teamId, f.key.uuid),
     // Not visible through the API: a rotated agent token would only show here.
     agentTokens: (await t.instance.database.prisma.server.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map(
@@ -115,6 +174,11 @@ const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => string | n
   environment_permission: { id: (f) => f.environmentPermission.id },
   private_key: { uuid: (f) => f.key.uuid },
   server: { uuid: (f) => f.server.uuid },
+  application: { uuid: (f) => f.application.uuid },
+  env_var: { uuid: (f) => f.envVar.uuid },
+  storage: { uuid: (f) => f.storage.uuid },
+  git_app: { uuid: (f) => f.gitApp.uuid },
+  deployment: { uuid: (f) => f.deployment.uuid },
 };
 
 interface BodySpec {
@@ -163,7 +227,48 @@ const BODIES: Record<string, BodySpec> = {
     valid: () => ({ name: "hijacked", port: 2222 }),
     foreign: (a) => [{ private_key_uuid: a.key.uuid }, { name: "renamed", private_key_uuid: a.key.uuid }],
   },
+  ...applicationBodies(),
+  "post /applications/{uuid}/deploy": { valid: () => ({ force: true }) },
 };
+
+/** Application routes: every create path names a project, a server, a destination (and a git app or key). */
+function applicationBodies(): Record<string, BodySpec> {
+  const where = (p: Fixtures, s: Fixtures = p, d: Fixtures = s) => ({
+    project_uuid: p.project.uuid,
+    environment_name: "production",
+    server_uuid: s.server.uuid,
+    destination_uuid: d.server.destinationUuid,
+  });
+  /** Placements with one of team A's ids each (the rest the caller's). */
+  const foreignWhere = (a: Fixtures, b: Fixtures) => [where(a, b), where(b, a, a), where(b, b, a), where(a, a, a)];
+  const create = (extra: (caller: Fixtures) => Record<string, unknown>, foreignExtra?: (a: Fixtures, b: Fixtures) => Record<string, unknown>[]): BodySpec => ({
+    valid: (c) => ({ ...where(c), ...extra(c) }),
+    foreign: (a, b) => [...foreignWhere(a, b).map((w) => ({ ...w, ...extra(b) })), ...(foreignExtra?.(a, b) ?? []).map((x) => ({ ...where(b), ...extra(b), ...x }))],
+  });
+  const git = { git_branch: "main", build_pack: "builder_a" };
+  return {
+    "post /applications/public": create(() => ({ ...git, git_repository: "https://github.com/acme/created.git" })),
+    "post /applications/private-git-app": create(
+      (c) => ({ ...git, git_app_uuid: c.gitApp.uuid, git_repository: "acme/created" }),
+      (a) => [{ git_app_uuid: a.gitApp.uuid }],
+    ),
+    "post /applications/private-deploy-key": create(
+      (c) => ({ ...git, private_key_uuid: c.key.uuid, git_repository: "git@github.com:acme/created.git" }),
+      (a) => [{ private_key_uuid: a.key.uuid }],
+    ),
+    "post /applications/dockerfile": create(() => ({ dockerfile: "FROM capstan-test/busybox\n" })),
+    "post /applications/dockerimage": create(() => ({ docker_registry_image_name: "nginx:1.27" })),
+    "post /applications/dockercompose": create(() => ({ docker_compose_raw: "services:\n  web:\n    image: nginx:1.27\n" })),
+    "patch /applications/{uuid}": { valid: () => ({ name: "hijacked", fqdn: "hijacked.example.com" }) },
+    "delete /applications/{uuid}": { valid: () => ({ delete_volumes: true }) },
+    "post /applications/{uuid}/envs": { valid: () => ({ key: "INTRUDER", value: "x" }) },
+    "patch /applications/{uuid}/envs": { valid: () => ({ key: "FIXTURE_KEY", value: "hijacked" }) },
+    "patch /applications/{uuid}/envs/bulk": { valid: () => ({ variables: [{ key: "FIXTURE_KEY", value: "hijacked" }, { key: "INTRUDER", value: "x" }] }) },
+    "post /applications/{uuid}/storages": { valid: () => ({ name: "intruder", mount_path: "/intruder" }) },
+    "post /github-apps": { valid: () => ({ name: "created", app_id: 2, installation_id: 2, private_key: gitAppKey }), foreign: "none" },
+    "patch /github-apps/{uuid}": { valid: () => ({ name: "hijacked", private_key: gitAppKey, webhook_secret: null }) },
+  };
+}
 
 /**
  * Routes that cannot succeed on a team's own objects in this test setup, with the status they
@@ -176,6 +281,13 @@ const OWN_STATUS: Record<string, number | "found"> = {
   "get /servers/{uuid}/resources": 503,
   "get /servers/{uuid}/domains": 503,
   "post /servers/{uuid}/install-agent": "found",
+  // The fixture application was never deployed, and its server has no agent.
+  "post /applications/{uuid}/start": 409,
+  "post /applications/{uuid}/restart": 409,
+  "post /applications/{uuid}/stop": 503,
+  "get /applications/{uuid}/logs": 503,
+  // The fixture deployment is cancelled already: found, and refused as not cancellable.
+  "post /deployments/{uuid}/cancel": 400,
 };
 
 function expectOwnStatus(key: string, res: ApiResponse) {
@@ -189,9 +301,20 @@ function expectOwnStatus(key: string, res: ApiResponse) {
 /** Positive control only: what must happen before the request can succeed on own objects. */
 const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
   // A key in use by a server cannot be deleted (409): free it first.
-  "delete /security/keys/{uuid}": (f) => f.api.delete(`/servers/${f.server.uuid}`),
+  "delete /security/keys/{uuid}": async (f) => {
+    await f.api.delete(`/applications/${f.application.uuid}`);
+    await f.api.delete(`/servers/${f.server.uuid}`);
+  },
+  // A server with applications cannot be removed (409): delete the application first.
+  "delete /servers/{uuid}": (f) => f.api.delete(`/applications/${f.application.uuid}`),
 };
 let spareKey = "";
+/** The RSA key of every fixture git app (git apps sign with RSA). */
+const gitAppKey = generateKeyPairSync("rsa", {
+  modulusLength: 2048,
+  privateKeyEncoding: { type: "pkcs1", format: "pem" },
+  publicKeyEncoding: { type: "spki", format: "pem" },
+}).privateKey;
 
 /** Query parameters that name objects: filled with the other team's ids on list endpoints. */
 const QUERY_REFS: Record<string, (f: Fixtures) => string | number> = {
@@ -200,6 +323,8 @@ const QUERY_REFS: Record<string, (f: Fixtures) => string | number> = {
   user_id: (f) => f.member.userId,
 };
 const PAGINATION = new Set(["page", "per_page"]);
+/** Query parameters that are options, not object ids (application delete flags, log window). */
+const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "force", "commit_sha"]);
 
 // ---------------------------------------------------------------------------------------------
 // Cases, derived from the route table when the file is collected.
@@ -241,7 +366,7 @@ for (const r of routes) {
     gap(r, `has no path parameters: BODIES["${keyOf(r)}"].foreign must list bodies naming another team's ids ("none" if the body names no object).`);
   }
   for (const name of Object.keys(r.query?.shape ?? {})) {
-    if (!PAGINATION.has(name) && !QUERY_REFS[name]) gap(r, `query parameter ${name}: add it to QUERY_REFS.`);
+    if (!PAGINATION.has(name) && !QUERY_OPTIONS.has(name) && !QUERY_REFS[name]) gap(r, `query parameter ${name}: add it to QUERY_REFS.`);
   }
   for (const param of pathParams(r)) {
     const kind = kindOf(r, param);
@@ -382,6 +507,11 @@ describe("team B's reads never include team A's objects", () => {
       (await B.api.get("/security/keys")).body,
       (await B.api.get("/servers")).body,
       (await B.api.get("/teams/current/members")).body,
+      (await B.api.get(`/servers/${B.server.uuid}`)).body,
+      (await B.api.get("/applications")).body,
+      (await B.api.get(`/applications/${B.application.uuid}`)).body,
+      (await B.api.get("/github-apps")).body,
+      (await B.api.get("/deployments")).body,
     ]);
     for (const m of B.markers) expect(text).toContain(m);
   });
@@ -396,5 +526,34 @@ describe("positive control: the same requests on a team's own objects succeed", 
     const body = r.body ? BODIES[key]!.valid(C) : undefined;
     const res = await call(C.api, r, buildPath(r, ownSlots(r, "A"), { A: C, B: C }), body);
     expectOwnStatus(key, res);
+  });
+});
+
+describe("tokenless routes (inbound webhooks)", () => {
+  it("a push signed with another application's secret, or with none, is refused and changes nothing", async () => {
+    const tokenless = allRoutes.filter((r) => r.auth === "none");
+    expect(tokenless.map(keyOf).sort()).toEqual(["post /webhooks/applications/{uuid}/{provider}", "post /webhooks/git-apps/{uuid}"]);
+    const secretOfB = (await B.api.post(`/applications/${B.application.uuid}/webhook-secret`)).body.secret as string;
+    const body = JSON.stringify({ ref: "refs/heads/main", after: "a".repeat(40), head_commit: { id: "a".repeat(40), message: "m" } });
+    const before = await snapshot(A);
+    for (const signature of [`sha256=${createHmac("sha256", secretOfB).update(body).digest("hex")}`, undefined]) {
+      const res = await fetch(`${t.url}/api/v1/webhooks/applications/${A.application.uuid}/github`, {
+        method: "POST",
+        body,
+        headers: { "Content-Type": "application/json", "X-GitHub-Event": "push", ...(signature ? { "X-Hub-Signature-256": signature } : {}) },
+      });
+      expect(res.status).toBe(401);
+      const text = await res.text();
+      for (const m of A.markers) expect(text).not.toContain(m);
+    }
+    // The git app's push webhook, signed with team B's git app secret, naming team A's git app.
+    const signed = `sha256=${createHmac("sha256", `${B.tag}-whsec`).update(body).digest("hex")}`;
+    const res = await fetch(`${t.url}/api/v1/webhooks/git-apps/${A.gitApp.uuid}`, {
+      method: "POST",
+      body,
+      headers: { "Content-Type": "application/json", "X-GitHub-Event": "push", "X-Hub-Signature-256": signed },
+    });
+    expect(res.status).toBe(401);
+    expect(await snapshot(A)).toEqual(before);
   });
 });

@@ -51,18 +51,28 @@ describe("GET /api/v1/openapi.json", () => {
     const inQuery = params.filter((p) => p.in === "query").map((p) => p.name);
     expect(inQuery.sort()).toEqual(Object.keys(r.query?.shape ?? {}).sort());
 
-    const scope = requiredScope(r);
-    expect(op.security).toEqual([{ bearerAuth: [scope] }]);
-    expect(op["x-capstan-scope"]).toBe(scope);
-    expect(op.description).toContain(`Token scope: \`${scope}\``);
-
     const statuses = Object.keys(op.responses).map(Number);
     expect(statuses.some((s) => s >= 200 && s < 300)).toBe(true);
-    for (const s of [401, 403, 429]) expect(statuses).toContain(s);
+    if (r.auth === "none") {
+      // Tokenless routes (webhooks): no security requirement, authenticated by signature.
+      expect(op.security).toEqual([]);
+      expect(op["x-capstan-scope"]).toBeUndefined();
+      expect(op.description).toContain("No token");
+      for (const s of [401, 429]) expect(statuses).toContain(s);
+    } else {
+      const scope = requiredScope(r);
+      expect(op.security).toEqual([{ bearerAuth: [scope] }]);
+      expect(op["x-capstan-scope"]).toBe(scope);
+      expect(op.description).toContain(`Token scope: \`${scope}\``);
+      for (const s of [401, 403, 429]) expect(statuses).toContain(s);
+    }
     if (r.params || r.query || r.body) expect(statuses).toContain(422);
     if (r.body) {
       expect(op.requestBody?.content?.["application/json"]?.schema).toBeDefined();
       for (const s of [400, 413, 415]) expect(statuses).toContain(s);
+    } else if (r.rawBody) {
+      expect(op.requestBody?.content?.["application/json"]).toBeDefined();
+      expect(statuses).toContain(413);
     } else {
       expect(op.requestBody).toBeUndefined();
     }
@@ -126,12 +136,20 @@ describe("the documented method, path and scope are what the server enforces", (
     }
   });
 
-  it.each(routes.map((r) => [label(r), r] as const))("%s", async (_, r) => {
+  it.each(routes.filter((r) => r.auth !== "none").map((r) => [label(r), r] as const))("%s", async (_, r) => {
     const path = r.path.replace(/\{[^}]+\}/g, "1");
     const api = client(`${t.url}/api/v1`, tokens.get(requiredScope(r)));
     const res = await api.raw(path, { method: r.method.toUpperCase() });
     expect(res.status, `${label(r)} -> ${JSON.stringify(res.body)}`).toBe(403);
     expect(res.body).toEqual({ message: "Invalid ability provided." });
+  });
+
+  // Tokenless routes are routed without a token: the answer is their own, never the token gate's.
+  it.each(routes.filter((r) => r.auth === "none").map((r) => [label(r), r] as const))("%s (no token)", async (_, r) => {
+    const path = r.path.replace(/\{[^}]+\}/g, "1");
+    const res = await client(`${t.url}/api/v1`).raw(path, { method: r.method.toUpperCase() });
+    expect(res.status, `${label(r)} -> ${JSON.stringify(res.body)}`).not.toBe(404);
+    expect(res.body).not.toEqual({ message: "Unauthenticated." });
   });
 });
 

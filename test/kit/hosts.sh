@@ -2,6 +2,7 @@
 # Test hosts: containers from capstan-test/dind, each with its own Docker engine,
 # on one bridge network, so tests get several real "servers" on one machine.
 # usage: test/kit/hosts.sh up N PREFIX        fresh hosts PREFIX-1..N on PREFIX-net; prints "NAME IP" each
+#                                             (HOSTS_DOCKERD_ARGS: extra dockerd flags of the inner engines)
 #        test/kit/hosts.sh load NAME IMAGE... copies local images into host NAME
 #        test/kit/hosts.sh down PREFIX        removes hosts PREFIX-* and PREFIX-net
 # Inside a host: its own dockerd (overlay2 on tmpfs, so it starts empty), node 20,
@@ -44,6 +45,7 @@ up() {
     name=$prefix-$i
     docker run -d --name "$name" --hostname "$name" --network "$prefix-net" \
       --label capstan.test=1 --label "capstan.test.prefix=$prefix" -e "DOCKERD_DNS=$dns" \
+      -e "DOCKERD_ARGS=${HOSTS_DOCKERD_ARGS:-}" \
       "${RUN_FLAGS[@]}" capstan-test/dind:latest >/dev/null
   done
   local deadline=$((SECONDS + 90))

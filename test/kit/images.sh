@@ -9,8 +9,8 @@ set -euo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
 . "$kit/lib.sh"
 
-ALL=(busybox debian dind caddy)
-declare -A DEPS=([dind]=debian [caddy]=debian)
+ALL=(busybox debian dind caddy node python go static registry)
+declare -A DEPS=([dind]=debian [caddy]=debian [node]=debian [python]=debian [go]=debian [static]="debian busybox" [registry]=debian)
 cache=/var/cache/capstan-test
 buildlog=/var/log/capstan-kit-images.log
 
@@ -142,6 +142,96 @@ COPY entrypoint.sh /usr/local/bin/capstan-caddy-entrypoint
 RUN chmod 755 /usr/local/bin/capstan-caddy-entrypoint && caddy version
 ENV CADDY_ADMIN=localhost:2019 XDG_CONFIG_HOME=/config XDG_DATA_HOME=/data
 ENTRYPOINT ["/usr/local/bin/capstan-caddy-entrypoint"]
+DOCKERFILE
+  build "$ctx"
+}
+
+# Base images of the source builders (agent/src/builders, roles node, python,
+# go and static; the runtime role is capstan-test/debian itself). They stand in
+# for the public node:20-bookworm-slim, python:3.11-slim, golang:1.22 and
+# caddy:2-alpine, built from Debian packages without recommends.
+image_node() {
+  local ctx=$work/ctx
+  mkdir -p "$ctx"
+  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
+FROM capstan-test/debian:latest
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends nodejs npm \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
+ && node --version && npm --version
+DOCKERFILE
+  build "$ctx"
+}
+
+image_python() {
+  local ctx=$work/ctx
+  mkdir -p "$ctx"
+  # python3-venv brings ensurepip's bundled pip, so `python3 -m venv` works offline.
+  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
+FROM capstan-test/debian:latest
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
+ && python3 --version
+DOCKERFILE
+  build "$ctx"
+}
+
+image_go() {
+  local ctx=$work/ctx
+  mkdir -p "$ctx"
+  # ca-certificates: the builder copies the CA bundle into the runtime stage, as golang:1.22 has one.
+  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
+FROM capstan-test/debian:latest
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends golang-go ca-certificates \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
+ && go version
+DOCKERFILE
+  build "$ctx"
+}
+
+image_static() {
+  local ctx=$work/ctx
+  mkdir -p "$ctx"
+  # Debian's Caddy on busybox: the binary needs only glibc and its loader, copied
+  # along, which keeps the image near caddy:2-alpine's size.
+  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
+FROM capstan-test/debian:latest AS caddy
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends caddy \
+ && mkdir /out \
+ && cp -L --parents /usr/bin/caddy $(ldd /usr/bin/caddy | grep -o '/[^ ]*') /out/
+FROM capstan-test/busybox:latest
+COPY --from=caddy /out/usr/bin/caddy /bin/caddy
+COPY --from=caddy /out/lib /lib
+COPY --from=caddy /out/lib64 /lib64
+ENV XDG_CONFIG_HOME=/config XDG_DATA_HOME=/data
+RUN caddy version
+DOCKERFILE
+  build "$ctx"
+}
+
+# A container registry (Debian's docker-registry, distribution 2.8) for the
+# build-server tests, with htpasswd (apache2-utils) to make its bcrypt logins.
+# Configured through REGISTRY_* variables (e.g. REGISTRY_AUTH=htpasswd).
+image_registry() {
+  local ctx=$work/ctx
+  mkdir -p "$ctx"
+  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
+FROM capstan-test/debian:latest
+ENV DEBIAN_FRONTEND=noninteractive
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends docker-registry apache2-utils \
+ && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
+ && docker-registry --version
+ENV REGISTRY_HTTP_ADDR=0.0.0.0:5000 REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY=/var/lib/registry
+EXPOSE 5000
+CMD ["docker-registry", "serve", "/etc/docker/registry/config.yml"]
 DOCKERFILE
   build "$ctx"
 }

@@ -22,8 +22,30 @@ export interface ScriptedAgent {
     o: { id: string; attempt: number; ok: true; result: unknown } | { id: string; attempt: number; ok: false; error: string },
     opts?: { asGiven?: boolean },
   ): Promise<unknown>;
+  /** Sends progress lines of a job (under the newest attempt received, as outcome does). */
+  progress(id: string, lines: string[]): void;
+  /** Ids of the jobs the control plane told this agent to cancel, in arrival order. */
+  cancels: string[];
+  /** Resolves with the id of the next job:cancel (already received ones first). */
+  nextCancel(timeoutMs?: number): Promise<string>;
+  /**
+   * Answers every job of the type from now on (and those already received but not taken)
+   * with the script, instead of queueing it for nextJob.
+   */
+  serve(type: JobEnvelope["type"], script: JobScript): void;
   close(): void;
 }
+
+/**
+ * How a served job is answered: after delayMs (default 0), with progress lines first. "hold"
+ * keeps it running until it is cancelled (then it reports the cancel, as the real agent does)
+ * or the test sends its outcome itself.
+ */
+export type JobAnswer =
+  | { delayMs?: number; lines?: string[]; ok: true; result: unknown }
+  | { delayMs?: number; lines?: string[]; ok: false; error: string }
+  | { hold: true; lines?: string[] };
+export type JobScript = (job: JobEnvelope) => JobAnswer;
 
 export function connectAgent(
   baseUrl: string,
@@ -37,11 +59,53 @@ export function connectAgent(
   });
   const jobs: JobEnvelope[] = [];
   const waiters: ((j: JobEnvelope) => void)[] = [];
-  let taken = 0;
+  /** Received jobs not yet taken by nextJob (served ones never wait here). */
+  const pending: JobEnvelope[] = [];
+  const scripts = new Map<string, JobScript>();
+  const served = new Set<string>();
+  const held = new Map<string, JobEnvelope>();
+  const cancels: string[] = [];
+  const cancelWaiters: ((id: string) => void)[] = [];
+  let cancelsTaken = 0;
+  const newest = (id: string, attempt: number) => Math.max(attempt, ...jobs.filter((j) => j.id === id).map((j) => j.attempt));
+  const sendOutcome = (o: { id: string; attempt: number; ok: boolean; result?: unknown; error?: string }) =>
+    socket.timeout(5000).emitWithAck(EV.jobOutcome, { ...o, attempt: newest(o.id, o.attempt) }).catch(() => {});
+  const sendProgress = (id: string, lines: string[]) => {
+    const job = [...jobs].reverse().find((j) => j.id === id);
+    if (job) socket.emit(EV.jobProgress, { id, attempt: job.attempt, lines });
+  };
+  const run = (envelope: JobEnvelope, script: JobScript) => {
+    // A redelivered job already running here is not started twice (the real agent dedupes by id).
+    if (served.has(envelope.id)) return;
+    served.add(envelope.id);
+    const answer = script(envelope);
+    if (answer.lines?.length) sendProgress(envelope.id, answer.lines);
+    if ("hold" in answer) {
+      held.set(envelope.id, envelope);
+      return;
+    }
+    setTimeout(() => {
+      if (!socket.connected) return;
+      void sendOutcome(answer.ok ? { id: envelope.id, attempt: envelope.attempt, ok: true, result: answer.result } : { id: envelope.id, attempt: envelope.attempt, ok: false, error: answer.error });
+    }, answer.delayMs ?? 0);
+  };
   socket.on(EV.job, (envelope: JobEnvelope, ack: (r: unknown) => void) => {
     jobs.push(envelope);
     if (opts.autoAck !== false) ack({ accepted: true });
-    waiters.shift()?.(envelope);
+    const script = scripts.get(envelope.type);
+    if (script) return run(envelope, script);
+    const waiter = waiters.shift();
+    if (waiter) waiter(envelope);
+    else pending.push(envelope);
+  });
+  socket.on(EV.jobCancel, (raw: { id: string }) => {
+    cancels.push(raw.id);
+    cancelWaiters.shift()?.(raw.id);
+    const job = held.get(raw.id);
+    if (job) {
+      held.delete(raw.id);
+      void sendOutcome({ id: job.id, attempt: job.attempt, ok: false, error: "cancelled by the control plane" });
+    }
   });
   return new Promise((resolve, reject) => {
     socket.once("connect_error", (err) => {
@@ -53,17 +117,36 @@ export function connectAgent(
         socket,
         jobs,
         nextJob(timeoutMs = 5000) {
-          if (taken < jobs.length) return Promise.resolve(jobs[taken++]!);
+          if (pending.length) return Promise.resolve(pending.shift()!);
           return new Promise((res, rej) => {
             const timer = setTimeout(() => rej(new Error("no job arrived")), timeoutMs);
             waiters.push((j) => {
               clearTimeout(timer);
-              taken++;
               res(j);
             });
           });
         },
         hello: (facts = sampleFacts) => socket.timeout(5000).emitWithAck(EV.hello, { facts }),
+        progress: sendProgress,
+        cancels,
+        nextCancel(timeoutMs = 5000) {
+          if (cancelsTaken < cancels.length) return Promise.resolve(cancels[cancelsTaken++]!);
+          return new Promise((res, rej) => {
+            const timer = setTimeout(() => rej(new Error("no cancel arrived")), timeoutMs);
+            cancelWaiters.push((id) => {
+              clearTimeout(timer);
+              cancelsTaken++;
+              res(id);
+            });
+          });
+        },
+        serve(type, script) {
+          scripts.set(type, script);
+          for (const j of pending.filter((p) => p.type === type)) {
+            pending.splice(pending.indexOf(j), 1);
+            run(j, script);
+          }
+        },
         outcome: (o, opts) => {
           const newest = Math.max(o.attempt, ...jobs.filter((j) => j.id === o.id).map((j) => j.attempt));
           return socket.timeout(5000).emitWithAck(EV.jobOutcome, opts?.asGiven ? o : { ...o, attempt: newest });

@@ -8,9 +8,9 @@ export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 const kit = (script: string) => join(repo, "test/kit", script);
 
 /** Runs a command (argv, no shell); returns trimmed stdout, throws with stderr on failure. */
-export async function sh(cmd: string, args: string[], opts: { input?: string; timeoutMs?: number } = {}): Promise<string> {
+export async function sh(cmd: string, args: string[], opts: { input?: string; timeoutMs?: number; env?: Record<string, string> } = {}): Promise<string> {
   try {
-    const child = run(cmd, args, { maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 600_000 });
+    const child = run(cmd, args, { maxBuffer: 64 * 1024 * 1024, timeout: opts.timeoutMs ?? 600_000, ...(opts.env ? { env: { ...process.env, ...opts.env } } : {}) });
     if (opts.input !== undefined) {
       child.child.stdin?.end(opts.input);
     }
@@ -27,9 +27,9 @@ export interface TestHost {
   ip: string;
 }
 
-/** Fresh test hosts (containers with their own Docker Engine) on PREFIX-net. */
-export async function startHosts(n: number, prefix: string): Promise<TestHost[]> {
-  const out = await sh("bash", [kit("hosts.sh"), "up", String(n), prefix]);
+/** Fresh test hosts (containers with their own Docker Engine) on PREFIX-net; `dockerdArgs`: extra flags of their engines. */
+export async function startHosts(n: number, prefix: string, opts: { dockerdArgs?: string } = {}): Promise<TestHost[]> {
+  const out = await sh("bash", [kit("hosts.sh"), "up", String(n), prefix], opts.dockerdArgs ? { env: { HOSTS_DOCKERD_ARGS: opts.dockerdArgs } } : {});
   return out
     .split("\n")
     .filter(Boolean)
