@@ -139,7 +139,7 @@ describe("app.deploy on the real engine", () => {
     const ctx = job();
     const p = payload();
     first = await handlers["app.deploy"](p, ctx);
-    expect(first).toEqual({ image: PREBUILT, container: `${APP}-${p.deployment_uuid.slice(0, 12)}`, commit: null, status: "running:healthy" });
+    expect(first).toEqual({ image: PREBUILT, container: `${APP}-${p.deployment_uuid.slice(0, 12)}`, commit: null, commit_message: null, status: "running:healthy" });
     expect(await served()).toBe("hello one");
     const c = await engine.inspectContainer(first.container);
     expect(c?.labels).toMatchObject({ "capstan.deployment": p.deployment_uuid, "capstan.domains": HOST, "capstan.proxy.port": "8080", "capstan.proxy.network": NET, "capstan.test": "1" });

@@ -293,9 +293,12 @@ describe("injection attempts never run anything", () => {
     expect(existsSync(MARKER)).toBe(false);
   });
 
-  it("branch names with shell syntax that git allows are only ever refspec text", async () => {
-    const e = await failure(fetchGit(src(daemon.url("app.git"), { branch: `$(touch${"${IFS}"}${MARKER})` }), dest(), ctx()));
-    expect(e.reason).toBe("branch_not_found");
+  it("branch names with shell syntax that git allows are refused, and forced past the check are only ever refspec text", async () => {
+    const branch = `$(touch${"${IFS}"}${MARKER})`;
+    const refused = await failure(fetchGit(src(daemon.url("app.git"), { branch }), dest(), ctx()));
+    expect(refused.reason).toBe("invalid");
+    const forced = await failure(fetchGitUnvalidated({ url: daemon.url("app.git"), branch, commit: null, auth: { kind: "none" } }, dest(), ctx()));
+    expect(forced.reason).toBe("branch_not_found");
     expect(existsSync(MARKER)).toBe(false);
   });
 });
