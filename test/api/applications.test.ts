@@ -277,6 +277,18 @@ describe("where an application goes: ids resolved in the caller's team", () => {
     const app = await createImageApp(w, { environment_name: "staging" });
     expect((await w.api.get(`/applications/${app.uuid}`)).body.environment_name).toBe("staging");
   });
+
+  it("the environment shows its applications, and only its own", async () => {
+    await ok(w.api.post(`/projects/${w.project.uuid}/environments`, { name: "qa" }), "env");
+    const inQa = await createImageApp(w, { environment_name: "qa", name: "qa-app" });
+    const env = await w.api.get(`/projects/${w.project.uuid}/qa`);
+    expect(env.status).toBe(200);
+    expect(env.body.applications).toEqual([
+      expect.objectContaining({ uuid: inQa.uuid, name: "qa-app", environment_name: "qa", project_uuid: w.project.uuid, status: "exited" }),
+    ]);
+    const production = (await w.api.get(`/projects/${w.project.uuid}/production`)).body.applications as { uuid: string }[];
+    expect(production.map((a) => a.uuid)).not.toContain(inQa.uuid);
+  });
 });
 
 describe("domains", () => {

@@ -294,6 +294,7 @@ describe("environments", () => {
       id: created.body.data.id,
       project_uuid: project.uuid,
       project_name: "envs",
+      applications: [],
     });
     const byUuid = await team.api.get(`/projects/${project.uuid}/${byName.body.uuid}`);
     expect(byUuid.status).toBe(200);

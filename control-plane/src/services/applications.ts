@@ -171,8 +171,8 @@ export class ApplicationService {
    * The caller's applications, one SQL statement: the team, the environment visibility rule
    * of AccessService, the page window. No IN list, no per-row query.
    */
-  async list(auth: AuthContext, window: Window): Promise<ApplicationListItem[]> {
-    const { where, params } = this.listFilter(auth);
+  async list(auth: AuthContext, window: Window, filter: { environmentId?: number } = {}): Promise<ApplicationListItem[]> {
+    const { where, params } = this.listFilter(auth, filter);
     let sql = `SELECT a."uuid", a."name", a."fqdn", a."status", a."buildPack", a."gitRepository", a."gitBranch", a."createdAt",
         p."uuid", e."name", s."uuid"
       FROM "Application" a
@@ -209,11 +209,19 @@ export class ApplicationService {
     return toInt(row!.n);
   }
 
-  private listFilter(auth: AuthContext): { where: string; params: (string | number)[] } {
+  private listFilter(auth: AuthContext, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
     const vis = this.access.visibilitySql(auth);
-    return vis
-      ? { where: `a."teamId" = ? AND ${vis.environment.sql}`, params: [auth.teamId, ...vis.environment.params] }
-      : { where: `a."teamId" = ?`, params: [auth.teamId] };
+    let where = `a."teamId" = ?`;
+    const params: (string | number)[] = [auth.teamId];
+    if (vis) {
+      where += ` AND ${vis.environment.sql}`;
+      params.push(...vis.environment.params);
+    }
+    if (filter.environmentId !== undefined) {
+      where += ` AND a."environmentId" = ?`;
+      params.push(filter.environmentId);
+    }
+    return { where, params };
   }
 
   async detail(auth: AuthContext, uuid: string): Promise<ApplicationWithDetail> {

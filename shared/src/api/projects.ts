@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { Application } from "./applications.js";
 import { SLUG_PATTERN, Timestamp, Uuid, listOf, resourceId } from "./common.js";
 
 /** Names that would collide with fixed sub-paths of /projects/{uuid}/... */
@@ -23,6 +24,8 @@ export type Environment = z.infer<typeof Environment>;
 export const EnvironmentDetail = Environment.extend({
   project_uuid: z.string(),
   project_name: z.string(),
+  /** Spec 4.2: the environment "with all resources"; databases and services join as they are built. */
+  applications: z.array(Application).meta({ description: "The environment's applications, by id" }),
 }).meta({ id: "EnvironmentDetail" });
 export type EnvironmentDetail = z.infer<typeof EnvironmentDetail>;
 

@@ -50,7 +50,7 @@ import type { Services } from "../../services/index.js";
 const TAG = "Applications";
 const at = (d: Date | null) => (d ? iso(d) : null);
 
-const listDto = (a: ApplicationListItem) => ({
+export const applicationListDto = (a: ApplicationListItem) => ({
   uuid: a.uuid,
   name: a.name,
   fqdn: a.fqdn,
@@ -88,7 +88,7 @@ const storageDto = (appUuid: string, v: StorageRow) => ({
 function detailDto(a: ApplicationWithDetail, services: Services) {
   const domains = a.fqdn ? parseDomains(a.fqdn) : { entries: [] };
   return {
-    ...listDto({
+    ...applicationListDto({
       uuid: a.uuid,
       name: a.name,
       fqdn: a.fqdn,
@@ -227,7 +227,7 @@ export const applicationRoutes = [
     responses: { 200: { description: "Applications", schema: ApplicationList }, 401: ERR[401], 403: ERR[403] },
     async handler({ auth, services, query }) {
       return {
-        body: await paginate(query, () => services.applications.count(auth), async (w) => (await services.applications.list(auth, w)).map(listDto)),
+        body: await paginate(query, () => services.applications.count(auth), async (w) => (await services.applications.list(auth, w)).map(applicationListDto)),
       };
     },
   }),

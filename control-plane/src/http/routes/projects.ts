@@ -1,3 +1,4 @@
+import { applicationListDto } from "./applications.js";
 import {
   CreateEnvironmentBody,
   CreatedProject,
@@ -149,12 +150,15 @@ export const projectRoutes = [
     method: "get",
     path: "/projects/{uuid}/{environment_name_or_uuid}",
     tag: "Projects",
-    summary: "Get an environment by name or uuid",
+    summary: "Get an environment by name or uuid, with its applications",
     params: EnvironmentParams,
     responses: { 200: { description: "Environment", schema: EnvironmentDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ auth, services, params }) {
       const { project, environment } = await services.projects.findEnvironment(auth, params.uuid, params.environment_name_or_uuid);
-      return { body: { ...environmentDto(environment), project_uuid: project.uuid, project_name: project.name } };
+      const applications = await services.applications.list(auth, {}, { environmentId: environment.id });
+      return {
+        body: { ...environmentDto(environment), project_uuid: project.uuid, project_name: project.name, applications: applications.map(applicationListDto) },
+      };
     },
   }),
   route({
