@@ -396,3 +396,17 @@ describe("lifecycle from the engine", () => {
     expect((await viaProxy(host)).status).not.toBe(200);
   });
 });
+
+describe("cleanup by label", () => {
+  it("everything the agent created for the apps carries the agent's extra label", async () => {
+    const unlabelled = async (kind: "ps" | "volume" | "network") => {
+      const args = kind === "ps" ? ["ps", "-a", "-q", "--filter", "label=capstan.resource.uuid"] : [kind, "ls", "-q", "--filter", "label=capstan.resource.uuid"];
+      const all = (await sh("docker", args)).split("\n").filter(Boolean);
+      const labelled = new Set((await sh("docker", [...args, "--filter", "label=capstan.test=1"])).split("\n").filter(Boolean));
+      return all.filter((id) => !labelled.has(id));
+    };
+    expect(await unlabelled("ps")).toEqual([]);
+    expect(await unlabelled("volume")).toEqual([]);
+    expect(await unlabelled("network")).toEqual([]);
+  });
+});

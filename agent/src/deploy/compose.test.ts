@@ -1,6 +1,6 @@
 import type { DeployPayload } from "@capstan/shared";
 import { describe, expect, it } from "vitest";
-import { checkRendered, waitBoundMs } from "./compose.js";
+import { checkRendered, waitBoundMs, withExtraLabels } from "./compose.js";
 
 const APP = "0d7f5a1e-2b3c-4d5e-8f90-123456789abc";
 const DEP = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9";
@@ -69,5 +69,23 @@ describe("waitBoundMs", () => {
     expect(waitBoundMs({ a: { healthcheck: { test: ["CMD", "true"] } } })).toBe(60_000 * 4 + 30_000);
     expect(waitBoundMs({ a: { healthcheck: { interval: "1h" } } })).toBe(15 * 60_000);
     expect(waitBoundMs({ a: { healthcheck: { disable: true, interval: "1h" } } })).toBe(60_000);
+  });
+});
+
+describe("withExtraLabels", () => {
+  it("adds the agent's labels to every service and volume without overriding the platform's", () => {
+    const rendered = JSON.stringify({
+      services: { "u-web": { labels: { "capstan.managed": "true", owner: "app" } }, "u-db": {} },
+      volumes: { "u-data": { name: "u-data", labels: { "capstan.resource.uuid": "u" } }, "u-tmp": null },
+      networks: { app: { name: "capstan-u" }, destination: { name: "capstan", external: true } },
+    });
+    const out = JSON.parse(withExtraLabels(rendered, { "capstan.test": "1", owner: "ops" }));
+    expect(out.services["u-web"].labels).toEqual({ "capstan.test": "1", owner: "app", "capstan.managed": "true" });
+    expect(out.services["u-db"].labels).toEqual({ "capstan.test": "1", owner: "ops" });
+    expect(out.volumes["u-data"]).toEqual({ name: "u-data", labels: { "capstan.test": "1", owner: "ops", "capstan.resource.uuid": "u" } });
+    expect(out.volumes["u-tmp"].labels).toEqual({ "capstan.test": "1", owner: "ops" });
+    expect(out.networks.app).toEqual({ name: "capstan-u", labels: { "capstan.test": "1", owner: "ops" } });
+    expect(out.networks.destination).toEqual({ name: "capstan", external: true });
+    expect(withExtraLabels(rendered, {})).toBe(rendered);
   });
 });

@@ -19,6 +19,23 @@ export interface ComposeCtx {
   signal: AbortSignal;
   progress(line: string): void;
   stateDir: string;
+  /** The agent's CAPSTAN_AGENT_LABELS: added to every service and volume, never over the platform's own. */
+  extraLabels?: Record<string, string>;
+}
+
+/** The rendered file with the agent's extra labels on every service, named volume and network it creates. */
+export function withExtraLabels(rendered: string, extra: Record<string, string> | undefined): string {
+  if (!extra || Object.keys(extra).length === 0) return rendered;
+  type Labelled = { labels?: Record<string, string>; external?: boolean } | null;
+  const doc = JSON.parse(rendered) as { services?: Record<string, Labelled>; volumes?: Record<string, Labelled>; networks?: Record<string, Labelled> };
+  for (const part of [doc.services, doc.volumes, doc.networks]) {
+    for (const [name, item] of Object.entries(part ?? {})) {
+      // External objects (the destination network) exist already; compose does not create them.
+      if (item?.external) continue;
+      part![name] = { ...item, labels: { ...extra, ...item?.labels } };
+    }
+  }
+  return JSON.stringify(doc);
 }
 
 /** What the rendered file says about itself under x-capstan (shared's ComposeMeta). */
@@ -63,7 +80,7 @@ export function deployCompose(engine: Engine, payload: DeployPayload, ctx: Compo
     const { meta, services } = checkRendered(payload.source.compose, payload);
 
     const dir = composeDir(ctx.stateDir, payload.app.uuid);
-    const file = await writePrivate(dir, COMPOSE_FILE, payload.source.compose);
+    const file = await writePrivate(dir, COMPOSE_FILE, withExtraLabels(payload.source.compose, ctx.extraLabels));
     const cmd = await composeCommand(engine, ctx.signal);
     progress(`compose: ${[...cmd, "-p", meta.project, "up", "-d", "--remove-orphans"].join(" ")} (${meta.containers.length} service(s))`);
     await runCompose(cmd, ["-p", meta.project, "-f", file, "up", "-d", "--remove-orphans"], { cwd: dir, engine, signal: ctx.signal, progress, mask });

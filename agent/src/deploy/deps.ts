@@ -21,7 +21,7 @@ export interface DeployDeps {
   syncProxy(engine: Engine, settings: ProxySettings, ctx: StepCtx): Promise<{ routes: number }>;
   fetchGit(src: Extract<DeploySource, { kind: "git" }>, dest: string, ctx: StepCtx): Promise<{ commit: string; message: string }>;
   planBuild(input: { pack: SourceBuilder; dir: string; baseImages: BaseImages; buildEnv: Record<string, string>; ports: number[] }): Promise<BuildPlanLike>;
-  deployCompose(engine: Engine, payload: DeployPayload, ctx: StepCtx & { stateDir: string }): Promise<{ container: string; status: string }>;
+  deployCompose(engine: Engine, payload: DeployPayload, ctx: StepCtx & { stateDir: string; extraLabels?: Record<string, string> }): Promise<{ container: string; status: string }>;
   /** Removes a compose application's project (containers, its network, volumes if asked). */
   composeDown(engine: Engine, opts: { appUuid: string; removeVolumes: boolean }, ctx: StepCtx & { stateDir: string }): Promise<unknown>;
 }

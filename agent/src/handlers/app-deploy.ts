@@ -43,7 +43,7 @@ export function appDeploy(engine: Engine, opts: ResolvedAppOptions, locks: Keyed
     try {
       if (payload.source.kind === "compose") {
         return await locks.run(appLockKey(payload.app.uuid), async () => {
-          const r = await deps.deployCompose(engine, payload, { ...ctx, stateDir: opts.stateDir });
+          const r = await deps.deployCompose(engine, payload, { ...ctx, stateDir: opts.stateDir, extraLabels: opts.extraLabels });
           const { routes } = await deps.syncProxy(engine, payload.proxy, ctx);
           ctx.progress(`proxy updated: ${routes} route(s)`);
           return { image: "", container: r.container, commit: null, status: r.status };

@@ -99,6 +99,9 @@ export async function resyncProxy(engine: Engine, ctx: ProxyContext, opts: Proxy
   return syncProxy(engine, settings.data, ctx, opts);
 }
 
+/** proxy container id -> the canonical config this process loaded into it last. */
+const lastLoaded = new Map<string, string>();
+
 async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, opts: ProxyOptions & { name: string }): Promise<SyncResult> {
   const { signal, progress } = ctx;
   const docker = dockerFor(engine);
@@ -122,11 +125,17 @@ async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, 
   for (const w of selection.warnings) warn(w);
 
   const config = canonicalJson(renderCaddyConfig(selection.routes, { httpsPort: settings.https_port }));
-  if ((await loadedConfig(docker, proxy.id, signal)) === config) {
+  // What this agent last loaded into this very container (a restarted Caddy resumes it); only
+  // without that is Caddy's autosave read back, which costs a `docker exec`.
+  const known = lastLoaded.get(proxy.id) ?? (await loadedConfig(docker, proxy.id, signal));
+  if (known === config) {
+    lastLoaded.set(proxy.id, config);
     return { routes: selection.routes.length, reloaded: false, warnings };
   }
+  lastLoaded.delete(proxy.id);
   await docker.putFile(proxy.id, CONFIG_DIR, CONFIG_FILE, config, signal);
   await reload(docker, proxy.id, opts.name, signal);
+  lastLoaded.set(proxy.id, config);
   progress(`proxy: loaded ${selection.routes.length} route${selection.routes.length === 1 ? "" : "s"}`);
   return { routes: selection.routes.length, reloaded: true, warnings };
 }
