@@ -33,7 +33,7 @@ export interface RolloutTiming {
   cleanupTimeoutMs: number;
 }
 
-export const DEFAULT_TIMING: RolloutTiming = { pollMs: 100, stableMs: 3_000, stopTimeoutS: 10, cleanupTimeoutMs: 60_000 };
+export const DEFAULT_TIMING: RolloutTiming = { pollMs: 50, stableMs: 3_000, stopTimeoutS: 10, cleanupTimeoutMs: 60_000 };
 
 /** Lines of the container's log quoted in a failure reason. */
 const FAILURE_LOG_LINES = 20;
