@@ -211,6 +211,35 @@ async function rollback(env: RolloutEnv, name: string, payload: DeployPayload, r
   }
 }
 
+/** Images built for an application that stay on the server: the one serving and the one before. */
+export const KEEP_BUILT_IMAGES = 2;
+
+/**
+ * Removes images built for the application (label capstan.resource.uuid) beyond the newest
+ * KEEP_BUILT_IMAGES, never the one now serving, so a server's disk does not fill up one
+ * deployment at a time. Pulled images (containerimage apps) carry no such label and stay.
+ * Failures are reported, not fatal.
+ */
+export async function pruneImages(env: RolloutEnv, appUuid: string, serving: string, progress: (l: string) => void): Promise<void> {
+  const signal = AbortSignal.timeout(env.timing.cleanupTimeoutMs);
+  try {
+    const images = (await env.engine.listImages({ [LABEL_MANAGED]: "true", [LABEL_RESOURCE_UUID]: appUuid }, signal)).sort(
+      (a, b) => (b.created ?? 0) - (a.created ?? 0),
+    );
+    const inUse = (i: { id: string; tags: string[] }) => i.id === serving || i.tags.includes(serving);
+    for (const old of images.filter((i) => !inUse(i)).slice(Math.max(0, KEEP_BUILT_IMAGES - 1))) {
+      try {
+        await env.engine.removeImage(old.id, signal, { keepParents: false });
+        progress(`removed the old image ${old.tags[0] ?? old.id.slice(7, 19)}`);
+      } catch (err) {
+        if (!isNotFound(err)) progress(`could not remove the old image ${old.tags[0] ?? old.id}: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  } catch (err) {
+    progress(`could not list the application's old images: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
 /** Stops and removes the app's containers older than the one now serving. Failures are reported, not fatal. */
 async function retireOlder(env: RolloutEnv, appUuid: string, keep: string, rollout: number, progress: (l: string) => void): Promise<void> {
   const signal = AbortSignal.timeout(env.timing.cleanupTimeoutMs + env.timing.stopTimeoutS * 1000);
@@ -294,6 +323,7 @@ export async function rollout(env: RolloutEnv, input: { payload: DeployPayload; 
 
   // Traffic has moved: the old containers go whatever happens to the job's signal now.
   await retireOlder(env, payload.app.uuid, name, rolloutAt, progress);
+  await pruneImages(env, payload.app.uuid, image, progress);
   const final = await engine.inspectContainer(name, AbortSignal.timeout(10_000)).catch(() => null);
   const status = final ? containerStatus(final.state, final.health) : "running:unknown";
   progress(`deployment ${payload.deployment_uuid} is live (${status})`);

@@ -95,6 +95,8 @@ export interface ImageSummary {
   id: string;
   tags: string[];
   labels: Record<string, string>;
+  /** Unix seconds when the image was built. */
+  created?: number;
 }
 
 export interface VolumeSummary {
@@ -564,7 +566,7 @@ export class DockerodeEngine implements Engine {
   async listImages(labels: Record<string, string>, signal?: AbortSignal): Promise<ImageSummary[]> {
     const label = Object.entries(labels).map(([k, v]) => `${k}=${v}`);
     const list = await this.call("list images", () => this.docker.listImages({ filters: { label }, abortSignal: signal } as Docker.ListImagesOptions));
-    return list.map((i) => ({ id: i.Id, tags: (i.RepoTags ?? []).filter((t) => t !== "<none>:<none>"), labels: i.Labels ?? {} }));
+    return list.map((i) => ({ id: i.Id, tags: (i.RepoTags ?? []).filter((t) => t !== "<none>:<none>"), labels: i.Labels ?? {}, created: i.Created }));
   }
 
   async removeImage(idOrRef: string, signal?: AbortSignal, opts: { keepParents?: boolean } = {}): Promise<void> {

@@ -23,6 +23,8 @@ class FakeEngine implements Partial<Engine> {
   images = new Set<string>(["capstan-test/busybox:latest"]);
   volumes = new Map<string, Record<string, string>>();
   builtImages = new Map<string, Record<string, string>>();
+  /** tag -> unix seconds of the build (listImages' Created) */
+  imageCreated = new Map<string, number>();
   calls: string[] = [];
   health: (name: string) => string = () => "healthy";
   healthOutput = "";
@@ -63,6 +65,7 @@ class FakeEngine implements Partial<Engine> {
     onLine(`Step 1/2 : ARG TOKEN=${opts.buildargs.TOKEN ?? ""}`);
     this.images.add(opts.tag);
     this.builtImages.set(opts.tag, opts.labels);
+    this.imageCreated.set(opts.tag, 1_000_000 + this.imageCreated.size);
     return { id: "sha256:abc" };
   }
   async listNetworks(name: string) {
@@ -81,7 +84,7 @@ class FakeEngine implements Partial<Engine> {
     this.volumes.delete(name);
   }
   async listImages(labels: Record<string, string>) {
-    return [...this.builtImages].filter(([, l]) => Object.entries(labels).every(([k, v]) => l[k] === v)).map(([tag, l]) => ({ id: `sha256:${tag}`, tags: [tag], labels: l }));
+    return [...this.builtImages].filter(([, l]) => Object.entries(labels).every(([k, v]) => l[k] === v)).map(([tag, l]) => ({ id: `sha256:${tag}`, tags: [tag], labels: l, created: this.imageCreated.get(tag) ?? 0 }));
   }
   async removeImage(id: string) {
     this.calls.push(`rmi ${id}`);
@@ -315,6 +318,21 @@ describe("app.deploy rollout", () => {
     expect(ctx.lines).toContain("Step 1/2 : ARG TOKEN=********");
     // The private work dir is gone afterwards.
     expect(await readdir(join(stateDir, "builds"))).toEqual([]);
+    await rm(stateDir, { recursive: true, force: true });
+  });
+
+  it("keeps the serving image and the one before it; older images built for the app are removed", async () => {
+    const engine = new FakeEngine();
+    const stateDir = await mkdtemp(join(tmpdir(), "capstan-state-"));
+    const labels = { "capstan.managed": "true", "capstan.resource.uuid": APP };
+    for (const [i, tag] of ["capstan/app-1:d1", "capstan/app-1:d2", "capstan/app-1:d3"].entries()) {
+      engine.builtImages.set(tag, labels);
+      engine.imageCreated.set(tag, 1000 + i);
+    }
+    engine.builtImages.set("capstan/other:d1", { ...labels, "capstan.resource.uuid": "other-app" });
+    const h = createHandlers(engine as unknown as Engine, { stateDir, timing: { pollMs: 5, stableMs: 20 }, deps: { syncProxy: async () => ({ routes: 1 }) } });
+    const r = await h["app.deploy"](payload({ source: { kind: "dockerfile", dockerfile: "FROM capstan-test/busybox\n" }, build: { pack: "containerfile" } }), job());
+    expect([...engine.builtImages.keys()].sort()).toEqual([r.image, "capstan/app-1:d3", "capstan/other:d1"].sort());
     await rm(stateDir, { recursive: true, force: true });
   });
 });
