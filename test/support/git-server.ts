@@ -6,6 +6,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { promisify } from "node:util";
+import { freePort } from "../api/harness.js";
 
 /**
  * Real git servers on loopback for tests: `git daemon` (git://), smart HTTP through
@@ -37,17 +38,6 @@ async function git(args: string[], cwd?: string): Promise<string> {
     const e = err as { stderr?: string; message: string };
     throw new Error(`git ${args.join(" ")} failed: ${e.stderr?.trim() || e.message}`);
   }
-}
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function waitForPort(port: number, timeoutMs = 10_000): Promise<void> {

@@ -1,19 +1,17 @@
-/** Labels the platform owns (reserved prefix `capstan.`). */
-export const LABEL_MANAGED = "capstan.managed";
-export const LABEL_JOB = "capstan.job";
-export const MANAGED = { [LABEL_MANAGED]: "true" } as const;
-
-/** Application containers (contract shared with the proxy and GET /servers/{uuid}/domains). */
-export const LABEL_RESOURCE_UUID = "capstan.resource.uuid";
-export const LABEL_RESOURCE_NAME = "capstan.resource.name";
-export const LABEL_RESOURCE_TYPE = "capstan.resource.type";
-export const LABEL_DEPLOYMENT = "capstan.deployment";
-export const LABEL_DOMAINS = "capstan.domains";
-export const LABEL_PROXY_ROUTES = "capstan.proxy.routes";
-export const LABEL_PROXY_PORT = "capstan.proxy.port";
-export const LABEL_PROXY_NETWORK = "capstan.proxy.network";
-/** ms epoch when the container was created; among an app's serving containers the newest wins. */
-export const LABEL_ROLLOUT = "capstan.rollout";
-/** Git commit the container's image was built from (so a redelivered deploy can report it). */
-export const LABEL_COMMIT = "capstan.commit";
-export const RESOURCE_TYPE_APPLICATION = "application";
+/** The platform's label names live in shared (protocol/labels.ts): both ends read them. */
+export {
+  LABEL_COMMIT,
+  LABEL_DEPLOYMENT,
+  LABEL_DOMAINS,
+  LABEL_JOB,
+  LABEL_MANAGED,
+  LABEL_PROXY_NETWORK,
+  LABEL_PROXY_PORT,
+  LABEL_PROXY_ROUTES,
+  LABEL_RESOURCE_NAME,
+  LABEL_RESOURCE_TYPE,
+  LABEL_RESOURCE_UUID,
+  LABEL_ROLLOUT,
+  MANAGED,
+  RESOURCE_TYPE_APPLICATION,
+} from "@capstan/shared";

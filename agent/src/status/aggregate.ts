@@ -1,4 +1,4 @@
-import type { ResourceStatus } from "@capstan/shared";
+import { LABEL_DEPLOYMENT, LABEL_RESOURCE_TYPE, LABEL_RESOURCE_UUID, LABEL_ROLLOUT, type ResourceStatus } from "@capstan/shared";
 import { containerStatus } from "../docker/status.js";
 
 /** What status needs of one container: its platform labels and engine state. */
@@ -11,12 +11,7 @@ export interface ContainerState {
   labels: Record<string, string>;
 }
 
-const L = {
-  uuid: "capstan.resource.uuid",
-  type: "capstan.resource.type",
-  deployment: "capstan.deployment",
-  rollout: "capstan.rollout",
-} as const;
+const L = { uuid: LABEL_RESOURCE_UUID, type: LABEL_RESOURCE_TYPE, deployment: LABEL_DEPLOYMENT, rollout: LABEL_ROLLOUT } as const;
 
 const rollout = (c: ContainerState) => Number(c.labels[L.rollout] ?? 0) || 0;
 const serving = (c: ContainerState) => c.running && (c.health === null || c.health === "healthy");

@@ -1,4 +1,5 @@
 import Docker from "dockerode";
+import { LABEL_MANAGED } from "@capstan/shared";
 
 /** Container events that can change a resource's status. */
 const STATUS_EVENTS = ["create", "start", "restart", "die", "stop", "kill", "oom", "pause", "unpause", "destroy", "health_status"];
@@ -40,7 +41,7 @@ export function watchContainerEvents(
   const connect = async () => {
     try {
       const s = await docker.getEvents({
-        filters: { type: ["container"], label: ["capstan.managed=true"], event: STATUS_EVENTS },
+        filters: { type: ["container"], label: [`${LABEL_MANAGED}=true`], event: STATUS_EVENTS },
       });
       if (stopped) {
         (s as unknown as { destroy?: () => void }).destroy?.();

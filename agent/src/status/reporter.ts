@@ -1,4 +1,4 @@
-import type { ResourceStatusReport } from "@capstan/shared";
+import { LABEL_RESOURCE_TYPE, LABEL_RESOURCE_UUID, MANAGED, type ResourceStatusReport } from "@capstan/shared";
 import type { Engine } from "../docker/engine.js";
 import { inspectAll } from "../docker/inspect.js";
 import { errorMessage, type Logger } from "../log.js";
@@ -39,9 +39,9 @@ export class StatusReporter {
   }
 
   onEvent(e: ContainerEvent): void {
-    const uuid = e.labels["capstan.resource.uuid"];
+    const uuid = e.labels[LABEL_RESOURCE_UUID];
     if (!uuid) return;
-    this.dirty.set(uuid, e.labels["capstan.resource.type"] ?? "application");
+    this.dirty.set(uuid, e.labels[LABEL_RESOURCE_TYPE] ?? "application");
     if (this.debounce) return;
     this.debounce = setTimeout(() => {
       this.debounce = null;
@@ -55,7 +55,7 @@ export class StatusReporter {
   /** Reports every resource with containers on this engine. */
   full(): Promise<void> {
     return this.enqueue(async () => {
-      const containers = await this.states({ "capstan.managed": "true" });
+      const containers = await this.states(MANAGED);
       this.send({ full: true, resources: resourceStatuses(containers) });
     });
   }
@@ -63,7 +63,7 @@ export class StatusReporter {
   private async partial(changed: [uuid: string, type: string][]): Promise<void> {
     const resources = [];
     for (const [uuid, type] of changed) {
-      const containers = await this.states({ "capstan.managed": "true", "capstan.resource.uuid": uuid });
+      const containers = await this.states({ ...MANAGED, [LABEL_RESOURCE_UUID]: uuid });
       const [status] = resourceStatuses(containers);
       // No container left (all destroyed): the resource is exited.
       resources.push(status ?? { uuid, type, status: "exited" });
@@ -78,7 +78,7 @@ export class StatusReporter {
   }
 
   private async states(labels: Record<string, string>): Promise<ContainerState[]> {
-    const summaries = (await this.engine.listContainers(labels)).filter((s) => s.labels["capstan.resource.uuid"]);
+    const summaries = (await this.engine.listContainers(labels)).filter((s) => s.labels[LABEL_RESOURCE_UUID]);
     const out: ContainerState[] = (await inspectAll(this.engine, summaries)).map((d) => ({
       name: d.name,
       state: d.state,

@@ -1,22 +1,37 @@
-import { type ComposeMeta, EnvValue, type ProxyRoute, VolumeName } from "@capstan/shared";
+import {
+  type ComposeMeta,
+  EnvValue,
+  LABEL_DEPLOYMENT,
+  LABEL_DOMAINS,
+  LABEL_MANAGED,
+  LABEL_PROXY_NETWORK,
+  LABEL_PROXY_PORT,
+  LABEL_PROXY_ROUTES,
+  LABEL_RESOURCE_NAME,
+  LABEL_RESOURCE_TYPE,
+  LABEL_RESOURCE_UUID,
+  LABEL_ROLLOUT,
+  type ProxyRoute,
+  VolumeName,
+} from "@capstan/shared";
 import { invalid } from "../http/errors.js";
 import { TemplateError, interpolate } from "./interpolate.js";
 import { type ComposeDoc, type ComposeService, FIELD } from "./parse.js";
 import { renderCompose } from "./render.js";
 import { RESOLVED } from "./schema.js";
 
-/** Label names of the agent-side contract (agent/src/handlers/labels.ts holds the same names). */
+/** The label names of the platform's contract (shared/src/protocol/labels.ts), by role. */
 export const LABELS = {
-  managed: "capstan.managed",
-  uuid: "capstan.resource.uuid",
-  name: "capstan.resource.name",
-  type: "capstan.resource.type",
-  deployment: "capstan.deployment",
-  rollout: "capstan.rollout",
-  domains: "capstan.domains",
-  routes: "capstan.proxy.routes",
-  port: "capstan.proxy.port",
-  network: "capstan.proxy.network",
+  managed: LABEL_MANAGED,
+  uuid: LABEL_RESOURCE_UUID,
+  name: LABEL_RESOURCE_NAME,
+  type: LABEL_RESOURCE_TYPE,
+  deployment: LABEL_DEPLOYMENT,
+  rollout: LABEL_ROLLOUT,
+  domains: LABEL_DOMAINS,
+  routes: LABEL_PROXY_ROUTES,
+  port: LABEL_PROXY_PORT,
+  network: LABEL_PROXY_NETWORK,
 } as const;
 
 /** Top-level extension key of the rendered file: what the agent needs to run and check it. */

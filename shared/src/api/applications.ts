@@ -19,7 +19,7 @@ import {
   RepoSlug,
   VolumeName,
 } from "../validation/inputs.js";
-import { PaginationQuery, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId } from "./common.js";
 
 // ---------------------------------------------------------------------------------------------
 // Values
@@ -408,18 +408,12 @@ export type ApplicationDetail = z.infer<typeof ApplicationDetail>;
 // ---------------------------------------------------------------------------------------------
 // Delete, actions, logs
 
-/** Boolean query parameters: true/false or 1/0. */
-export const QueryFlag = z
-  .enum(["true", "false", "1", "0"])
-  .transform((v) => v === "true" || v === "1")
-  .meta({ description: "true/false (or 1/0)" });
-
 export const DELETE_DEFAULTS = { delete_configurations: true, delete_volumes: false, docker_cleanup: true } as const;
 
 export const DeleteApplicationQuery = z.object({
-  delete_configurations: QueryFlag.optional().meta({ description: "Remove the application's containers and proxy routes from the server (default true). May also be sent in the JSON body." }),
-  delete_volumes: QueryFlag.optional().meta({ description: "Also delete its Docker volumes (default false). May also be sent in the JSON body." }),
-  docker_cleanup: QueryFlag.optional().meta({ description: "Also delete its images and build cache (default true). May also be sent in the JSON body." }),
+  delete_configurations: QueryBoolean.optional().meta({ description: "Remove the application's containers and proxy routes from the server (default true). May also be sent in the JSON body." }),
+  delete_volumes: QueryBoolean.optional().meta({ description: "Also delete its Docker volumes (default false). May also be sent in the JSON body." }),
+  docker_cleanup: QueryBoolean.optional().meta({ description: "Also delete its images and build cache (default true). May also be sent in the JSON body." }),
 });
 export const DeleteApplicationBody = z.object({
   delete_configurations: z.boolean().optional(),

@@ -25,6 +25,12 @@ export const PERMISSION_LEVELS = ["view_only", "deploy", "full_access"] as const
 export const PermissionLevel = z.enum(PERMISSION_LEVELS);
 export type PermissionLevel = z.infer<typeof PermissionLevel>;
 
+/** Boolean query parameters: true/false or 1/0. */
+export const QueryBoolean = z
+  .enum(["true", "false", "1", "0"])
+  .transform((v) => v === "true" || v === "1")
+  .meta({ description: "true/false (or 1/0)" });
+
 export const MAX_PER_PAGE = 100;
 export const DEFAULT_PER_PAGE = 15;
 

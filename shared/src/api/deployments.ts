@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { CommitSha } from "../validation/inputs.js";
-import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { QueryBoolean, Timestamp, Uuid, listOf, resourceId } from "./common.js";
 
 /** Spec section 3: queued -> in_progress -> finished | failed | cancelled. */
 export const DEPLOYMENT_STATUSES = ["queued", "in_progress", "finished", "failed", "cancelled"] as const;
@@ -18,17 +18,12 @@ export const DeploymentParams = z.object({ uuid: resourceId("deployment", Uuid) 
 export const ApplicationDeploymentsParams = z.object({ application_uuid: resourceId("application", Uuid) });
 export const DeployParams = z.object({ uuid: resourceId("application", Uuid) });
 
-const QueryBool = z
-  .enum(["true", "false", "1", "0"])
-  .transform((v) => v === "true" || v === "1")
-  .meta({ description: "true/false (or 1/0)" });
-
 /**
  * POST /applications/{uuid}/deploy takes its parameters in the query string or in a JSON body
  * (the spec does not say where); a parameter given in both places must have the same value.
  */
 export const DeployQuery = z.object({
-  force: QueryBool.optional().meta({ description: "Rebuild without the build cache (default false). May also be sent in the JSON body." }),
+  force: QueryBoolean.optional().meta({ description: "Rebuild without the build cache (default false). May also be sent in the JSON body." }),
   commit_sha: CommitSha.optional().meta({ description: "Deploy this commit instead of the branch head (git applications). May also be sent in the JSON body." }),
 });
 export const DeployBody = z.object({

@@ -12,6 +12,10 @@ import {
   UpdateServerBody,
   ValidateResponse,
   type ManagedContainer,
+  LABEL_DOMAINS,
+  LABEL_RESOURCE_NAME,
+  LABEL_RESOURCE_TYPE,
+  LABEL_RESOURCE_UUID,
 } from "@capstan/shared";
 import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
@@ -75,7 +79,7 @@ const detailDto = (s: ServerWithDetail) => {
 };
 
 /** Labels the platform puts on what it runs; resources and domains are read from them. */
-const LABEL = { uuid: "capstan.resource.uuid", name: "capstan.resource.name", type: "capstan.resource.type", domains: "capstan.domains" };
+const LABEL = { uuid: LABEL_RESOURCE_UUID, name: LABEL_RESOURCE_NAME, type: LABEL_RESOURCE_TYPE, domains: LABEL_DOMAINS };
 
 const resourcesOf = (containers: ManagedContainer[]) => {
   const seen = new Map<string, { uuid: string; name: string; type: string; status: string }>();
