@@ -146,53 +146,31 @@ DOCKERFILE
   build "$ctx"
 }
 
-# Base images of the source builders (agent/src/builders, roles node, python,
-# go and static; the runtime role is capstan-test/debian itself). They stand in
-# for the public node:20-bookworm-slim, python:3.11-slim, golang:1.22 and
-# caddy:2-alpine, built from Debian packages without recommends.
-image_node() {
-  local ctx=$work/ctx
+# An image of capstan-test/debian with Debian packages: apt-get install PACKAGES, clean
+# up, then run CHECK (a command proving they work); any further Dockerfile lines follow.
+# usage: debian_packages "PACKAGES" "CHECK" [DOCKERFILE LINE...]
+debian_packages() {
+  local ctx=$work/ctx line
   mkdir -p "$ctx"
-  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
-FROM capstan-test/debian:latest
-ENV DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
- && apt-get install -y --no-install-recommends nodejs npm \
- && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
- && node --version && npm --version
-DOCKERFILE
+  {
+    printf '%s\n' "FROM capstan-test/debian:latest" "ENV DEBIAN_FRONTEND=noninteractive" \
+      "RUN apt-get update \\" \
+      " && apt-get install -y --no-install-recommends $1 \\" \
+      " && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \\" \
+      " && $2"
+    shift 2
+    for line in "$@"; do printf '%s\n' "$line"; done
+  } >"$ctx/Dockerfile"
   build "$ctx"
 }
 
-image_python() {
-  local ctx=$work/ctx
-  mkdir -p "$ctx"
-  # python3-venv brings ensurepip's bundled pip, so `python3 -m venv` works offline.
-  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
-FROM capstan-test/debian:latest
-ENV DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 python3-venv \
- && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
- && python3 --version
-DOCKERFILE
-  build "$ctx"
-}
+image_node() { debian_packages "nodejs npm" "node --version && npm --version"; }
 
-image_go() {
-  local ctx=$work/ctx
-  mkdir -p "$ctx"
-  # ca-certificates: the builder copies the CA bundle into the runtime stage, as golang:1.22 has one.
-  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
-FROM capstan-test/debian:latest
-ENV DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
- && apt-get install -y --no-install-recommends golang-go ca-certificates \
- && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
- && go version
-DOCKERFILE
-  build "$ctx"
-}
+# python3-venv brings ensurepip's bundled pip, so `python3 -m venv` works offline.
+image_python() { debian_packages "python3 python3-venv" "python3 --version"; }
+
+# ca-certificates: the builder copies the CA bundle into the runtime stage, as golang:1.22 has one.
+image_go() { debian_packages "golang-go ca-certificates" "go version"; }
 
 image_static() {
   local ctx=$work/ctx
@@ -220,20 +198,10 @@ DOCKERFILE
 # build-server tests, with htpasswd (apache2-utils) to make its bcrypt logins.
 # Configured through REGISTRY_* variables (e.g. REGISTRY_AUTH=htpasswd).
 image_registry() {
-  local ctx=$work/ctx
-  mkdir -p "$ctx"
-  cat >"$ctx/Dockerfile" <<'DOCKERFILE'
-FROM capstan-test/debian:latest
-ENV DEBIAN_FRONTEND=noninteractive
-RUN apt-get update \
- && apt-get install -y --no-install-recommends docker-registry apache2-utils \
- && apt-get clean && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* \
- && docker-registry --version
-ENV REGISTRY_HTTP_ADDR=0.0.0.0:5000 REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY=/var/lib/registry
-EXPOSE 5000
-CMD ["docker-registry", "serve", "/etc/docker/registry/config.yml"]
-DOCKERFILE
-  build "$ctx"
+  debian_packages "docker-registry apache2-utils" "docker-registry --version" \
+    "ENV REGISTRY_HTTP_ADDR=0.0.0.0:5000 REGISTRY_STORAGE_FILESYSTEM_ROOTDIRECTORY=/var/lib/registry" \
+    "EXPOSE 5000" \
+    'CMD ["docker-registry", "serve", "/etc/docker/registry/config.yml"]'
 }
 
 # Changes whenever the recipe, a parent image or a stamp (e.g. node version) does.
@@ -241,6 +209,8 @@ recipe_key() {
   local name=$1 dep
   {
     declare -f "image_$name"
+    # A recipe made with the shared helper changes when the helper does.
+    if declare -f "image_$name" | grep -q debian_packages; then declare -f debian_packages; fi
     ! declare -F "stamp_$name" >/dev/null || "stamp_$name"
     for dep in ${DEPS[$name]:-}; do docker image inspect -f '{{.Id}}' "$(tag "$dep")"; done
   } | sha256sum | cut -c1-16

@@ -11,20 +11,8 @@ export interface DeploySpecConfig {
   baseImages: BaseImages;
 }
 
-/**
- * Proxy settings registered per database handle by createServices, so `proxySettings(db, id)`
- * answers with the settings of the instance that owns that handle (tests run several
- * instances with different settings in one process).
- */
-const proxyConfigs = new WeakMap<Db, Config["proxy"]>();
-const DEFAULT_PROXY: Config["proxy"] = { name: "capstan-proxy", image: "capstan/proxy:latest", httpPort: 80, httpsPort: 443 };
-
-export function registerProxyConfig(db: Db, proxy: Config["proxy"]): void {
-  proxyConfigs.set(db, proxy);
-}
-
 /** The server's reverse proxy: image and host ports from the configuration, and every destination network of the server. */
-export async function proxySettings(db: Db, serverId: number, proxy: Config["proxy"] = proxyConfigs.get(db) ?? DEFAULT_PROXY): Promise<ProxySettings> {
+export async function proxySettings(db: Db, serverId: number, proxy: Config["proxy"]): Promise<ProxySettings> {
   const destinations = await db.destination.findMany({ where: { serverId }, orderBy: { id: "asc" }, select: { networkName: true } });
   const networks = [...new Set(destinations.map((d) => d.networkName))];
   return ProxySettings.parse({ name: proxy.name, image: proxy.image, networks, http_port: proxy.httpPort, https_port: proxy.httpsPort });

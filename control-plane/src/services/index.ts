@@ -14,7 +14,7 @@ import { ApplicationService } from "./applications.js";
 import { EnvVarService } from "./env-vars.js";
 import { VolumeService } from "./volumes.js";
 import { GitAppService } from "./git-apps.js";
-import { proxySettings, registerProxyConfig } from "./deploy-spec.js";
+import { proxySettings } from "./deploy-spec.js";
 import { DeploymentService } from "./deployments.js";
 import { WebhookService } from "./webhooks.js";
 import { webhookUrls } from "@capstan/shared";
@@ -40,9 +40,8 @@ export interface Services {
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
   const access = new AccessService(db);
-  registerProxyConfig(db, config.proxy);
   const gitApps = new GitAppService(db, access, box, outboundFetch({ allowPrivate: config.allowPrivateEndpoints }));
-  const applications = new ApplicationService(db, reader, access, jobs, box, (serverId) => proxySettings(db, serverId), (uuid) =>
+  const applications = new ApplicationService(db, reader, access, jobs, box, (serverId) => proxySettings(db, serverId, config.proxy), (uuid) =>
     webhookUrls(config.publicUrl, uuid),
   );
   const deployments = new DeploymentService({
