@@ -16,6 +16,8 @@ import {
   Port,
   VolumeName,
 } from "../validation/inputs.js";
+import { DockerName } from "./names.js";
+import { NetworkSpec } from "./networks.js";
 
 /** Spec section 2: the seven build packs. builder_a..builder_d are documented in docs/builders.md. */
 export const BUILD_PACKS = ["builder_a", "containerfile", "containercompose", "containerimage", "builder_b", "builder_c", "builder_d"] as const;
@@ -103,6 +105,8 @@ export const ProxySettings = z.object({
   image: ImageRef,
   /** Networks the proxy joins to reach the applications it routes to. */
   networks: z.array(VolumeName).min(1).max(256),
+  /** Networks the agent creates first when missing (the dedicated proxy network). */
+  ensure_networks: z.array(NetworkSpec).max(4).default([]),
   /** Host ports of HTTP and HTTPS. */
   http_port: Port,
   https_port: Port,
@@ -151,6 +155,12 @@ export const DeployPayload = z.object({
     health: HealthCheck.nullable(),
     mounts: z.array(Mount).max(64),
     network: VolumeName,
+    /** Further networks the container joins (proxy network, shared networks attached by the user). */
+    networks: z.array(DockerName).max(64).default([]),
+    /** Networks the agent creates first when missing (environment / proxy networks; idempotent by name). */
+    ensure_networks: z.array(NetworkSpec).max(16).default([]),
+    /** Network the proxy reaches the container on (label capstan.proxy.network); null: `network`. */
+    proxy_network: DockerName.nullable().default(null),
     memory: MemoryLimit.nullable(),
     cpus: CpuLimit.nullable(),
     routes: z.array(ProxyRoute).max(100),

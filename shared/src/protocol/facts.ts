@@ -1,5 +1,9 @@
 import { z } from "zod";
 
+export const SWARM_ROLES = ["inactive", "worker", "manager"] as const;
+export const SwarmRole = z.enum(SWARM_ROLES);
+export type SwarmRole = z.infer<typeof SwarmRole>;
+
 /** What an agent reports about its host on connect and periodically after. */
 export const HostFacts = z.object({
   hostname: z.string(),
@@ -13,6 +17,11 @@ export const HostFacts = z.object({
     api_version: z.string().nullable(),
     compose_version: z.string().nullable(),
     swarm: z.enum(["inactive", "pending", "active", "error", "locked"]).nullable(),
+    /**
+     * The engine's swarm role (manager: can create overlay networks); the control plane picks a
+     * network driver from it. Optional: agents before session 3 do not send it (read as unknown).
+     */
+    swarm_role: z.enum(SWARM_ROLES).nullable().optional(),
   }),
 });
 export type HostFacts = z.infer<typeof HostFacts>;

@@ -4,3 +4,7 @@ export * from "./messages.js";
 export * from "./deploy.js";
 export * from "./status.js";
 export * from "./labels.js";
+export * from "./names.js";
+export * from "./databases.js";
+export * from "./backups.js";
+export * from "./networks.js";

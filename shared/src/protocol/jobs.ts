@@ -1,8 +1,12 @@
 import { z } from "zod";
 import { AppActionPayload, AppActionResult, AppLogsPayload, AppLogsResult, BuildPayload, BuildResult, DeployPayload, DeployResult } from "./deploy.js";
 
-/** Docker object names the platform creates: deterministic, so redelivery finds them. */
-export const DockerName = z.string().regex(/^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,127}$/, "invalid Docker object name");
+import { DockerName } from "./names.js";
+import { DbActionPayload, DbActionResult, DbDeployPayload, DbDeployResult } from "./databases.js";
+import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, BackupDeletePayload, BackupDeleteResult } from "./backups.js";
+import { EngineNetwork, NetworkSpec } from "./networks.js";
+
+export { DockerName };
 const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
 
 export const ContainerSpec = z.object({
@@ -73,6 +77,27 @@ export const JOBS = {
   "app.action": { payload: AppActionPayload, result: AppActionResult },
   /** Recent log lines of the application's serving container. */
   "app.logs": { payload: AppLogsPayload, result: AppLogsResult },
+  /** (Re)creates a standalone database's container in place and waits for its health check. */
+  "db.deploy": { payload: DbDeployPayload, result: DbDeployResult },
+  /** start / stop / restart / remove of a database's container. */
+  "db.action": { payload: DbActionPayload, result: DbActionResult },
+  /** Dumps a database with its engine's tool, streamed: compress, optionally encrypt, keep locally, upload, retention. */
+  "db.backup": { payload: DbBackupPayload, result: DbBackupResult },
+  /** Restores one backup file (local or from S3, decrypting as needed) into the database. */
+  "db.restore": { payload: DbRestorePayload, result: DbRestoreResult },
+  /** Deletes one backup's file on the server and its object in S3. */
+  "backup.delete": { payload: BackupDeletePayload, result: BackupDeleteResult },
+  /** Creates the networks when missing (idempotent by name). */
+  "network.ensure": { payload: z.object({ networks: z.array(NetworkSpec).min(1).max(64) }), result: z.object({ networks: z.array(EngineNetwork) }) },
+  /** Removes a network, disconnecting every container on it first. */
+  "network.remove": { payload: z.object({ name: DockerName }), result: z.object({ removed: z.boolean(), disconnected: z.array(z.string()) }) },
+  /** Every network on the engine, with its containers (sync, detail). */
+  "networks.list": { payload: z.object({ names: z.array(DockerName).max(1000).optional() }), result: z.object({ networks: z.array(EngineNetwork) }) },
+  /** Connects / disconnects containers to / from a network (proxy migrate and cleanup). */
+  "network.connect": {
+    payload: z.object({ network: DockerName, containers: z.array(DockerName).max(1000), disconnect: z.boolean().default(false) }),
+    result: z.object({ changed: z.array(z.string()) }),
+  },
 } as const;
 
 export type JobType = keyof typeof JOBS;

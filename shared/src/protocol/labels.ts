@@ -21,3 +21,15 @@ export const LABEL_ROLLOUT = "capstan.rollout";
 /** Git commit the container's image was built from (so a redelivered deploy can report it). */
 export const LABEL_COMMIT = "capstan.commit";
 export const RESOURCE_TYPE_APPLICATION = "application";
+
+/**
+ * Database containers: their engine (postgresql, redis, ...), so GET /servers/{uuid}/resources
+ * can name their type (standalone-<engine>) from the engine alone, like their name and status.
+ */
+export const LABEL_DATABASE_ENGINE = "capstan.database.engine";
+
+/**
+ * Networks the platform creates: the scope they were made for (environment, shared, proxy).
+ * Sync records a network found on a server by it: shared when the platform made it, system otherwise.
+ */
+export const LABEL_NETWORK_SCOPE = "capstan.network.scope";

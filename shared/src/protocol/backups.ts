@@ -1,0 +1,82 @@
+import { z } from "zod";
+import { DatabaseEngine, DbCredentials, DbRef } from "./databases.js";
+
+/**
+ * Where a backup goes in S3 (or any S3-compatible server). Keys travel only inside sealed job
+ * payloads. `allow_private`: the instance allows endpoints on loopback / link-local / metadata
+ * addresses (PLATFORM_ALLOW_PRIVATE_ENDPOINTS); otherwise the agent refuses to connect there
+ * (private networks are always allowed).
+ */
+export const S3Target = z.object({
+  endpoint: z.url({ protocol: /^https?$/ }),
+  region: z.string().min(1).max(64),
+  bucket: z.string().min(3).max(63),
+  path_style: z.boolean(),
+  access_key: z.string().min(1).max(256),
+  secret_key: z.string().min(1).max(256),
+  allow_private: z.boolean(),
+});
+export type S3Target = z.infer<typeof S3Target>;
+
+/** Object key or file name segment: no traversal, no leading slash. */
+const KeyPath = z
+  .string()
+  .min(1)
+  .max(1024)
+  .regex(/^[A-Za-z0-9._\/-]+$/)
+  .refine((v) => !v.startsWith("/") && !v.split("/").some((s) => s === ".." || s === "."), "no traversal");
+const FileName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,200}$/);
+
+/**
+ * db.backup: dump with the engine's own tool, streamed (gzip, then OpenPGP symmetric AEAD when a
+ * passphrase is given) into `<backup dir>/<db uuid>/<schedule uuid>/<filename>` on the server,
+ * upload to `s3.prefix + filename`, then keep the newest `keep_locally` files of this schedule on
+ * the server (0: the file is removed after a successful upload) and, when keep_remote is set, the
+ * newest keep_remote objects under the prefix.
+ */
+export const DbBackupPayload = z.object({
+  db: DbRef,
+  engine: DatabaseEngine,
+  credentials: DbCredentials,
+  schedule_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  execution_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  filename: FileName,
+  keep_locally: z.number().int().min(0).max(1000),
+  s3: z.object({ target: S3Target, prefix: KeyPath.or(z.literal("")), keep_remote: z.number().int().min(1).max(10_000).nullable() }).nullable(),
+  passphrase: z.string().min(1).max(1024).nullable(),
+});
+export type DbBackupPayload = z.infer<typeof DbBackupPayload>;
+export const DbBackupResult = z.object({
+  filename: z.string(),
+  /** bytes of the stored file */
+  size: z.number().int().min(0),
+  is_encrypted: z.boolean(),
+  /** absolute path on the server while kept locally */
+  local_path: z.string().nullable(),
+  s3_key: z.string().nullable(),
+  /** files / objects removed by retention (their executions lose local_path / s3_key) */
+  removed_local: z.array(z.string()),
+  removed_remote: z.array(z.string()),
+});
+export type DbBackupResult = z.infer<typeof DbBackupResult>;
+
+/** Where the file to restore (or delete) is: on the server, in S3, or both (local is preferred). */
+export const BackupLocation = z.object({
+  local_path: z.string().max(4096).nullable(),
+  s3: z.object({ target: S3Target, key: KeyPath }).nullable(),
+});
+export type BackupLocation = z.infer<typeof BackupLocation>;
+
+export const DbRestorePayload = z.object({
+  db: DbRef,
+  engine: DatabaseEngine,
+  credentials: DbCredentials,
+  from: BackupLocation,
+  /** the file is OpenPGP-encrypted with this passphrase */
+  passphrase: z.string().min(1).max(1024).nullable(),
+});
+export type DbRestorePayload = z.infer<typeof DbRestorePayload>;
+export const DbRestoreResult = z.object({ bytes: z.number().int().min(0) });
+
+export const BackupDeletePayload = BackupLocation;
+export const BackupDeleteResult = z.object({ local_removed: z.boolean(), remote_removed: z.boolean() });
