@@ -6,6 +6,7 @@ import { PrismaClient as SqliteClient } from "./generated/sqlite/client.js";
 import { PrismaClient as PostgresClient } from "./generated/postgresql/client.js";
 import type { DatabaseConfig } from "../config.js";
 import { openReader, type SqlReader } from "./reader.js";
+import { scopeTransactionCallbacks, SerializedSqliteFactory } from "./sqlite-serial.js";
 
 /**
  * The two generated clients share one model API (they come from one schema); the
@@ -25,7 +26,10 @@ export interface Database {
 export async function openDatabase(config: DatabaseConfig): Promise<Database> {
   if (config.kind === "sqlite") {
     mkdirSync(dirname(config.file), { recursive: true });
-    const prisma = new SqliteClient({ adapter: new PrismaBetterSqlite3({ url: config.file, timeout: 10_000 }) });
+    // One connection: serialised so an open transaction is isolated from every other query
+    // (sqlite-serial.ts, docs/database.md).
+    const adapter = new SerializedSqliteFactory(new PrismaBetterSqlite3({ url: config.file, timeout: 10_000 }));
+    const prisma = scopeTransactionCallbacks(new SqliteClient({ adapter }), adapter.gate);
     // WAL is persistent in the file (set by the migrator); these two are per connection.
     await prisma.$executeRawUnsafe("PRAGMA synchronous = NORMAL");
     await prisma.$executeRawUnsafe("PRAGMA foreign_keys = ON");
