@@ -61,6 +61,38 @@ describe("checkRendered: the agent runs only the control plane's rewrite", () =>
   });
 });
 
+describe("checkRendered: further networks (shared networks, the proxy network)", () => {
+  const withExtra = (runNetworks: string[], tamper: (d: ReturnType<typeof rendered>) => void = () => {}) => {
+    const d = rendered();
+    (d.networks as Record<string, unknown>).proxy = { external: true, name: "capstan-proxy-net" };
+    (d.services[`${APP}-web`]!.networks as Record<string, unknown>).proxy = {};
+    tamper(d);
+    const text = JSON.stringify(d);
+    const p = payload(text);
+    (p.run as { networks: string[] }).networks = runNetworks;
+    return () => checkRendered(text, p);
+  };
+
+  it("accepts an external network the deployment lists in run.networks, joined by some services", () => {
+    expect(withExtra(["capstan-proxy-net"])().meta.public_container).toBe(`${APP}-web`);
+  });
+
+  it("refuses one the deployment does not list", () => {
+    expect(withExtra([])).toThrow(/networks of|extra networks/);
+  });
+
+  it("refuses a further network compose would create (not external) or one with more keys", () => {
+    expect(withExtra(["capstan-proxy-net"], (d) => ((d.networks as Record<string, unknown>).proxy = { name: "capstan-proxy-net" }))).toThrow(/not the platform's rewrite/);
+    expect(withExtra(["capstan-proxy-net"], (d) => ((d.networks as Record<string, unknown>).proxy = { external: true, name: "capstan-proxy-net", driver: "host" }))).toThrow(
+      /not the platform's rewrite/,
+    );
+  });
+
+  it("refuses a service joining a network the file does not declare", () => {
+    expect(withExtra(["capstan-proxy-net"], (d) => ((d.services[`${APP}-db`]!.networks as Record<string, unknown>).other = {}))).toThrow(/networks of/);
+  });
+});
+
 describe("waitBoundMs", () => {
   it("covers the slowest health check's worst case, within bounds", () => {
     expect(waitBoundMs({ a: {} })).toBe(60_000);

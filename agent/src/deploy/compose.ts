@@ -5,6 +5,7 @@ import { ComposeMeta, type DeployPayload, isForbiddenHostPath } from "@capstan/s
 import { type ContainerDetails, type Engine, isNotFound } from "../docker/engine.js";
 import { LABEL_DEPLOYMENT, LABEL_MANAGED, LABEL_RESOURCE_UUID } from "../handlers/labels.js";
 import { KeyedMutex } from "../handlers/mutex.js";
+import { prepareResourceNetworks } from "../networks/index.js";
 import { resourceStatus } from "../status/aggregate.js";
 import { createMasker, deploySecrets, type Masker } from "./mask.js";
 
@@ -79,6 +80,8 @@ export function deployCompose(engine: Engine, payload: DeployPayload, ctx: Compo
     if (payload.source.kind !== "compose") throw new Error(`deployCompose needs a compose source, got ${payload.source.kind}`);
     const { meta, services } = checkRendered(payload.source.compose, payload);
 
+    // The file declares the destination and further networks external: they must exist before `up`.
+    await prepareResourceNetworks(engine, payload.run, { signal: ctx.signal, progress, extraLabels: ctx.extraLabels });
     const dir = composeDir(ctx.stateDir, payload.app.uuid);
     const file = await writePrivate(dir, COMPOSE_FILE, withExtraLabels(payload.source.compose, ctx.extraLabels));
     const cmd = await composeCommand(engine, ctx.signal);
@@ -188,6 +191,7 @@ export function checkRendered(text: string, payload: DeployPayload): { meta: Met
   const services = doc.services;
   if (!isObject(services) || Object.keys(services).length === 0) return bad("no services");
   const names = Object.keys(services);
+  const extraKeys = extraNetworkKeys(doc.networks, payload);
   if (meta.containers.join("\n") !== names.join("\n") || !names.includes(meta.public_container)) bad("service list");
   for (const [name, s] of Object.entries(services)) {
     if (!isObject(s) || !name.startsWith(`${uuid}-`) || s.container_name !== name) bad(`service ${name}`);
@@ -199,7 +203,9 @@ export function checkRendered(text: string, payload: DeployPayload): { meta: Met
     for (const key of FORBIDDEN_SERVICE_KEYS) if (key in svc) bad(`${name}: ${key}`);
     if (svc.security_opt !== undefined && JSON.stringify(svc.security_opt) !== JSON.stringify(["no-new-privileges:true"])) bad(`${name}: security_opt`);
     const nets = svc.networks;
-    if (!isObject(nets) || Object.keys(nets).sort().join(",") !== "app,destination") bad(`networks of ${name}`);
+    if (!isObject(nets) || !("app" in nets) || !("destination" in nets) || Object.keys(nets).some((k) => k !== "app" && k !== "destination" && !extraKeys.has(k))) {
+      bad(`networks of ${name}`);
+    }
     for (const v of Array.isArray(svc.volumes) ? svc.volumes : []) {
       // Binds are written as "SOURCE:TARGET[:ro]"; the source must pass the shared host-path rule.
       if (typeof v === "string") {
@@ -214,7 +220,7 @@ export function checkRendered(text: string, payload: DeployPayload): { meta: Met
   const app = networks.app;
   if (!isObject(dest) || dest.external !== true || dest.name !== payload.run.network) bad("destination network");
   if (!isObject(app) || app.external !== undefined || app.name !== appNetwork(uuid)) bad("application network");
-  if (Object.keys(networks).length !== 2) bad("extra networks");
+  if (Object.keys(networks).length !== 2 + extraKeys.size) bad("extra networks");
   if (doc.volumes !== undefined) {
     if (!isObject(doc.volumes)) bad("volumes");
     for (const [key, v] of Object.entries(doc.volumes as object)) {
@@ -222,6 +228,23 @@ export function checkRendered(text: string, payload: DeployPayload): { meta: Met
     }
   }
   return { meta, services: services as Record<string, Service> };
+}
+
+/**
+ * Keys of the rendered file's further networks: each must be declared external (the agent
+ * creates it before `up`, compose only joins it) and be one of the deployment's run.networks
+ * (shared networks, the proxy network). Any other network is not the rewrite's.
+ */
+function extraNetworkKeys(networks: unknown, payload: DeployPayload): Set<string> {
+  const allowed = new Set(payload.run.networks ?? []);
+  const keys = new Set<string>();
+  if (!isObject(networks)) return keys;
+  for (const [key, n] of Object.entries(networks)) {
+    if (key === "app" || key === "destination") continue;
+    if (!isObject(n) || n.external !== true || typeof n.name !== "string" || !allowed.has(n.name) || Object.keys(n).length !== 2) continue;
+    keys.add(key);
+  }
+  return keys;
 }
 
 /** Writes a file only the agent can read (it holds variable values), atomically. */

@@ -17,6 +17,7 @@ import {
   LABEL_ROLLOUT,
   RESOURCE_TYPE_APPLICATION,
 } from "../handlers/labels.js";
+import { joinResourceNetworks, prepareResourceNetworks } from "../networks/index.js";
 import { appContainers, rolloutOf } from "./app-containers.js";
 import type { DeployDeps, StepCtx } from "./deps.js";
 import { healthcheckFor, healthUrl, healthWaitMs } from "./health.js";
@@ -63,7 +64,8 @@ export function appLabels(payload: DeployPayload, commit: string | null, extraLa
     [LABEL_DEPLOYMENT]: payload.deployment_uuid,
     [LABEL_DOMAINS]: [...new Set(run.routes.map((r) => r.host))].join(","),
     [LABEL_PROXY_ROUTES]: JSON.stringify(run.routes),
-    [LABEL_PROXY_NETWORK]: run.network,
+    // The network the proxy dials the container on (the proxy network under proxy isolation).
+    [LABEL_PROXY_NETWORK]: run.proxy_network ?? run.network,
     [LABEL_ROLLOUT]: String(rollout),
     [LABEL_PROXY_PORT]: run.ports.length > 0 ? String(run.ports[0]) : "",
     [LABEL_COMMIT]: commit ?? "",
@@ -295,15 +297,15 @@ export async function rollout(env: RolloutEnv, input: { payload: DeployPayload; 
     if (existing) {
       progress(`container ${name} from an earlier attempt of this deployment is running; waiting for it`);
     } else {
-      if ((await engine.listNetworks(payload.run.network, signal)).length === 0) {
-        throw new RolloutError(`network ${payload.run.network} does not exist on this server (prepare the server first)`);
-      }
+      await prepareResourceNetworks(engine, payload.run, { ...ctx, extraLabels: env.extraLabels });
       await prepareMounts(env, spec, payload.app.uuid, ctx);
       // The rollout stamp is taken when the container is created: newer wins in the proxy.
       rolloutAt = Date.now();
       spec.labels[LABEL_ROLLOUT] = String(rolloutAt);
       const { id } = await engine.createContainer(spec, signal);
       progress(`container ${name} created (${id.slice(0, 12)})`);
+      // Joined before it starts: it never serves a moment without its networks.
+      await joinResourceNetworks(engine, name, payload.run, ctx);
       await engine.startContainer(id, signal);
       progress(
         payload.run.health

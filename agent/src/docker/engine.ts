@@ -1,5 +1,8 @@
 import { execFile } from "node:child_process";
 import Docker from "dockerode";
+import type { SwarmRole } from "@capstan/shared";
+import { singleFileTar } from "../proxy/tar.js";
+import { ExecDemux } from "./exec-demux.js";
 
 /**
  * The agent's narrow view of the local Docker Engine. Handlers depend on this interface only
@@ -32,6 +35,14 @@ export interface Engine {
   createNetwork(spec: CreateNetworkSpec, signal?: AbortSignal): Promise<{ id: string }>;
   inspectNetwork(idOrName: string, signal?: AbortSignal): Promise<NetworkSummary | null>;
   removeNetwork(id: string, signal?: AbortSignal): Promise<void>;
+  /** Every network on the engine (no containers: the engine's list leaves them out). */
+  listAllNetworks(signal?: AbortSignal): Promise<NetworkSummary[]>;
+  /** Full inspection (scope, IPAM, options, attached containers), or null when it is gone. */
+  inspectNetworkDetails(idOrName: string, signal?: AbortSignal): Promise<NetworkDetails | null>;
+  /** Attaches a container (created or running); throws EngineError 403/409 when already attached. */
+  connectNetwork(network: string, container: string, signal?: AbortSignal): Promise<void>;
+  /** Detaches a container (force: also when it is not running); throws when it is not attached. */
+  disconnectNetwork(network: string, container: string, force: boolean, signal?: AbortSignal): Promise<void>;
   /** The container's restart policy name, or null when it does not exist. */
   restartPolicy(id: string): Promise<string | null>;
   /** Sets restart policy "no" (a stood-down agent must not be restarted by the engine). */
@@ -73,6 +84,54 @@ export interface Engine {
   listVolumes(labels: Record<string, string>, signal?: AbortSignal): Promise<VolumeSummary[]>;
   /** Removes a volume; throws EngineError 404 when it is gone, 409 when in use. */
   removeVolume(name: string, signal?: AbortSignal): Promise<void>;
+
+  // --- standalone databases (db.deploy / db.action) ---
+  /**
+   * Writes one file (owner root, `mode`, default 600) into an existing directory of a container,
+   * created or running (a volume mounted there receives it). For secrets a process must read
+   * from a file: nothing of it shows in the container's config or argv.
+   */
+  putFile(containerId: string, dir: string, name: string, content: Buffer, signal?: AbortSignal, mode?: number): Promise<void>;
+  /** Containers (any state) whose image is this one (by id or reference); none when the image is gone. */
+  containersOfImage(idOrRef: string, signal?: AbortSignal): Promise<ContainerSummary[]>;
+
+  // --- backups (db.backup / db.restore) ---
+  /**
+   * Runs `spec.cmd` (argv, no shell, no TTY) in a running container. stdout comes back as a
+   * stream with backpressure (a slow reader pauses the process); stderr is kept, bounded, for
+   * the failure reason; `spec.stdin` is streamed to the process and ended (EOF) when it ends.
+   * `done` settles once the output ended, with the exit code: the caller decides what a
+   * non-zero code means (never ignore it). Aborting the signal tears the streams down.
+   */
+  execStream(containerId: string, spec: ExecSpec, signal?: AbortSignal): Promise<ExecSession>;
+  /** A path of a container (file or directory) as the engine's tar stream (GET archive). */
+  getArchive(containerId: string, path: string, signal?: AbortSignal): Promise<NodeJS.ReadableStream>;
+  /** Extracts a tar stream into an existing directory of a container, created or stopped too (PUT archive). */
+  putArchive(containerId: string, dir: string, tar: NodeJS.ReadableStream, signal?: AbortSignal): Promise<void>;
+}
+
+export interface ExecSpec {
+  cmd: string[];
+  /** Variables of the process only (credentials go here, never into cmd). */
+  env?: Record<string, string>;
+  /** default: the container's user */
+  user?: string;
+  /** Fed to the process's stdin; null/absent: no stdin. */
+  stdin?: NodeJS.ReadableStream | null;
+  /** Bytes of stderr kept for the outcome (the newest); default 16 KiB. */
+  stderrLimit?: number;
+}
+
+export interface ExecOutcome {
+  /** null when the engine did not report one (the process outlived its streams). */
+  exitCode: number | null;
+  stderr: string;
+}
+
+export interface ExecSession {
+  stdout: NodeJS.ReadableStream & import("node:stream").Readable;
+  /** Settles after stdout ended (or failed); rejects when the streams broke. */
+  done: Promise<ExecOutcome>;
 }
 
 /** A registry login, as the engine takes it (serveraddress: the registry's host[:port]). */
@@ -147,7 +206,10 @@ export interface EngineInfo {
   memTotal: number | null;
   dockerRootDir: string | null;
   swarm: SwarmState | null;
+  /** manager when this engine can run swarm control (Swarm.ControlAvailable), worker when merely joined. */
+  swarmRole?: SwarmRole | null;
 }
+
 
 export interface ContainerSummary {
   id: string;
@@ -175,6 +237,8 @@ export interface ContainerDetails {
   startedAt?: string | null;
   /** Output of the newest health probe, when the container has a health check. */
   healthOutput?: string | null;
+  /** Names of the networks it is attached to. */
+  networks?: string[];
 }
 
 export interface CreateContainerSpec {
@@ -191,6 +255,18 @@ export interface CreateContainerSpec {
   healthcheck?: ContainerHealthcheck;
   memoryBytes?: number;
   nanoCpus?: number;
+  /** Container ports (tcp) published on the host. */
+  publish?: PublishedPort[];
+  /** Grace period of the engine's own stops (docker stop without -t, daemon shutdown). */
+  stopTimeoutS?: number;
+}
+
+export interface PublishedPort {
+  /** Port inside the container (tcp). */
+  port: number;
+  hostPort: number;
+  /** Host address to bind, e.g. 0.0.0.0 (all IPv4 addresses) or 127.0.0.1. */
+  hostIp: string;
 }
 
 export interface NetworkSummary {
@@ -203,8 +279,25 @@ export interface NetworkSummary {
 
 export interface CreateNetworkSpec {
   name: string;
-  driver: "bridge";
+  driver: "bridge" | "overlay";
   labels: Record<string, string>;
+  /** overlay: standalone containers may join. */
+  attachable?: boolean;
+  /** Driver options (overlay: `encrypted`). */
+  options?: Record<string, string>;
+}
+
+export interface NetworkDetails extends NetworkSummary {
+  /** local | swarm | global */
+  scope: string;
+  internal: boolean;
+  attachable: boolean;
+  options: Record<string, string>;
+  /** First IPv4 pool of its IPAM config. */
+  subnet: string | null;
+  gateway: string | null;
+  /** Attached containers on this engine (an overlay's endpoints on other nodes are not listed). */
+  containers: { id: string; name: string; ipv4: string | null }[];
 }
 
 /** An engine failure with a message fit for a job outcome. */
@@ -285,6 +378,7 @@ export class DockerodeEngine implements Engine {
       memTotal: num(i.MemTotal),
       dockerRootDir: str(i.DockerRootDir),
       swarm,
+      swarmRole: swarmRoleOf(i.Swarm),
     };
   }
 
@@ -355,6 +449,7 @@ export class DockerodeEngine implements Engine {
       paused: c.State.Paused,
       health: health && health !== "none" ? health : null,
       labels: c.Config.Labels ?? {},
+      networks: Object.keys(c.NetworkSettings?.Networks ?? {}),
     };
   }
 
@@ -377,7 +472,8 @@ export class DockerodeEngine implements Engine {
         Cmd: spec.cmd,
         Env: spec.env ? Object.entries(spec.env).map(([k, v]) => `${k}=${v}`) : undefined,
         Labels: spec.labels,
-        ExposedPorts: spec.exposedPorts?.length ? Object.fromEntries(spec.exposedPorts.map((p) => [`${p}/tcp`, {}])) : undefined,
+        ExposedPorts: exposedPortsOf(spec),
+        StopTimeout: spec.stopTimeoutS,
         Healthcheck: spec.healthcheck
           ? {
               Test: spec.healthcheck.test,
@@ -393,6 +489,9 @@ export class DockerodeEngine implements Engine {
           Mounts: spec.mounts?.map((m) => ({ Type: m.type, Source: m.source, Target: m.target, ReadOnly: false })),
           Memory: spec.memoryBytes,
           NanoCpus: spec.nanoCpus,
+          PortBindings: spec.publish?.length
+            ? Object.fromEntries(spec.publish.map((p) => [`${p.port}/tcp`, [{ HostIp: p.hostIp, HostPort: String(p.hostPort) }]]))
+            : undefined,
         },
         abortSignal: signal,
       }),
@@ -442,6 +541,8 @@ export class DockerodeEngine implements Engine {
         Name: spec.name,
         Driver: spec.driver,
         Labels: spec.labels,
+        ...(spec.attachable !== undefined ? { Attachable: spec.attachable } : {}),
+        ...(spec.options ? { Options: spec.options } : {}),
         // Deprecated in API 1.44 (the engine then always refuses duplicates); honoured before.
         CheckDuplicate: true,
         abortSignal: signal,
@@ -463,6 +564,37 @@ export class DockerodeEngine implements Engine {
 
   async removeNetwork(id: string, signal?: AbortSignal): Promise<void> {
     await this.call(`remove network ${id.slice(0, 12)}`, () => this.docker.getNetwork(id).remove({ abortSignal: signal }));
+  }
+
+  async listAllNetworks(signal?: AbortSignal): Promise<NetworkSummary[]> {
+    const list = await this.call("list networks", () => this.docker.listNetworks({ abortSignal: signal } as Docker.NetworkListOptions));
+    return list.map((n) => ({ id: n.Id, name: n.Name, driver: n.Driver, created: n.Created, labels: n.Labels ?? {} }));
+  }
+
+  async inspectNetworkDetails(idOrName: string, signal?: AbortSignal): Promise<NetworkDetails | null> {
+    signal?.throwIfAborted();
+    let n: Docker.NetworkInspectInfo;
+    try {
+      n = await this.call(`inspect network ${idOrName}`, () => this.docker.getNetwork(idOrName).inspect());
+    } catch (err) {
+      if (isNotFound(err)) return null;
+      throw err;
+    }
+    // The engine also resolves id prefixes: only the exact name or the full id counts.
+    if (n.Name !== idOrName && n.Id !== idOrName) return null;
+    return networkDetailsOf(n);
+  }
+
+  async connectNetwork(network: string, container: string, signal?: AbortSignal): Promise<void> {
+    await this.call(`connect ${container} to network ${network}`, () =>
+      this.docker.getNetwork(network).connect({ Container: container, abortSignal: signal } as object),
+    );
+  }
+
+  async disconnectNetwork(network: string, container: string, force: boolean, signal?: AbortSignal): Promise<void> {
+    await this.call(`disconnect ${container} from network ${network}`, () =>
+      this.docker.getNetwork(network).disconnect({ Container: container, Force: force, abortSignal: signal } as object),
+    );
   }
 
   async restartPolicy(id: string): Promise<string | null> {
@@ -630,6 +762,165 @@ export class DockerodeEngine implements Engine {
   async removeVolume(name: string, signal?: AbortSignal): Promise<void> {
     await this.call(`remove volume ${name}`, () => this.docker.getVolume(name).remove({ abortSignal: signal }));
   }
+
+  async putFile(containerId: string, dir: string, name: string, content: Buffer, signal?: AbortSignal, mode = 0o600): Promise<void> {
+    const tar = singleFileTar(name, content, mode);
+    await this.call(`copy ${name} into container ${containerId.slice(0, 12)}`, () =>
+      this.docker.getContainer(containerId).putArchive(tar, { path: dir, abortSignal: signal }),
+    );
+  }
+
+  async containersOfImage(idOrRef: string, signal?: AbortSignal): Promise<ContainerSummary[]> {
+    let id: string;
+    try {
+      id = (await this.call(`inspect image ${idOrRef}`, () => this.docker.getImage(idOrRef).inspect({ abortSignal: signal } as object))).Id;
+    } catch (err) {
+      if (isNotFound(err)) return [];
+      throw err;
+    }
+    const list = await this.call("list containers", () => this.docker.listContainers({ all: true, abortSignal: signal }));
+    // By image id: a container keeps its image's id when the tag moves on.
+    return list
+      .filter((c) => c.ImageID === id)
+      .map((c) => ({ id: c.Id, name: (c.Names[0] ?? "").replace(/^\//, ""), image: c.Image, state: c.State, labels: c.Labels ?? {} }));
+  }
+
+  async execStream(containerId: string, spec: ExecSpec, signal?: AbortSignal): Promise<ExecSession> {
+    const what = `exec ${spec.cmd[0] ?? ""} in container ${containerId.slice(0, 12)}`;
+    signal?.throwIfAborted();
+    const container = this.docker.getContainer(containerId);
+    const withStdin = spec.stdin != null;
+    const exec = await this.call(what, () =>
+      container.exec({
+        Cmd: spec.cmd,
+        Env: Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
+        AttachStdout: true,
+        AttachStderr: true,
+        AttachStdin: withStdin,
+        Tty: false,
+        ...(spec.user ? { User: spec.user } : {}),
+        abortSignal: signal,
+      } as Docker.ExecCreateOptions),
+    );
+    const socket = (await this.call(what, () =>
+      exec.start({ hijack: true, stdin: withStdin, Detach: false, Tty: false, abortSignal: signal }),
+    )) as import("node:stream").Duplex;
+    const demux = new ExecDemux(spec.stderrLimit);
+    const onAbort = () => {
+      const reason = new EngineError(`${what}: aborted`, null, "ABORT_ERR");
+      socket.destroy(reason);
+      demux.destroy(reason);
+    };
+    if (signal?.aborted) onAbort();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    socket.on("error", (err) => demux.destroy(err));
+    // The engine ends the stream when the process's stdout and stderr closed.
+    socket.on("end", () => demux.end());
+    socket.on("close", () => {
+      if (!demux.writableEnded) demux.end();
+    });
+    socket.pipe(demux, { end: false });
+    if (withStdin) {
+      const input = spec.stdin!;
+      input.on("error", (err) => {
+        socket.destroy(err as Error);
+        demux.destroy(err as Error);
+      });
+      input.pipe(socket as NodeJS.WritableStream, { end: false });
+      // Half-close: the process sees EOF on stdin and can still write its output.
+      input.on("end", () => socket.end());
+    }
+    const done = new Promise<ExecOutcome>((resolve, reject) => {
+      let settled = false;
+      const finish = async (err?: Error | null) => {
+        if (settled) return;
+        settled = true;
+        signal?.removeEventListener("abort", onAbort);
+        let exitCode: number | null = null;
+        try {
+          exitCode = signal?.aborted ? null : await this.execExitCode(exec, signal);
+        } catch (e) {
+          if (!err) return reject(this.wrap(e, what));
+        }
+        // A process that failed closes its side early (the stdin feed then breaks): its exit code
+        // and stderr are the reason, not the broken pipe.
+        if (err && (exitCode === null || exitCode === 0)) return reject(this.wrap(err, what));
+        resolve({ exitCode, stderr: demux.stderr() });
+      };
+      demux.stdout.on("end", () => void finish());
+      demux.stdout.on("error", (err) => void finish(err));
+      demux.stdout.on("close", () => {
+        if (demux.stdout.readableEnded) return;
+        // Destroyed by its consumer before the end (its pipeline failed): closing the connection
+        // closes the process's pipes, so it ends on a broken pipe instead of running on unread.
+        socket.destroy();
+        void finish(new EngineError(`${what}: output closed before the process ended`));
+      });
+    });
+    // The caller may never await `done` when its own pipeline failed first.
+    done.catch(() => {});
+    return { stdout: demux.stdout, done };
+  }
+
+  /** The exit code once the engine marks the exec finished (shortly after its streams close). */
+  private async execExitCode(exec: Docker.Exec, signal?: AbortSignal): Promise<number | null> {
+    for (let i = 0; i < 100; i++) {
+      const info = await exec.inspect({ abortSignal: signal } as object);
+      if (!info.Running) return info.ExitCode ?? null;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return null;
+  }
+
+  async getArchive(containerId: string, path: string, signal?: AbortSignal): Promise<NodeJS.ReadableStream> {
+    return this.call(`read ${path} from container ${containerId.slice(0, 12)}`, () =>
+      this.docker.getContainer(containerId).getArchive({ path, abortSignal: signal } as { path: string }),
+    );
+  }
+
+  async putArchive(containerId: string, dir: string, tar: NodeJS.ReadableStream, signal?: AbortSignal): Promise<void> {
+    await this.call(`write into ${dir} of container ${containerId.slice(0, 12)}`, () =>
+      this.docker.getContainer(containerId).putArchive(tar as unknown as NodeJS.ReadableStream, { path: dir, abortSignal: signal } as { path: string }),
+    );
+  }
+}
+
+/** Exposed ports: the declared ones and the published ones (the engine wants both listed). */
+function exposedPortsOf(spec: CreateContainerSpec): Record<string, object> | undefined {
+  const ports = new Set([...(spec.exposedPorts ?? []), ...(spec.publish ?? []).map((p) => p.port)]);
+  return ports.size ? Object.fromEntries([...ports].map((p) => [`${p}/tcp`, {}])) : undefined;
+}
+
+/** The engine's swarm role from its info's Swarm section; null when the engine does not say. */
+export function swarmRoleOf(swarm: unknown): SwarmRole | null {
+  const s = swarm as { LocalNodeState?: unknown; ControlAvailable?: unknown } | undefined;
+  if (!s || typeof s.LocalNodeState !== "string") return null;
+  if (s.LocalNodeState !== "active") return "inactive";
+  return s.ControlAvailable === true ? "manager" : "worker";
+}
+
+/** An engine network inspection as the agent reports it (first IPv4 pool; container IPs without prefix length). */
+export function networkDetailsOf(n: Docker.NetworkInspectInfo): NetworkDetails {
+  const ipv4 = (n.IPAM?.Config ?? []).find((c) => c.Subnet && !c.Subnet.includes(":"));
+  const containers = Object.entries(n.Containers ?? {})
+    // Swarm's load-balancer endpoints ("lb-<network>") are not containers.
+    .filter(([id]) => !id.startsWith("lb-"))
+    .map(([id, c]) => ({ id, name: c.Name, ipv4: c.IPv4Address ? c.IPv4Address.split("/")[0]! : null }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  return {
+    id: n.Id,
+    name: n.Name,
+    driver: n.Driver,
+    created: n.Created,
+    labels: n.Labels ?? {},
+    scope: n.Scope,
+    internal: n.Internal === true,
+    attachable: n.Attachable === true,
+    options: n.Options ?? {},
+    subnet: ipv4?.Subnet ?? null,
+    gateway: ipv4?.Gateway ?? null,
+    containers,
+  };
 }
 
 interface EngineMessage {

@@ -70,6 +70,7 @@ export async function gatherFacts(engine: Engine, log: Logger = silentLogger): P
       api_version: version?.apiVersion ?? null,
       compose_version: running ? compose : null,
       swarm: info?.swarm ?? null,
+      swarm_role: info?.swarmRole ?? null,
     },
   };
 }

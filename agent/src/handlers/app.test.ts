@@ -150,12 +150,15 @@ const payload = (over: { source?: DeployPayload["source"]; run?: Partial<DeployP
     health: { path: "/health", port: 8080, interval_s: 1, timeout_s: 1, retries: 2, start_period_s: 0 },
     mounts: [{ volume: "data", mount_path: "/data" }],
     network: "capstan",
+    networks: [],
+    ensure_networks: [],
+    proxy_network: null,
     memory: "256m",
     cpus: "0.5",
     routes: [{ host: "web.example.test", https: false, path: "/" }],
     ...over.run,
   },
-  proxy: { name: "capstan-proxy", image: "capstan-test/caddy:latest", networks: ["capstan"], http_port: 80, https_port: 443 },
+  proxy: { name: "capstan-proxy", image: "capstan-test/caddy:latest", networks: ["capstan"], ensure_networks: [], http_port: 80, https_port: 443 },
 });
 
 const job = (signal = new AbortController().signal): JobContext & { lines: string[] } => {

@@ -7,14 +7,19 @@ import { appLogs } from "./app-logs.js";
 import { type AppHandlerOptions, resolveAppOptions } from "./app-options.js";
 import { containerEnsure, containerRemove, containersList } from "./containers.js";
 import { KeyedMutex } from "./mutex.js";
+import { dbAction, dbDeploy, type DbHandlerOptions, resolveDbOptions } from "./db.js";
+import { backupDelete, dbBackup, dbRestore } from "./backup.js";
+import { networkConnect, networkEnsure, networkRemove, networksList } from "./networks.js";
 import { type HandlerOptions as BaseHandlerOptions, serverPrepare, serverValidate } from "./server.js";
 
-export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions;
+export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
 
 /** The agent's job handlers: one per job type (the HandlerMap type makes that exhaustive). */
 export function createHandlers(engine: Engine, opts: HandlerOptions = {}): HandlerMap {
   const locks = new KeyedMutex();
   const app = resolveAppOptions(opts);
+  const db = resolveDbOptions(opts);
+  const backup = { stateDir: app.stateDir, pollMs: db.pollMs };
   return {
     "server.validate": serverValidate(engine),
     "server.prepare": serverPrepare(engine, opts, locks),
@@ -25,5 +30,14 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     "app.build": appBuild(engine, app),
     "app.action": appAction(engine, app, locks),
     "app.logs": appLogs(engine),
+    "db.deploy": dbDeploy(engine, db, locks),
+    "db.action": dbAction(engine, db, locks),
+    "db.backup": dbBackup(engine, backup, locks),
+    "db.restore": dbRestore(engine, backup, locks),
+    "backup.delete": backupDelete(engine, backup),
+    "network.ensure": networkEnsure(engine, opts),
+    "network.remove": networkRemove(engine),
+    "networks.list": networksList(engine),
+    "network.connect": networkConnect(engine),
   };
 }

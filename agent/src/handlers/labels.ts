@@ -1,6 +1,7 @@
 /** The platform's label names live in shared (protocol/labels.ts): both ends read them. */
 export {
   LABEL_COMMIT,
+  LABEL_DATABASE_ENGINE,
   LABEL_DEPLOYMENT,
   LABEL_DOMAINS,
   LABEL_JOB,

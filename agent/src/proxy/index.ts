@@ -3,6 +3,7 @@ import { ProxySettings } from "@capstan/shared";
 import { type Engine, EngineError } from "../docker/engine.js";
 import { LABEL_RESOURCE_UUID, MANAGED } from "../handlers/labels.js";
 import { KeyedMutex } from "../handlers/mutex.js";
+import { disconnectOne, ensureNetworks, findNetwork, isPlatformNetwork } from "../networks/index.js";
 import { ProxyDocker, type ProxyContainer } from "./docker.js";
 import { ADMIN_LISTEN, canonicalJson, renderCaddyConfig } from "./render.js";
 import { type Candidate, selectRoutes } from "./select.js";
@@ -35,7 +36,7 @@ export interface ProxyContext {
 export interface ProxyOptions {
   /** Named volume for Caddy's data (default `<settings.name>-data`). */
   volume?: string;
-  /** Extra labels on the proxy container and its volume (tests add capstan.test=1). */
+  /** Extra labels on the proxy container, its volume and the networks it creates (tests add capstan.test=1). */
   labels?: Record<string, string>;
   /** Extra labels a container must carry to be routed (tests route only their own containers). */
   select?: Record<string, string>;
@@ -111,6 +112,8 @@ async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, 
     progress(`proxy: ${line}`);
   };
 
+  // The dedicated proxy network (proxy isolation) is created here when missing.
+  if (settings.ensure_networks.length > 0) await ensureNetworks(engine, settings.ensure_networks, { signal, progress, extraLabels: opts.labels });
   const networks: string[] = [];
   for (const n of settings.networks) {
     if ((await engine.listNetworks(n, signal)).length > 0) networks.push(n);
@@ -119,9 +122,10 @@ async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, 
   if (networks.length === 0) throw new EngineError(`none of the proxy's networks exist on this server (${settings.networks.join(", ")})`);
 
   const proxy = await ensureContainer(docker, settings, networks, ctx, opts);
+  const joined = await leaveUnlisted(engine, opts.name, proxy, networks, ctx);
 
   const candidates = await gatherCandidates(engine, opts.select ?? {}, signal);
-  const selection = selectRoutes(candidates, networks);
+  const selection = selectRoutes(candidates, joined);
   for (const w of selection.warnings) warn(w);
 
   const config = canonicalJson(renderCaddyConfig(selection.routes, { httpsPort: settings.https_port }));
@@ -212,6 +216,24 @@ async function ensureContainer(
   return current;
 }
 
+/**
+ * The proxy joins exactly the listed networks among the platform's: it leaves a platform
+ * network (capstan.managed) no longer listed, e.g. an environment network after proxy
+ * isolation's cleanup. Networks the platform did not make stay as they are. Returns the
+ * networks it is on afterwards (the ones routes may use).
+ */
+async function leaveUnlisted(engine: Engine, name: string, proxy: ProxyContainer, listed: string[], { signal, progress }: ProxyContext): Promise<string[]> {
+  const on = new Set([...proxy.networks, ...listed]);
+  for (const network of proxy.networks) {
+    if (listed.includes(network)) continue;
+    const net = await findNetwork(engine, network, signal);
+    if (!net || !isPlatformNetwork(net)) continue;
+    if (await disconnectOne(engine, net, name, signal)) progress(`proxy: left network ${network} (no longer listed)`);
+    on.delete(network);
+  }
+  return [...on];
+}
+
 function portDrift(c: ProxyContainer, publish: Record<string, number>): string | null {
   for (const [spec, port] of Object.entries(publish)) {
     if (c.ports[spec] !== String(port)) return `${spec} published on ${c.ports[spec] ?? "nothing"}, want ${port}`;
@@ -223,7 +245,13 @@ async function gatherCandidates(engine: Engine, select: Record<string, string>, 
   const summaries = (await engine.listContainers({ ...select, ...MANAGED }, signal)).filter(
     (s) => s.labels[LABEL_RESOURCE_UUID] && s.state === "running",
   );
-  return (await inspectAll(engine, summaries, signal)).map((d) => ({ name: d.name, running: d.running && !d.paused, health: d.health, labels: d.labels }));
+  return (await inspectAll(engine, summaries, signal)).map((d) => ({
+    name: d.name,
+    running: d.running && !d.paused,
+    health: d.health,
+    labels: d.labels,
+    networks: d.networks,
+  }));
 }
 
 /** Caddy's autosave of its running config, canonicalised; null when unreadable. */

@@ -21,8 +21,8 @@ describe("selectRoutes", () => {
     );
     expect(warnings).toEqual([]);
     expect(routes).toEqual([
-      { host: "a.example.com", path: "/", https: true, dial: "a-new:8080", resource: "res-a", container: "a-new" },
-      { host: "b.test", path: "/", https: false, dial: "b-1:3000", resource: "res-b", container: "b-1" },
+      { host: "a.example.com", path: "/", https: true, dial: "a-new.capstan:8080", resource: "res-a", container: "a-new" },
+      { host: "b.test", path: "/", https: false, dial: "b-1.capstan:3000", resource: "res-b", container: "b-1" },
     ]);
   });
 
@@ -103,5 +103,35 @@ describe("isSafeUpstreamName", () => {
     for (const bad of ["localhost", "LOCALHOST", "localhost.localdomain", "127.0.0.1", "10.1.2.3", "-x", "a:2019", "a/b", ""]) {
       expect(isSafeUpstreamName(bad), bad).toBe(false);
     }
+  });
+});
+
+describe("selectRoutes: the routing network (capstan.proxy.network)", () => {
+  it("dials the container on its labelled network, even when the proxy shares several with it", () => {
+    const c = { ...app("web-1", { network: "capstan-proxy-net" }), networks: ["capstan-env-1", "capstan-proxy-net"] };
+    const { routes, warnings } = selectRoutes([c], ["capstan-env-1", "capstan-proxy-net"]);
+    expect(warnings).toEqual([]);
+    expect(routes.map((r) => r.dial)).toEqual(["web-1.capstan-proxy-net:8080"]);
+  });
+
+  it("skips, with the reason, a container whose labelled network the proxy does not join", () => {
+    const c = { ...app("internal-1", { network: "capstan-env-2" }), networks: ["capstan-env-2"] };
+    const { routes, warnings } = selectRoutes([c], ["capstan-proxy-net"]);
+    expect(routes).toEqual([]);
+    expect(warnings).toEqual([expect.stringMatching(/internal-1: network capstan-env-2 is not one the proxy joins; not routed/)]);
+  });
+
+  it("skips, with the reason, a container not attached to its labelled network (a hand-set label)", () => {
+    const c = { ...app("web-2", { network: "capstan-proxy-net" }), networks: ["capstan-env-1"] };
+    const { routes, warnings } = selectRoutes([c], ["capstan-env-1", "capstan-proxy-net"]);
+    expect(routes).toEqual([]);
+    expect(warnings).toEqual([expect.stringMatching(/web-2: it is not attached to network capstan-proxy-net/)]);
+  });
+
+  it("dials by container name when the label is empty, or the network name cannot be a DNS label", () => {
+    const bare = app("old-1", { resource: "r1", network: "" });
+    const upper = { ...app("up-1", { resource: "r2", network: "Proxy_Net", routes: [{ host: "u.test", https: false, path: "/" }] }), networks: ["Proxy_Net"] };
+    const { routes } = selectRoutes([bare, upper], ["capstan", "Proxy_Net"]);
+    expect(routes.map((r) => r.dial)).toEqual(["old-1:8080", "up-1:8080"]);
   });
 });

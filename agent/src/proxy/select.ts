@@ -15,6 +15,8 @@ export interface Candidate {
   /** healthy, unhealthy, starting; null when the container has no health check */
   health: string | null;
   labels: Record<string, string>;
+  /** Networks it is attached to; when known, a route over a network it is not on is skipped. */
+  networks?: string[];
 }
 
 /** One route the proxy serves: requests for host (+ path prefix) go to dial. */
@@ -23,7 +25,12 @@ export interface ResolvedRoute {
   /** "/" for the whole host, else a prefix such as "/api" (no trailing slash). */
   path: string;
   https: boolean;
-  /** `<container name>:<port>`, resolved by Docker's DNS on a network the proxy shares. */
+  /**
+   * `<container name>.<network>:<port>`: Docker's DNS answers `<name>.<network>` with the
+   * container's address on that network only, so traffic takes the network the container's
+   * capstan.proxy.network label names even when the proxy shares several with it.
+   * `<container name>:<port>` for a container without that label.
+   */
   dial: string;
   resource: string;
   container: string;
@@ -38,6 +45,8 @@ export interface Selection {
 const RouteList = z.array(ProxyRoute).max(100);
 const DOCKER_NAME = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$/;
 const IPV4_LIKE = /^[0-9.]+$/;
+/** Network names usable as the domain part of an upstream host (lower case: DNS names are compared case-insensitively, Docker names are not). */
+const QUALIFIABLE_NETWORK = /^[a-z0-9][a-z0-9_.-]{0,127}$/;
 
 /**
  * Upstream hosts are container names. A container named "localhost" or like an IP address
@@ -122,6 +131,11 @@ export function selectRoutes(candidates: Candidate[], networks: readonly string[
       warnings.push(`container ${c.name}: network ${network} is not one the proxy joins; not routed`);
       continue;
     }
+    if (network && c.networks && !c.networks.includes(network)) {
+      warnings.push(`container ${c.name}: it is not attached to network ${network} (its ${LABEL_PROXY_NETWORK} label); not routed`);
+      continue;
+    }
+    const upstream = network && QUALIFIABLE_NETWORK.test(network) ? `${c.name}.${network}` : c.name;
     for (const r of parsedRoutes) {
       const path = normalisePrefix(r.path);
       const key = `${r.host} ${path}`;
@@ -131,7 +145,7 @@ export function selectRoutes(candidates: Candidate[], networks: readonly string[
         continue;
       }
       claimed.set(key, resource);
-      routes.push({ host: r.host, path, https: r.https, dial: `${c.name}:${port.data}`, resource, container: c.name });
+      routes.push({ host: r.host, path, https: r.https, dial: `${upstream}:${port.data}`, resource, container: c.name });
     }
   }
   return { routes, warnings };

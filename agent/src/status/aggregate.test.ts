@@ -64,3 +64,33 @@ describe("resourceStatuses", () => {
     ]);
   });
 });
+
+describe("databases", () => {
+  const db = (uuid: string, over: Partial<ContainerState> = {}): ContainerState => ({
+    name: uuid,
+    state: "running",
+    running: true,
+    health: "healthy",
+    // What agent/src/databases sets: no deployment or rollout, type database.
+    labels: {
+      "capstan.managed": "true",
+      "capstan.resource.uuid": uuid,
+      "capstan.resource.type": "database",
+      "capstan.deployment": "",
+      "capstan.rollout": "",
+    },
+    ...over,
+  });
+
+  it("reports a database's one container under type database", () => {
+    expect(resourceStatuses([db("db-1"), c("web", { uuid: "app-1", health: "healthy" })])).toEqual([
+      { uuid: "db-1", type: "database", status: "running:healthy" },
+      { uuid: "app-1", type: "application", status: "running:healthy" },
+    ]);
+  });
+
+  it("shows a stopped or starting database as the engine does", () => {
+    expect(resourceStatuses([db("db-1", { state: "exited", running: false })])).toEqual([{ uuid: "db-1", type: "database", status: "exited:healthy" }]);
+    expect(resourceStatuses([db("db-2", { health: "starting" })])).toEqual([{ uuid: "db-2", type: "database", status: "running:starting" }]);
+  });
+});

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { Application } from "./applications.js";
 import { SLUG_PATTERN, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { Database } from "./databases.js";
 
 /** Names that would collide with fixed sub-paths of /projects/{uuid}/... */
 export const RESERVED_ENVIRONMENT_NAMES = ["environments"] as const;
@@ -24,8 +25,9 @@ export type Environment = z.infer<typeof Environment>;
 export const EnvironmentDetail = Environment.extend({
   project_uuid: z.string(),
   project_name: z.string(),
-  /** Spec 4.2: the environment "with all resources"; databases and services join as they are built. */
+  /** Spec 4.2: the environment "with all resources"; services join when they are built. */
   applications: z.array(Application).meta({ description: "The environment's applications, by id" }),
+  databases: z.array(Database).meta({ description: "The environment's standalone databases, by id (the items of GET /databases)" }),
 }).meta({ id: "EnvironmentDetail" });
 export type EnvironmentDetail = z.infer<typeof EnvironmentDetail>;
 

@@ -1,0 +1,109 @@
+import { DATABASE_ENGINE_FACTS, DATABASE_ENGINES, type DatabaseEngine, type DbCredentials } from "@capstan/shared";
+import { describe, expect, it } from "vitest";
+import { ENGINES, engineRuntime } from "./engines.js";
+import { redisConfValue } from "./redis-conf.js";
+
+const PASSWORD = 'pw-"quoted"\\back\nline-ünï';
+const ROOT = "root-secret-0123456789";
+const creds = (over: Partial<DbCredentials> = {}): DbCredentials => ({ user: "app", password: PASSWORD, database: "appdb", root_password: ROOT, ...over });
+
+describe("engine table", () => {
+  it("covers every engine of the protocol", () => {
+    expect(Object.keys(ENGINES).sort()).toEqual([...DATABASE_ENGINES].sort());
+  });
+
+  it.each(DATABASE_ENGINES)("%s: no password in the command or the health check argv", (engine) => {
+    const r = engineRuntime(engine, creds());
+    const argv = [...(r.cmd ?? []), ...r.healthcheck.test];
+    for (const secret of [PASSWORD, ROOT, "pw-"]) expect(argv.join(" ")).not.toContain(secret);
+    // The probe is bounded and runs from the start: the deploy waits on it.
+    expect(r.healthcheck.intervalS).toBeGreaterThan(0);
+    expect(r.healthcheck.timeoutS).toBeGreaterThan(0);
+    expect(r.healthcheck.retries).toBeGreaterThan(0);
+    expect(["CMD", "CMD-SHELL"]).toContain(r.healthcheck.test[0]);
+    expect(r.healthcheck.test.join(" ")).toContain(r.probe);
+  });
+
+  it.each(["redis", "keydb", "dragonfly"] as DatabaseEngine[])("%s: the probe authenticates from REDISCLI_AUTH and compares the reply", (engine) => {
+    const r = engineRuntime(engine, creds({ user: null, database: null, root_password: null }));
+    expect(r.env.REDISCLI_AUTH).toBe(PASSWORD);
+    expect(r.healthcheck.test[0]).toBe("CMD-SHELL");
+    expect(r.healthcheck.test[1]).toBe(`test "$(${r.probe} -p 6379 ping)" = PONG`);
+  });
+
+  it("postgresql: the official image's variables, PGDATA on the volume, pg_isready over TCP", () => {
+    const r = engineRuntime("postgresql", creds());
+    expect(r.env).toEqual({ POSTGRES_USER: "app", POSTGRES_PASSWORD: PASSWORD, POSTGRES_DB: "appdb", PGDATA: DATABASE_ENGINE_FACTS.postgresql.dataDir });
+    expect(r.cmd).toBeUndefined();
+    expect(r.files).toEqual([]);
+    expect(r.healthcheck.test).toEqual(["CMD", "pg_isready", "--host=127.0.0.1", "--port=5432", "--username=app", "--dbname=appdb"]);
+  });
+
+  it("postgresql: defaults like the image (user postgres, database named after the user)", () => {
+    const r = engineRuntime("postgresql", creds({ user: null, database: null }));
+    expect(r.env).toMatchObject({ POSTGRES_USER: "postgres", POSTGRES_DB: "postgres" });
+  });
+
+  it("mysql: MYSQL_* with the root password; mysqladmin ping over TCP", () => {
+    const r = engineRuntime("mysql", creds());
+    expect(r.env).toEqual({ MYSQL_ROOT_PASSWORD: ROOT, MYSQL_USER: "app", MYSQL_PASSWORD: PASSWORD, MYSQL_DATABASE: "appdb" });
+    expect(r.healthcheck.test).toEqual(["CMD", "mysqladmin", "ping", "--host=127.0.0.1", "--port=3306"]);
+  });
+
+  it("mariadb: MARIADB_*; mariadb-admin (mariadb:11 has no mysql* names)", () => {
+    const r = engineRuntime("mariadb", creds());
+    expect(r.env).toEqual({ MARIADB_ROOT_PASSWORD: ROOT, MARIADB_USER: "app", MARIADB_PASSWORD: PASSWORD, MARIADB_DATABASE: "appdb" });
+    expect(r.healthcheck.test.slice(0, 3)).toEqual(["CMD", "mariadb-admin", "ping"]);
+  });
+
+  it.each(["mysql", "mariadb"] as DatabaseEngine[])("%s: user root is the root account (the images refuse *_USER=root)", (engine) => {
+    const r = engineRuntime(engine, creds({ user: "root", root_password: null }));
+    const prefix = engine === "mysql" ? "MYSQL" : "MARIADB";
+    expect(r.env).toEqual({ [`${prefix}_ROOT_PASSWORD`]: PASSWORD, [`${prefix}_DATABASE`]: "appdb" });
+  });
+
+  it("mongodb: MONGO_INITDB_*; mongosh ping (no credentials needed)", () => {
+    const r = engineRuntime("mongodb", creds({ root_password: null }));
+    expect(r.env).toEqual({ MONGO_INITDB_ROOT_USERNAME: "app", MONGO_INITDB_ROOT_PASSWORD: PASSWORD, MONGO_INITDB_DATABASE: "appdb" });
+    expect(r.healthcheck.test).toEqual(["CMD", "mongosh", "--quiet", "--norc", "--eval", "db.adminCommand({ ping: 1 }).ok"]);
+    expect(engineRuntime("mongodb", creds({ user: null, database: null })).env).toEqual({ MONGO_INITDB_ROOT_USERNAME: "root", MONGO_INITDB_ROOT_PASSWORD: PASSWORD });
+  });
+
+  it("redis: requirepass in a config file on the volume, named by the command", () => {
+    const r = engineRuntime("redis", creds({ user: null, database: null, root_password: null }));
+    expect(r.cmd).toEqual(["redis-server", "/data/capstan-redis.conf"]);
+    expect(r.files).toEqual([{ dir: "/data", name: "capstan-redis.conf", content: `requirepass ${redisConfValue(PASSWORD)}\ndir "/data"\n` }]);
+    expect(Object.keys(r.env)).toEqual(["REDISCLI_AUTH"]);
+  });
+
+  it("keydb: the image's config, then an include with requirepass; keydb-cli probe", () => {
+    const r = engineRuntime("keydb", creds({ user: null, database: null, root_password: null }));
+    expect(r.cmd).toEqual(["keydb-server", "/etc/keydb/keydb.conf", "--include", "/data/capstan-keydb.conf"]);
+    expect(r.files[0]!.content).toContain(`requirepass ${redisConfValue(PASSWORD)}`);
+    expect(r.probe).toBe("keydb-cli");
+  });
+
+  it("dragonfly: DFLY_requirepass (Dragonfly reads every flag from DFLY_<flag>), the image's command", () => {
+    const r = engineRuntime("dragonfly", creds({ user: null, database: null, root_password: null }));
+    expect(r.env).toEqual({ DFLY_requirepass: PASSWORD, DFLY_dir: "/data", DFLY_df_snapshot_format: "false", DFLY_dbfilename: "dump", REDISCLI_AUTH: PASSWORD });
+    expect(r.cmd).toBeUndefined();
+    expect(r.files).toEqual([]);
+  });
+
+  it("clickhouse: CLICKHOUSE_USER / _PASSWORD / _DB with access management; clickhouse-client SELECT 1", () => {
+    const r = engineRuntime("clickhouse", creds({ root_password: null }));
+    expect(r.env).toEqual({ CLICKHOUSE_USER: "app", CLICKHOUSE_PASSWORD: PASSWORD, CLICKHOUSE_DB: "appdb", CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT: "1" });
+    expect(r.healthcheck.test).toEqual(["CMD", "clickhouse-client", "--query", "SELECT 1"]);
+    expect(engineRuntime("clickhouse", creds({ user: null, database: null })).env).toMatchObject({ CLICKHOUSE_USER: "default" });
+  });
+});
+
+describe("redisConfValue", () => {
+  it("quotes so that no value can end its line or its quotes", () => {
+    expect(redisConfValue("plain-Value_1")).toBe('"plain-Value_1"');
+    expect(redisConfValue('a"b\\c')).toBe('"a\\"b\\\\c"');
+    expect(redisConfValue("x\nrequirepass evil\r")).toBe('"x\\x0arequirepass evil\\x0d"');
+    expect(redisConfValue("é")).toBe('"\\xc3\\xa9"');
+    expect(redisConfValue("a b#c")).toBe('"a b#c"');
+  });
+});

@@ -1,0 +1,168 @@
+import { DATABASE_ENGINE_FACTS, type DatabaseEngine, type DbCredentials } from "@capstan/shared";
+import type { ContainerHealthcheck } from "../docker/engine.js";
+import { redisConf } from "./redis-conf.js";
+
+/**
+ * What the agent knows about each engine's official image: how credentials reach it (the
+ * image's own environment conventions), the command when the image's default will not do, files
+ * it needs before its first start, and a health probe that tells "accepts connections".
+ *
+ * Passwords never go into argv (visible in `ps` on the host and in `docker inspect`'s Cmd):
+ * - postgresql, mysql, mariadb, mongodb, clickhouse: the variables the images' entrypoints read
+ *   (POSTGRES_*, MYSQL_*, MARIADB_*, MONGO_INITDB_*, CLICKHOUSE_*).
+ * - redis, keydb: Redis reads no password variable, so `requirepass` goes into a config file
+ *   the agent copies (mode 600, owner root) into the data dir between create and start; the
+ *   images' entrypoints hand every file there to the server's user before dropping root, so
+ *   only the server can read it. The command names that file.
+ * - dragonfly: reads every flag from `DFLY_<flag>` variables, so DFLY_requirepass.
+ * - redis-like probes authenticate with REDISCLI_AUTH, which redis-cli / keydb-cli read.
+ */
+export interface EngineRuntime {
+  /** The engine's own variables; they win over user variables of the same name. */
+  env: Record<string, string>;
+  /** undefined: the image's default command. */
+  cmd?: string[];
+  /** Written into the container after it is created, before it starts. */
+  files: EngineFile[];
+  healthcheck: ContainerHealthcheck;
+  /** The executable the health probe runs (named when an image lacks it). */
+  probe: string;
+}
+
+export interface EngineFile {
+  /** Existing directory inside the container (the data dir: the volume receives the file). */
+  dir: string;
+  name: string;
+  content: string;
+}
+
+/** Probe timing: every 2 s; up to 3 min to initialise a fresh data dir before failures count. */
+const TIMING = { intervalS: 2, timeoutS: 10, retries: 5, startPeriodS: 180 } as const;
+
+const cmdProbe = (...argv: string[]): ContainerHealthcheck => ({ test: ["CMD", ...argv], ...TIMING });
+
+/**
+ * redis-cli exits 0 even when the server answers an error (a wrong REDISCLI_AUTH gets NOAUTH),
+ * and its -e flag exists only from Redis 7.0 (not in keydb-cli, nor in the redis-tools of
+ * Dragonfly's image): the reply itself is compared. A constant script: nothing of the payload
+ * is in it.
+ */
+const pongProbe = (cli: string): ContainerHealthcheck => ({
+  test: ["CMD-SHELL", `test "$(${cli} -p 6379 ping)" = PONG`],
+  ...TIMING,
+});
+
+/** mysql / mariadb users other than root (their images refuse *_USER=root: root has its own password). */
+const regularUser = (c: DbCredentials) => (c.user && c.user !== "root" ? c.user : null);
+
+type Definition = (c: DbCredentials) => EngineRuntime;
+
+const REDIS_CONF = "capstan-redis.conf";
+const KEYDB_CONF = "capstan-keydb.conf";
+
+export const ENGINES: Record<DatabaseEngine, Definition> = {
+  postgresql: (c) => {
+    const user = c.user ?? "postgres";
+    const db = c.database ?? user;
+    return {
+      // PGDATA explicitly: postgres 18+ images default elsewhere, off the volume.
+      env: { POSTGRES_USER: user, POSTGRES_PASSWORD: c.password, POSTGRES_DB: db, PGDATA: DATABASE_ENGINE_FACTS.postgresql.dataDir },
+      files: [],
+      // TCP, not the socket: during initialisation the image's temporary server listens on the socket only.
+      healthcheck: cmdProbe("pg_isready", "--host=127.0.0.1", "--port=5432", `--username=${user}`, `--dbname=${db}`),
+      probe: "pg_isready",
+    };
+  },
+
+  mysql: (c) => {
+    const user = regularUser(c);
+    return {
+      env: {
+        MYSQL_ROOT_PASSWORD: c.root_password ?? c.password,
+        ...(user ? { MYSQL_USER: user, MYSQL_PASSWORD: c.password } : {}),
+        ...(c.database ? { MYSQL_DATABASE: c.database } : {}),
+      },
+      files: [],
+      // ping exits 0 whenever the server answers, "Access denied" included: no password needed.
+      // TCP: the image's initialisation server runs with --skip-networking.
+      healthcheck: cmdProbe("mysqladmin", "ping", "--host=127.0.0.1", "--port=3306"),
+      probe: "mysqladmin",
+    };
+  },
+
+  mariadb: (c) => {
+    const user = regularUser(c);
+    return {
+      env: {
+        MARIADB_ROOT_PASSWORD: c.root_password ?? c.password,
+        ...(user ? { MARIADB_USER: user, MARIADB_PASSWORD: c.password } : {}),
+        ...(c.database ? { MARIADB_DATABASE: c.database } : {}),
+      },
+      files: [],
+      // mariadb:11 no longer ships the mysql* names.
+      healthcheck: cmdProbe("mariadb-admin", "ping", "--host=127.0.0.1", "--port=3306"),
+      probe: "mariadb-admin",
+    };
+  },
+
+  mongodb: (c) => ({
+    env: {
+      MONGO_INITDB_ROOT_USERNAME: c.user ?? "root",
+      MONGO_INITDB_ROOT_PASSWORD: c.password,
+      ...(c.database ? { MONGO_INITDB_DATABASE: c.database } : {}),
+    },
+    files: [],
+    // ping needs no authentication.
+    healthcheck: cmdProbe("mongosh", "--quiet", "--norc", "--eval", "db.adminCommand({ ping: 1 }).ok"),
+    probe: "mongosh",
+  }),
+
+  redis: (c) => ({
+    env: { REDISCLI_AUTH: c.password },
+    cmd: ["redis-server", `${DATABASE_ENGINE_FACTS.redis.dataDir}/${REDIS_CONF}`],
+    files: [{ dir: DATABASE_ENGINE_FACTS.redis.dataDir, name: REDIS_CONF, content: redisConf([["requirepass", c.password], ["dir", DATABASE_ENGINE_FACTS.redis.dataDir]]) }],
+    healthcheck: pongProbe("redis-cli"),
+    probe: "redis-cli",
+  }),
+
+  keydb: (c) => ({
+    env: { REDISCLI_AUTH: c.password },
+    // The image's own config first (its Docker defaults), then ours.
+    cmd: ["keydb-server", "/etc/keydb/keydb.conf", "--include", `${DATABASE_ENGINE_FACTS.keydb.dataDir}/${KEYDB_CONF}`],
+    files: [{ dir: DATABASE_ENGINE_FACTS.keydb.dataDir, name: KEYDB_CONF, content: redisConf([["requirepass", c.password], ["dir", DATABASE_ENGINE_FACTS.keydb.dataDir]]) }],
+    healthcheck: pongProbe("keydb-cli"),
+    probe: "keydb-cli",
+  }),
+
+  dragonfly: (c) => ({
+    env: {
+      DFLY_requirepass: c.password,
+      DFLY_dir: DATABASE_ENGINE_FACTS.dragonfly.dataDir,
+      // Snapshots in Redis' RDB format under one fixed name, so backup and restore treat it like Redis.
+      DFLY_df_snapshot_format: "false",
+      DFLY_dbfilename: "dump",
+      REDISCLI_AUTH: c.password,
+    },
+    files: [],
+    healthcheck: pongProbe("redis-cli"),
+    probe: "redis-cli",
+  }),
+
+  clickhouse: (c) => ({
+    env: {
+      CLICKHOUSE_USER: c.user ?? "default",
+      CLICKHOUSE_PASSWORD: c.password,
+      ...(c.database ? { CLICKHOUSE_DB: c.database } : {}),
+      // The admin user may create users and grants (SQL-driven access control).
+      CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT: "1",
+    },
+    files: [],
+    // clickhouse-client takes CLICKHOUSE_USER / CLICKHOUSE_PASSWORD from the environment (22.3+).
+    healthcheck: cmdProbe("clickhouse-client", "--query", "SELECT 1"),
+    probe: "clickhouse-client",
+  }),
+};
+
+export function engineRuntime(engine: DatabaseEngine, credentials: DbCredentials): EngineRuntime {
+  return ENGINES[engine](credentials);
+}

@@ -1,0 +1,68 @@
+import type { DbCredentials, S3Target } from "@capstan/shared";
+import { runBackup } from "../backup/backup.js";
+import { deleteBackup } from "../backup/delete.js";
+import { runRestore } from "../backup/restore.js";
+import type { Handler, JobContext } from "../dispatch/types.js";
+import type { Engine } from "../docker/engine.js";
+import { createMasker, type Masker } from "../deploy/mask.js";
+import { dbLockKey } from "./db.js";
+import type { KeyedMutex } from "./mutex.js";
+
+/** Options of the backup handlers. */
+export interface BackupOptions {
+  /** The agent's state dir: backups are kept under `<stateDir>/backups/`. */
+  stateDir: string;
+  /** How often a database restarted by a restore (Redis-like engines) is polled for health. */
+  pollMs: number;
+}
+
+/** The values no job output or failure may show. */
+function secrets(c: DbCredentials | null, passphrase: string | null, ...targets: (S3Target | null | undefined)[]): string[] {
+  const out: string[] = [];
+  if (c) out.push(c.password, ...(c.root_password ? [c.root_password] : []));
+  if (passphrase) out.push(passphrase);
+  for (const t of targets) if (t) out.push(t.secret_key);
+  return out;
+}
+
+/** Runs fn with progress lines and the failure's message masked. */
+async function masked<T>(mask: Masker, ctx: JobContext, fn: (ctx: JobContext) => Promise<T>): Promise<T> {
+  const job: JobContext = { ...ctx, progress: (line) => ctx.progress(mask(line)) };
+  try {
+    return await fn(job);
+  } catch (err) {
+    if (err instanceof Error) {
+      err.message = mask(err.message);
+      throw err;
+    }
+    throw new Error(mask(String(err)));
+  }
+}
+
+/** db.backup (backup/backup.ts); one run per schedule at a time, so retention never races itself. */
+export function dbBackup(engine: Engine, opts: BackupOptions, locks: KeyedMutex): Handler<"db.backup"> {
+  return (payload, ctx) =>
+    locks.run(`backup:${payload.db.uuid}:${payload.schedule_uuid}`, () => {
+      ctx.signal.throwIfAborted();
+      const mask = createMasker(secrets(payload.credentials, payload.passphrase, payload.s3?.target));
+      return masked(mask, ctx, (job) => runBackup(engine, payload, opts, job));
+    });
+}
+
+/** db.restore (backup/restore.ts); holds the database's lock: no deploy or stop/start interleaves. */
+export function dbRestore(engine: Engine, opts: BackupOptions, locks: KeyedMutex): Handler<"db.restore"> {
+  return (payload, ctx) =>
+    locks.run(dbLockKey(payload.db.uuid), () => {
+      ctx.signal.throwIfAborted();
+      const mask = createMasker(secrets(payload.credentials, payload.passphrase, payload.from.s3?.target));
+      return masked(mask, ctx, (job) => runRestore(engine, payload, opts, job));
+    });
+}
+
+/** backup.delete (backup/delete.ts). */
+export function backupDelete(_engine: Engine, opts: BackupOptions): Handler<"backup.delete"> {
+  return (payload, ctx) => {
+    const mask = createMasker(secrets(null, null, payload.s3?.target));
+    return masked(mask, ctx, (job) => deleteBackup(opts.stateDir, payload, job.progress));
+  };
+}
