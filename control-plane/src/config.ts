@@ -2,6 +2,10 @@ import { z } from "zod";
 import { resolve } from "node:path";
 import { type BaseImages, ImageRef, isImageRef } from "@capstan/shared";
 
+/** PLATFORM_NETWORK_ISOLATION_MODE (spec section 1, "Network management behavior"). */
+export const NETWORK_ISOLATION_MODES = ["none", "environment", "strict"] as const;
+export type NetworkIsolationMode = (typeof NETWORK_ISOLATION_MODES)[number];
+
 const Bool = z
   .enum(["true", "false", "1", "0", "yes", "no"])
   .transform((v) => v === "true" || v === "1" || v === "yes");
@@ -59,6 +63,13 @@ const EnvSchema = z.object({
   PLATFORM_BUILDER_IMAGE_GO: ImageRef.default("golang:1.22-bookworm"),
   PLATFORM_BUILDER_IMAGE_STATIC: ImageRef.default("caddy:2-alpine"),
   PLATFORM_BUILDER_IMAGE_RUNTIME: ImageRef.default("debian:bookworm-slim"),
+  // Network management and proxy isolation (docs/networks.md).
+  PLATFORM_NETWORK_MANAGEMENT: Bool.default(false),
+  PLATFORM_NETWORK_ISOLATION_MODE: z.enum(NETWORK_ISOLATION_MODES, { error: "must be none, environment or strict" }).default("environment"),
+  // No default here: strict mode implies it when it is not set, and refuses an explicit false.
+  PLATFORM_PROXY_ISOLATION: Bool.optional(),
+  PLATFORM_OVERLAY_ENCRYPTION: Bool.default(false),
+  PLATFORM_MAX_NETWORKS: z.coerce.number({ error: "must be a whole number" }).int("must be a whole number").min(1, "must be at least 1").max(100_000, "must be at most 100000").default(200),
 });
 
 /**
@@ -102,6 +113,20 @@ export interface Config {
   builderImages: BaseImages;
   /** Where build servers push the images they build; null: build servers are not used. */
   buildRegistry: BuildRegistryConfig | null;
+  network: NetworkConfig;
+}
+
+/** Network management as the instance runs it: the settings after start-up validation (docs/networks.md). */
+export interface NetworkConfig {
+  /** Off: every resource of a server is on its destination network (one bridge), as before. */
+  management: boolean;
+  isolation: NetworkIsolationMode;
+  /** The dedicated proxy network is used: PLATFORM_PROXY_ISOLATION, or implied by strict mode. */
+  proxyIsolation: boolean;
+  /** Overlay networks the platform creates are encrypted between nodes. */
+  overlayEncryption: boolean;
+  /** Networks per server the platform will create up to (spec section 8). */
+  maxNetworks: number;
 }
 
 export interface BuildRegistryConfig {
@@ -125,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (e.PLATFORM_BUILD_REGISTRY_USERNAME && !e.PLATFORM_BUILD_REGISTRY) {
     throw new ConfigError("Invalid configuration:\n  PLATFORM_BUILD_REGISTRY_USERNAME needs PLATFORM_BUILD_REGISTRY");
   }
+  const network = networkConfig(e);
   const dataDir = resolve(e.PLATFORM_DATA_DIR);
   let database: DatabaseConfig;
   if (e.DATABASE_URL?.startsWith("file:")) {
@@ -161,6 +187,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
           auth: e.PLATFORM_BUILD_REGISTRY_USERNAME ? { username: e.PLATFORM_BUILD_REGISTRY_USERNAME, password: e.PLATFORM_BUILD_REGISTRY_PASSWORD! } : null,
         }
       : null,
+    network,
     builderImages: {
       node: e.PLATFORM_BUILDER_IMAGE_NODE,
       python: e.PLATFORM_BUILDER_IMAGE_PYTHON,
@@ -168,5 +195,33 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       static: e.PLATFORM_BUILDER_IMAGE_STATIC,
       runtime: e.PLATFORM_BUILDER_IMAGE_RUNTIME,
     },
+  };
+}
+
+/**
+ * The network settings, checked together. Settings that could only be meant as "isolate" but
+ * would do nothing, or contradict each other, stop the start with the reason rather than run
+ * with less isolation than the operator asked for:
+ * - strict mode with PLATFORM_PROXY_ISOLATION=false (strict is proxy isolation enforced);
+ * - strict mode or PLATFORM_PROXY_ISOLATION=true without PLATFORM_NETWORK_MANAGEMENT=true.
+ * Strict mode with PLATFORM_PROXY_ISOLATION unset turns proxy isolation on.
+ */
+function networkConfig(e: z.infer<typeof EnvSchema>): NetworkConfig {
+  const problems: string[] = [];
+  const strict = e.PLATFORM_NETWORK_ISOLATION_MODE === "strict";
+  if (strict && e.PLATFORM_PROXY_ISOLATION === false) {
+    problems.push("PLATFORM_PROXY_ISOLATION=false contradicts PLATFORM_NETWORK_ISOLATION_MODE=strict (strict mode enforces proxy isolation): unset PLATFORM_PROXY_ISOLATION or choose the environment mode");
+  }
+  if (!e.PLATFORM_NETWORK_MANAGEMENT) {
+    if (strict) problems.push("PLATFORM_NETWORK_ISOLATION_MODE=strict needs PLATFORM_NETWORK_MANAGEMENT=true");
+    if (e.PLATFORM_PROXY_ISOLATION === true) problems.push("PLATFORM_PROXY_ISOLATION=true needs PLATFORM_NETWORK_MANAGEMENT=true");
+  }
+  if (problems.length) throw new ConfigError(`Invalid configuration:\n${problems.map((p) => `  ${p}`).join("\n")}`);
+  return {
+    management: e.PLATFORM_NETWORK_MANAGEMENT,
+    isolation: e.PLATFORM_NETWORK_ISOLATION_MODE,
+    proxyIsolation: e.PLATFORM_NETWORK_MANAGEMENT && (strict || e.PLATFORM_PROXY_ISOLATION === true),
+    overlayEncryption: e.PLATFORM_OVERLAY_ENCRYPTION,
+    maxNetworks: e.PLATFORM_MAX_NETWORKS,
   };
 }

@@ -15,6 +15,7 @@ import { attachGateway, type AgentGateway } from "./agents/gateway.js";
 import { joinCommand } from "./agents/join-command.js";
 import { installAgentOverSsh } from "./agents/ssh-install.js";
 import { usePostgresAdapter } from "./agents/cluster-adapter.js";
+import { BackupScheduler } from "./backups/scheduler.js";
 
 export interface InstanceData {
   database: Database;
@@ -42,6 +43,8 @@ export interface Instance extends InstanceData {
   services: Services;
   jobs: JobQueue;
   gateway: AgentGateway | null;
+  /** Runs the backup schedules (started by attach). */
+  backupScheduler: BackupScheduler;
   /** Attaches the agent gateway to the HTTP server and starts background work. */
   attach(http: HttpServer): Promise<AgentGateway>;
   close(): Promise<void>;
@@ -70,12 +73,14 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     },
   });
   const closers: (() => Promise<void>)[] = [];
+  const backupScheduler = new BackupScheduler(db, services.backups, { log });
   const instance: Instance = {
     ...data,
     app,
     services,
     jobs,
     gateway: null,
+    backupScheduler,
     async attach(http) {
       const gateway = attachGateway(http, db, jobs, log);
       if (config.database.kind === "postgresql") {
@@ -86,9 +91,11 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
       instance.gateway = gateway;
       jobs.start();
       services.deployments.startSweep(log);
+      await backupScheduler.start();
       return gateway;
     },
     async close() {
+      await backupScheduler.stop();
       await services.deployments.stop();
       await jobs.stop();
       await instance.gateway?.close();

@@ -47,7 +47,7 @@ export interface AgentGateway {
   standDown(serverId: number, reason: string): void;
   /** Drops the agent's connection (token rotated). */
   disconnect(serverId: number): void;
-  /** Drops every agent and dashboard connection (shutdown: agents reconnect elsewhere). */
+  /** Drops every agent and dashboard connection of this replica (shutdown: agents reconnect elsewhere). */
   disconnectAll(): void;
   close(): Promise<void>;
 }
@@ -263,14 +263,16 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     disconnect(serverId) {
       sockets.get(serverId)?.disconnect(true);
     },
+    // `.local`: with the cluster adapter a plain disconnectSockets() is broadcast to every
+    // replica, and a replica shutting down would drop the agents connected to the others.
     disconnectAll() {
-      agents.disconnectSockets(true);
-      fleet.disconnectSockets(true);
+      agents.local.disconnectSockets(true);
+      fleet.local.disconnectSockets(true);
     },
     async close() {
       clearInterval(heartbeat);
-      agents.disconnectSockets(true);
-      fleet.disconnectSockets(true);
+      agents.local.disconnectSockets(true);
+      fleet.local.disconnectSockets(true);
       await new Promise<void>((resolve) => io.close(() => resolve()));
     },
   };

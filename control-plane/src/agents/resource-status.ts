@@ -8,36 +8,61 @@ export interface StatusChange {
   event: ResourceStatusEvent;
 }
 
+interface StatusRow {
+  id: number;
+  uuid: string;
+  teamId: number;
+  status: string;
+}
+
+/** The table behind one reported resource type (the capstan.resource.type label). */
+interface StatusTable {
+  find(where: { serverId: number; uuid?: { in: string[] } }): Promise<StatusRow[]>;
+  update(ids: number[], serverId: number, status: string): Promise<unknown>;
+}
+
+const select = { id: true, uuid: true, teamId: true, status: true } as const;
+
+function tables(db: Db): Record<"application" | "database", StatusTable> {
+  return {
+    application: {
+      find: (where) => db.application.findMany({ where, select }),
+      update: (ids, serverId, status) => db.application.updateMany({ where: { id: { in: ids }, serverId }, data: { status } }),
+    },
+    database: {
+      find: (where) => db.standaloneDatabase.findMany({ where, select }),
+      update: (ids, serverId, status) => db.standaloneDatabase.updateMany({ where: { id: { in: ids }, serverId }, data: { status } }),
+    },
+  };
+}
+
 /**
  * Stores what an agent reports about the resources on its server. Only resources of that
  * server are touched (the server id comes from the authenticated socket, never the report),
  * and only rows whose status changes are written, grouped by status: a minute's full report
- * of a quiet server is one read and no write.
+ * of a quiet server is one read per kind of resource and no write.
  */
 export async function applyStatusReport(db: Db, server: { id: number; uuid: string }, report: ResourceStatusReport): Promise<StatusChange[]> {
-  const reported = new Map(report.resources.filter((r) => r.type === "application").map((r) => [r.uuid, r.status]));
-  const current = report.full
-    ? await db.application.findMany({ where: { serverId: server.id }, select: { id: true, uuid: true, teamId: true, status: true } })
-    : (
-        await Promise.all(
-          chunks([...reported.keys()]).map((uuids) =>
-            db.application.findMany({ where: { serverId: server.id, uuid: { in: uuids } }, select: { id: true, uuid: true, teamId: true, status: true } }),
-          ),
-        )
-      ).flat();
-
-  const byStatus = new Map<string, number[]>();
   const changes: StatusChange[] = [];
   const at = new Date().toISOString();
-  for (const app of current) {
-    // In a full report, an application without containers on the server has none left.
-    const status = reported.get(app.uuid) ?? (report.full ? "exited" : null);
-    if (status === null || status === app.status) continue;
-    byStatus.set(status, [...(byStatus.get(status) ?? []), app.id]);
-    changes.push({ teamId: app.teamId, event: { uuid: app.uuid, type: "application", status, server_uuid: server.uuid, at } });
-  }
-  for (const [status, ids] of byStatus) {
-    for (const part of chunks(ids)) await db.application.updateMany({ where: { id: { in: part }, serverId: server.id }, data: { status } });
+  for (const [type, table] of Object.entries(tables(db))) {
+    const reported = new Map(report.resources.filter((r) => r.type === type).map((r) => [r.uuid, r.status]));
+    if (!report.full && reported.size === 0) continue;
+    const current = report.full
+      ? await table.find({ serverId: server.id })
+      : (await Promise.all(chunks([...reported.keys()]).map((uuids) => table.find({ serverId: server.id, uuid: { in: uuids } })))).flat();
+
+    const byStatus = new Map<string, number[]>();
+    for (const row of current) {
+      // In a full report, a resource without containers on the server has none left.
+      const status = reported.get(row.uuid) ?? (report.full ? "exited" : null);
+      if (status === null || status === row.status) continue;
+      byStatus.set(status, [...(byStatus.get(status) ?? []), row.id]);
+      changes.push({ teamId: row.teamId, event: { uuid: row.uuid, type, status, server_uuid: server.uuid, at } });
+    }
+    for (const [status, ids] of byStatus) {
+      for (const part of chunks(ids)) await table.update(part, server.id, status);
+    }
   }
   return changes;
 }

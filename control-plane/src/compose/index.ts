@@ -13,6 +13,7 @@ export {
   LABELS,
   RENDERED_META_KEY,
   type RewriteContext,
+  type ExtraNetwork,
   type RenderedMeta,
 } from "./rewrite.js";
 export { LIMITS, isReservedLabel } from "./schema.js";

@@ -235,3 +235,57 @@ describe("rewriteCompose", () => {
     expect(asCompose(rewriteCompose(doc, ctx({ port: 80 }))).services[`${APP}-app`]!.labels["capstan.proxy.port"]).toBe("80");
   });
 });
+
+describe("rewriteCompose: networks (services/network-plan.ts)", () => {
+  const TWO = "x-capstan-public-service: web\nservices:\n  web:\n    image: nginx\n    expose: [\"80\"]\n  worker:\n    image: busybox\n";
+
+  it("puts every service on the primary network, the public one alone on the proxy network, every one on attached shared networks", () => {
+    const out = asCompose(
+      rewriteCompose(
+        parseCompose(TWO),
+        ctx({
+          network: "capstan-env-1111",
+          networks: [
+            { name: "capstan-proxy-net", publicOnly: true },
+            { name: "team-shared", publicOnly: false },
+          ],
+          proxyNetwork: "capstan-proxy-net",
+        }),
+      ),
+    );
+    expect(out.networks).toEqual({
+      app: { name: `capstan-${APP}`, labels: { "capstan.managed": "true", "capstan.resource.uuid": APP } },
+      destination: { external: true, name: "capstan-env-1111" },
+      proxy: { external: true, name: "capstan-proxy-net" },
+      "shared-2": { external: true, name: "team-shared" },
+    });
+    expect(out.services[`${APP}-web`]!.networks).toEqual({ app: { aliases: ["web"] }, destination: {}, proxy: {}, "shared-2": {} });
+    // An internal service never joins the proxy network: it cannot reach the proxy.
+    expect(out.services[`${APP}-worker`]!.networks).toEqual({ app: { aliases: ["worker"] }, destination: {}, "shared-2": {} });
+    expect(out.services[`${APP}-web`]!.labels["capstan.proxy.network"]).toBe("capstan-proxy-net");
+    expect(out.services[`${APP}-worker`]!.labels["capstan.proxy.network"]).toBe("");
+    expect(out["x-capstan"].network).toBe("capstan-env-1111");
+  });
+
+  it("labels the public service with the primary network when there is no proxy network", () => {
+    const out = asCompose(rewriteCompose(parseCompose(TWO), ctx({ network: "capstan-env-2222" })));
+    expect(out.services[`${APP}-web`]!.labels["capstan.proxy.network"]).toBe("capstan-env-2222");
+  });
+
+  it("a user's capstan.proxy.network wins over the automatic value (spec section 1, rule 9); other capstan.* labels are dropped", () => {
+    const raw = "x-capstan-public-service: web\nservices:\n  web:\n    image: nginx\n    expose: [\"80\"]\n    labels:\n      capstan.proxy.network: my-routing-net\n      capstan.proxy.port: \"9999\"\n";
+    const out = asCompose(rewriteCompose(parseCompose(raw), ctx({ networks: [{ name: "capstan-proxy-net", publicOnly: true }], proxyNetwork: "capstan-proxy-net" })));
+    expect(out.services[`${APP}-web`]!.labels["capstan.proxy.network"]).toBe("my-routing-net");
+    expect(out.services[`${APP}-web`]!.labels["capstan.proxy.port"]).toBe("80");
+  });
+
+  it("refuses a user routing-network value that is not a Docker network name", () => {
+    const raw = "services:\n  web:\n    image: nginx\n    expose: [\"80\"]\n    labels:\n      capstan.proxy.network: \"bad name;rm\"\n";
+    try {
+      rewriteCompose(parseCompose(raw), ctx());
+      throw new Error("accepted");
+    } catch (e) {
+      expect((e as AppError).errors!.docker_compose_raw).toEqual(["services.web.labels.capstan.proxy.network: must name a Docker network (letters, digits, _ . -)"]);
+    }
+  });
+});

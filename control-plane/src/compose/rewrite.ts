@@ -11,6 +11,7 @@ import {
   LABEL_RESOURCE_TYPE,
   LABEL_RESOURCE_UUID,
   LABEL_ROLLOUT,
+  DockerName,
   type ProxyRoute,
   VolumeName,
 } from "@capstan/shared";
@@ -41,13 +42,26 @@ const MAX_RENDERED = 1_048_576;
 /** Keys of the two networks in the rendered file. */
 const APP_NETWORK = "app";
 const DESTINATION_NETWORK = "destination";
+/** Keys of further networks: "proxy" for the proxy network, "shared-<n>" for the others. */
+const extraKey = (n: ExtraNetwork, index: number) => (n.publicOnly ? "proxy" : `shared-${index + 1}`);
+
+/** A further network the application's services join (external to the project). */
+export interface ExtraNetwork {
+  name: string;
+  /** Only the public service joins it (the proxy network: internal services must not reach the proxy). */
+  publicOnly: boolean;
+}
 
 export interface RewriteContext {
   appUuid: string;
   appName: string;
   deploymentUuid: string;
-  /** The destination's Docker network (external to the project; the proxy joins it). */
+  /** The primary Docker network (the environment's or the destination's; external to the project). */
   network: string;
+  /** Further networks (services/network-plan.ts): the proxy network, shared networks attached by users. */
+  networks?: ExtraNetwork[];
+  /** Value of capstan.proxy.network on the public service; null: `network`. A user's own value wins. */
+  proxyNetwork?: string | null;
   routes: ProxyRoute[];
   /** Container port of the public service the proxy sends traffic to; null: its first exposed port. */
   port: number | null;
@@ -81,6 +95,9 @@ const APP_UUID = /^[a-z0-9-]{1,64}$/;
 export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
   if (!APP_UUID.test(ctx.appUuid) || !APP_UUID.test(ctx.deploymentUuid)) throw new Error("rewriteCompose: invalid application or deployment uuid");
   if (!VolumeName.safeParse(ctx.network).success) throw new Error(`rewriteCompose: invalid network name ${ctx.network}`);
+  const extras = (ctx.networks ?? []).map((n, i) => ({ ...n, key: extraKey(n, i) }));
+  for (const n of extras) if (!DockerName.safeParse(n.name).success) throw new Error(`rewriteCompose: invalid network name ${n.name}`);
+  if (extras.filter((n) => n.publicOnly).length > 1) throw new Error("rewriteCompose: more than one public-only network");
   const reasons: string[] = [];
   const public_ = doc.services.find((s) => s.name === doc.publicService);
   if (!public_) throw new Error(`rewriteCompose: public service ${doc.publicService} is not in the document`);
@@ -128,6 +145,12 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
     if (Object.keys(environment).length) out.environment = environment;
 
     const userLabels = Object.fromEntries(Object.entries(s.labels).map(([k, v]) => [k, resolve(`labels.${k}`, v)]));
+    // The one platform label a user may set (spec section 1, rule 9): the network the proxy
+    // reaches this service on. It must name a Docker network; the user attaches that network.
+    const userProxyNetwork = userLabels[LABELS.network];
+    if (userProxyNetwork !== undefined && !DockerName.safeParse(userProxyNetwork).success) {
+      reasons.push(`services.${s.name}.labels.${LABELS.network}: must name a Docker network (letters, digits, _ . -)`);
+    }
     out.labels = {
       ...userLabels,
       ...owned,
@@ -142,7 +165,7 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
       [LABELS.domains]: isPublic ? [...new Set(ctx.routes.map((r) => r.host))].join(",") : "",
       [LABELS.routes]: isPublic ? JSON.stringify(ctx.routes) : "",
       [LABELS.port]: isPublic && port !== null ? String(port) : "",
-      [LABELS.network]: isPublic ? ctx.network : "",
+      [LABELS.network]: userProxyNetwork ?? (isPublic ? (ctx.proxyNetwork ?? ctx.network) : ""),
     };
 
     if (s.expose.length) out.expose = s.expose;
@@ -195,6 +218,7 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
     out.networks = {
       [APP_NETWORK]: { aliases: [s.name, ...(aliases.get(s.name) ?? [])] },
       [DESTINATION_NETWORK]: {},
+      ...Object.fromEntries(extras.filter((n) => isPublic || !n.publicOnly).map((n) => [n.key, {}])),
     };
     services[containerName(ctx.appUuid, s.name)] = out;
   }
@@ -219,6 +243,7 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
     networks: {
       [APP_NETWORK]: { name: appNetworkName(ctx.appUuid), labels: owned },
       [DESTINATION_NETWORK]: { external: true, name: ctx.network },
+      ...Object.fromEntries(extras.map((n) => [n.key, { external: true, name: n.name }])),
     },
     ...(doc.volumes.length
       ? {

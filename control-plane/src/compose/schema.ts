@@ -1,4 +1,4 @@
-import { CpuLimit, EnvKey, HostPath, MemoryLimit, MountPath, isForbiddenHostPath, isImageRef } from "@capstan/shared";
+import { CpuLimit, EnvKey, HostPath, LABEL_PROXY_NETWORK, MemoryLimit, MountPath, isForbiddenHostPath, isImageRef } from "@capstan/shared";
 import { z } from "zod";
 import { REFUSED_SERVICE_KEYS, REFUSED_VOLUME_KEYS } from "./refused.js";
 import { TemplateError, checkTemplate } from "./interpolate.js";
@@ -38,8 +38,13 @@ const DURATION = /^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$/;
 const SIZE = /^[0-9]+(\.[0-9]+)?[bkmg]?$/i;
 const USER = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}(:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31})?$/;
 
-/** Label keys the platform owns: dropped from user input (spec 4.15), never refused. */
+/**
+ * Label keys the platform owns: dropped from user input (spec 4.15), never refused. Except the
+ * routing-network label: a user's value takes precedence over the automatic one (spec section 1,
+ * rule 9); the rewrite checks it names a Docker network.
+ */
 export function isReservedLabel(key: string): boolean {
+  if (key === LABEL_PROXY_NETWORK) return false;
   const k = key.toLowerCase();
   return k.startsWith("capstan.") || k.startsWith("com.docker.compose.");
 }

@@ -62,6 +62,8 @@ const TAG_DESCRIPTIONS: Record<string, string> = {
   "Label overrides": "User-supplied proxy labels for template service containers (spec 4.15).",
   "Git apps": "Installed git apps (GitHub Apps) whose installation tokens clone private repositories. The private key and webhook secret are stored encrypted and never returned.",
   "Private keys": "SSH private keys of the team. The private part is stored encrypted and never returned.",
+  "S3 storages": "S3-compatible destinations of database backups; the integer id is a schedule's s3_storage_id. Keys and the encryption passphrase are stored encrypted and never returned.",
+  "Database backups": "Cron backup schedules of standalone databases, their executions, and restore (spec 4.5).",
 };
 
 /** Descriptions of shared parameters whose schemas carry none. */

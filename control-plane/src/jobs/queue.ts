@@ -53,6 +53,15 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "app.build": 1_800_000,
   "app.action": 300_000,
   "app.logs": 30_000,
+  "db.deploy": 600_000,
+  "db.action": 300_000,
+  "db.backup": 6 * 3_600_000,
+  "db.restore": 6 * 3_600_000,
+  "backup.delete": 300_000,
+  "network.ensure": 120_000,
+  "network.remove": 120_000,
+  "networks.list": 30_000,
+  "network.connect": 300_000,
 };
 
 /**

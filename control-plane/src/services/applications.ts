@@ -26,6 +26,7 @@ import type { JobQueue } from "../jobs/queue.js";
 import { parseCompose } from "../compose/index.js";
 import type { AccessService, Need } from "./access.js";
 import { ServerService } from "./servers.js";
+import { forgetAttachments } from "./network-plan.js";
 
 type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
@@ -454,6 +455,7 @@ export class ApplicationService {
         for (const app of apps) {
           await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, DELETE_DEFAULTS, proxies.get(app.serverId)!), REMOVE_TIMEOUT_MS);
         }
+        await forgetAttachments(tx, "application", apps.map((a) => a.id));
       },
       // Delivery after commit; a kick that fails is retried by the queue's pump.
       kick: () => {
@@ -474,12 +476,16 @@ export class ApplicationService {
     }
     await this.assertNoOpenDeployment([app.id]);
     if (!flags.delete_configurations) {
-      await this.db.application.delete({ where: { id: app.id } });
+      await this.db.$transaction(async (tx) => {
+        await forgetAttachments(tx, "application", [app.id]);
+        await tx.application.delete({ where: { id: app.id } });
+      });
       return;
     }
     const proxy = await this.proxy(app.serverId);
     await this.db.$transaction(async (tx) => {
       await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, flags, proxy), REMOVE_TIMEOUT_MS);
+      await forgetAttachments(tx, "application", [app.id]);
       await tx.application.delete({ where: { id: app.id } });
     });
     void this.jobs.kick(app.serverId).catch(() => {});

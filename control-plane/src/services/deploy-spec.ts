@@ -3,19 +3,25 @@ import type { Db } from "../db/client.js";
 import type { Config } from "../config.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { AppError } from "../http/errors.js";
-import { parseCompose, rewriteCompose } from "../compose/index.js";
+import { parseCompose, rewriteCompose, type ExtraNetwork } from "../compose/index.js";
+import { NetworkLimitError, proxyNetworks, resourceNetworks, type NetworkPlanContext, type ResourceNetworkPlan } from "./network-plan.js";
 
 /** What a deploy payload needs from the instance configuration. */
 export interface DeploySpecConfig {
   proxy: Config["proxy"];
   baseImages: BaseImages;
+  network: Config["network"];
+  dialect: Config["database"]["kind"];
 }
 
-/** The server's reverse proxy: image and host ports from the configuration, and every destination network of the server. */
-export async function proxySettings(db: Db, serverId: number, proxy: Config["proxy"]): Promise<ProxySettings> {
-  const destinations = await db.destination.findMany({ where: { serverId }, orderBy: { id: "asc" }, select: { networkName: true } });
-  const networks = [...new Set(destinations.map((d) => d.networkName))];
-  return ProxySettings.parse({ name: proxy.name, image: proxy.image, networks, http_port: proxy.httpPort, https_port: proxy.httpsPort });
+/**
+ * The server's reverse proxy: image and host ports from the configuration, and the networks
+ * it joins (services/network-plan.ts: the destination networks, environment networks with
+ * public resources, or the dedicated proxy network under proxy isolation).
+ */
+export async function proxySettings(ctx: NetworkPlanContext, serverId: number, proxy: Config["proxy"]): Promise<ProxySettings> {
+  const { networks, ensure_networks } = await proxyNetworks(ctx, serverId);
+  return ProxySettings.parse({ name: proxy.name, image: proxy.image, networks, ensure_networks, http_port: proxy.httpPort, https_port: proxy.httpsPort });
 }
 
 /** A reason the deployment cannot start, shown to the user as the deployment's reason. */
@@ -64,6 +70,7 @@ export async function buildDeployPayload(
     where: { id: deployment.applicationId },
     include: {
       destination: { select: { networkName: true } },
+      environment: { select: { id: true, uuid: true } },
       envs: { where: { isPreview: false }, orderBy: { id: "asc" } },
       volumes: { orderBy: { id: "asc" } },
       privateKey: { select: { privateKeyEncrypted: true } },
@@ -89,7 +96,22 @@ export async function buildDeployPayload(
 
   const ports = parsePortList(app.portsExposes);
   const routes = routesOf(app.fqdn);
-  const network = app.destination.networkName;
+  const planCtx: NetworkPlanContext = { db, network: deps.config.network, dialect: deps.config.dialect };
+  let plan: ResourceNetworkPlan;
+  try {
+    plan = await resourceNetworks(planCtx, {
+      teamId: app.teamId,
+      serverId: app.serverId,
+      environment: app.environment,
+      destinationNetwork: app.destination.networkName,
+      resource: { type: "application", id: app.id },
+      isPublic: routes.length > 0,
+    });
+  } catch (err) {
+    if (err instanceof NetworkLimitError) throw new DeploySpecError(`The application's environment network cannot be created: ${err.message}`);
+    throw err;
+  }
+  const network = plan.network;
   const mounts: Mount[] = app.volumes.map((v) =>
     v.hostPath ? { host_path: v.hostPath, mount_path: v.mountPath } : { volume: `${app.uuid}-${v.name}`, mount_path: v.mountPath },
   );
@@ -108,7 +130,7 @@ export async function buildDeployPayload(
     };
   }
 
-  const source = opts.source ?? (await sourceOf(deps, app, deployment, { network, routes, port: ports[0] ?? null, env: runEnv }));
+  const source = opts.source ?? (await sourceOf(deps, app, deployment, { plan, routes, port: ports[0] ?? null, env: runEnv }));
 
   const candidate = {
     deployment_uuid: deployment.uuid,
@@ -127,11 +149,14 @@ export async function buildDeployPayload(
       health,
       mounts,
       network,
+      networks: plan.networks,
+      ensure_networks: plan.ensure_networks,
+      proxy_network: plan.proxy_network,
       memory: app.limitsMemory,
       cpus: app.limitsCpus,
       routes,
     },
-    proxy: await proxySettings(db, app.serverId, deps.config.proxy),
+    proxy: await proxySettings(planCtx, app.serverId, deps.config.proxy),
   };
   const parsed = DeployPayload.safeParse(candidate);
   if (!parsed.success) {
@@ -158,7 +183,7 @@ async function sourceOf(
   deps: DeploySpecDeps,
   app: AppForSource,
   deployment: DeploymentRef,
-  run: { network: string; routes: ProxyRoute[]; port: number | null; env: Record<string, string> },
+  run: { plan: ResourceNetworkPlan; routes: ProxyRoute[]; port: number | null; env: Record<string, string> },
 ): Promise<DeploySource> {
   const need = <T>(v: T | null, what: string): T => {
     if (v === null || v === undefined || v === "") throw new DeploySpecError(`The application has no ${what}.`);
@@ -213,7 +238,10 @@ async function sourceOf(
           appUuid: app.uuid,
           appName: app.name,
           deploymentUuid: deployment.uuid,
-          network: run.network,
+          network: run.plan.network,
+          // The proxy network is for the public service only; attached shared networks are for every service.
+          networks: run.plan.networks.map((name): ExtraNetwork => ({ name, publicOnly: name === run.plan.proxy_network })),
+          proxyNetwork: run.plan.proxy_network,
           routes: run.routes,
           port: run.port,
           env: run.env,

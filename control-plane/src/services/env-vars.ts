@@ -5,7 +5,23 @@ import { conflict, invalid, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { SecretBox } from "../crypto/secret-box.js";
+import type { Need } from "./access.js";
 import type { ApplicationService } from "./applications.js";
+
+/** The resource a variable belongs to: its owner column (EnvVar.applicationId or EnvVar.databaseId). */
+export type EnvOwner = { applicationId: number } | { databaseId: number };
+
+/** An owner found for the caller (inside its team, access checked for the need). */
+export interface EnvOwnerRef {
+  owner: EnvOwner;
+  /** "An application", "A database": for limit messages. */
+  noun: string;
+  /** Whether the caller may see values (full access on the owner's environment). */
+  canReveal(): Promise<boolean>;
+}
+
+/** Finds the owner by its uuid for the caller with the need, or throws its 404/403. */
+export type EnvOwnerResolver = (auth: AuthContext, uuid: string, need: Need) => Promise<EnvOwnerRef>;
 
 /** A variable as the API shows it: value null unless the caller may see values here. */
 export interface EnvView {
@@ -23,13 +39,14 @@ type EnvRow = { uuid: string; key: string; value: string; isBuildTime: boolean; 
 const label = (key: string, isPreview: boolean) => (isPreview ? `${key} (preview)` : key);
 
 /**
- * Environment variables of applications. Values are sealed with the instance key; they are
- * shown only by GET .../envs and only to callers who may manage the application.
+ * Environment variables of one kind of resource (applications, databases: one service each,
+ * told apart by their owner resolver). Values are sealed with the instance key; they are shown
+ * only by GET .../envs and only to callers who may manage the resource.
  */
 export class EnvVarService {
   constructor(
     private readonly db: Db,
-    private readonly apps: ApplicationService,
+    private readonly resolve: EnvOwnerResolver,
     private readonly box: SecretBox,
   ) {}
 
@@ -50,39 +67,40 @@ export class EnvVarService {
     return rows.map((r) => this.view(r, false));
   }
 
-  async list(auth: AuthContext, appUuid: string): Promise<EnvView[]> {
-    const app = await this.apps.find(auth, appUuid, "view");
-    const reveal = await this.apps.canManage(auth, app);
-    const rows = await this.db.envVar.findMany({ where: { applicationId: app.id }, orderBy: { id: "asc" } });
+  async list(auth: AuthContext, ownerUuid: string): Promise<EnvView[]> {
+    const ref = await this.resolve(auth, ownerUuid, "view");
+    const reveal = await ref.canReveal();
+    const rows = await this.db.envVar.findMany({ where: ref.owner, orderBy: { id: "asc" } });
     return rows.map((r) => this.view(r, reveal));
   }
 
-  async create(auth: AuthContext, appUuid: string, input: { key: string; value: string; is_build_time: boolean; is_preview: boolean }): Promise<EnvView> {
-    const app = await this.apps.find(auth, appUuid, "manage");
-    const count = await this.db.envVar.count({ where: { applicationId: app.id } });
-    if (count >= MAX_ENVS) throw invalid({ key: [`An application has at most ${MAX_ENVS} variables.`] });
+  async create(auth: AuthContext, ownerUuid: string, input: { key: string; value: string; is_build_time?: boolean; is_preview?: boolean }): Promise<EnvView> {
+    const ref = await this.resolve(auth, ownerUuid, "manage");
+    const count = await this.db.envVar.count({ where: ref.owner });
+    if (count >= MAX_ENVS) throw invalid({ key: [`${ref.noun} has at most ${MAX_ENVS} variables.`] });
+    const isPreview = input.is_preview ?? false;
     try {
       const row = await this.db.envVar.create({
         data: {
           uuid: newUuid(),
-          applicationId: app.id,
+          ...ref.owner,
           key: input.key,
           value: this.box.seal(input.value),
-          isBuildTime: input.is_build_time,
-          isPreview: input.is_preview,
+          isBuildTime: input.is_build_time ?? false,
+          isPreview,
         },
       });
       return this.view(row, false);
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`Variable ${label(input.key, input.is_preview)} already exists; change it with PATCH .../envs.`);
+      if (isUniqueViolation(err)) throw conflict(`Variable ${label(input.key, isPreview)} already exists; change it with PATCH .../envs${"databaseId" in ref.owner ? "/bulk" : ""}.`);
       throw err;
     }
   }
 
   /** PATCH .../envs: the variable of that key (preview or not) gets a new value and/or build-time flag. */
-  async update(auth: AuthContext, appUuid: string, input: { key: string; value?: string | undefined; is_build_time?: boolean | undefined; is_preview: boolean }): Promise<EnvView> {
-    const app = await this.apps.find(auth, appUuid, "manage");
-    const row = await this.db.envVar.findFirst({ where: { applicationId: app.id, key: input.key, isPreview: input.is_preview } });
+  async update(auth: AuthContext, ownerUuid: string, input: { key: string; value?: string | undefined; is_build_time?: boolean | undefined; is_preview: boolean }): Promise<EnvView> {
+    const ref = await this.resolve(auth, ownerUuid, "manage");
+    const row = await this.db.envVar.findFirst({ where: { ...ref.owner, key: input.key, isPreview: input.is_preview } });
     if (!row) throw notFound(`Variable ${label(input.key, input.is_preview)}`);
     const updated = await this.db.envVar.update({
       where: { id: row.id },
@@ -100,18 +118,18 @@ export class EnvVarService {
    */
   async bulk(
     auth: AuthContext,
-    appUuid: string,
-    variables: { key: string; value: string; is_build_time?: boolean | undefined; is_preview: boolean }[],
+    ownerUuid: string,
+    variables: { key: string; value: string; is_build_time?: boolean | undefined; is_preview?: boolean | undefined }[],
   ): Promise<EnvView[]> {
-    const app = await this.apps.find(auth, appUuid, "manage");
+    const ref = await this.resolve(auth, ownerUuid, "manage");
     const rows = await this.db.$transaction(async (tx) => {
-      const existing = await tx.envVar.findMany({ where: { applicationId: app.id } });
+      const existing = await tx.envVar.findMany({ where: ref.owner });
       const byKey = new Map(existing.map((e) => [`${e.key}\u0000${e.isPreview}`, e]));
-      const added = variables.filter((v) => !byKey.has(`${v.key}\u0000${v.is_preview}`)).length;
-      if (existing.length + added > MAX_ENVS) throw invalid({ variables: [`An application has at most ${MAX_ENVS} variables; this would make ${existing.length + added}.`] });
+      const added = variables.filter((v) => !byKey.has(`${v.key}\u0000${v.is_preview ?? false}`)).length;
+      if (existing.length + added > MAX_ENVS) throw invalid({ variables: [`${ref.noun} has at most ${MAX_ENVS} variables; this would make ${existing.length + added}.`] });
       const out: EnvRow[] = [];
       for (const v of variables) {
-        const current = byKey.get(`${v.key}\u0000${v.is_preview}`);
+        const current = byKey.get(`${v.key}\u0000${v.is_preview ?? false}`);
         if (current) {
           out.push(
             await tx.envVar.update({
@@ -124,11 +142,11 @@ export class EnvVarService {
             await tx.envVar.create({
               data: {
                 uuid: newUuid(),
-                applicationId: app.id,
+                ...ref.owner,
                 key: v.key,
                 value: this.box.seal(v.value),
                 isBuildTime: v.is_build_time ?? false,
-                isPreview: v.is_preview,
+                isPreview: v.is_preview ?? false,
               },
             }),
           );
@@ -139,10 +157,18 @@ export class EnvVarService {
     return rows.map((r) => this.view(r, false));
   }
 
-  async remove(auth: AuthContext, appUuid: string, envUuid: string): Promise<void> {
-    const app = await this.apps.find(auth, appUuid, "manage");
-    const row = await this.db.envVar.findFirst({ where: { uuid: envUuid, applicationId: app.id }, select: { id: true } });
+  async remove(auth: AuthContext, ownerUuid: string, envUuid: string): Promise<void> {
+    const ref = await this.resolve(auth, ownerUuid, "manage");
+    const row = await this.db.envVar.findFirst({ where: { uuid: envUuid, ...ref.owner }, select: { id: true } });
     if (!row) throw notFound("Environment variable");
     await this.db.envVar.delete({ where: { id: row.id } });
   }
+}
+
+/** The owners of application variables (routes/applications.ts). */
+export function applicationEnvOwners(apps: ApplicationService): EnvOwnerResolver {
+  return async (auth, uuid, need) => {
+    const app = await apps.find(auth, uuid, need);
+    return { owner: { applicationId: app.id }, noun: "An application", canReveal: () => apps.canManage(auth, app) };
+  };
 }

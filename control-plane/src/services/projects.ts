@@ -6,6 +6,8 @@ import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { AccessService } from "./access.js";
 import type { ApplicationService } from "./applications.js";
+import type { NetworkService } from "./networks.js";
+import type { DatabaseService } from "./databases.js";
 
 export const DEFAULT_ENVIRONMENT = "production";
 
@@ -50,6 +52,8 @@ export class ProjectService {
     private readonly reader: SqlReader,
     private readonly access: AccessService,
     private readonly apps: ApplicationService,
+    private readonly networks: NetworkService,
+    private readonly databases: DatabaseService,
   ) {}
 
   /**
@@ -183,11 +187,19 @@ export class ProjectService {
     for (const env of all) await this.access.assertEnvironment(auth, env, "delete", "Project");
     // The applications go with their environments: their containers are removed from the servers.
     const removal = await this.apps.planRemoval({ environmentIds: all.map((e) => e.id) });
+    // So do the databases (their data volumes stay: the spec's default delete_volumes=false).
+    const dbRemoval = await this.databases.planRemoval({ environmentIds: all.map((e) => e.id) });
+    // Their environment networks go after them (network.remove disconnects what is left first).
+    const networks = await this.networks.planEnvironmentRemoval(all.map((e) => e.id));
     await this.db.$transaction(async (tx) => {
       await removal.enqueue(tx);
+      await dbRemoval.enqueue(tx);
+      await networks.enqueue(tx);
       await tx.project.delete({ where: { id: project.id } });
     });
     removal.kick();
+    dbRemoval.kick();
+    networks.kick();
   }
 
   /** Environment of a visible project by name or uuid; 404 when the caller cannot see it. */
@@ -216,10 +228,16 @@ export class ProjectService {
     const { environment } = await this.findEnvironment(auth, projectUuid, nameOrUuid);
     await this.access.assertEnvironment(auth, environment, "delete");
     const removal = await this.apps.planRemoval({ environmentIds: [environment.id] });
+    const dbRemoval = await this.databases.planRemoval({ environmentIds: [environment.id] });
+    const networks = await this.networks.planEnvironmentRemoval([environment.id]);
     await this.db.$transaction(async (tx) => {
       await removal.enqueue(tx);
+      await dbRemoval.enqueue(tx);
+      await networks.enqueue(tx);
       await tx.environment.delete({ where: { id: environment.id } });
     });
     removal.kick();
+    dbRemoval.kick();
+    networks.kick();
   }
 }

@@ -140,6 +140,8 @@ export class ServerService {
     // Applications keep their server (and its destinations): removing it would orphan them.
     const apps = await this.db.application.count({ where: { serverId: server.id } });
     if (apps > 0) throw conflict(`Server ${server.name} has ${apps} application(s); delete them or their environments first.`);
+    const databases = await this.db.standaloneDatabase.count({ where: { serverId: server.id } });
+    if (databases > 0) throw conflict(`Server ${server.name} has ${databases} database(s); delete them or their environments first.`);
     await this.db.server.delete({ where: { id: server.id } });
     this.agents?.standDown(server.id, "server removed from management");
   }

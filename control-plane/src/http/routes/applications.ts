@@ -178,7 +178,7 @@ function createRoute<B extends z.ZodObject<z.ZodRawShape>>(
 }
 
 /** A flag given in the query string and in the body must agree; the spec's defaults apply otherwise. */
-function deleteFlags(query: z.output<typeof DeleteApplicationQuery>, body: z.output<typeof DeleteApplicationBody> | undefined): DeleteFlags {
+export function deleteFlags(query: z.output<typeof DeleteApplicationQuery>, body: z.output<typeof DeleteApplicationBody> | undefined): DeleteFlags {
   const out = { ...DELETE_DEFAULTS } as DeleteFlags;
   const errors: Record<string, string[]> = {};
   for (const k of Object.keys(DELETE_DEFAULTS) as (keyof DeleteFlags)[]) {

@@ -8,9 +8,13 @@ import { applicationRoutes } from "./applications.js";
 import { gitAppRoutes } from "./git-apps.js";
 import { deploymentRoutes } from "./deployments.js";
 import { webhookRoutes } from "./webhooks.js";
+import { networkRoutes } from "./networks.js";
+import { s3StorageRoutes } from "./s3-storages.js";
+import { backupRoutes } from "./backups.js";
+import { databaseRoutes } from "./databases.js";
 
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
  * parameters (/projects/{uuid}/environments before /projects/{uuid}/{environment}).
  */
-export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes, ...serverRoutes, ...applicationRoutes, ...gitAppRoutes, ...deploymentRoutes, ...webhookRoutes];
+export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes, ...serverRoutes, ...applicationRoutes, ...gitAppRoutes, ...deploymentRoutes, ...webhookRoutes, ...databaseRoutes, ...networkRoutes, ...s3StorageRoutes, ...backupRoutes];

@@ -1,4 +1,5 @@
 import { applicationListDto } from "./applications.js";
+import { databaseListDto } from "./databases.js";
 import {
   CreateEnvironmentBody,
   CreatedProject,
@@ -150,14 +151,24 @@ export const projectRoutes = [
     method: "get",
     path: "/projects/{uuid}/{environment_name_or_uuid}",
     tag: "Projects",
-    summary: "Get an environment by name or uuid, with its applications",
+    summary: "Get an environment by name or uuid, with its applications and databases",
+    description:
+      "Not served from the response cache: its applications and databases change without a project write (status reports, deploys), " +
+      "so it is read fresh each time, one statement per kind of resource.",
     params: EnvironmentParams,
     responses: { 200: { description: "Environment", schema: EnvironmentDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ auth, services, params }) {
       const { project, environment } = await services.projects.findEnvironment(auth, params.uuid, params.environment_name_or_uuid);
       const applications = await services.applications.list(auth, {}, { environmentId: environment.id });
+      const databases = await services.databases.list(auth, {}, { environmentId: environment.id });
       return {
-        body: { ...environmentDto(environment), project_uuid: project.uuid, project_name: project.name, applications: applications.map(applicationListDto) },
+        body: {
+          ...environmentDto(environment),
+          project_uuid: project.uuid,
+          project_name: project.name,
+          applications: applications.map(applicationListDto),
+          databases: databases.map(databaseListDto),
+        },
       };
     },
   }),

@@ -12,10 +12,14 @@ import {
   UpdateServerBody,
   ValidateResponse,
   type ManagedContainer,
+  DatabaseEngine,
+  LABEL_DATABASE_ENGINE,
   LABEL_DOMAINS,
   LABEL_RESOURCE_NAME,
   LABEL_RESOURCE_TYPE,
   LABEL_RESOURCE_UUID,
+  RESOURCE_TYPE_APPLICATION,
+  databaseType,
 } from "@capstan/shared";
 import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
@@ -79,14 +83,26 @@ const detailDto = (s: ServerWithDetail) => {
 };
 
 /** Labels the platform puts on what it runs; resources and domains are read from them. */
-const LABEL = { uuid: LABEL_RESOURCE_UUID, name: LABEL_RESOURCE_NAME, type: LABEL_RESOURCE_TYPE, domains: LABEL_DOMAINS };
+const LABEL = { uuid: LABEL_RESOURCE_UUID, name: LABEL_RESOURCE_NAME, type: LABEL_RESOURCE_TYPE, domains: LABEL_DOMAINS, engine: LABEL_DATABASE_ENGINE };
+
+/**
+ * The spec's type of a container's resource: application, or standalone-<engine> for a database
+ * (the agent labels database containers with their engine). A database container without a known
+ * engine label was not made by the platform's agent: it keeps the plain label value.
+ */
+export function resourceTypeOf(labels: Record<string, string>): string {
+  const type = labels[LABEL.type] ?? RESOURCE_TYPE_APPLICATION;
+  if (type !== "database") return type;
+  const engine = DatabaseEngine.safeParse(labels[LABEL.engine]);
+  return engine.success ? databaseType(engine.data) : type;
+}
 
 const resourcesOf = (containers: ManagedContainer[]) => {
   const seen = new Map<string, { uuid: string; name: string; type: string; status: string }>();
   for (const c of containers) {
     const uuid = c.labels[LABEL.uuid];
     if (!uuid || seen.has(uuid)) continue;
-    seen.set(uuid, { uuid, name: c.labels[LABEL.name] ?? c.name, type: c.labels[LABEL.type] ?? "application", status: c.status });
+    seen.set(uuid, { uuid, name: c.labels[LABEL.name] ?? c.name, type: resourceTypeOf(c.labels), status: c.status });
   }
   return [...seen.values()];
 };
@@ -103,7 +119,7 @@ const domainsOf = (containers: ManagedContainer[]) =>
         domain,
         resource_uuid: uuid,
         resource_name: c.labels[LABEL.name] ?? c.name,
-        resource_type: c.labels[LABEL.type] ?? "application",
+        resource_type: resourceTypeOf(c.labels),
       }));
   });
 

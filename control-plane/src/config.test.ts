@@ -1,0 +1,62 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, loadConfig } from "./config.js";
+
+const base = { PLATFORM_DATA_DIR: "/tmp/capstan-config-test" };
+const load = (env: Record<string, string>) => loadConfig({ ...base, ...env });
+const refusal = (env: Record<string, string>): string => {
+  try {
+    load(env);
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error(`accepted ${JSON.stringify(env)}`);
+};
+
+describe("network settings (docs/networks.md)", () => {
+  it("defaults: management off, environment mode, no proxy isolation, no overlay encryption, 200 networks", () => {
+    expect(load({}).network).toEqual({ management: false, isolation: "environment", proxyIsolation: false, overlayEncryption: false, maxNetworks: 200 });
+  });
+
+  it("reads every setting", () => {
+    const c = load({
+      PLATFORM_NETWORK_MANAGEMENT: "true",
+      PLATFORM_NETWORK_ISOLATION_MODE: "none",
+      PLATFORM_PROXY_ISOLATION: "1",
+      PLATFORM_OVERLAY_ENCRYPTION: "yes",
+      PLATFORM_MAX_NETWORKS: "7",
+    });
+    expect(c.network).toEqual({ management: true, isolation: "none", proxyIsolation: true, overlayEncryption: true, maxNetworks: 7 });
+  });
+
+  it("strict mode turns proxy isolation on when PLATFORM_PROXY_ISOLATION is not set", () => {
+    const c = load({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_NETWORK_ISOLATION_MODE: "strict" });
+    expect(c.network.isolation).toBe("strict");
+    expect(c.network.proxyIsolation).toBe(true);
+    expect(load({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_NETWORK_ISOLATION_MODE: "strict", PLATFORM_PROXY_ISOLATION: "true" }).network.proxyIsolation).toBe(true);
+  });
+
+  it("refuses strict mode with PLATFORM_PROXY_ISOLATION=false (a contradiction)", () => {
+    expect(refusal({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_NETWORK_ISOLATION_MODE: "strict", PLATFORM_PROXY_ISOLATION: "false" })).toMatch(
+      /PLATFORM_PROXY_ISOLATION=false contradicts PLATFORM_NETWORK_ISOLATION_MODE=strict/,
+    );
+  });
+
+  it("refuses isolation settings that would do nothing without network management", () => {
+    expect(refusal({ PLATFORM_NETWORK_ISOLATION_MODE: "strict" })).toMatch(/strict needs PLATFORM_NETWORK_MANAGEMENT=true/);
+    expect(refusal({ PLATFORM_PROXY_ISOLATION: "true" })).toMatch(/PLATFORM_PROXY_ISOLATION=true needs PLATFORM_NETWORK_MANAGEMENT=true/);
+    // Not isolating: fine either way.
+    expect(load({ PLATFORM_NETWORK_ISOLATION_MODE: "none", PLATFORM_PROXY_ISOLATION: "false" }).network.management).toBe(false);
+  });
+
+  it("refuses bad values with the variable's name and what it takes", () => {
+    expect(refusal({ PLATFORM_NETWORK_ISOLATION_MODE: "per-team" })).toMatch(/PLATFORM_NETWORK_ISOLATION_MODE: must be none, environment or strict/);
+    expect(refusal({ PLATFORM_NETWORK_MANAGEMENT: "on" })).toMatch(/PLATFORM_NETWORK_MANAGEMENT/);
+    expect(refusal({ PLATFORM_PROXY_ISOLATION: "maybe" })).toMatch(/PLATFORM_PROXY_ISOLATION/);
+    expect(refusal({ PLATFORM_OVERLAY_ENCRYPTION: "2" })).toMatch(/PLATFORM_OVERLAY_ENCRYPTION/);
+    expect(refusal({ PLATFORM_MAX_NETWORKS: "0" })).toMatch(/PLATFORM_MAX_NETWORKS: must be at least 1/);
+    expect(refusal({ PLATFORM_MAX_NETWORKS: "2.5" })).toMatch(/PLATFORM_MAX_NETWORKS: must be a whole number/);
+    expect(refusal({ PLATFORM_MAX_NETWORKS: "many" })).toMatch(/PLATFORM_MAX_NETWORKS: must be a whole number/);
+    expect(refusal({ PLATFORM_MAX_NETWORKS: "1000000" })).toMatch(/PLATFORM_MAX_NETWORKS: must be at most 100000/);
+  });
+});

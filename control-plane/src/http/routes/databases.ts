@@ -1,0 +1,334 @@
+import {
+  ApplicationLogs,
+  ApplicationLogsQuery,
+  BulkDatabaseEnvBody,
+  CREATE_DATABASE_BODIES,
+  CreateDatabaseEnvBody,
+  CreatedDatabase,
+  DATABASE_ENGINES,
+  DATABASE_ENGINE_FACTS,
+  DATABASE_ENGINE_PARAMS,
+  DatabaseActionResponse,
+  DatabaseDetail,
+  DatabaseEnvBulkMutation,
+  DatabaseEnvMutation,
+  DatabaseEnvParams,
+  DatabaseEnvVarList,
+  DatabaseList,
+  DatabaseListQuery,
+  DatabaseMutation,
+  DatabaseParams,
+  DeleteDatabaseBody,
+  DeleteDatabaseQuery,
+  LOGS_DEFAULTS,
+  MASKED_PASSWORD,
+  MessageBody,
+  PaginationQuery,
+  UpdateDatabaseBody,
+  databaseType,
+  databaseUrl,
+  defaultDatabaseImage,
+  splitCreateBody,
+  type DatabaseEngine,
+  type DbCredentials,
+} from "@capstan/shared";
+import type { z } from "zod";
+import { paginate, paginateArray } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR, iso } from "../dto.js";
+import type { DatabaseListItem, DatabaseWithDetail } from "../../services/databases.js";
+import type { EnvView } from "../../services/env-vars.js";
+import type { Services } from "../../services/index.js";
+import { deleteFlags } from "./applications.js";
+
+const TAG = "Databases";
+
+export const databaseListDto = (d: DatabaseListItem) => ({
+  uuid: d.uuid,
+  name: d.name,
+  type: databaseType(d.engine),
+  status: d.status,
+  image: d.image,
+  is_public: d.isPublic,
+  public_port: d.publicPort,
+  project_uuid: d.projectUuid,
+  environment_name: d.environmentName,
+  server_uuid: d.serverUuid,
+  created_at: d.createdAt,
+  last_error: d.lastError,
+  last_error_at: d.lastErrorAt,
+});
+
+const envDto = (e: EnvView) => ({ uuid: e.uuid, key: e.key, value: e.value, created_at: iso(e.createdAt), updated_at: iso(e.updatedAt) });
+
+/** The engine's credential parameters by their create-path names; passwords null when masked. */
+function credentialsDto(engine: DatabaseEngine, c: DbCredentials, reveal: boolean): Record<string, string | null> {
+  const p = DATABASE_ENGINE_PARAMS[engine];
+  const out: Record<string, string | null> = {};
+  if (p.user) out[p.user.param] = c.user;
+  out[p.password] = reveal ? c.password : null;
+  if (p.database) out[p.database.param] = c.database;
+  if (p.rootPassword) out[p.rootPassword] = reveal ? c.root_password : null;
+  return out;
+}
+
+async function detailDto(d: { row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }, services: Services) {
+  const { row, reveal } = d;
+  const engine = row.engine as DatabaseEngine;
+  const shown = reveal ? d.credentials : { ...d.credentials, password: MASKED_PASSWORD };
+  return {
+    ...databaseListDto({
+      uuid: row.uuid,
+      name: row.name,
+      engine,
+      status: row.status,
+      image: row.image,
+      isPublic: row.isPublic,
+      publicPort: row.publicPort,
+      createdAt: iso(row.createdAt),
+      projectUuid: row.environment.project.uuid,
+      environmentName: row.environment.name,
+      serverUuid: row.server.uuid,
+      lastError: row.lastError,
+      lastErrorAt: row.lastErrorAt ? iso(row.lastErrorAt) : null,
+    }),
+    engine,
+    description: row.description,
+    project_name: row.environment.project.name,
+    environment_uuid: row.environment.uuid,
+    destination_uuid: row.destination.uuid,
+    limits_memory: row.limitsMemory,
+    limits_cpus: row.limitsCpus,
+    internal_db_url: databaseUrl(engine, shown, row.uuid, DATABASE_ENGINE_FACTS[engine].port),
+    external_db_url: row.isPublic && row.publicPort !== null ? databaseUrl(engine, shown, row.server.ip, row.publicPort) : null,
+    credentials: credentialsDto(engine, d.credentials, reveal),
+    credentials_masked: !reveal,
+    envs: row.envs.map((e) => envDto({ ...e, value: null })),
+    backup_schedules: await services.backups.schedulesOfDatabase(row),
+    updated_at: iso(row.updatedAt),
+  };
+}
+
+const DB_RESPONSES = { 401: ERR[401], 403: ERR[403], 404: ERR[404] } as const;
+
+/** Each engine has its own create path (its own parameters); a path that names no engine is a 404. */
+function createRoute(engine: DatabaseEngine) {
+  const p = DATABASE_ENGINE_PARAMS[engine];
+  const own = [p.user?.param, p.password, p.database?.param, p.rootPassword].filter(Boolean).join(", ");
+  return route({
+    method: "post",
+    path: `/databases/${engine}`,
+    tag: TAG,
+    summary: `Create a ${engine} database`,
+    description:
+      `Common parameters: project_uuid, environment_name, server_uuid, destination_uuid (required), name, description, image (default ${defaultDatabaseImage(engine)}), ` +
+      `is_public, public_port (required when is_public), limits_memory, limits_cpus, instant_deploy (default true). Engine parameters: ${own}; ` +
+      "passwords not given are generated. Unknown fields are refused (422). Needs full access to the environment.",
+    body: CREATE_DATABASE_BODIES[engine] as z.ZodType<Record<string, unknown>>,
+    responses: {
+      201: { description: "Created", schema: CreatedDatabase },
+      401: ERR[401],
+      403: ERR[403],
+      404: { description: "Project, environment, server or destination not found in the caller's team" },
+      409: { description: "public_port is already published by another database of the server" },
+      422: ERR[422],
+    },
+    async handler({ auth, services, body }) {
+      const { common, credentials } = splitCreateBody(engine, body);
+      return { status: 201, body: await services.databases.create(auth, engine, common, credentials) };
+    },
+  });
+}
+
+function actionRoute(action: "start" | "stop" | "restart", summary: string, description: string) {
+  return route({
+    method: "post",
+    path: `/databases/{uuid}/${action}`,
+    tag: TAG,
+    summary,
+    description: `${description} Needs the deploy permission on the database's environment. Waits up to 30 s for the server's agent: 200 with the new status, or 202 when the agent is still at it (the status follows).`,
+    scope: "deploy",
+    params: DatabaseParams,
+    responses: {
+      200: { description: "Done", schema: DatabaseActionResponse },
+      202: { description: "Still in progress after 30 s", schema: DatabaseActionResponse },
+      ...DB_RESPONSES,
+      502: { description: "The agent reported a failure, with its reason" },
+      503: { description: "The server's agent is not connected" },
+    },
+    async handler({ auth, services, params }) {
+      const r = await services.databases.action(auth, params.uuid, action);
+      return { status: r.status, body: { message: r.message, status: r.dbStatus } };
+    },
+  });
+}
+
+export const databaseRoutes = [
+  route({
+    method: "get",
+    path: "/databases",
+    tag: TAG,
+    summary: "List databases",
+    description: "The standalone databases of the token's team in environments the caller may see, oldest first.",
+    query: DatabaseListQuery,
+    responses: { 200: { description: "Databases", schema: DatabaseList }, 401: ERR[401], 403: ERR[403] },
+    async handler({ auth, services, query }) {
+      return {
+        body: await paginate(query, () => services.databases.count(auth), async (w) => (await services.databases.list(auth, w)).map(databaseListDto)),
+      };
+    },
+  }),
+  ...DATABASE_ENGINES.map(createRoute),
+  route({
+    method: "get",
+    path: "/databases/{uuid}",
+    tag: TAG,
+    summary: "Get a database's full configuration",
+    description:
+      "Connection details (internal_db_url; external_db_url while public), credentials, limits, variables (values masked) and backup schedules. " +
+      "Passwords are shown to members who may manage the database (full access) and to team owners, admins and automation tokens; masked for everyone else.",
+    params: DatabaseParams,
+    responses: { 200: { description: "Database", schema: DatabaseDetail }, ...DB_RESPONSES },
+    async handler({ auth, services, params }) {
+      return { body: await detailDto(await services.databases.detail(auth, params.uuid), services) };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/databases/{uuid}",
+    tag: TAG,
+    summary: "Change a database's settings",
+    description:
+      "Only the fields given change. A change of image, published port (is_public, public_port) or limits recreates a running database's container right away " +
+      "(its data stays on its volume); a stopped database gets it on its next start. Credentials cannot change.",
+    params: DatabaseParams,
+    body: UpdateDatabaseBody,
+    responses: {
+      200: { description: "Updated", schema: DatabaseMutation },
+      ...DB_RESPONSES,
+      409: { description: "public_port is already published by another database of the server" },
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, body }) {
+      const { redeploying } = await services.databases.update(auth, params.uuid, body);
+      return {
+        body: {
+          message: redeploying ? "Database updated; its container is being recreated with the new settings." : "Database updated.",
+          data: await detailDto(await services.databases.detail(auth, params.uuid), services),
+        },
+      };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/databases/{uuid}",
+    tag: TAG,
+    summary: "Delete a database",
+    description:
+      "delete_configurations (default true) removes the database's container from the server; delete_volumes (default false) also its data volume; " +
+      "docker_cleanup (default true) also its image when no other container uses it. With delete_configurations=false the record is deleted and what runs on " +
+      "the server is left untouched. Backup schedules go with the database; backup files stay. The flags may be sent in the query string or the JSON body.",
+    params: DatabaseParams,
+    query: DeleteDatabaseQuery,
+    body: DeleteDatabaseBody,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, ...DB_RESPONSES, 422: ERR[422] },
+    async handler({ auth, services, params, query, body }) {
+      const flags = deleteFlags(query, body);
+      await services.databases.remove(auth, params.uuid, flags);
+      return {
+        body: {
+          message: flags.delete_configurations
+            ? `Database deleted; its container is being removed from the server${flags.delete_volumes ? " with its data volume" : " (its data volume is kept)"}.`
+            : "Database deleted; what runs on the server was left untouched.",
+        },
+      };
+    },
+  }),
+  actionRoute(
+    "start",
+    "Start a database",
+    "A running database stays as it is; any other is (re)created from its current settings on its data volume and waited for until its health check passes.",
+  ),
+  actionRoute("stop", "Stop a database", "Stops the database's container gracefully; its data stays on its volume."),
+  actionRoute(
+    "restart",
+    "Restart a database",
+    "Recreates the database's container from its current settings and variables on its data volume, and waits until its health check passes.",
+  ),
+  route({
+    method: "get",
+    path: "/databases/{uuid}/logs",
+    tag: TAG,
+    summary: "Recent log lines of the database's container",
+    params: DatabaseParams,
+    query: ApplicationLogsQuery,
+    responses: {
+      200: { description: "Logs", schema: ApplicationLogs },
+      ...DB_RESPONSES,
+      502: { description: "The agent could not read the logs, with its reason" },
+      503: { description: "The server's agent is not connected" },
+    },
+    async handler({ auth, services, params, query }) {
+      const r = await services.databases.logs(auth, params.uuid, query.since ?? LOGS_DEFAULTS.since, query.tail ?? LOGS_DEFAULTS.tail);
+      return { body: { container: r.container, logs: r.lines.map((l) => l + "\n").join(""), truncated: r.truncated } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/databases/{uuid}/envs",
+    tag: TAG,
+    summary: "List a database's environment variables",
+    description: "Values are shown to members who may manage the database (full access) and to team owners, admins and automation tokens; null (masked) for everyone else.",
+    params: DatabaseParams,
+    query: PaginationQuery,
+    responses: { 200: { description: "Variables", schema: DatabaseEnvVarList }, ...DB_RESPONSES },
+    async handler({ auth, services, params, query }) {
+      return { body: await paginateArray(query, (await services.databaseEnvs.list(auth, params.uuid)).map(envDto)) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/databases/{uuid}/envs",
+    tag: TAG,
+    summary: "Add an environment variable",
+    description: "Passed to the database's container after the engine's own variables (which win on a clash); takes effect on the next restart (docs/databases.md).",
+    params: DatabaseParams,
+    body: CreateDatabaseEnvBody,
+    responses: {
+      201: { description: "Created (value masked)", schema: DatabaseEnvMutation },
+      ...DB_RESPONSES,
+      409: { description: "The key already exists" },
+      422: ERR[422],
+    },
+    async handler({ auth, services, params, body }) {
+      const env = await services.databaseEnvs.create(auth, params.uuid, body);
+      return { status: 201, body: { message: "Environment variable created.", data: envDto(env) } };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/databases/{uuid}/envs/bulk",
+    tag: TAG,
+    summary: "Create or update several environment variables at once",
+    description: "All or nothing: the variables are validated together and written in one transaction. Takes effect on the next restart.",
+    params: DatabaseParams,
+    body: BulkDatabaseEnvBody,
+    responses: { 200: { description: "Updated (values masked)", schema: DatabaseEnvBulkMutation }, ...DB_RESPONSES, 422: ERR[422] },
+    async handler({ auth, services, params, body }) {
+      const envs = await services.databaseEnvs.bulk(auth, params.uuid, body.variables);
+      return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/databases/{uuid}/envs/{env_uuid}",
+    tag: TAG,
+    summary: "Delete an environment variable",
+    params: DatabaseEnvParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, ...DB_RESPONSES },
+    async handler({ auth, services, params }) {
+      await services.databaseEnvs.remove(auth, params.uuid, params.env_uuid);
+      return { body: { message: "Environment variable deleted." } };
+    },
+  }),
+];

@@ -1,0 +1,515 @@
+import { randomBytes } from "node:crypto";
+import {
+  DATABASE_ENGINE_FACTS,
+  DATABASE_ENGINE_PARAMS,
+  DELETE_DEFAULTS,
+  DbActionResult,
+  DbDeployResult,
+  MASKED_PASSWORD,
+  databaseType,
+  databaseUrl,
+  defaultDatabaseImage,
+  type CreateDatabaseCommon,
+  type DatabaseEngine,
+  type DbCredentials,
+  type RequestedCredentials,
+  type UpdateDatabaseBody,
+} from "@capstan/shared";
+import type { Db, Prisma } from "../db/client.js";
+import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import type { AuthContext } from "../http/auth.js";
+import { AppError, conflict, invalid, notFound } from "../http/errors.js";
+import { newUuid } from "../lib/ids.js";
+import type { SecretBox } from "../crypto/secret-box.js";
+import type { JobQueue, JobRow } from "../jobs/queue.js";
+import type { AccessService, Need } from "./access.js";
+import type { DeleteFlags } from "./applications.js";
+import { buildDbDeployPayload, openCredentials, sealCredentials } from "./database-spec.js";
+import type { EnvOwnerResolver } from "./env-vars.js";
+import { forgetAttachments, type NetworkPlanSettings } from "./network-plan.js";
+import { ServerService } from "./servers.js";
+
+type Window = { skip?: number; take?: number };
+type Tx = Prisma.TransactionClient;
+
+/** start/stop/restart: how long the request waits for the agent's outcome before answering 202. */
+const ACTION_WAIT_MS = 30_000;
+const ACTION_TIMEOUT_MS = 300_000;
+/** Removal waits this long for an agent that is away: it runs once the server is back. */
+const REMOVE_TIMEOUT_MS = 24 * 3600_000;
+const LOGS_TIMEOUT_MS = 30_000;
+/** Serialises public port choices per server on PostgreSQL (several replicas): "DBPT". */
+const PORT_LOCK_NAMESPACE = 0x44425054;
+
+export type DatabaseAction = "start" | "stop" | "restart";
+const ACTION_WORDS: Record<DatabaseAction, { done: string; doing: string }> = {
+  start: { done: "started", doing: "Starting" },
+  stop: { done: "stopped", doing: "Stopping" },
+  restart: { done: "restarted", doing: "Restarting" },
+};
+
+/** A container exists and runs (or is about to): start is a no-op on it, settings changes recreate it. */
+export const isUp = (status: string) => /^(running|restarting|paused)/.test(status);
+
+const withPlace = {
+  environment: { select: { id: true, projectId: true } },
+  server: { select: { id: true, name: true, status: true, ip: true, port: true } },
+} satisfies Prisma.StandaloneDatabaseInclude;
+export type DatabaseRef = Prisma.StandaloneDatabaseGetPayload<{ include: typeof withPlace }>;
+
+const withDetail = {
+  environment: { include: { project: { select: { uuid: true, name: true } } } },
+  server: { select: { uuid: true, ip: true } },
+  destination: { select: { uuid: true } },
+  envs: { orderBy: { id: "asc" } },
+} satisfies Prisma.StandaloneDatabaseInclude;
+export type DatabaseWithDetail = Prisma.StandaloneDatabaseGetPayload<{ include: typeof withDetail }>;
+
+type ListRow = [
+  uuid: string,
+  name: string,
+  engine: string,
+  status: string,
+  image: string,
+  isPublic: unknown,
+  publicPort: unknown,
+  createdAt: unknown,
+  projectUuid: string,
+  environmentName: string,
+  serverUuid: string,
+  lastError: string | null,
+  lastErrorAt: unknown,
+];
+
+export interface DatabaseListItem {
+  uuid: string;
+  name: string;
+  engine: DatabaseEngine;
+  status: string;
+  image: string;
+  isPublic: boolean;
+  publicPort: number | null;
+  createdAt: string;
+  projectUuid: string;
+  environmentName: string;
+  serverUuid: string;
+  /** Why the last db.deploy / db.action failed (null after a success), and when (ISO 8601). */
+  lastError: string | null;
+  lastErrorAt: string | null;
+}
+
+/** Longest last_error kept, in characters: a reason, not a log (the job keeps its own log). */
+export const LAST_ERROR_MAX = 2000;
+
+/** A reason cut to LAST_ERROR_MAX characters; the cut is marked. */
+export function boundedError(reason: string): string {
+  return reason.length > LAST_ERROR_MAX ? reason.slice(0, LAST_ERROR_MAX - 1) + "…" : reason;
+}
+
+/** Every occurrence of each secret replaced by the masked form. */
+export function maskSecrets(text: string, secrets: string[]): string {
+  let out = text;
+  // Longest first: a secret inside another is not left half-masked.
+  for (const s of [...secrets].sort((a, b) => b.length - a.length)) if (s) out = out.split(s).join(MASKED_PASSWORD);
+  return out;
+}
+
+/** SQLite gives booleans as 0/1, PostgreSQL as booleans. */
+const toBool = (v: unknown) => v === true || v === 1 || v === "1" || v === "t";
+
+/** A generated password: 32 random bytes, URL-safe base64 (43 characters). */
+export const generatePassword = () => randomBytes(32).toString("base64url");
+
+export interface DatabaseServiceDeps {
+  db: Db;
+  reader: SqlReader;
+  access: AccessService;
+  jobs: JobQueue;
+  box: SecretBox;
+  /** Host ports every server's reverse proxy publishes (a database cannot take them). */
+  proxyPorts: { http: number; https: number };
+  /** Network management settings: which networks a database joins (services/network-plan.ts). */
+  network: NetworkPlanSettings;
+  /** Backups of the database (services/backups.ts): running backup and restore jobs end before it goes. */
+  backups?: { beforeDatabaseDelete(databaseId: number): Promise<void> };
+}
+
+/**
+ * Standalone databases (spec 4.5): records, credentials (sealed JSON), public ports, and the
+ * db.deploy / db.action / app.logs work the agent does for them. Every id a client sends is
+ * resolved inside the caller's team; actions are checked on the database's environment.
+ */
+export class DatabaseService {
+  /** How long start/stop/restart wait for the agent before answering 202 (tests shorten it). */
+  actionWaitMs = ACTION_WAIT_MS;
+
+  constructor(private readonly deps: DatabaseServiceDeps) {
+    deps.jobs.onFinished("db.deploy", (job) => this.settle(job, DbDeployResult));
+    deps.jobs.onFinished("db.action", (job) => this.settle(job, DbActionResult));
+  }
+
+  /**
+   * JobQueue hook of db.deploy and db.action (removals aside: their record is gone). Success
+   * stores the agent's new engine status and clears the last error; a failure (the agent's
+   * reason, a deadline reached while the agent was away or slow, a cancel) records why and when,
+   * and leaves the status to the engine's reports: the control plane never writes a transient
+   * status, so nothing waits on a job to leave one. "Last" is the order in which jobs end.
+   */
+  private async settle(job: JobRow, schema: typeof DbDeployResult | typeof DbActionResult): Promise<void> {
+    const payload = JSON.parse(job.payload) as { db?: { uuid?: string }; action?: string } | null;
+    if (!payload?.db?.uuid || payload.action === "remove") return;
+    const where = { uuid: payload.db.uuid, serverId: job.serverId };
+    if (job.status === "succeeded") {
+      const result = schema.safeParse(JSON.parse(job.result ?? "null"));
+      if (!result.success) return;
+      await this.db.standaloneDatabase.updateMany({ where, data: { status: result.data.status, lastError: null, lastErrorAt: null } });
+      return;
+    }
+    const row = await this.db.standaloneDatabase.findFirst({ where, select: { id: true, credentials: true } });
+    if (!row) return;
+    const reason = job.error || `the job was ${job.status} without a reason`;
+    await this.db.standaloneDatabase.updateMany({
+      where: { id: row.id },
+      data: { lastError: boundedError(maskSecrets(reason, this.secretsOf(row.credentials))), lastErrorAt: new Date() },
+    });
+  }
+
+  /** Passwords of a database, to keep them out of a reason shown to viewers (the agent masks them too). */
+  private secretsOf(sealed: string): string[] {
+    try {
+      const c = openCredentials(this.deps.box, sealed);
+      return [c.password, ...(c.root_password ? [c.root_password] : [])];
+    } catch {
+      return [];
+    }
+  }
+
+  private get db(): Db {
+    return this.deps.db;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Lookup
+
+  /**
+   * A database of the caller's team that the caller may act on with `need`: 404 when it does not
+   * exist or its environment is invisible to the caller, 403 when visible but not enough.
+   */
+  async find(auth: AuthContext, uuid: string, need: Need): Promise<DatabaseRef> {
+    const row = await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: auth.teamId }, include: withPlace });
+    if (!row) throw notFound("Database");
+    await this.deps.access.assertEnvironment(auth, row.environment, need, "Database");
+    return row;
+  }
+
+  /** Whether the caller may see passwords and variable values of the database. */
+  async canManage(auth: AuthContext, row: { environment: { id: number; projectId: number } }): Promise<boolean> {
+    return (await this.deps.access.environmentLevel(auth, row.environment)) === "full_access";
+  }
+
+  /** The owners of database variables (services/env-vars.ts). */
+  envOwners(): EnvOwnerResolver {
+    return async (auth, uuid, need) => {
+      const row = await this.find(auth, uuid, need);
+      return { owner: { databaseId: row.id }, noun: "A database", canReveal: () => this.canManage(auth, row) };
+    };
+  }
+
+  /** The caller's databases in one SQL statement: team, environment visibility, page window. */
+  async list(auth: AuthContext, window: Window, filter: { environmentId?: number } = {}): Promise<DatabaseListItem[]> {
+    const { where, params } = this.listFilter(auth, filter);
+    let sql = `SELECT d."uuid", d."name", d."engine", d."status", d."image", d."isPublic", d."publicPort", d."createdAt",
+        p."uuid", e."name", s."uuid", d."lastError", d."lastErrorAt"
+      FROM "StandaloneDatabase" d
+      JOIN "Environment" e ON e."id" = d."environmentId"
+      JOIN "Project" p ON p."id" = e."projectId"
+      JOIN "Server" s ON s."id" = d."serverId"
+      WHERE ${where} ORDER BY d."id"`;
+    if (window.take !== undefined) {
+      sql += ` LIMIT ? OFFSET ?`;
+      params.push(window.take, window.skip ?? 0);
+    }
+    const rows = await this.deps.reader.rows<ListRow>(sql, params);
+    return rows.map(([uuid, name, engine, status, image, isPublic, publicPort, createdAt, projectUuid, environmentName, serverUuid, lastError, lastErrorAt]) => ({
+      uuid,
+      name,
+      engine: engine as DatabaseEngine,
+      status,
+      image,
+      isPublic: toBool(isPublic),
+      publicPort: publicPort === null || publicPort === undefined ? null : toInt(publicPort),
+      createdAt: toIso(createdAt),
+      projectUuid,
+      environmentName,
+      serverUuid,
+      lastError: lastError ?? null,
+      lastErrorAt: lastErrorAt === null || lastErrorAt === undefined ? null : toIso(lastErrorAt),
+    }));
+  }
+
+  async count(auth: AuthContext): Promise<number> {
+    const { where, params } = this.listFilter(auth);
+    const [row] = await this.deps.reader.all<{ n: unknown }>(
+      `SELECT COUNT(*) AS "n" FROM "StandaloneDatabase" d JOIN "Environment" e ON e."id" = d."environmentId" WHERE ${where}`,
+      params,
+    );
+    return toInt(row!.n);
+  }
+
+  private listFilter(auth: AuthContext, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
+    const vis = this.deps.access.visibilitySql(auth);
+    let where = `d."teamId" = ?`;
+    const params: (string | number)[] = [auth.teamId];
+    if (vis) {
+      where += ` AND ${vis.environment.sql}`;
+      params.push(...vis.environment.params);
+    }
+    if (filter.environmentId !== undefined) {
+      where += ` AND d."environmentId" = ?`;
+      params.push(filter.environmentId);
+    }
+    return { where, params };
+  }
+
+  /** The full record, and whether the caller may see its secrets. */
+  async detail(auth: AuthContext, uuid: string): Promise<{ row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }> {
+    const ref = await this.find(auth, uuid, "view");
+    const row = await this.db.standaloneDatabase.findUniqueOrThrow({ where: { id: ref.id }, include: withDetail });
+    return { row, credentials: openCredentials(this.deps.box, row.credentials), reveal: await this.canManage(auth, ref) };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Create and update
+
+  private async placement(auth: AuthContext, input: CreateDatabaseCommon) {
+    const project = await this.db.project.findFirst({ where: { uuid: input.project_uuid, teamId: auth.teamId }, select: { id: true } });
+    if (!project || !(await this.deps.access.canSeeProject(auth, project.id))) throw notFound("Project");
+    const environment = await this.db.environment.findFirst({ where: { projectId: project.id, name: input.environment_name } });
+    if (!environment) throw notFound("Environment");
+    await this.deps.access.assertEnvironment(auth, environment, "manage");
+    const server = await this.db.server.findFirst({ where: { uuid: input.server_uuid, teamId: auth.teamId }, select: { id: true } });
+    if (!server) throw notFound("Server");
+    const destination = await this.db.destination.findFirst({ where: { uuid: input.destination_uuid, serverId: server.id }, select: { id: true } });
+    if (!destination) throw notFound("Destination");
+    return { environmentId: environment.id, serverId: server.id, destinationId: destination.id };
+  }
+
+  /** Requested credentials with defaults for names and generated passwords, by role. */
+  private credentialsFor(engine: DatabaseEngine, requested: RequestedCredentials): DbCredentials {
+    const p = DATABASE_ENGINE_PARAMS[engine];
+    return {
+      user: p.user ? (requested.user ?? p.user.default) : null,
+      password: requested.password ?? generatePassword(),
+      database: p.database ? (requested.database ?? p.database.default) : null,
+      root_password: p.rootPassword ? (requested.root_password ?? generatePassword()) : null,
+    };
+  }
+
+  /**
+   * Runs fn in a transaction that owns the server's public ports: on PostgreSQL an advisory
+   * lock per server (replicas), SQLite runs one transaction at a time anyway.
+   */
+  private withPorts<T>(serverId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.db.$transaction(async (tx) => {
+      if (this.deps.reader.kind === "postgresql") await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock($1::int, $2::int)`, PORT_LOCK_NAMESPACE, serverId);
+      return fn(tx);
+    });
+  }
+
+  /**
+   * A host port a database may be published on: not the proxy's ports nor the server's SSH port
+   * (422), not published by another database of the server (409). Applications never publish
+   * host ports (docs/compose.md), so public databases and the proxy are all there is.
+   */
+  private async assertPortFree(tx: Tx, serverId: number, port: number, exceptId?: number): Promise<void> {
+    const server = await tx.server.findUniqueOrThrow({ where: { id: serverId }, select: { name: true, port: true } });
+    const reserved: [number, string][] = [
+      [this.deps.proxyPorts.http, "the reverse proxy's HTTP port"],
+      [this.deps.proxyPorts.https, "the reverse proxy's HTTPS port"],
+      [server.port, "the server's SSH port"],
+    ];
+    for (const [p, what] of reserved) if (p === port) throw invalid({ public_port: [`Port ${port} is ${what} on server ${server.name}; choose another.`] });
+    const other = await tx.standaloneDatabase.findFirst({
+      where: { serverId, isPublic: true, publicPort: port, ...(exceptId ? { id: { not: exceptId } } : {}) },
+      select: { name: true },
+    });
+    if (other) throw conflict(`Port ${port} of server ${server.name} is already published by database ${other.name}; choose another public_port.`);
+  }
+
+  async create(
+    auth: AuthContext,
+    engine: DatabaseEngine,
+    input: CreateDatabaseCommon,
+    requested: RequestedCredentials,
+  ): Promise<{ uuid: string; name: string; type: string; internal_db_url: string }> {
+    const where = await this.placement(auth, input);
+    const uuid = newUuid();
+    const credentials = this.credentialsFor(engine, requested);
+    const data: Prisma.StandaloneDatabaseUncheckedCreateInput = {
+      uuid,
+      teamId: auth.teamId,
+      ...where,
+      name: input.name ?? `${engine}-${uuid.slice(0, 8)}`,
+      description: input.description ?? "",
+      engine,
+      image: input.image ?? defaultDatabaseImage(engine),
+      isPublic: input.is_public,
+      publicPort: input.public_port ?? null,
+      limitsMemory: input.limits_memory ?? null,
+      limitsCpus: input.limits_cpus ?? null,
+      credentials: sealCredentials(this.deps.box, credentials),
+    };
+    const row = await this.withPorts(where.serverId, async (tx) => {
+      if (input.is_public) await this.assertPortFree(tx, where.serverId, input.public_port!);
+      const created = await tx.standaloneDatabase.create({ data, select: { id: true, uuid: true, name: true } });
+      if (input.instant_deploy) await this.deps.jobs.enqueue(tx, where.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, created.id, this.deps.network));
+      return created;
+    });
+    if (input.instant_deploy) void this.deps.jobs.kick(where.serverId).catch(() => {});
+    return { uuid: row.uuid, name: row.name, type: databaseType(engine), internal_db_url: this.internalUrl(engine, uuid, credentials) };
+  }
+
+  internalUrl(engine: DatabaseEngine, uuid: string, credentials: DbCredentials): string {
+    return databaseUrl(engine, credentials, uuid, DATABASE_ENGINE_FACTS[engine].port);
+  }
+
+  /**
+   * PATCH: only the fields given change. A change to what the container is made of (image,
+   * published port, limits) recreates it right away when it runs (db.deploy); a stopped
+   * database gets it on its next start. Returns whether a re-deploy was queued.
+   */
+  async update(auth: AuthContext, uuid: string, input: UpdateDatabaseBody): Promise<{ redeploying: boolean }> {
+    const ref = await this.find(auth, uuid, "manage");
+    const isPublic = input.is_public ?? ref.isPublic;
+    const publicPort = input.public_port !== undefined ? input.public_port : ref.publicPort;
+    if (isPublic && publicPort === null) {
+      throw invalid({ public_port: [input.public_port === null ? "Cannot be null while the database is public." : "Required when is_public is true."] });
+    }
+    const data: Prisma.StandaloneDatabaseUncheckedUpdateInput = {};
+    if (input.name !== undefined) data.name = input.name;
+    if (input.description !== undefined) data.description = input.description;
+    if (input.image !== undefined) data.image = input.image;
+    if (input.is_public !== undefined) data.isPublic = input.is_public;
+    if (input.public_port !== undefined) data.publicPort = input.public_port;
+    if (input.limits_memory !== undefined) data.limitsMemory = input.limits_memory;
+    if (input.limits_cpus !== undefined) data.limitsCpus = input.limits_cpus;
+
+    const published = (pub: boolean, port: number | null) => (pub ? port : null);
+    const containerChanged =
+      (input.image !== undefined && input.image !== ref.image) ||
+      published(isPublic, publicPort) !== published(ref.isPublic, ref.publicPort) ||
+      (input.limits_memory !== undefined && input.limits_memory !== ref.limitsMemory) ||
+      (input.limits_cpus !== undefined && input.limits_cpus !== ref.limitsCpus);
+    const redeploying = containerChanged && isUp(ref.status);
+
+    await this.withPorts(ref.serverId, async (tx) => {
+      if (isPublic && published(isPublic, publicPort) !== published(ref.isPublic, ref.publicPort)) await this.assertPortFree(tx, ref.serverId, publicPort!, ref.id);
+      await tx.standaloneDatabase.update({ where: { id: ref.id }, data });
+      if (redeploying) await this.deps.jobs.enqueue(tx, ref.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, ref.id, this.deps.network));
+    });
+    if (redeploying) void this.deps.jobs.kick(ref.serverId).catch(() => {});
+    return { redeploying };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Delete
+
+  private removalPayload(row: { uuid: string; name: string }, flags: Omit<DeleteFlags, "delete_configurations">) {
+    return { db: { uuid: row.uuid, name: row.name }, action: "remove" as const, delete_volumes: flags.delete_volumes, docker_cleanup: flags.docker_cleanup };
+  }
+
+  /**
+   * Everything needed to remove the databases of some environments along with them (project and
+   * environment deletes): read before the caller's transaction, enqueued inside it, delivered
+   * after it. Their volumes stay (the spec's default delete_volumes=false).
+   */
+  async planRemoval(where: { environmentIds: number[] }): Promise<{ enqueue(tx: Tx): Promise<void>; kick(): void }> {
+    const rows = where.environmentIds.length
+      ? await this.db.standaloneDatabase.findMany({ where: { environmentId: { in: where.environmentIds } }, select: { id: true, uuid: true, name: true, serverId: true } })
+      : [];
+    for (const row of rows) await this.deps.backups?.beforeDatabaseDelete(row.id);
+    const servers = new Set(rows.map((r) => r.serverId));
+    return {
+      enqueue: async (tx) => {
+        for (const row of rows) await this.deps.jobs.enqueue(tx, row.serverId, "db.action", this.removalPayload(row, DELETE_DEFAULTS), REMOVE_TIMEOUT_MS);
+        await forgetAttachments(tx, "database", rows.map((r) => r.id));
+      },
+      kick: () => {
+        for (const serverId of servers) void this.deps.jobs.kick(serverId).catch(() => {});
+      },
+    };
+  }
+
+  /**
+   * DELETE: the record goes (with its variables and backup schedules; backup files stay). With
+   * delete_configurations, a removal job for the server is written in the same transaction;
+   * without, what runs on the server is left untouched.
+   */
+  async remove(auth: AuthContext, uuid: string, flags: DeleteFlags): Promise<void> {
+    const ref = await this.find(auth, uuid, "delete");
+    if (!flags.delete_configurations && flags.delete_volumes) {
+      throw invalid({ delete_volumes: ["The volume is deleted only together with the container (delete_configurations=true)."] });
+    }
+    await this.deps.backups?.beforeDatabaseDelete(ref.id);
+    await this.db.$transaction(async (tx) => {
+      if (flags.delete_configurations) await this.deps.jobs.enqueue(tx, ref.serverId, "db.action", this.removalPayload(ref, flags), REMOVE_TIMEOUT_MS);
+      await forgetAttachments(tx, "database", [ref.id]);
+      await tx.standaloneDatabase.delete({ where: { id: ref.id } });
+    });
+    if (flags.delete_configurations) void this.deps.jobs.kick(ref.serverId).catch(() => {});
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Start, stop, restart, logs
+
+  private requireAgent(ref: DatabaseRef): void {
+    if (!ServerService.agentConnected(ref.server)) {
+      throw new AppError(503, `Server ${ref.server.name} is unreachable: its agent is not connected.`);
+    }
+  }
+
+  /**
+   * start: a running database is left as it is (db.action start); any other is (re)created from
+   * its current settings on its volume and waited for until healthy (db.deploy): that also
+   * covers a database never started and one whose container was removed on the host.
+   * restart: always db.deploy, so changed variables and settings apply (docs/databases.md).
+   * stop: db.action stop. Waits up to 30 s for the agent: 200 with the new status, else 202.
+   */
+  async action(auth: AuthContext, uuid: string, action: DatabaseAction): Promise<{ status: number; message: string; dbStatus: string }> {
+    const ref = await this.find(auth, uuid, "deploy");
+    this.requireAgent(ref);
+    const deploy = action === "restart" || (action === "start" && !isUp(ref.status));
+    const jobId = deploy
+      ? await this.deps.jobs.enqueue(this.db, ref.serverId, "db.deploy", await buildDbDeployPayload(this.db, this.deps.box, ref.id, this.deps.network))
+      : await this.deps.jobs.enqueue(
+          this.db,
+          ref.serverId,
+          "db.action",
+          { db: { uuid: ref.uuid, name: ref.name }, action, delete_volumes: false, docker_cleanup: false },
+          ACTION_TIMEOUT_MS,
+        );
+    void this.deps.jobs.kick(ref.serverId).catch(() => {});
+    const words = ACTION_WORDS[action];
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      this.deps.jobs.wait<"db.deploy" | "db.action">(jobId),
+      new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), this.actionWaitMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (!outcome) {
+      return { status: 202, message: `${words.doing} ${ref.name}: the agent is still at it; the status will follow.`, dbStatus: ref.status };
+    }
+    if (outcome.status !== "succeeded") throw new AppError(502, `${words.doing} ${ref.name} failed: ${outcome.error}`);
+    return { status: 200, message: `Database ${words.done}.`, dbStatus: outcome.result.status };
+  }
+
+  /** Recent log lines of the database's container (app.logs finds containers by the resource uuid label). */
+  async logs(auth: AuthContext, uuid: string, since: number, tail: number) {
+    const ref = await this.find(auth, uuid, "view");
+    this.requireAgent(ref);
+    const job = await this.deps.jobs.run(ref.serverId, "app.logs", { app: { uuid: ref.uuid, name: ref.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
+    if (job.status !== "succeeded") throw new AppError(502, `Reading the logs of ${ref.name} failed: ${job.error}`);
+    return job.result;
+  }
+}

@@ -1,0 +1,295 @@
+import { LABEL_NETWORK_SCOPE, type NetworkDriver, type NetworkScope, type NetworkSpec } from "@capstan/shared";
+import type { Db, Prisma } from "../db/client.js";
+import type { NetworkConfig } from "../config.js";
+import { newUuid } from "../lib/ids.js";
+import { ServerService } from "./servers.js";
+
+/**
+ * The one place that decides which networks a resource joins and which the server's proxy
+ * joins (spec section 1, "Network management behavior"; docs/networks.md):
+ * - management off: every resource is on its destination network (one bridge per server);
+ * - mode none: the destination network, no automatic isolation;
+ * - mode environment / strict: the environment's own network `capstan-env-<env uuid>` (bridge,
+ *   or overlay when the server is a swarm manager), created by the agent first (ensure_networks)
+ *   and recorded as a Network row (pending until a job result or a sync confirms it);
+ * - proxy isolation (PLATFORM_PROXY_ISOLATION, or strict): resources with an fqdn also join
+ *   the dedicated proxy network and are routed there; the proxy joins only that network once
+ *   the server's proxy was cleaned up (before: its old networks too, so nothing stops routing);
+ * - shared networks a user attached to the resource are added to its networks.
+ */
+
+/** The dedicated proxy network of every server (scope proxy). */
+export const PROXY_NETWORK = "capstan-proxy-net";
+const ENV_PREFIX = "capstan-env-";
+export const environmentNetworkName = (environmentUuid: string) => `${ENV_PREFIX}${environmentUuid}`;
+/** The environment uuid a platform environment network is named after, or null. */
+export const environmentUuidOf = (name: string): string | null => (name.startsWith(ENV_PREFIX) ? name.slice(ENV_PREFIX.length) : null);
+
+/** Statuses of a record whose network exists on the server or is being created. */
+export const LIVE_STATUSES = ["pending", "active"];
+
+export interface NetworkPlanContext {
+  /** The database, or the caller's transaction (then every write happens inside it). */
+  db: Db | Tx;
+  network: NetworkConfig;
+  dialect: "sqlite" | "postgresql";
+}
+
+/** The instance settings the plan needs besides a database handle. */
+export type NetworkPlanSettings = Omit<NetworkPlanContext, "db">;
+
+/** A network would be created beyond PLATFORM_MAX_NETWORKS; the message says so to the user. */
+export class NetworkLimitError extends Error {}
+
+/** Matches DeployPayload.run / DbDeployPayload: the networks of one resource deployment. */
+export interface ResourceNetworkPlan {
+  network: string;
+  networks: string[];
+  ensure_networks: NetworkSpec[];
+  proxy_network: string | null;
+}
+
+export type AttachableType = "application" | "database" | "service";
+
+export interface ResourcePlacement {
+  teamId: number;
+  serverId: number;
+  environment: { id: number; uuid: string };
+  /** The destination's network: where everything runs without management or in mode none. */
+  destinationNetwork: string;
+  resource: { type: AttachableType; id: number };
+  /** The resource has an fqdn: the proxy routes to it. */
+  isPublic: boolean;
+}
+
+type Tx = Prisma.TransactionClient;
+type NetworkRow = Awaited<ReturnType<Db["network"]["findFirstOrThrow"]>>;
+
+/** bridge on a standalone engine, overlay on a swarm manager (the agent reports its swarm role). */
+export async function serverDriver(db: Db | Tx, serverId: number): Promise<NetworkDriver> {
+  const server = await db.server.findUnique({ where: { id: serverId }, select: { facts: true } });
+  return server && ServerService.facts(server)?.engine.swarm_role === "manager" ? "overlay" : "bridge";
+}
+
+/** What the agent is asked to create for a record. */
+export function specOf(row: { name: string; driver: string; encrypted: boolean; scope: string }): NetworkSpec {
+  return {
+    name: row.name,
+    driver: row.driver === "overlay" ? "overlay" : "bridge",
+    encrypted: row.driver === "overlay" && row.encrypted,
+    attachable: true,
+    labels: { [LABEL_NETWORK_SCOPE]: row.scope },
+  };
+}
+
+const LOCK_NAMESPACE = 0x4e455457; // "NETW"
+
+/**
+ * Runs fn in a transaction holding the server's network lock: the limit count and the insert
+ * it guards are one step on PostgreSQL with several replicas (SQLite runs one transaction at a
+ * time). Given a transaction already, fn runs in it (the lock lasts until it ends).
+ */
+export async function withServerNetworks<T>(ctx: Pick<NetworkPlanContext, "db" | "dialect">, serverId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  const locked = async (tx: Tx) => {
+    if (ctx.dialect === "postgresql") await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock($1::int, $2::int)`, LOCK_NAMESPACE, serverId);
+    return fn(tx);
+  };
+  const db = ctx.db;
+  return "$transaction" in db ? db.$transaction(locked) : locked(db);
+}
+
+/** Refuses one more network on the server at PLATFORM_MAX_NETWORKS (records pending or active count). */
+export async function assertBelowLimit(tx: Tx, config: NetworkConfig, serverId: number): Promise<void> {
+  const used = await tx.network.count({ where: { serverId, status: { in: LIVE_STATUSES } } });
+  if (used < config.maxNetworks) return;
+  const server = await tx.server.findUnique({ where: { id: serverId }, select: { name: true } });
+  throw new NetworkLimitError(
+    `Server ${server?.name ?? serverId} has reached its limit of ${config.maxNetworks} networks (PLATFORM_MAX_NETWORKS); delete networks it no longer needs or raise the limit.`,
+  );
+}
+
+interface NetworkRequest {
+  teamId: number;
+  serverId: number;
+  name: string;
+  scope: NetworkScope;
+  environmentId?: number | null;
+  /** Exempt from the limit: the one proxy network per server (routing must not stop at the limit). */
+  exempt?: boolean;
+}
+
+/**
+ * The record of a platform network the agent is about to be asked to create: the existing one
+ * when it is pending or active, else a new (or revived) pending one, within the limit.
+ * Driver and encryption are decided once, when it is first requested.
+ */
+export async function requestNetwork(ctx: NetworkPlanContext, req: NetworkRequest): Promise<NetworkRow> {
+  return withServerNetworks(ctx, req.serverId, async (tx) => {
+    const existing = await tx.network.findUnique({ where: { serverId_name: { serverId: req.serverId, name: req.name } } });
+    if (existing && LIVE_STATUSES.includes(existing.status)) return existing;
+    if (!req.exempt) await assertBelowLimit(tx, ctx.network, req.serverId);
+    const driver = await serverDriver(tx, req.serverId);
+    const data = {
+      teamId: req.teamId,
+      scope: req.scope,
+      driver,
+      encrypted: driver === "overlay" && ctx.network.overlayEncryption,
+      environmentId: req.environmentId ?? null,
+      isProxyNetwork: req.scope === "proxy",
+      status: "pending",
+      reason: null,
+      containerEngineId: null,
+    };
+    if (existing) return tx.network.update({ where: { id: existing.id }, data });
+    return tx.network.create({ data: { ...data, uuid: newUuid(), serverId: req.serverId, name: req.name } });
+  });
+}
+
+/** Shared networks a user attached to the resource (on its server, not deleted or failed), in attach order. */
+export async function attachedNetworks(db: Db | Tx, serverId: number, resource: ResourcePlacement["resource"]): Promise<NetworkRow[]> {
+  const rows = await db.networkAttachment.findMany({
+    where: { resourceType: resource.type, resourceId: resource.id, network: { serverId, status: { in: LIVE_STATUSES } } },
+    orderBy: { id: "asc" },
+    include: { network: true },
+  });
+  return rows.map((r) => r.network);
+}
+
+/**
+ * The networks of one resource deployment. With `record` (default) the environment and proxy
+ * networks are recorded as requested (pending) and the limit applies: NetworkLimitError when
+ * the environment's network would be one too many. Without, nothing is written (a view).
+ */
+export async function resourceNetworks(ctx: NetworkPlanContext, p: ResourcePlacement, opts: { record?: boolean } = {}): Promise<ResourceNetworkPlan> {
+  const cfg = ctx.network;
+  if (!cfg.management) return { network: p.destinationNetwork, networks: [], ensure_networks: [], proxy_network: null };
+  const record = opts.record ?? true;
+  const planned = async (req: NetworkRequest): Promise<NetworkSpec> => {
+    if (record) return specOf(await requestNetwork(ctx, req));
+    const row = await ctx.db.network.findUnique({ where: { serverId_name: { serverId: req.serverId, name: req.name } } });
+    if (row && LIVE_STATUSES.includes(row.status)) return specOf(row);
+    const driver = await serverDriver(ctx.db, req.serverId);
+    return specOf({ name: req.name, driver, encrypted: cfg.overlayEncryption, scope: req.scope });
+  };
+
+  const ensure: NetworkSpec[] = [];
+  let network = p.destinationNetwork;
+  if (cfg.isolation !== "none") {
+    const spec = await planned({
+      teamId: p.teamId,
+      serverId: p.serverId,
+      name: environmentNetworkName(p.environment.uuid),
+      scope: "environment",
+      environmentId: p.environment.id,
+    });
+    ensure.push(spec);
+    network = spec.name;
+  }
+  const networks: string[] = [];
+  let proxyNetwork: string | null = null;
+  if (cfg.proxyIsolation && p.isPublic) {
+    const spec = await planned({ teamId: p.teamId, serverId: p.serverId, name: PROXY_NETWORK, scope: "proxy", exempt: true });
+    ensure.push(spec);
+    networks.push(spec.name);
+    proxyNetwork = spec.name;
+  }
+  for (const n of await attachedNetworks(ctx.db, p.serverId, p.resource)) {
+    if (n.name !== network && !networks.includes(n.name)) networks.push(n.name);
+  }
+  return { network, networks, ensure_networks: ensure, proxy_network: proxyNetwork };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The proxy
+
+/**
+ * Where a server's proxy stands with proxy isolation (Server.proxyIsolation):
+ * - none: never migrated; the proxy keeps its old networks next to the proxy network;
+ * - migrated: POST .../proxy/migrate ran (the proxy network exists, public containers joined it);
+ * - cleaned: POST .../proxy/cleanup ran, or the server had nothing deployed when isolation
+ *   first applied to it: the proxy is on the proxy network only.
+ */
+export type ProxyPhase = "none" | "migrated" | "cleaned";
+
+export async function proxyPhase(db: Db | Tx, serverUuid: string): Promise<ProxyPhase> {
+  const row = await db.server.findUnique({ where: { uuid: serverUuid }, select: { proxyIsolation: true } });
+  return row?.proxyIsolation === "migrated" || row?.proxyIsolation === "cleaned" ? row.proxyIsolation : "none";
+}
+
+export async function setProxyPhase(db: Db | Tx, serverUuid: string, phase: Exclude<ProxyPhase, "none">): Promise<void> {
+  await db.server.update({ where: { uuid: serverUuid }, data: { proxyIsolation: phase } });
+}
+
+/** Forgets a server's phase (the server left management). */
+export async function clearProxyPhase(db: Db | Tx, serverUuid: string): Promise<void> {
+  await db.server.updateMany({ where: { uuid: serverUuid }, data: { proxyIsolation: "none" } });
+}
+
+/** Applications with an fqdn: the resources the proxy routes to. */
+const PUBLIC_APP = { AND: [{ fqdn: { not: null } }, { fqdn: { not: "" } }] } satisfies Prisma.ApplicationWhereInput;
+export const publicApplicationWhere = PUBLIC_APP;
+
+/**
+ * The networks the proxy reaches its upstreams on without the dedicated proxy network: the
+ * server's destination networks, and (with isolation) every environment network of the server
+ * that holds an application with an fqdn.
+ */
+export async function sharedProxyNetworks(ctx: NetworkPlanContext, serverId: number): Promise<string[]> {
+  const destinations = await ctx.db.destination.findMany({ where: { serverId }, orderBy: { id: "asc" }, select: { networkName: true } });
+  const names = destinations.map((d) => d.networkName);
+  if (ctx.network.management && ctx.network.isolation !== "none") {
+    const envs = await ctx.db.network.findMany({
+      where: { serverId, scope: "environment", status: { in: LIVE_STATUSES }, environment: { applications: { some: { serverId, ...PUBLIC_APP } } } },
+      orderBy: { id: "asc" },
+      select: { name: true },
+    });
+    names.push(...envs.map((e) => e.name));
+  }
+  return [...new Set(names)];
+}
+
+/**
+ * A server that never ran anything before proxy isolation applied to it starts cleaned up:
+ * there is nothing to migrate, and internal resources must not share a network with the proxy.
+ */
+async function isFreshServer(db: Db | Tx, serverId: number): Promise<boolean> {
+  const [deployed, databases] = await Promise.all([
+    db.deployment.count({ where: { serverId, status: "finished" } }),
+    db.standaloneDatabase.count({ where: { serverId } }),
+  ]);
+  return deployed === 0 && databases === 0;
+}
+
+/** ProxySettings.networks and ensure_networks of a server. With `record`, the proxy network is recorded as requested. */
+export async function proxyNetworks(
+  ctx: NetworkPlanContext,
+  serverId: number,
+  opts: { record?: boolean } = {},
+): Promise<{ networks: string[]; ensure_networks: NetworkSpec[] }> {
+  const shared = await sharedProxyNetworks(ctx, serverId);
+  if (!ctx.network.management || !ctx.network.proxyIsolation) return { networks: shared, ensure_networks: [] };
+  const server = await ctx.db.server.findUniqueOrThrow({ where: { id: serverId }, select: { uuid: true, teamId: true } });
+  const record = opts.record ?? true;
+  let spec: NetworkSpec;
+  if (record) {
+    spec = specOf(await requestNetwork(ctx, { teamId: server.teamId, serverId, name: PROXY_NETWORK, scope: "proxy", exempt: true }));
+  } else {
+    const row = await ctx.db.network.findUnique({ where: { serverId_name: { serverId, name: PROXY_NETWORK } } });
+    spec = specOf(row ?? { name: PROXY_NETWORK, driver: await serverDriver(ctx.db, serverId), encrypted: ctx.network.overlayEncryption, scope: "proxy" });
+  }
+  let phase = await proxyPhase(ctx.db, server.uuid);
+  if (phase === "none" && record && (await isFreshServer(ctx.db, serverId))) {
+    await setProxyPhase(ctx.db, server.uuid, "cleaned");
+    phase = "cleaned";
+  }
+  const networks = phase === "cleaned" ? [PROXY_NETWORK] : [...shared.filter((n) => n !== PROXY_NETWORK), PROXY_NETWORK];
+  return { networks, ensure_networks: [spec] };
+}
+
+/**
+ * Attachments point at resources by type and id (no foreign key across resource tables):
+ * whoever deletes a resource removes its attachments in the same transaction.
+ */
+export async function forgetAttachments(tx: Db | Tx, type: AttachableType, ids: number[]): Promise<void> {
+  if (ids.length) await tx.networkAttachment.deleteMany({ where: { resourceType: type, resourceId: { in: ids } } });
+}

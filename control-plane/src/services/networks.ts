@@ -1,0 +1,565 @@
+import {
+  type EngineNetwork,
+  LABEL_DOMAINS,
+  LABEL_MANAGED,
+  LABEL_NETWORK_SCOPE,
+  LABEL_PROXY_NETWORK,
+  LABEL_RESOURCE_UUID,
+  type NetworkDriver,
+  type NetworkResourceType,
+  type NetworkScope,
+} from "@capstan/shared";
+import type { Db, Prisma } from "../db/client.js";
+import type { Config } from "../config.js";
+import type { AuthContext } from "../http/auth.js";
+import { AppError, conflict, invalid, notFound } from "../http/errors.js";
+import { newUuid } from "../lib/ids.js";
+import type { JobQueue, JobRow } from "../jobs/queue.js";
+import type { AccessService, Need } from "./access.js";
+import { ServerService } from "./servers.js";
+import {
+  LIVE_STATUSES,
+  NetworkLimitError,
+  PROXY_NETWORK,
+  assertBelowLimit,
+  environmentUuidOf,
+  proxyPhase,
+  publicApplicationWhere,
+  requestNetwork,
+  resourceNetworks,
+  serverDriver,
+  setProxyPhase,
+  specOf,
+  withServerNetworks,
+  type AttachableType,
+  type NetworkPlanContext,
+} from "./network-plan.js";
+
+type Tx = Prisma.TransactionClient;
+type Window = { skip?: number; take?: number };
+
+export type NetworkRow = Awaited<ReturnType<Db["network"]["findFirstOrThrow"]>>;
+export type NetworkWithCount = NetworkRow & { _count: { attachments: number } };
+
+/** How long a request waits for the agent's answer (inspection, sync, migrate, cleanup steps). */
+export const NETWORK_WAIT_MS = { inspect: 15_000, list: 30_000, ensure: 60_000, connect: 120_000 };
+/** Jobs that change the server in the background wait this long for an agent that is away. */
+const ENSURE_TIMEOUT_MS = 3600_000;
+const REMOVE_TIMEOUT_MS = 24 * 3600_000;
+/** Shared networks one resource may be attached to (a deploy payload carries at most 64 networks). */
+export const MAX_ATTACHMENTS = 32;
+
+const withCount = { _count: { select: { attachments: true } } } satisfies Prisma.NetworkInclude;
+
+/** The engine's view of one network as GET /networks/{serverUuid}/{networkUuid} shows it. */
+export function inspectionOf(n: EngineNetwork) {
+  return {
+    subnet: n.subnet,
+    gateway: n.gateway,
+    engine_scope: n.scope,
+    internal: n.internal,
+    encrypted: n.encrypted,
+    labels: n.labels,
+    containers: n.containers.map((c) => ({ name: c.name, ipv4: c.ipv4 ? c.ipv4.split("/")[0]! : null })).sort((a, b) => a.name.localeCompare(b.name)),
+  };
+}
+
+/** A resource networks can be attached to, found in the caller's team with the needed permission. */
+interface ResourceRef {
+  type: AttachableType;
+  id: number;
+  name: string;
+  teamId: number;
+  serverId: number;
+  environment: { id: number; uuid: string; projectId: number };
+  destinationNetwork: string;
+  isPublic: boolean;
+}
+
+/** A network attached to a resource, as GET /networks/resource/{type}/{uuid} shows it. */
+export interface ResourceNetworkView {
+  uuid: string | null;
+  name: string;
+  role: "primary" | "proxy" | "attached";
+  scope: string | null;
+  status: string | null;
+  attachedAt: Date | null;
+}
+
+/**
+ * Networks of a server (spec 4.8): records of what the platform created (environment, shared,
+ * proxy) and found (system), kept in step with the engine through the agent's jobs and sync;
+ * shared networks users attach to resources; the proxy isolation migration.
+ */
+export class NetworkService {
+  private readonly ctx: NetworkPlanContext;
+
+  constructor(
+    private readonly db: Db,
+    private readonly access: AccessService,
+    private readonly jobs: JobQueue,
+    private readonly config: { network: Config["network"]; dialect: Config["database"]["kind"]; proxyName: string },
+  ) {
+    this.ctx = { db, network: config.network, dialect: config.dialect };
+    jobs.onFinished("network.ensure", (job) => this.afterEnsure(job));
+    jobs.onFinished("network.remove", (job) => this.afterRemove(job));
+    // A deployment (or proxy sync) that succeeded created the networks it was asked to ensure.
+    for (const type of ["app.deploy", "app.action", "db.deploy", "db.action"] as const) {
+      jobs.onFinished(type, (job) => this.afterResourceJob(job));
+    }
+  }
+
+  get settings(): Config["network"] {
+    return this.config.network;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Lookup
+
+  private async server(auth: AuthContext, uuid: string) {
+    const server = await this.db.server.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true, uuid: true, name: true, status: true, teamId: true } });
+    if (!server) throw notFound("Server");
+    return server;
+  }
+
+  private async network(serverId: number, uuid: string): Promise<NetworkWithCount> {
+    const row = await this.db.network.findFirst({ where: { uuid, serverId }, include: withCount });
+    if (!row) throw notFound("Network");
+    return row;
+  }
+
+  private requireAgent(server: { status: string; name: string }): void {
+    if (!ServerService.agentConnected(server)) throw new AppError(503, `Server ${server.name} is unreachable: its agent is not connected.`);
+  }
+
+  private requireManagement(what: string): void {
+    if (!this.config.network.management) {
+      throw conflict(`Network management is disabled on this instance (PLATFORM_NETWORK_MANAGEMENT=false): ${what} is not possible.`);
+    }
+  }
+
+  private requireProxyIsolation(): void {
+    this.requireManagement("proxy isolation");
+    if (!this.config.network.proxyIsolation) {
+      throw conflict("Proxy isolation is not enabled on this instance: set PLATFORM_PROXY_ISOLATION=true or PLATFORM_NETWORK_ISOLATION_MODE=strict.");
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Reads
+
+  async count(auth: AuthContext, serverUuid: string): Promise<number> {
+    const server = await this.server(auth, serverUuid);
+    return this.db.network.count({ where: { serverId: server.id } });
+  }
+
+  /** A page of the server's networks by id; resource_count comes with each row from the same query. */
+  async list(auth: AuthContext, serverUuid: string, window: Window): Promise<NetworkWithCount[]> {
+    const server = await this.server(auth, serverUuid);
+    return this.db.network.findMany({ where: { serverId: server.id }, orderBy: { id: "asc" }, include: withCount, ...window });
+  }
+
+  /**
+   * One network with what the engine reports about it now (the agent answers within
+   * NETWORK_WAIT_MS.inspect). inspection is null when the network is not on the server.
+   */
+  async detail(auth: AuthContext, serverUuid: string, networkUuid: string): Promise<{ network: NetworkWithCount; inspection: ReturnType<typeof inspectionOf> | null }> {
+    const server = await this.server(auth, serverUuid);
+    const network = await this.network(server.id, networkUuid);
+    if (network.status === "deleted") return { network, inspection: null };
+    this.requireAgent(server);
+    const job = await this.jobs.run(server.id, "networks.list", { names: [network.name] }, NETWORK_WAIT_MS.inspect);
+    if (job.status !== "succeeded") throw new AppError(503, `Inspecting network ${network.name} on server ${server.name} failed: ${job.error}`);
+    // By id when the engine knows it (a name can be held twice on a swarm), else by name.
+    const found =
+      job.result.networks.find((n) => network.containerEngineId !== null && n.id === network.containerEngineId) ?? job.result.networks.find((n) => n.name === network.name);
+    return { network, inspection: found ? inspectionOf(found) : null };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Shared networks
+
+  /**
+   * Records a shared network (pending) and asks the agent to create it, in one transaction under
+   * the server's network lock: 409 for a name the server already has, 422 at the limit.
+   */
+  async createShared(auth: AuthContext, serverUuid: string, input: { name: string; driver?: NetworkDriver | undefined }): Promise<NetworkRow> {
+    this.access.requireTeamAdmin(auth, "manage networks");
+    const server = await this.server(auth, serverUuid);
+    this.requireManagement("creating shared networks");
+    const facts = ServerService.facts(await this.db.server.findUniqueOrThrow({ where: { id: server.id }, select: { facts: true } }));
+    const role = facts?.engine.swarm_role;
+    if (input.driver === "overlay" && role && role !== "manager") {
+      throw invalid({ driver: [`Overlay networks need a swarm manager; server ${server.name} is ${role === "inactive" ? "not in a swarm" : "a swarm worker"}. Use bridge.`] });
+    }
+    const driver: NetworkDriver = input.driver ?? (await serverDriver(this.db, server.id));
+    const encrypted = driver === "overlay" && this.config.network.overlayEncryption;
+    try {
+      return await withServerNetworks(this.ctx, server.id, async (tx) => {
+        const existing = await tx.network.findUnique({ where: { serverId_name: { serverId: server.id, name: input.name } } });
+        if (existing && (LIVE_STATUSES.includes(existing.status) || existing.scope !== "shared")) {
+          throw conflict(`Server ${server.name} already has a network named ${input.name} (scope ${existing.scope}, status ${existing.status}).`);
+        }
+        await assertBelowLimit(tx, this.config.network, server.id);
+        // A deleted or failed shared network of that name gives way to the new one.
+        if (existing) await tx.network.delete({ where: { id: existing.id } });
+        const row = await tx.network.create({
+          data: { uuid: newUuid(), teamId: server.teamId, serverId: server.id, name: input.name, scope: "shared", driver, encrypted, status: "pending" },
+        });
+        await this.jobs.enqueue(tx, server.id, "network.ensure", { networks: [specOf(row)] }, ENSURE_TIMEOUT_MS);
+        return row;
+      });
+    } catch (err) {
+      if (err instanceof NetworkLimitError) throw new AppError(422, err.message, { name: [err.message] });
+      throw err;
+    } finally {
+      void this.jobs.kick(server.id).catch(() => {});
+    }
+  }
+
+  /**
+   * Removes a shared network: attachments go, the record is marked deleted, and the agent
+   * disconnects every container from it and removes it. Environment networks go with their
+   * environment, the proxy network and system networks are not removed through the API (409).
+   */
+  async remove(auth: AuthContext, serverUuid: string, networkUuid: string): Promise<NetworkWithCount> {
+    this.access.requireTeamAdmin(auth, "manage networks");
+    const server = await this.server(auth, serverUuid);
+    const network = await this.network(server.id, networkUuid);
+    const refusal: Record<string, string> = {
+      environment: "it belongs to an environment and is removed when the environment is deleted",
+      proxy: "it is the server's dedicated proxy network",
+      system: "it was not created by the platform (system network)",
+    };
+    if (refusal[network.scope]) throw conflict(`Network ${network.name} cannot be deleted: ${refusal[network.scope]}.`);
+    if (network.status === "deleted") throw conflict(`Network ${network.name} is already deleted.`);
+    await this.db.$transaction(async (tx) => {
+      await tx.networkAttachment.deleteMany({ where: { networkId: network.id } });
+      await tx.network.update({ where: { id: network.id }, data: { status: "deleted", reason: null } });
+      await this.jobs.enqueue(tx, server.id, "network.remove", { name: network.name }, REMOVE_TIMEOUT_MS);
+    });
+    void this.jobs.kick(server.id).catch(() => {});
+    return network;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Sync
+
+  /**
+   * Compares the records with the engine's networks: networks found without a record are
+   * recorded (shared when the platform made them, system otherwise; the platform's own
+   * environment and proxy networks by their names), records found are active with the
+   * engine's id, active records not found are deleted, pending ones not found failed.
+   */
+  async sync(auth: AuthContext, serverUuid: string) {
+    this.access.requireTeamAdmin(auth, "manage networks");
+    const server = await this.server(auth, serverUuid);
+    this.requireAgent(server);
+    const job = await this.jobs.run(server.id, "networks.list", {}, NETWORK_WAIT_MS.list);
+    if (job.status !== "succeeded") throw new AppError(503, `Listing the networks of server ${server.name} failed: ${job.error}`);
+    const engine = job.result.networks;
+    const destinations = new Set((await this.db.destination.findMany({ where: { serverId: server.id }, select: { networkName: true } })).map((d) => d.networkName));
+    const counts = { total: engine.length, discovered: 0, verified: 0, deleted: 0, failed: 0 };
+    await withServerNetworks(this.ctx, server.id, async (tx) => {
+      const rows = await tx.network.findMany({ where: { serverId: server.id } });
+      const byName = new Map(rows.map((r) => [r.name, r]));
+      const seen = new Set<string>();
+      for (const n of engine) {
+        if (seen.has(n.name)) continue; // a duplicate name (swarm): the first one stands for it
+        seen.add(n.name);
+        const row = byName.get(n.name);
+        if (row) {
+          counts.verified++;
+          if (row.status !== "active" || row.containerEngineId !== n.id || row.reason !== null) {
+            await tx.network.update({ where: { id: row.id }, data: { status: "active", containerEngineId: n.id, reason: null } });
+          }
+          continue;
+        }
+        const found = await this.classify(tx, server, n, destinations);
+        await tx.network.create({
+          data: {
+            uuid: newUuid(),
+            teamId: server.teamId,
+            serverId: server.id,
+            name: n.name,
+            scope: found.scope,
+            environmentId: found.environmentId,
+            driver: n.driver,
+            encrypted: n.encrypted,
+            isProxyNetwork: found.scope === "proxy",
+            status: "active",
+            containerEngineId: n.id,
+          },
+        });
+        counts.discovered++;
+      }
+      for (const row of rows) {
+        if (seen.has(row.name)) continue;
+        if (row.status === "active") {
+          await tx.network.update({ where: { id: row.id }, data: { status: "deleted", reason: "not found on the server by sync" } });
+          counts.deleted++;
+        } else if (row.status === "pending") {
+          await tx.network.update({ where: { id: row.id }, data: { status: "failed", reason: "creation was requested but the network is not on the server (sync)" } });
+          counts.failed++;
+        }
+      }
+    });
+    return counts;
+  }
+
+  /** The scope of a network found on the engine without a record. */
+  private async classify(tx: Tx, server: { teamId: number }, n: EngineNetwork, destinations: Set<string>): Promise<{ scope: NetworkScope; environmentId: number | null }> {
+    const platform = n.labels[LABEL_MANAGED] === "true";
+    if (!platform || destinations.has(n.name)) return { scope: "system", environmentId: null };
+    if (n.name === PROXY_NETWORK) return { scope: "proxy", environmentId: null };
+    const envUuid = environmentUuidOf(n.name);
+    if (envUuid && n.labels[LABEL_NETWORK_SCOPE] === "environment") {
+      const env = await tx.environment.findFirst({ where: { uuid: envUuid, project: { teamId: server.teamId } }, select: { id: true } });
+      if (env) return { scope: "environment", environmentId: env.id };
+    }
+    return { scope: "shared", environmentId: null };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Proxy isolation
+
+  /**
+   * Creates the dedicated proxy network and connects the proxy and every container of an
+   * application with an fqdn to it, so nothing stops being routed while resources are
+   * redeployed (each redeploy labels its container with the proxy network).
+   */
+  async migrateProxy(auth: AuthContext, serverUuid: string): Promise<{ network: NetworkRow; connected: string[] }> {
+    this.access.requireTeamAdmin(auth, "manage networks");
+    const server = await this.server(auth, serverUuid);
+    this.requireProxyIsolation();
+    this.requireAgent(server);
+    const network = await requestNetwork(this.ctx, { teamId: server.teamId, serverId: server.id, name: PROXY_NETWORK, scope: "proxy", exempt: true });
+    const ensured = await this.jobs.run(server.id, "network.ensure", { networks: [specOf(network)] }, NETWORK_WAIT_MS.ensure);
+    if (ensured.status !== "succeeded") throw new AppError(503, `Creating the proxy network on server ${server.name} failed: ${ensured.error}`);
+
+    const containers = [this.config.proxyName, ...(await this.publicContainers(server.id)).map((c) => c.name)];
+    const connected = await this.jobs.run(server.id, "network.connect", { network: PROXY_NETWORK, containers, disconnect: false }, NETWORK_WAIT_MS.connect);
+    if (connected.status !== "succeeded") throw new AppError(503, `Connecting containers to the proxy network on server ${server.name} failed: ${connected.error}`);
+    if ((await proxyPhase(this.db, server.uuid)) !== "cleaned") await setProxyPhase(this.db, server.uuid, "migrated");
+    const fresh = await this.db.network.findUniqueOrThrow({ where: { id: network.id } });
+    return { network: fresh, connected: connected.result.changed };
+  }
+
+  /**
+   * Disconnects the proxy from every network but the proxy network; from then on the proxy
+   * joins only that one. Refused before migrate, and while a routed container still names
+   * one of the networks the proxy would leave (it has not been redeployed since migrate).
+   */
+  async cleanupProxy(auth: AuthContext, serverUuid: string): Promise<{ disconnectedFrom: string[] }> {
+    this.access.requireTeamAdmin(auth, "manage networks");
+    const server = await this.server(auth, serverUuid);
+    this.requireProxyIsolation();
+    if ((await proxyPhase(this.db, server.uuid)) === "none") {
+      throw conflict(`Proxy isolation has not been migrated on server ${server.name}: run POST /networks/${server.uuid}/proxy/migrate, redeploy every resource, then clean up.`);
+    }
+    this.requireAgent(server);
+    // Every network the proxy may have joined before: the destinations' and all environment networks.
+    const [destinations, envNetworks] = await Promise.all([
+      this.db.destination.findMany({ where: { serverId: server.id }, orderBy: { id: "asc" }, select: { networkName: true } }),
+      this.db.network.findMany({ where: { serverId: server.id, scope: "environment", status: { in: LIVE_STATUSES } }, orderBy: { id: "asc" }, select: { name: true } }),
+    ]);
+    const leaving = [...new Set([...destinations.map((d) => d.networkName), ...envNetworks.map((n) => n.name)])].filter((n) => n !== PROXY_NETWORK);
+    const stale = (await this.publicContainers(server.id)).filter((c) => leaving.includes(c.labels[LABEL_PROXY_NETWORK] ?? ""));
+    if (stale.length) {
+      const names = stale.slice(0, 10).map((c) => c.name);
+      throw conflict(
+        `${stale.length} routed container(s) on server ${server.name} still use a network the proxy would leave; redeploy their resources first: ${names.join(", ")}${stale.length > names.length ? ", ..." : ""}.`,
+      );
+    }
+    const disconnectedFrom: string[] = [];
+    for (const network of leaving) {
+      const job = await this.jobs.run(server.id, "network.connect", { network, containers: [this.config.proxyName], disconnect: true }, NETWORK_WAIT_MS.connect);
+      if (job.status !== "succeeded") throw new AppError(503, `Disconnecting the proxy from network ${network} on server ${server.name} failed: ${job.error}`);
+      if (job.result.changed.length) disconnectedFrom.push(network);
+    }
+    await setProxyPhase(this.db, server.uuid, "cleaned");
+    return { disconnectedFrom };
+  }
+
+  /** Containers on the server serving an application with an fqdn (the proxy's targets), from the engine now. */
+  private async publicContainers(serverId: number) {
+    const apps = await this.db.application.findMany({ where: { serverId, ...publicApplicationWhere }, select: { uuid: true } });
+    if (!apps.length) return [];
+    const uuids = new Set(apps.map((a) => a.uuid));
+    const job = await this.jobs.run(serverId, "containers.list", {}, NETWORK_WAIT_MS.list);
+    if (job.status !== "succeeded") throw new AppError(503, `Listing the server's containers failed: ${job.error}`);
+    // A compose application's internal services carry an empty domains label: not routed.
+    return job.result.containers.filter((c) => uuids.has(c.labels[LABEL_RESOURCE_UUID] ?? "") && (c.labels[LABEL_DOMAINS] ?? "") !== "");
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Resources
+
+  /** The resource in the caller's team with `need` on its environment; services do not exist yet. */
+  private async resource(auth: AuthContext, type: NetworkResourceType, uuid: string, need: Need): Promise<ResourceRef> {
+    if (type === "service") throw new AppError(404, "Services are not available on this instance yet, so no service has networks.");
+    if (type === "application") {
+      const app = await this.db.application.findFirst({
+        where: { uuid, teamId: auth.teamId },
+        include: { environment: { select: { id: true, uuid: true, projectId: true } }, destination: { select: { networkName: true } } },
+      });
+      if (!app) throw notFound("Application");
+      await this.access.assertEnvironment(auth, app.environment, need, "Application");
+      return {
+        type,
+        id: app.id,
+        name: app.name,
+        teamId: app.teamId,
+        serverId: app.serverId,
+        environment: app.environment,
+        destinationNetwork: app.destination.networkName,
+        isPublic: !!app.fqdn,
+      };
+    }
+    const db = await this.db.standaloneDatabase.findFirst({
+      where: { uuid, teamId: auth.teamId },
+      include: { environment: { select: { id: true, uuid: true, projectId: true } }, destination: { select: { networkName: true } } },
+    });
+    if (!db) throw notFound("Database");
+    await this.access.assertEnvironment(auth, db.environment, need, "Database");
+    return { type, id: db.id, name: db.name, teamId: db.teamId, serverId: db.serverId, environment: db.environment, destinationNetwork: db.destination.networkName, isPublic: false };
+  }
+
+  /**
+   * The networks the resource joins on its next deployment (primary, proxy) and the shared
+   * networks attached to it (all of them, whatever their status).
+   */
+  async resourceNetworks(auth: AuthContext, type: NetworkResourceType, uuid: string): Promise<ResourceNetworkView[]> {
+    const r = await this.resource(auth, type, uuid, "view");
+    const plan = await resourceNetworks(
+      this.ctx,
+      { teamId: r.teamId, serverId: r.serverId, environment: r.environment, destinationNetwork: r.destinationNetwork, resource: { type: r.type, id: r.id }, isPublic: r.isPublic },
+      { record: false },
+    );
+    const names = [plan.network, ...(plan.proxy_network ? [plan.proxy_network] : [])];
+    const rows = new Map((await this.db.network.findMany({ where: { serverId: r.serverId, name: { in: names } } })).map((n) => [n.name, n]));
+    const view = (name: string, role: ResourceNetworkView["role"]): ResourceNetworkView => {
+      const row = rows.get(name);
+      return { uuid: row?.uuid ?? null, name, role, scope: row?.scope ?? null, status: row?.status ?? null, attachedAt: null };
+    };
+    const out = [view(plan.network, "primary")];
+    if (plan.proxy_network) out.push(view(plan.proxy_network, "proxy"));
+    const attachments = await this.db.networkAttachment.findMany({
+      where: { resourceType: r.type, resourceId: r.id },
+      orderBy: { id: "asc" },
+      include: { network: { select: { uuid: true, name: true, scope: true, status: true } } },
+    });
+    for (const a of attachments) out.push({ uuid: a.network.uuid, name: a.network.name, role: "attached", scope: a.network.scope, status: a.network.status, attachedAt: a.createdAt });
+    return out;
+  }
+
+  /** Attaches a shared network of the resource's server; it joins it on its next deployment. */
+  async attach(auth: AuthContext, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
+    const r = await this.resource(auth, type, uuid, "manage");
+    const network = await this.db.network.findFirst({ where: { uuid: networkUuid, teamId: auth.teamId } });
+    if (!network) throw notFound("Network");
+    this.requireManagement("attaching networks");
+    if (network.serverId !== r.serverId) throw invalid({ network_uuid: [`Network ${network.name} is on another server than the ${r.type}.`] });
+    if (network.scope !== "shared") throw invalid({ network_uuid: [`Only shared networks can be attached; ${network.name} is a ${network.scope} network.`] });
+    if (!LIVE_STATUSES.includes(network.status)) throw invalid({ network_uuid: [`Network ${network.name} is ${network.status}; create it again first.`] });
+    const existing = await this.db.networkAttachment.count({ where: { resourceType: r.type, resourceId: r.id } });
+    if (existing >= MAX_ATTACHMENTS) throw invalid({ network_uuid: [`A resource can be attached to at most ${MAX_ATTACHMENTS} networks.`] });
+    try {
+      await this.db.networkAttachment.create({ data: { networkId: network.id, resourceType: r.type, resourceId: r.id } });
+    } catch (err) {
+      if ((err as { code?: string }).code === "P2002") throw conflict(`Network ${network.name} is already attached to this ${r.type}.`);
+      throw err;
+    }
+    return { resource: r, network };
+  }
+
+  async detach(auth: AuthContext, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
+    const r = await this.resource(auth, type, uuid, "manage");
+    const network = await this.db.network.findFirst({ where: { uuid: networkUuid, teamId: auth.teamId } });
+    if (!network) throw notFound("Network");
+    const removed = await this.db.networkAttachment.deleteMany({ where: { networkId: network.id, resourceType: r.type, resourceId: r.id } });
+    if (removed.count === 0) throw notFound(`Attachment of network ${network.name} to this ${r.type}`);
+    return { resource: r, network };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Environments
+
+  /**
+   * Removal of the networks of environments being deleted: written in the caller's transaction
+   * after the resources' removal jobs (the agent's network.remove disconnects whatever is still
+   * attached first, so the order in which the agent runs them does not matter), then delivered.
+   */
+  async planEnvironmentRemoval(environmentIds: number[]): Promise<{ enqueue(tx: Tx): Promise<void>; kick(): void }> {
+    const rows = environmentIds.length
+      ? await this.db.network.findMany({ where: { environmentId: { in: environmentIds }, scope: "environment", status: { not: "deleted" } }, select: { id: true, name: true, serverId: true } })
+      : [];
+    return {
+      enqueue: async (tx) => {
+        for (const n of rows) {
+          await tx.network.update({ where: { id: n.id }, data: { status: "deleted", reason: null } });
+          await this.jobs.enqueue(tx, n.serverId, "network.remove", { name: n.name }, REMOVE_TIMEOUT_MS);
+        }
+      },
+      kick: () => {
+        for (const serverId of new Set(rows.map((n) => n.serverId))) void this.jobs.kick(serverId).catch(() => {});
+      },
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Job outcomes
+
+  private payloadOf(job: JobRow): Record<string, unknown> | null {
+    try {
+      const p = JSON.parse(job.payload) as unknown;
+      return typeof p === "object" && p !== null ? (p as Record<string, unknown>) : null;
+    } catch {
+      return null;
+    }
+  }
+
+  private async afterEnsure(job: JobRow): Promise<void> {
+    const names = ((this.payloadOf(job)?.networks as { name?: unknown }[] | undefined) ?? []).map((n) => n.name).filter((n): n is string => typeof n === "string");
+    if (job.status === "succeeded") {
+      const result = JSON.parse(job.result ?? "null") as { networks?: EngineNetwork[] } | null;
+      for (const n of result?.networks ?? []) {
+        await this.db.network.updateMany({
+          where: { serverId: job.serverId, name: n.name, status: { in: ["pending", "failed", "active"] } },
+          data: { status: "active", containerEngineId: n.id, reason: null },
+        });
+      }
+      return;
+    }
+    if (!names.length) return;
+    await this.db.network.updateMany({
+      where: { serverId: job.serverId, name: { in: names }, status: "pending" },
+      data: { status: "failed", reason: (job.error ?? "creation failed").slice(0, 1000) },
+    });
+  }
+
+  private async afterRemove(job: JobRow): Promise<void> {
+    if (job.status === "succeeded") return;
+    const name = this.payloadOf(job)?.name;
+    if (typeof name !== "string") return;
+    // Still marked deleted (not created again since): the network may still be on the server.
+    await this.db.network.updateMany({
+      where: { serverId: job.serverId, name, status: "deleted" },
+      data: { status: "failed", reason: `removal failed: ${job.error ?? "no reason"}`.slice(0, 1000) },
+    });
+  }
+
+  /** A deploy or proxy sync that succeeded created what it was asked to ensure: those records are active. */
+  private async afterResourceJob(job: JobRow): Promise<void> {
+    if (job.status !== "succeeded") return;
+    const p = this.payloadOf(job);
+    if (!p) return;
+    const lists = [(p.run as { ensure_networks?: unknown } | undefined)?.ensure_networks, p.ensure_networks, (p.proxy as { ensure_networks?: unknown } | undefined)?.ensure_networks];
+    const names = lists
+      .flatMap((l) => (Array.isArray(l) ? l : []))
+      .map((n: { name?: unknown }) => n?.name)
+      .filter((n): n is string => typeof n === "string");
+    if (!names.length) return;
+    await this.db.network.updateMany({ where: { serverId: job.serverId, name: { in: [...new Set(names)] }, status: { in: ["pending", "failed"] } }, data: { status: "active", reason: null } });
+  }
+}
