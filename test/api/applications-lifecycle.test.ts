@@ -25,7 +25,7 @@ async function connectedWorld(): Promise<{ w: AppWorld; agent: ScriptedAgent }> 
   return { w, agent };
 }
 
-const PROXY = { name: "capstan-proxy", image: "capstan/proxy:latest", networks: ["capstan"], http_port: 80, https_port: 443 };
+const PROXY = { name: "capstan-proxy", image: "capstan/proxy:latest", networks: ["capstan"], ensure_networks: [], http_port: 80, https_port: 443 };
 
 async function openDeployment(appUuid: string, status: "queued" | "in_progress" = "in_progress") {
   const db = t.instance.database.prisma;

@@ -5,6 +5,7 @@
  * fixture, a request body, a query parameter mapping).
  */
 import { createHmac, generateKeyPairSync, randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { z } from "zod";
 import { routes as allRoutes } from "../../control-plane/src/http/routes/index.js";
@@ -44,6 +45,15 @@ interface Fixtures {
   gitApp: { uuid: string };
   /** A deployment of the application (deployed, then cancelled: no agent runs the fixtures). */
   deployment: { uuid: string };
+  /** A shared network on the server (pending: no agent runs the fixtures), attached to the application. */
+  network: { uuid: string };
+  /** A standalone database (tests/api/databases*.test.ts) with a variable; never started (no agent). */
+  database: { uuid: string };
+  databaseEnvVar: { uuid: string };
+  /** An S3 storage (never contacted), a backup schedule of the database on it, and one execution of it. */
+  s3Storage: { id: number; uuid: string };
+  backupSchedule: { uuid: string };
+  backupExecution: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -93,6 +103,41 @@ async function buildFixtures(prefix: string): Promise<Fixtures> {
   const storage = (await ok(api.post(`/applications/${application.uuid}/storages`, { name: "data", mount_path: "/data" }), "storage")).data;
   const deployment = await ok(api.post(`/applications/${application.uuid}/deploy`), "deployment");
   await ok(api.post(`/deployments/${deployment.deployment_uuid}/cancel`), "deployment cancel");
+  const database = await ok(
+    api.post("/databases/postgresql", {
+      project_uuid: project.uuid,
+      environment_name: "production",
+      server_uuid: server.uuid,
+      destination_uuid: destinationUuid,
+      name: `${tag}-db`,
+      postgres_password: `${tag}-db-secret`,
+      instant_deploy: false,
+    }),
+    "database",
+  );
+  const databaseEnvVar = (await ok(api.post(`/databases/${database.uuid}/envs`, { key: "FIXTURE_DB_KEY", value: `${tag}-db-env-value` }), "database env var")).data;
+  const network = (await ok(api.post(`/networks/${server.uuid}`, { name: `${tag}-net` }), "network")).data;
+  await ok(api.post(`/networks/resource/application/${application.uuid}/attach`, { network_uuid: network.uuid }), "network attach");
+  // The endpoint is this machine's own name: the storage is never contacted (the connect-time
+  // guard refuses its loopback or private address), so the test route makes no outside traffic.
+  const s3Storage = (
+    await ok(
+      api.post("/s3-storages", {
+        name: `${tag}-s3`,
+        endpoint: `http://${hostname()}:9000`,
+        bucket: `${tag}-bucket`,
+        access_key: `${tag}-access-key`,
+        secret_key: `${tag}-secret-key`,
+        encryption_passphrase: `${tag}-passphrase`,
+      }),
+      "s3 storage",
+    )
+  ).data;
+  const backupSchedule = (await ok(api.post(`/databases/${database.uuid}/backups`, { frequency: "0 3 * * *", s3_storage_id: s3Storage.id }), "backup schedule")).data;
+  // One cron tick: the server has no agent, so the execution is recorded as failed (with the reason).
+  const scheduleRow = await t.instance.database.prisma.backupSchedule.findUniqueOrThrow({ where: { uuid: backupSchedule.uuid } });
+  await t.instance.backupScheduler.fire(scheduleRow.id, new Date("2026-01-01T03:00:00Z"));
+  const backupExecution = (await ok(api.get(`/databases/${database.uuid}/backups/${backupSchedule.uuid}/executions`), "backup executions")).data[0];
   return {
     tag,
     teamId: team.teamId,
@@ -110,7 +155,19 @@ async function buildFixtures(prefix: string): Promise<Fixtures> {
     storage: { uuid: storage.uuid },
     gitApp: { uuid: gitApp.uuid },
     deployment: { uuid: deployment.deployment_uuid },
+    database: { uuid: database.uuid },
+    databaseEnvVar: { uuid: databaseEnvVar.uuid },
+    network: { uuid: network.uuid },
+    s3Storage: { id: s3Storage.id, uuid: s3Storage.uuid },
+    backupSchedule: { uuid: backupSchedule.uuid },
+    backupExecution: { uuid: backupExecution.uuid },
     markers: [
+      s3Storage.uuid,
+      backupSchedule.uuid,
+      backupExecution.uuid,
+      database.uuid,
+      databaseEnvVar.uuid,
+      network.uuid,
       deployment.deployment_uuid,
       tag,
       project.uuid,
@@ -152,6 +209,18 @@ async function snapshot(f: Fixtures) {
     gitApps: await get("/github-apps"),
     deployments: await get("/deployments"),
     deployment: await get(`/deployments/${f.deployment.uuid}`),
+    databases: await get("/databases"),
+    database: await get(`/databases/${f.database.uuid}`),
+    databaseEnvs: await get(`/databases/${f.database.uuid}/envs`),
+    networks: await get(`/networks/${f.server.uuid}`),
+    resourceNetworks: await get(`/networks/resource/application/${f.application.uuid}`),
+    s3Storages: await get("/s3-storages"),
+    backupSchedules: await get(`/databases/${f.database.uuid}/backups`),
+    backupExecutions: await get(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}/executions`),
+    // Not visible through the API: changed storage keys or passphrase would only show here.
+    s3Secrets: (await t.instance.database.prisma.s3Storage.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map((r) =>
+      [r.accessKey, r.secretKey, r.encryptionPassphrase].map((v) => (v === null ? null : t.instance.box.open(v))),
+    ),
     // Not visible through the API: a rotated webhook secret would only show here.
     webhookSecrets: (await t.instance.database.prisma.application.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map((a) => a.webhookSecret),
     keyMaterial: await t.instance.services.keys.reveal(f.teamId, f.key.uuid),
@@ -179,7 +248,19 @@ const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => string | n
   storage: { uuid: (f) => f.storage.uuid },
   git_app: { uuid: (f) => f.gitApp.uuid },
   deployment: { uuid: (f) => f.deployment.uuid },
+  database: { uuid: (f) => f.database.uuid },
+  database_env_var: { uuid: (f) => f.databaseEnvVar.uuid },
+  network: { uuid: (f) => f.network.uuid },
+  s3_storage: { id: (f) => f.s3Storage.id },
+  backup_schedule: { uuid: (f) => f.backupSchedule.uuid },
+  backup_execution: { uuid: (f) => f.backupExecution.uuid },
+  // {type} of /networks/resource/{type}/{uuid}: names a kind, not an object (UNOWNED_KINDS).
+  resource_type: { application: () => "application", database: () => "database" },
+  network_resource: { application: (f) => f.application.uuid, database: (f) => f.database.uuid },
 };
+
+/** Kinds whose path values are the same for every team (they name no object): never "team A's". */
+const UNOWNED_KINDS = new Set(["resource_type"]);
 
 interface BodySpec {
   /** A valid body for the caller's own objects (sent with path values of the target). */
@@ -228,8 +309,35 @@ const BODIES: Record<string, BodySpec> = {
     foreign: (a) => [{ private_key_uuid: a.key.uuid }, { name: "renamed", private_key_uuid: a.key.uuid }],
   },
   ...applicationBodies(),
+  ...backupBodies(),
+  ...databaseBodies(),
   "post /applications/{uuid}/deploy": { valid: () => ({ force: true }) },
+  "post /networks/{serverUuid}": { valid: () => ({ name: "intruder-net" }) },
+  "post /networks/resource/{type}/{uuid}/attach": {
+    valid: (c) => ({ network_uuid: c.network.uuid }),
+    foreign: (a) => [{ network_uuid: a.network.uuid }],
+  },
 };
+
+/** S3 storages and database backups: a schedule names a storage by its integer id. */
+function backupBodies(): Record<string, BodySpec> {
+  return {
+    "post /s3-storages": {
+      valid: () => ({ name: "created", endpoint: "https://s3.example.com", bucket: "created-bucket", access_key: "created-ak", secret_key: "created-sk" }),
+      foreign: "none",
+    },
+    "patch /s3-storages/{id}": { valid: () => ({ name: "hijacked", secret_key: "hijacked-sk", encryption_passphrase: null }) },
+    "post /databases/{uuid}/backups": {
+      valid: (c) => ({ frequency: "@daily", s3_storage_id: c.s3Storage.id }),
+      foreign: (a) => [{ frequency: "@daily", s3_storage_id: a.s3Storage.id }],
+    },
+    "patch /databases/{uuid}/backups/{backup_uuid}": {
+      valid: () => ({ frequency: "@hourly", enabled: false }),
+      foreign: (a) => [{ s3_storage_id: a.s3Storage.id }, { enabled: false, s3_storage_id: a.s3Storage.id }],
+    },
+    "post /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}/restore": { valid: () => ({}) },
+  };
+}
 
 /** Application routes: every create path names a project, a server, a destination (and a git app or key). */
 function applicationBodies(): Record<string, BodySpec> {
@@ -270,6 +378,28 @@ function applicationBodies(): Record<string, BodySpec> {
   };
 }
 
+/** Database routes: every create path names a project, a server and a destination. */
+function databaseBodies(): Record<string, BodySpec> {
+  const where = (p: Fixtures, s: Fixtures = p, d: Fixtures = s) => ({
+    project_uuid: p.project.uuid,
+    environment_name: "production",
+    server_uuid: s.server.uuid,
+    destination_uuid: d.server.destinationUuid,
+  });
+  const create: BodySpec = {
+    valid: (c) => ({ ...where(c), instant_deploy: false }),
+    foreign: (a, b) => [where(a, b), where(b, a, a), where(b, b, a), where(a, a, a)],
+  };
+  const engines = ["postgresql", "mysql", "mariadb", "mongodb", "redis", "clickhouse", "dragonfly", "keydb"];
+  return {
+    ...Object.fromEntries(engines.map((e) => [`post /databases/${e}`, create])),
+    "patch /databases/{uuid}": { valid: () => ({ name: "hijacked", limits_memory: "1g" }) },
+    "delete /databases/{uuid}": { valid: () => ({ delete_volumes: true }) },
+    "post /databases/{uuid}/envs": { valid: () => ({ key: "INTRUDER", value: "x" }) },
+    "patch /databases/{uuid}/envs/bulk": { valid: () => ({ variables: [{ key: "FIXTURE_DB_KEY", value: "hijacked" }, { key: "INTRUDER", value: "x" }] }) },
+  };
+}
+
 /**
  * Routes that cannot succeed on a team's own objects in this test setup, with the status they
  * answer instead: no agent is connected to the fixture servers, and their SSH address
@@ -288,6 +418,19 @@ const OWN_STATUS: Record<string, number | "found"> = {
   "get /applications/{uuid}/logs": 503,
   // The fixture deployment is cancelled already: found, and refused as not cancellable.
   "post /deployments/{uuid}/cancel": 400,
+  // The fixture database's server has no agent.
+  "post /databases/{uuid}/start": 503,
+  "post /databases/{uuid}/stop": 503,
+  "post /databases/{uuid}/restart": 503,
+  "get /databases/{uuid}/logs": 503,
+  // No agent: inspection, sync and migrate need one; cleanup needs a migrate first.
+  "get /networks/{serverUuid}/{networkUuid}": 503,
+  "post /networks/{serverUuid}/sync": 503,
+  "post /networks/{serverUuid}/proxy/migrate": 503,
+  "post /networks/{serverUuid}/proxy/cleanup": 409,
+  // No agent: a backup cannot start; the fixture execution (a failed tick) has nothing to restore.
+  "post /databases/{uuid}/backups/{backup_uuid}/execute": 409,
+  "post /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}/restore": 409,
 };
 
 function expectOwnStatus(key: string, res: ApiResponse) {
@@ -303,10 +446,18 @@ const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
   // A key in use by a server cannot be deleted (409): free it first.
   "delete /security/keys/{uuid}": async (f) => {
     await f.api.delete(`/applications/${f.application.uuid}`);
+    await f.api.delete(`/databases/${f.database.uuid}`);
     await f.api.delete(`/servers/${f.server.uuid}`);
   },
-  // A server with applications cannot be removed (409): delete the application first.
-  "delete /servers/{uuid}": (f) => f.api.delete(`/applications/${f.application.uuid}`),
+  // A server with applications or databases cannot be removed (409): delete them first.
+  "delete /servers/{uuid}": async (f) => {
+    await f.api.delete(`/applications/${f.application.uuid}`);
+    await f.api.delete(`/databases/${f.database.uuid}`);
+  },
+  // A storage used by a backup schedule cannot be deleted (409): delete the schedule first.
+  "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),
+  // The fixture network is attached already (409): detach it first.
+  "post /networks/resource/{type}/{uuid}/attach": (f) => f.api.delete(`/networks/resource/application/${f.application.uuid}/${f.network.uuid}`),
 };
 let spareKey = "";
 /** The RSA key of every fixture git app (git apps sign with RSA). */
@@ -390,7 +541,8 @@ const cases: MatrixCase[] = [];
 for (const r of paramRoutes) {
   const options = pathParams(r).map((param) => {
     const kind = kindOf(r, param)!;
-    return (["A", "B"] as Owner[]).flatMap((owner) => Object.keys(RESOURCE_VALUES[kind]!).map((variant) => ({ param, kind, owner, variant })));
+    const owners: Owner[] = UNOWNED_KINDS.has(kind) ? ["B"] : ["A", "B"];
+    return owners.flatMap((owner) => Object.keys(RESOURCE_VALUES[kind]!).map((variant) => ({ param, kind, owner, variant })));
   });
   let combos: Slot[][] = [[]];
   for (const o of options) combos = combos.flatMap((c) => o.map((slot) => [...c, slot]));
@@ -422,7 +574,8 @@ function expectNoMarkers(res: ApiResponse, f: Fixtures, label: string) {
 let A: Fixtures;
 let B: Fixtures;
 beforeAll(async () => {
-  t = await startTestInstance();
+  // Network management and proxy isolation on: the network routes get past "disabled" (409).
+  t = await startTestInstance({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_PROXY_ISOLATION: "true" });
   spareKey = (await keys.generate("ed25519")).privateKey;
   A = await buildFixtures("alpha");
   B = await buildFixtures("beta");
@@ -512,6 +665,13 @@ describe("team B's reads never include team A's objects", () => {
       (await B.api.get(`/applications/${B.application.uuid}`)).body,
       (await B.api.get("/github-apps")).body,
       (await B.api.get("/deployments")).body,
+      (await B.api.get("/databases")).body,
+      (await B.api.get(`/databases/${B.database.uuid}`)).body,
+      (await B.api.get(`/databases/${B.database.uuid}/envs`)).body,
+      (await B.api.get(`/networks/${B.server.uuid}`)).body,
+      (await B.api.get("/s3-storages")).body,
+      (await B.api.get(`/databases/${B.database.uuid}/backups`)).body,
+      (await B.api.get(`/databases/${B.database.uuid}/backups/${B.backupSchedule.uuid}/executions`)).body,
     ]);
     for (const m of B.markers) expect(text).toContain(m);
   });

@@ -295,6 +295,7 @@ describe("environments", () => {
       project_uuid: project.uuid,
       project_name: "envs",
       applications: [],
+      databases: [],
     });
     const byUuid = await team.api.get(`/projects/${project.uuid}/${byName.body.uuid}`);
     expect(byUuid.status).toBe(200);

@@ -7,6 +7,7 @@ import { createInstance, type Instance } from "../../control-plane/src/instance.
 import { client, startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { connectAgent, connectFleet } from "./support/fake-agent.js";
+import { startReplica } from "./support/replica.js";
 
 /**
  * Two control-plane replicas on one PostgreSQL database (the scale-out setup): an agent on
@@ -75,5 +76,46 @@ describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
     expect(v.status).toBe(200);
     const row = await b.database.prisma.job.findUniqueOrThrow({ where: { id: job.id } });
     expect(row.status).toBe("succeeded");
+  });
+
+  it("a replica shutting down drops only its own agents and dashboards; those of the other replicas stay connected", async () => {
+    const key = await keys.generate("ed25519");
+    const apiB = client(bUrl + "/api/v1", team.token);
+    const keyUuid = (await apiB.post("/security/keys", { name: "k2", private_key: key.privateKey })).body.uuid;
+    const onC = (await apiB.post("/servers", { name: "on-c", ip: "10.1.1.2", private_key_uuid: keyUuid })).body;
+    const onB = (await apiB.post("/servers", { name: "on-b", ip: "10.1.1.3", private_key_uuid: keyUuid })).body;
+
+    const c = await startReplica(a);
+    const agentC = await connectAgent(c.url, onC.agent_token);
+    open.push(agentC);
+    const agentB = await connectAgent(bUrl, onB.agent_token);
+    open.push(agentB);
+    for (const agent of [agentC, agentB]) {
+      agent.serve("server.prepare", () => ({ ok: true, result: { created: [], existing: ["capstan"] } }));
+      await agent.hello();
+    }
+    const fleetB = await connectFleet(bUrl, team.token);
+    open.push(fleetB);
+    const dropped: string[] = [];
+    agentB.socket.on("disconnect", (reason) => dropped.push(`agent: ${reason}`));
+    fleetB.on("disconnect", (reason) => dropped.push(`fleet: ${reason}`));
+
+    // Replica C shuts down as the server does: its connections first, then the instance.
+    const cDropped = new Promise<string>((resolve) => agentC.socket.once("disconnect", resolve));
+    c.instance.gateway!.disconnectAll();
+    expect(await cDropped).toBe("io server disconnect");
+    await c.close();
+    // A disconnect broadcast through the cluster adapter would have reached B well within this.
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(dropped).toEqual([]);
+    expect(agentB.socket.connected).toBe(true);
+    expect(fleetB.connected).toBe(true);
+
+    // B still delivers jobs to its agent.
+    const validating = apiB.get(`/servers/${onB.uuid}/validate`);
+    const job = await agentB.nextJob(10_000);
+    expect(job.type).toBe("server.validate");
+    await agentB.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { docker_version: "20.10.24", api_version: "1.41", compose_version: "1.29.2" } });
+    expect((await validating).status).toBe(200);
   });
 });

@@ -9,8 +9,9 @@ set -euo pipefail
 kit=$(cd "$(dirname "$0")" && pwd)
 . "$kit/lib.sh"
 
-ALL=(busybox debian dind caddy node python go static registry)
-declare -A DEPS=([dind]=debian [caddy]=debian [node]=debian [python]=debian [go]=debian [static]="debian busybox" [registry]=debian)
+ALL=(busybox debian dind caddy node python go static registry postgres mariadb redis keydb-standin dragonfly-standin clickhouse)
+declare -A DEPS=([dind]=debian [caddy]=debian [node]=debian [python]=debian [go]=debian [static]="debian busybox" [registry]=debian
+  [postgres]=debian [mariadb]=debian [redis]=debian [keydb-standin]=redis [dragonfly-standin]=redis [clickhouse]=debian)
 cache=/var/cache/capstan-test
 buildlog=/var/log/capstan-kit-images.log
 
@@ -204,13 +205,297 @@ image_registry() {
     'CMD ["docker-registry", "serve", "/etc/docker/registry/config.yml"]'
 }
 
+# --- Database engines (agent/src/databases, test/e2e/agent-databases.test.ts) ---------------
+# Debian's packages behind entrypoints that follow the official images' conventions (env
+# names, data dirs, tool names, running as the engine's user), so the agent's engine table is
+# exercised as it is in production. The data dirs stay empty in the image: a new named volume
+# is filled from the image's content at the mount point, which would otherwise pre-seed it.
+
+# PostgreSQL 15 like postgres:*: initdb on an empty $PGDATA with POSTGRES_USER / _PASSWORD /
+# _DB (password from a file descriptor, never argv), password auth for network clients,
+# listening on all addresses, server run as postgres; psql / pg_dump / pg_isready on PATH.
+image_postgres() {
+  mkdir -p "$work/ctx"
+  cat >"$work/ctx/entrypoint.sh" <<'SH'
+#!/bin/bash
+set -Eeuo pipefail
+if [ "${1:0:1}" = '-' ]; then set -- postgres "$@"; fi
+if [ "$1" = postgres ] && [ "$(id -u)" = 0 ]; then
+  mkdir -p "$PGDATA" /var/run/postgresql
+  chown postgres:postgres "$PGDATA" /var/run/postgresql
+  chmod 700 "$PGDATA"
+  exec setpriv --reuid=postgres --regid=postgres --init-groups "$BASH_SOURCE" "$@"
+fi
+if [ "$1" = postgres ] && [ ! -s "$PGDATA/PG_VERSION" ]; then
+  : "${POSTGRES_USER:=postgres}"
+  : "${POSTGRES_DB:=$POSTGRES_USER}"
+  if [ -z "${POSTGRES_PASSWORD:-}" ]; then
+    echo "error: database is uninitialized and POSTGRES_PASSWORD is not set" >&2
+    exit 1
+  fi
+  initdb --username="$POSTGRES_USER" --pwfile=<(printf '%s\n' "$POSTGRES_PASSWORD") -D "$PGDATA"
+  printf '\nhost all all all %s\n' "${POSTGRES_HOST_AUTH_METHOD:-scram-sha-256}" >>"$PGDATA/pg_hba.conf"
+  # A temporary server on the socket only: nothing reaches it over the network before it is ready.
+  pg_ctl -D "$PGDATA" -o "-c listen_addresses='' -p 5432" -w start
+  if [ "$POSTGRES_DB" != postgres ]; then
+    psql -v ON_ERROR_STOP=1 --no-psqlrc --no-password --username "$POSTGRES_USER" --dbname postgres --set db="$POSTGRES_DB" <<<'CREATE DATABASE :"db";'
+  fi
+  pg_ctl -D "$PGDATA" -m fast -w stop
+  echo "PostgreSQL init process complete; ready for start up."
+fi
+exec "$@"
+SH
+  debian_packages "postgresql-15" \
+    "pg_dropcluster 15 main && rm -rf /var/lib/postgresql/15 && mkdir -p /var/lib/postgresql/data && chown postgres:postgres /var/lib/postgresql/data && chmod 700 /var/lib/postgresql/data && sed -ri \"s!^#?(listen_addresses)\\s*=\\s*\\S+.*!\\1 = '*'!\" /usr/share/postgresql/15/postgresql.conf.sample && grep -qF \"listen_addresses = '*'\" /usr/share/postgresql/15/postgresql.conf.sample" \
+    "ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin PGDATA=/var/lib/postgresql/data LANG=C.UTF-8" \
+    "COPY entrypoint.sh /usr/local/bin/docker-entrypoint.sh" \
+    "RUN chmod 755 /usr/local/bin/docker-entrypoint.sh && postgres --version && psql --version && pg_dump --version && pg_isready --version" \
+    'ENTRYPOINT ["docker-entrypoint.sh"]' "STOPSIGNAL SIGINT" "EXPOSE 5432" 'CMD ["postgres"]'
+}
+
+# MariaDB 10.11 like mariadb:*: MARIADB_* variables with the MYSQL_* names as fallbacks (the
+# tests use it for the agent's mysql path too), root@'%' with the root password, the user with
+# all rights on its database, server run as mysql; mariadb / mariadb-dump / mariadb-admin and
+# the mysql / mysqldump / mysqladmin names.
+image_mariadb() {
+  mkdir -p "$work/ctx"
+  cat >"$work/ctx/entrypoint.sh" <<'SH'
+#!/bin/bash
+set -Eeuo pipefail
+for v in ROOT_PASSWORD ROOT_HOST USER PASSWORD DATABASE ALLOW_EMPTY_ROOT_PASSWORD RANDOM_ROOT_PASSWORD; do
+  m=MARIADB_$v y=MYSQL_$v
+  if [ -z "${!m:-}" ] && [ -n "${!y:-}" ]; then export "$m=${!y}"; fi
+done
+if [ -z "${MARIADB_ALLOW_EMPTY_ROOT_PASSWORD:-}" ] && [ -n "${MYSQL_ALLOW_EMPTY_PASSWORD:-}" ]; then export MARIADB_ALLOW_EMPTY_ROOT_PASSWORD=$MYSQL_ALLOW_EMPTY_PASSWORD; fi
+if [ "${1:0:1}" = '-' ]; then set -- mariadbd "$@"; fi
+if [ "$1" = mariadbd ] || [ "$1" = mysqld ]; then
+  if [ "$(id -u)" = 0 ]; then
+    mkdir -p /var/lib/mysql /run/mysqld
+    find /var/lib/mysql /run/mysqld \! -user mysql -exec chown mysql:mysql '{}' +
+    exec setpriv --reuid=mysql --regid=mysql --init-groups "$BASH_SOURCE" "$@"
+  fi
+  if [ ! -d /var/lib/mysql/mysql ]; then
+    if [ -z "${MARIADB_ROOT_PASSWORD:-}" ] && [ -z "${MARIADB_ALLOW_EMPTY_ROOT_PASSWORD:-}" ] && [ -z "${MARIADB_RANDOM_ROOT_PASSWORD:-}" ]; then
+      echo "error: database is uninitialized and MARIADB_ROOT_PASSWORD is not set" >&2
+      exit 1
+    fi
+    if [ "${MARIADB_USER:-}" = root ]; then
+      echo 'error: MARIADB_USER="root" is not allowed; MARIADB_USER and MARIADB_PASSWORD are for a regular user' >&2
+      exit 1
+    fi
+    if [ -n "${MARIADB_RANDOM_ROOT_PASSWORD:-}" ]; then
+      MARIADB_ROOT_PASSWORD=$(head -c 24 /dev/urandom | base64)
+      echo "GENERATED ROOT PASSWORD: $MARIADB_ROOT_PASSWORD"
+    fi
+    mariadb-install-db --datadir=/var/lib/mysql --rpm --auth-root-authentication-method=normal --skip-test-db --skip-name-resolve
+    sock=/run/mysqld/mysqld.sock
+    "$@" --skip-networking --socket="$sock" &
+    pid=$!
+    for i in $(seq 60); do
+      mariadb-admin --socket="$sock" -uroot ping >/dev/null 2>&1 && break
+      [ "$i" = 60 ] && { echo "error: temporary server did not start" >&2; exit 1; }
+      sleep 0.5
+    done
+    str() { local s=${1//\\/\\\\}; printf "'%s'" "${s//\'/\\\'}"; }
+    ident() { printf '`%s`' "${1//\`/\`\`}"; }
+    root_host=${MARIADB_ROOT_HOST:-%}
+    {
+      echo "SET @@SESSION.SQL_LOG_BIN=0;"
+      echo "DROP USER IF EXISTS root@'127.0.0.1', root@'::1';"
+      echo "EXECUTE IMMEDIATE CONCAT('DROP USER IF EXISTS root@\\'', @@hostname, '\\'');"
+      echo "SET PASSWORD FOR 'root'@'localhost' = PASSWORD($(str "${MARIADB_ROOT_PASSWORD:-}"));"
+      if [ "$root_host" != localhost ]; then
+        echo "CREATE USER 'root'@$(str "$root_host") IDENTIFIED BY $(str "${MARIADB_ROOT_PASSWORD:-}");"
+        echo "GRANT ALL ON *.* TO 'root'@$(str "$root_host") WITH GRANT OPTION;"
+      fi
+      if [ -n "${MARIADB_DATABASE:-}" ]; then echo "CREATE DATABASE IF NOT EXISTS $(ident "$MARIADB_DATABASE");"; fi
+      if [ -n "${MARIADB_USER:-}" ] && [ -n "${MARIADB_PASSWORD:-}" ]; then
+        echo "CREATE USER $(str "$MARIADB_USER")@'%' IDENTIFIED BY $(str "$MARIADB_PASSWORD");"
+        if [ -n "${MARIADB_DATABASE:-}" ]; then echo "GRANT ALL ON $(ident "$MARIADB_DATABASE").* TO $(str "$MARIADB_USER")@'%';"; fi
+      fi
+    } | mariadb --protocol=socket --socket="$sock" -uroot --database=mysql
+    kill "$pid"
+    wait "$pid" || true
+    echo "MariaDB init process done. Ready for start up."
+  fi
+fi
+exec "$@"
+SH
+  printf '[mariadbd]\nbind-address = 0.0.0.0\nskip-name-resolve\n' >"$work/ctx/99-capstan-test.cnf"
+  debian_packages "mariadb-server mariadb-client" \
+    "rm -rf /var/lib/mysql && mkdir -p /var/lib/mysql /run/mysqld && chown mysql:mysql /var/lib/mysql /run/mysqld && for n in mysql:mariadb mysqldump:mariadb-dump mysqladmin:mariadb-admin; do command -v \${n%%:*} >/dev/null || ln -s \${n#*:} /usr/bin/\${n%%:*}; done" \
+    "COPY 99-capstan-test.cnf /etc/mysql/mariadb.conf.d/99-capstan-test.cnf" \
+    "COPY entrypoint.sh /usr/local/bin/docker-entrypoint.sh" \
+    "RUN chmod 755 /usr/local/bin/docker-entrypoint.sh && mariadbd --version && mariadb --version && mariadb-dump --version && mariadb-admin --version && mysql --version && mysqldump --version && mysqladmin --version" \
+    'ENTRYPOINT ["docker-entrypoint.sh"]' "EXPOSE 3306" 'CMD ["mariadbd"]'
+}
+
+# Redis 7 like redis:*: CMD redis-server in WORKDIR /data; the entrypoint hands /data's files
+# to the redis user and drops to it (so a config file copied into /data before start is
+# readable by the server only).
+redis_entrypoint() {
+  # usage: redis_entrypoint SERVER USER > file (the entrypoint of redis:* and eqalpha/keydb)
+  cat <<SH
+#!/bin/sh
+set -e
+if [ "\${1#-}" != "\$1" ] || [ "\${1%.conf}" != "\$1" ]; then set -- $1 "\$@"; fi
+if [ "\$1" = $1 ] && [ "\$(id -u)" = 0 ]; then
+  find . \\! -user $2 -exec chown $2 '{}' +
+  exec setpriv --reuid=$2 --regid=$2 --init-groups "\$0" "\$@"
+fi
+[ "\$(umask)" != 0022 ] || umask 0077
+exec "\$@"
+SH
+}
+image_redis() {
+  mkdir -p "$work/ctx"
+  redis_entrypoint redis-server redis >"$work/ctx/entrypoint.sh"
+  debian_packages "redis-server redis-tools" \
+    "rm -rf /data && mkdir /data && chown redis:redis /data" \
+    "COPY entrypoint.sh /usr/local/bin/docker-entrypoint.sh" \
+    "RUN chmod 755 /usr/local/bin/docker-entrypoint.sh && redis-server --version && redis-cli --version" \
+    "WORKDIR /data" 'ENTRYPOINT ["docker-entrypoint.sh"]' "EXPOSE 6379" 'CMD ["redis-server"]'
+}
+
+# NOT KeyDB (absent from Debian): a stand-in with Redis 7's binaries under KeyDB's names and
+# eqalpha/keydb's layout (keydb-server /etc/keydb/keydb.conf, keydb-cli, /data, user keydb),
+# so the agent's keydb code path runs somewhere. Tests using it say so.
+image_keydb-standin() {
+  mkdir -p "$work/ctx"
+  redis_entrypoint keydb-server keydb >"$work/ctx/entrypoint.sh"
+  printf 'dir /data\nprotected-mode no\n' >"$work/ctx/keydb.conf"
+  cat >"$work/ctx/Dockerfile" <<'DOCKERFILE'
+FROM capstan-test/redis:latest
+RUN groupadd -r keydb && useradd -r -g keydb keydb && chown keydb:keydb /data \
+ && ln -s /usr/bin/redis-server /usr/local/bin/keydb-server && ln -s /usr/bin/redis-cli /usr/local/bin/keydb-cli
+COPY keydb.conf /etc/keydb/keydb.conf
+COPY entrypoint.sh /usr/local/bin/docker-entrypoint.sh
+RUN chmod 755 /usr/local/bin/docker-entrypoint.sh && keydb-server --version && keydb-cli --version
+LABEL capstan.test.standin="keydb: redis-server and redis-cli from Debian under keydb names"
+CMD ["keydb-server", "/etc/keydb/keydb.conf"]
+DOCKERFILE
+  build "$work/ctx"
+}
+
+# NOT Dragonfly (absent from Debian): a stand-in with Dragonfly's image layout (entrypoint.sh
+# dropping to user dfly, CMD dragonfly --logtostderr, /data, redis-cli for probes) whose
+# `dragonfly` runs redis-server configured from the DFLY_<flag> variables Dragonfly reads
+# (port, dir, requirepass) and --flag=value arguments; other flags are ignored. The config
+# file lives in a private temp dir (mode 600).
+image_dragonfly-standin() {
+  mkdir -p "$work/ctx"
+  cat >"$work/ctx/entrypoint.sh" <<'SH'
+#!/bin/sh
+set -e
+if [ "${1#-}" != "$1" ]; then set -- dragonfly --logtostderr "$@"; fi
+if [ "$1" = dragonfly ] && [ "$(id -u)" = 0 ]; then
+  exec setpriv --reuid=dfly --regid=dfly --init-groups "$0" "$@"
+fi
+exec "$@"
+SH
+  cat >"$work/ctx/dragonfly" <<'SH'
+#!/bin/sh
+set -eu
+port=${DFLY_port:-6379} dir=${DFLY_dir:-/data} pass=${DFLY_requirepass:-}
+for a in "$@"; do
+  case $a in
+    --port=*) port=${a#--port=} ;;
+    --dir=*) dir=${a#--dir=} ;;
+    --requirepass=*) pass=${a#--requirepass=} ;;
+  esac
+done
+umask 077
+conf=$(mktemp -d)/redis.conf
+{
+  echo "port $port"
+  echo "dir $dir"
+  echo "protected-mode no"
+  if [ -n "$pass" ]; then printf 'requirepass "%s"\n' "$(printf '%s' "$pass" | sed 's/[\\"]/\\&/g')"; fi
+} >"$conf"
+echo "dragonfly stand-in: redis-server $(redis-server --version | cut -d' ' -f3) on port $port"
+exec redis-server "$conf"
+SH
+  cat >"$work/ctx/Dockerfile" <<'DOCKERFILE'
+FROM capstan-test/redis:latest
+RUN groupadd -r dfly && useradd -r -g dfly dfly && chown dfly:dfly /data
+COPY entrypoint.sh /usr/local/bin/entrypoint.sh
+COPY dragonfly /usr/local/bin/dragonfly
+RUN chmod 755 /usr/local/bin/entrypoint.sh /usr/local/bin/dragonfly && redis-cli --version
+LABEL capstan.test.standin="dragonfly: redis-server from Debian configured from DFLY_* variables"
+ENTRYPOINT ["entrypoint.sh"]
+CMD ["dragonfly", "--logtostderr"]
+DOCKERFILE
+  build "$work/ctx"
+}
+
+# ClickHouse 18.16 (Debian's; the official image is 24+) like clickhouse/clickhouse-server:
+# CLICKHOUSE_USER / _PASSWORD (stored as SHA-256) / _DB, listening on all addresses, server
+# run as clickhouse, data in /var/lib/clickhouse. The official client reads CLICKHOUSE_USER /
+# CLICKHOUSE_PASSWORD from the environment (22.3+); 18.16's does not, so the entrypoint writes
+# them into the client's own config file (root only, mode 600) for probes run with docker exec.
+# 18.16 has no access management: CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT is ignored.
+image_clickhouse() {
+  mkdir -p "$work/ctx"
+  cat >"$work/ctx/entrypoint.sh" <<'SH'
+#!/bin/bash
+set -Eeuo pipefail
+if [ "$#" -gt 0 ] && [ "$1" != clickhouse-server ]; then exec "$@"; fi
+user=${CLICKHOUSE_USER:-default}
+pass=${CLICKHOUSE_PASSWORD:-}
+db=${CLICKHOUSE_DB:-}
+# bash 5.2 would put the matched text where a replacement says "&".
+shopt -u patsub_replacement 2>/dev/null || true
+xml() { local s=${1//&/&amp;}; s=${s//</&lt;}; s=${s//>/&gt;}; s=${s//\"/&quot;}; printf '%s' "${s//\'/&apos;}"; }
+case $user in *[!A-Za-z0-9_]*|'') echo "error: CLICKHOUSE_USER must be letters, digits and _" >&2; exit 1 ;; esac
+mkdir -p /var/lib/clickhouse /var/log/clickhouse-server /etc/clickhouse-server/users.d /etc/clickhouse-client
+find /var/lib/clickhouse /var/log/clickhouse-server \! -user clickhouse -exec chown clickhouse:clickhouse '{}' +
+hash=$(printf '%s' "$pass" | sha256sum | cut -d' ' -f1)
+{
+  echo "<yandex><users>"
+  # default exists in users.xml (its plain <password> goes); another name is a new user.
+  if [ "$user" = default ]; then echo "<default><password remove=\"remove\"/>"; else echo "<default remove=\"remove\"/><$user>"; fi
+  echo "<profile>default</profile><quota>default</quota><networks replace=\"replace\"><ip>::/0</ip></networks>"
+  echo "<password_sha256_hex>$hash</password_sha256_hex></$user>"
+  echo "</users></yandex>"
+} >/etc/clickhouse-server/users.d/default-user.xml
+chown root:clickhouse /etc/clickhouse-server/users.d/default-user.xml
+chmod 640 /etc/clickhouse-server/users.d/default-user.xml
+( umask 077; printf '<config><user>%s</user><password>%s</password></config>\n' "$user" "$(xml "$pass")" >/etc/clickhouse-client/config.xml )
+server=(setpriv --reuid=clickhouse --regid=clickhouse --init-groups clickhouse-server --config-file=/etc/clickhouse-server/config.xml)
+if [ -n "$db" ] && [ ! -e /var/lib/clickhouse/.capstan-initialized ]; then
+  "${server[@]}" -- --listen_host=127.0.0.1 &
+  pid=$!
+  for i in $(seq 60); do
+    clickhouse-client --query "SELECT 1" >/dev/null 2>&1 && break
+    [ "$i" = 60 ] && { echo "error: temporary server did not start" >&2; exit 1; }
+    sleep 0.5
+  done
+  clickhouse-client --query "CREATE DATABASE IF NOT EXISTS \`${db//\`/\\\`}\`"
+  kill "$pid"
+  wait "$pid" || true
+  touch /var/lib/clickhouse/.capstan-initialized
+  echo "ClickHouse init process done. Ready for start up."
+fi
+exec "${server[@]}"
+SH
+  printf '<yandex><listen_host>0.0.0.0</listen_host><logger><console>1</console></logger></yandex>\n' >"$work/ctx/docker.xml"
+  debian_packages "clickhouse-server clickhouse-client" \
+    "rm -rf /var/lib/clickhouse/* && clickhouse-client --version" \
+    "COPY docker.xml /etc/clickhouse-server/config.d/docker.xml" \
+    "COPY entrypoint.sh /usr/local/bin/entrypoint.sh" \
+    "RUN chmod 755 /usr/local/bin/entrypoint.sh" \
+    'ENTRYPOINT ["entrypoint.sh"]' "EXPOSE 8123 9000" 'CMD ["clickhouse-server"]'
+}
+
 # Changes whenever the recipe, a parent image or a stamp (e.g. node version) does.
 recipe_key() {
-  local name=$1 dep
+  local name=$1 dep helper
   {
     declare -f "image_$name"
-    # A recipe made with the shared helper changes when the helper does.
-    if declare -f "image_$name" | grep -q debian_packages; then declare -f debian_packages; fi
+    # A recipe made with a shared helper changes when the helper does.
+    for helper in debian_packages redis_entrypoint; do
+      if declare -f "image_$name" | grep -q "$helper"; then declare -f "$helper"; fi
+    done
     ! declare -F "stamp_$name" >/dev/null || "stamp_$name"
     for dep in ${DEPS[$name]:-}; do docker image inspect -f '{{.Id}}' "$(tag "$dep")"; done
   } | sha256sum | cut -c1-16

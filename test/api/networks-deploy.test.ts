@@ -1,0 +1,436 @@
+/**
+ * What the agent is asked to do with networks, per isolation mode (spec section 1, "Network
+ * management behavior"): the deploy payloads the scripted agent receives (run.network,
+ * run.networks, run.ensure_networks, run.proxy_network, proxy.networks), the user's routing
+ * label on compose applications, the limit on deploy, environment deletion, and proxy
+ * isolation migrate -> redeploy -> cleanup. Real traffic on real engines: test/e2e/networks.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DeployPayload, type EngineNetwork, type JobEnvelope, type ManagedContainer, type NetworkSpec } from "@capstan/shared";
+import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
+import { DeployWorld, deployResult, until, type ServerFixture } from "./support/deployments.js";
+import { sampleFacts, type ScriptedAgent } from "./support/fake-agent.js";
+
+const PROXY_NET = "capstan-proxy-net";
+
+/** One instance with the given settings, a team, and helpers to deploy and read what the agent got. */
+class ModeWorld {
+  t!: TestInstance;
+  team!: TeamFixture;
+  world!: DeployWorld;
+  readonly deploys: JobEnvelope[] = [];
+
+  constructor(private readonly env: Record<string, string>) {}
+
+  async init(): Promise<this> {
+    this.t = await startTestInstance(this.env);
+    this.team = await this.t.newTeam();
+    this.world = await new DeployWorld(this.t, this.team).init();
+    return this;
+  }
+
+  get db() {
+    return this.t.instance.database.prisma;
+  }
+
+  /** A server whose agent answers deployments (recording them) and network jobs. */
+  async server(name: string, facts = sampleFacts): Promise<{ server: ServerFixture; agent: ScriptedAgent }> {
+    const server = await this.world.server(name);
+    const agent = await this.world.agent(server, (job) => {
+      this.deploys.push(job);
+      return { ok: true, result: deployResult(null, "running:healthy") };
+    });
+    if (facts !== sampleFacts) await agent.hello(facts);
+    agent.serve("app.action", () => ({ ok: true, result: { status: "exited" } }));
+    agent.serve("network.remove", () => ({ ok: true, result: { removed: true, disconnected: [] } }));
+    return { server, agent };
+  }
+
+  async environment(name: string): Promise<{ id: number; uuid: string }> {
+    const existing = await this.db.environment.findFirst({ where: { project: { uuid: this.world.projectUuid }, name } });
+    if (existing) return existing;
+    const r = await this.team.api.post(`/projects/${this.world.projectUuid}/environments`, { name });
+    expect(r.status).toBe(201);
+    return this.db.environment.findFirstOrThrow({ where: { project: { uuid: this.world.projectUuid }, name } });
+  }
+
+  async app(server: ServerFixture, name: string, opts: { fqdn?: string; environment?: string } = {}): Promise<string> {
+    if (opts.environment) await this.environment(opts.environment);
+    return this.world.imageApp(server, name, { ...(opts.fqdn ? { fqdn: opts.fqdn } : {}), ...(opts.environment ? { environment_name: opts.environment } : {}) });
+  }
+
+  /** Deploys and returns the app.deploy payload of that deployment once it finished. */
+  async deploy(app: string): Promise<DeployPayload> {
+    const dep = await this.world.deploy(app, undefined, this.team.api);
+    await this.world.waitFor(dep, "finished");
+    return DeployPayload.parse(this.deploys.find((j) => (j.payload as { deployment_uuid: string }).deployment_uuid === dep)!.payload);
+  }
+
+  /** Deploys and returns the failed deployment. */
+  async deployFails(app: string): Promise<{ reason: string }> {
+    const dep = await this.world.deploy(app, undefined, this.team.api);
+    return this.world.waitFor(dep, "failed");
+  }
+
+  async close(): Promise<void> {
+    this.world?.close();
+    await this.t?.close();
+  }
+}
+
+const envSpec = (uuid: string, over: Partial<NetworkSpec> = {}): NetworkSpec => ({
+  name: `capstan-env-${uuid}`,
+  driver: "bridge",
+  encrypted: false,
+  attachable: true,
+  labels: { "capstan.network.scope": "environment" },
+  ...over,
+});
+const proxySpec = (over: Partial<NetworkSpec> = {}): NetworkSpec => ({
+  name: PROXY_NET,
+  driver: "bridge",
+  encrypted: false,
+  attachable: true,
+  labels: { "capstan.network.scope": "proxy" },
+  ...over,
+});
+
+/** A shared network recorded active on the server (as after a create the agent confirmed). */
+async function sharedNetwork(m: ModeWorld, server: ServerFixture, name: string): Promise<string> {
+  const row = await m.db.network.create({
+    data: { uuid: crypto.randomUUID(), teamId: m.team.teamId, serverId: server.id, name, scope: "shared", driver: "bridge", status: "active" },
+  });
+  return row.uuid;
+}
+
+async function attach(m: ModeWorld, app: string, network: string) {
+  const r = await m.team.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: network });
+  expect(r.status, JSON.stringify(r.body)).toBe(200);
+}
+
+describe("network management off (the default): one bridge per server", () => {
+  const m = new ModeWorld({});
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("every resource on the destination network; nothing to ensure; the proxy joins the destination network", async () => {
+    const { server } = await m.server("off");
+    const pub = await m.deploy(await m.app(server, "off-public", { fqdn: "https://off.example.test" }));
+    const internal = await m.deploy(await m.app(server, "off-internal", { environment: "staging" }));
+    for (const p of [pub, internal]) {
+      expect(p.run).toMatchObject({ network: "capstan", networks: [], ensure_networks: [], proxy_network: null });
+      expect(p.proxy).toMatchObject({ networks: ["capstan"], ensure_networks: [] });
+    }
+    expect(await m.db.network.count()).toBe(0);
+  });
+});
+
+describe("mode none: management on, no automatic isolation", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_NETWORK_ISOLATION_MODE: "none" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("the destination network for all; attached shared networks are joined", async () => {
+    const { server } = await m.server("none");
+    const app = await m.app(server, "none-app", { fqdn: "https://none.example.test" });
+    await attach(m, app, await sharedNetwork(m, server, "team-bus"));
+    const p = await m.deploy(app);
+    expect(p.run).toMatchObject({ network: "capstan", networks: ["team-bus"], ensure_networks: [], proxy_network: null });
+    expect(p.proxy).toMatchObject({ networks: ["capstan"], ensure_networks: [] });
+    const other = await m.deploy(await m.app(server, "none-other", { environment: "staging" }));
+    expect(other.run).toMatchObject({ network: "capstan", networks: [] });
+  });
+});
+
+describe("mode none with PLATFORM_PROXY_ISOLATION=true", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_NETWORK_ISOLATION_MODE: "none", PLATFORM_PROXY_ISOLATION: "true" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("public resources also join the proxy network and are routed there; internal ones do not", async () => {
+    const { server } = await m.server("none-proxy");
+    const pub = await m.deploy(await m.app(server, "np-public", { fqdn: "https://np.example.test" }));
+    expect(pub.run).toMatchObject({ network: "capstan", networks: [PROXY_NET], ensure_networks: [proxySpec()], proxy_network: PROXY_NET });
+    const internal = await m.deploy(await m.app(server, "np-internal"));
+    expect(internal.run).toMatchObject({ network: "capstan", networks: [], ensure_networks: [], proxy_network: null });
+    // A server with nothing deployed before starts isolated: the proxy is on the proxy network only.
+    expect(pub.proxy).toMatchObject({ networks: [PROXY_NET], ensure_networks: [proxySpec()] });
+    expect(await m.db.network.findFirstOrThrow({ where: { serverId: server.id, name: PROXY_NET } })).toMatchObject({ scope: "proxy", isProxyNetwork: true, status: "active" });
+  });
+});
+
+describe("mode environment (limit 2 networks per server here)", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_MAX_NETWORKS: "2" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("each environment gets its own network, created first by the agent and recorded (pending -> active)", async () => {
+    const { server } = await m.server("env");
+    const prod = await m.environment("production");
+    const staging = await m.environment("staging");
+    const pubApp = await m.app(server, "env-public", { fqdn: "https://env.example.test" });
+    const p1 = await m.deploy(pubApp);
+    expect(p1.run).toMatchObject({ network: `capstan-env-${prod.uuid}`, networks: [], ensure_networks: [envSpec(prod.uuid)], proxy_network: null });
+    const row = await m.db.network.findFirstOrThrow({ where: { serverId: server.id, name: `capstan-env-${prod.uuid}` } });
+    expect(row).toMatchObject({ scope: "environment", environmentId: prod.id, driver: "bridge", teamId: m.team.teamId });
+    // The deploy that ensured it succeeded: it exists.
+    await until(async () => (await m.db.network.findUniqueOrThrow({ where: { id: row.id } })).status === "active");
+    // The proxy reaches public resources on their environment network.
+    expect(p1.proxy.networks).toEqual(["capstan", `capstan-env-${prod.uuid}`]);
+
+    const internal = await m.deploy(await m.app(server, "env-internal", { environment: "staging" }));
+    expect(internal.run).toMatchObject({ network: `capstan-env-${staging.uuid}`, networks: [], proxy_network: null });
+    // staging has no public resource: the proxy does not join its network.
+    expect(internal.proxy.networks).toEqual(["capstan", `capstan-env-${prod.uuid}`]);
+    // A second deploy of the same environment reuses the record.
+    await m.deploy(pubApp);
+    expect(await m.db.network.count({ where: { serverId: server.id } })).toBe(2);
+  });
+
+  it("an environment network beyond PLATFORM_MAX_NETWORKS fails the deployment with the reason; nothing is recorded", async () => {
+    const { server } = await m.server("env-full");
+    await m.deploy(await m.app(server, "a", { environment: "production" }));
+    await m.deploy(await m.app(server, "b", { environment: "staging" }));
+    const qa = await m.environment("qa");
+    const jobsBefore = m.deploys.length;
+    const failed = await m.deployFails(await m.app(server, "c", { environment: "qa" }));
+    expect(failed.reason).toMatch(/environment network cannot be created: Server env-full has reached its limit of 2 networks \(PLATFORM_MAX_NETWORKS\)/);
+    expect(await m.db.network.count({ where: { serverId: server.id, name: `capstan-env-${qa.uuid}` } })).toBe(0);
+    expect(m.deploys.length).toBe(jobsBefore);
+  });
+
+  it("attached shared networks are joined on the next deployment, and left after a detach", async () => {
+    const { server } = await m.server("env-shared");
+    const app = await m.app(server, "bus-user");
+    const bus = await sharedNetwork(m, server, "bus");
+    await attach(m, app, bus);
+    expect((await m.deploy(app)).run.networks).toEqual(["bus"]);
+    expect((await m.team.api.delete(`/networks/resource/application/${app}/${bus}`)).status).toBe(200);
+    expect((await m.deploy(app)).run.networks).toEqual([]);
+  });
+
+  it("databases: the environment network and attached shared networks, never the proxy network; the limit is a 422", async () => {
+    const { server, agent } = await m.server("env-db");
+    const dbDeploys: JobEnvelope[] = [];
+    agent.serve("db.deploy", (job) => {
+      dbDeploys.push(job);
+      return { ok: true, result: { container: "c", status: "running:healthy" } };
+    });
+    const prod = await m.environment("production");
+    const where = (environment: string) => ({
+      project_uuid: m.world.projectUuid,
+      environment_name: environment,
+      server_uuid: server.uuid,
+      destination_uuid: server.destinationUuid,
+    });
+    const created = await m.team.api.post("/databases/postgresql", { ...where("production"), instant_deploy: false });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const bus = await sharedNetwork(m, server, "db-bus");
+    const attached = await m.team.api.post(`/networks/resource/database/${created.body.uuid}/attach`, { network_uuid: bus });
+    expect(attached.status, JSON.stringify(attached.body)).toBe(200);
+    expect((await m.team.api.get(`/networks/resource/database/${created.body.uuid}`)).body.data.map((n: { container_network_name: string; role: string }) => [n.role, n.container_network_name])).toEqual([
+      ["primary", `capstan-env-${prod.uuid}`],
+      ["attached", "db-bus"],
+    ]);
+    expect((await m.team.api.post(`/databases/${created.body.uuid}/start`)).status).toBeLessThan(300);
+    await until(async () => dbDeploys.length === 1);
+    expect(dbDeploys[0]!.payload).toMatchObject({ network: `capstan-env-${prod.uuid}`, networks: ["db-bus"], ensure_networks: [envSpec(prod.uuid)] });
+
+    // The server holds two networks now (the environment's and db-bus): a database in a third
+    // environment cannot get its network, and nothing is created.
+    await m.environment("qa-db");
+    const before = await m.db.standaloneDatabase.count();
+    const refused = await m.team.api.post("/databases/postgresql", where("qa-db"));
+    expect(refused.status).toBe(422);
+    expect(refused.body.message).toMatch(/database's environment network cannot be created: .*PLATFORM_MAX_NETWORKS/);
+    expect(await m.db.standaloneDatabase.count()).toBe(before);
+    expect(await m.db.network.count({ where: { serverId: server.id } })).toBe(2);
+  });
+
+  it("deleting an environment removes its networks from the servers, after its resources", async () => {
+    const { server, agent } = await m.server("env-delete");
+    const temp = await m.environment("temp");
+    await m.deploy(await m.app(server, "temp-app", { environment: "temp" }));
+    const row = await m.db.network.findFirstOrThrow({ where: { serverId: server.id, name: `capstan-env-${temp.uuid}` } });
+    const r = await m.team.api.delete(`/projects/${m.world.projectUuid}/environments/temp`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await until(async () => agent.jobs.some((j) => j.type === "network.remove"));
+    const types = agent.jobs.map((j) => j.type);
+    expect(types.lastIndexOf("app.action")).toBeLessThan(types.indexOf("network.remove"));
+    expect(agent.jobs.find((j) => j.type === "network.remove")!.payload).toEqual({ name: `capstan-env-${temp.uuid}` });
+    expect(await m.db.network.findUniqueOrThrow({ where: { id: row.id } })).toMatchObject({ status: "deleted", environmentId: null });
+  });
+});
+
+describe("mode strict: environment isolation plus proxy isolation", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_NETWORK_ISOLATION_MODE: "strict", PLATFORM_OVERLAY_ENCRYPTION: "true" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("public resources: environment network + proxy network (routed there); internal ones: environment network only", async () => {
+    const { server } = await m.server("strict");
+    const prod = await m.environment("production");
+    const pub = await m.deploy(await m.app(server, "s-public", { fqdn: "https://s.example.test" }));
+    expect(pub.run).toMatchObject({
+      network: `capstan-env-${prod.uuid}`,
+      networks: [PROXY_NET],
+      ensure_networks: [envSpec(prod.uuid), proxySpec()],
+      proxy_network: PROXY_NET,
+    });
+    const internal = await m.deploy(await m.app(server, "s-internal"));
+    expect(internal.run).toMatchObject({ network: `capstan-env-${prod.uuid}`, networks: [], ensure_networks: [envSpec(prod.uuid)], proxy_network: null });
+    // Fresh server: the proxy joins the proxy network only, never an environment network.
+    expect(internal.proxy).toMatchObject({ networks: [PROXY_NET], ensure_networks: [proxySpec()] });
+  });
+
+  it("on a swarm manager the networks are overlays, encrypted with PLATFORM_OVERLAY_ENCRYPTION", async () => {
+    const { server } = await m.server("strict-swarm", { ...sampleFacts, engine: { ...sampleFacts.engine, swarm: "active", swarm_role: "manager" } });
+    const prod = await m.environment("production");
+    const p = await m.deploy(await m.app(server, "s-swarm", { fqdn: "https://swarm.example.test" }));
+    expect(p.run.ensure_networks).toEqual([envSpec(prod.uuid, { driver: "overlay", encrypted: true }), proxySpec({ driver: "overlay", encrypted: true })]);
+  });
+
+  it("compose: the public service joins the proxy network, the others do not; a user's routing label wins", async () => {
+    const { server } = await m.server("strict-compose");
+    const prod = await m.environment("production");
+    const create = (name: string, raw: string) =>
+      m.team.api.post("/applications/dockercompose", {
+        project_uuid: m.world.projectUuid,
+        environment_name: "production",
+        server_uuid: server.uuid,
+        destination_uuid: server.destinationUuid,
+        name,
+        fqdn: `https://${name}.example.test`,
+        docker_compose_raw: raw,
+      });
+    const raw = (label: string) =>
+      `x-capstan-public-service: web\nservices:\n  web:\n    image: nginx:1.27\n    expose: ["80"]\n${label}  db:\n    image: postgres:16\n    labels:\n      capstan.proxy.port: "1"\n`;
+    const auto = await create("cmp-auto", raw(""));
+    expect(auto.status, JSON.stringify(auto.body)).toBe(201);
+    const p = await m.deploy(auto.body.uuid);
+    expect(p.source.kind).toBe("compose");
+    const doc = JSON.parse((p.source as { compose: string }).compose);
+    const web = doc.services[`${auto.body.uuid}-web`];
+    const dbSvc = doc.services[`${auto.body.uuid}-db`];
+    expect(doc.networks).toMatchObject({ destination: { external: true, name: `capstan-env-${prod.uuid}` }, proxy: { external: true, name: PROXY_NET } });
+    expect(Object.keys(web.networks).sort()).toEqual(["app", "destination", "proxy"]);
+    expect(Object.keys(dbSvc.networks).sort()).toEqual(["app", "destination"]);
+    expect(web.labels["capstan.proxy.network"]).toBe(PROXY_NET);
+    expect(dbSvc.labels["capstan.proxy.port"]).toBe("");
+    expect(p.run).toMatchObject({ network: `capstan-env-${prod.uuid}`, networks: [PROXY_NET], proxy_network: PROXY_NET });
+
+    const own = await create("cmp-own", raw("    labels:\n      capstan.proxy.network: my-routing\n"));
+    expect(own.status, JSON.stringify(own.body)).toBe(201);
+    const q = await m.deploy(own.body.uuid);
+    expect(JSON.parse((q.source as { compose: string }).compose).services[`${own.body.uuid}-web`].labels["capstan.proxy.network"]).toBe("my-routing");
+  });
+});
+
+describe("proxy isolation on a server that ran resources before: migrate, redeploy, cleanup", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_PROXY_ISOLATION: "true" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  /** Marks the server as having run deployments before isolation applied to it. */
+  async function legacy(server: ServerFixture, appUuid: string) {
+    const app = await m.db.application.findUniqueOrThrow({ where: { uuid: appUuid } });
+    await m.db.deployment.create({
+      data: { uuid: crypto.randomUUID(), teamId: app.teamId, applicationId: app.id, serverId: server.id, status: "finished", trigger: "api", startedAt: new Date(), finishedAt: new Date() },
+    });
+  }
+
+  it("cleanup before migrate is refused (409)", async () => {
+    const { server } = await m.server("mig-early");
+    await legacy(server, await m.app(server, "early"));
+    const r = await m.team.api.post(`/networks/${server.uuid}/proxy/cleanup`);
+    expect(r.status).toBe(409);
+    expect(r.body.message).toMatch(/has not been migrated/);
+  });
+
+  it("the proxy keeps its old networks until cleanup; migrate connects the proxy and the public containers; cleanup waits for redeploys", async () => {
+    const { server, agent } = await m.server("mig");
+    const prod = await m.environment("production");
+    const envNet = `capstan-env-${prod.uuid}`;
+    const pubApp = await m.app(server, "mig-public", { fqdn: "https://mig.example.test" });
+    const internalApp = await m.app(server, "mig-internal");
+    await legacy(server, pubApp);
+
+    // Before migrate: the proxy network is added, the old networks stay (nothing stops routing),
+    // among them the environment network of the public application.
+    const before = await m.deploy(internalApp);
+    expect(before.proxy.networks).toEqual(["capstan", envNet, PROXY_NET]);
+
+    // What the engine runs: the public app's container still labelled with its environment network.
+    let containers: ManagedContainer[] = [
+      { id: "1", name: `${pubApp}-old`, image: "i", status: "running:healthy", labels: { "capstan.resource.uuid": pubApp, "capstan.domains": "mig.example.test", "capstan.proxy.network": envNet } },
+      { id: "2", name: `${internalApp}-x`, image: "i", status: "running:healthy", labels: { "capstan.resource.uuid": internalApp, "capstan.domains": "", "capstan.proxy.network": "" } },
+    ];
+    agent.serve("containers.list", () => ({ ok: true, result: { containers } }));
+    const ensured: JobEnvelope[] = [];
+    agent.serve("network.ensure", (job) => {
+      ensured.push(job);
+      const n: EngineNetwork = { id: "proxy-net-id", name: PROXY_NET, driver: "bridge", scope: "local", internal: false, encrypted: false, labels: {}, subnet: null, gateway: null, containers: [] };
+      return { ok: true, result: { networks: [n] } };
+    });
+    const connects: JobEnvelope[] = [];
+    agent.serve("network.connect", (job) => {
+      connects.push(job);
+      return { ok: true, result: { changed: (job.payload as { containers: string[] }).containers } };
+    });
+
+    const migrate = await m.team.api.post(`/networks/${server.uuid}/proxy/migrate`);
+    expect(migrate.status, JSON.stringify(migrate.body)).toBe(200);
+    expect(migrate.body.data).toEqual({ network_uuid: expect.any(String), container_network_name: PROXY_NET, connected: ["capstan-proxy", `${pubApp}-old`] });
+    expect(migrate.body.message).toMatch(/Redeploy every resource, then run proxy cleanup/);
+    expect(ensured).toHaveLength(1);
+    expect(connects[0]!.payload).toEqual({ network: PROXY_NET, containers: ["capstan-proxy", `${pubApp}-old`], disconnect: false });
+    const proxyRow = await m.db.network.findFirstOrThrow({ where: { serverId: server.id, name: PROXY_NET } });
+    expect(proxyRow).toMatchObject({ status: "active", containerEngineId: "proxy-net-id", scope: "proxy" });
+
+    // Migrated, not cleaned: still the old networks too (the environment's now has a public app).
+    const afterMigrate = await m.deploy(pubApp);
+    expect(afterMigrate.run).toMatchObject({ network: envNet, networks: [PROXY_NET], proxy_network: PROXY_NET });
+    expect(afterMigrate.proxy.networks).toEqual(["capstan", envNet, PROXY_NET]);
+
+    // The engine still reports the old container: cleanup refuses and names it.
+    const early = await m.team.api.post(`/networks/${server.uuid}/proxy/cleanup`);
+    expect(early.status).toBe(409);
+    expect(early.body.message).toContain(`${pubApp}-old`);
+    expect(connects.filter((j) => (j.payload as { disconnect: boolean }).disconnect)).toEqual([]);
+
+    // Redeployed: the serving container is labelled with the proxy network.
+    containers = [{ ...containers[0]!, name: `${pubApp}-new`, labels: { ...containers[0]!.labels, "capstan.proxy.network": PROXY_NET } }, containers[1]!];
+    const cleanup = await m.team.api.post(`/networks/${server.uuid}/proxy/cleanup`);
+    expect(cleanup.status, JSON.stringify(cleanup.body)).toBe(200);
+    const leaves = connects.filter((j) => (j.payload as { disconnect: boolean }).disconnect).map((j) => j.payload);
+    expect(leaves).toEqual([
+      { network: "capstan", containers: ["capstan-proxy"], disconnect: true },
+      { network: envNet, containers: ["capstan-proxy"], disconnect: true },
+    ]);
+    expect(cleanup.body.data).toEqual({ disconnected_from: ["capstan", envNet] });
+
+    // From now on the proxy joins the proxy network only.
+    const after = await m.deploy(internalApp);
+    expect(after.proxy.networks).toEqual([PROXY_NET]);
+  });
+
+  it("migrate needs the server's agent (503)", async () => {
+    const away = await m.world.server("mig-away");
+    expect((await m.team.api.post(`/networks/${away.uuid}/proxy/migrate`)).status).toBe(503);
+  });
+});
+
+describe("proxy isolation disabled", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("migrate and cleanup answer 409 naming the settings", async () => {
+    const { server } = await m.server("no-proxy-iso");
+    for (const path of ["migrate", "cleanup"]) {
+      const r = await m.team.api.post(`/networks/${server.uuid}/proxy/${path}`);
+      expect(r.status).toBe(409);
+      expect(r.body.message).toMatch(/PLATFORM_PROXY_ISOLATION=true or PLATFORM_NETWORK_ISOLATION_MODE=strict/);
+    }
+  });
+});

@@ -1,0 +1,578 @@
+/**
+ * Networks API (spec 4.8) against a real control plane and database, with scripted agents:
+ * shared networks, detail with inspection, delete, sync, resource attach/detach, the limit,
+ * scopes and permissions. Deploy payloads per mode and proxy migration: networks-deploy.test.ts.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type EngineNetwork, type JobEnvelope, NetworkSpec } from "@capstan/shared";
+import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
+import { DeployWorld, until, type ServerFixture } from "./support/deployments.js";
+import { sampleFacts, type ScriptedAgent } from "./support/fake-agent.js";
+
+let t: TestInstance;
+let team: TeamFixture;
+let world: DeployWorld;
+const db = () => t.instance.database.prisma;
+
+beforeAll(async () => {
+  t = await startTestInstance({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_MAX_NETWORKS: "3", PLATFORM_OVERLAY_ENCRYPTION: "true" });
+  team = await t.newTeam();
+  world = await new DeployWorld(t, team).init();
+});
+afterAll(async () => {
+  world?.close();
+  await t?.close();
+});
+
+/** What the engine reports for a network the agent created from a spec. */
+function engineNetwork(name: string, over: Partial<EngineNetwork> = {}): EngineNetwork {
+  return {
+    id: `id-${name}`,
+    name,
+    driver: "bridge",
+    scope: "local",
+    internal: false,
+    encrypted: false,
+    labels: { "capstan.managed": "true" },
+    subnet: "172.30.0.0/16",
+    gateway: "172.30.0.1",
+    containers: [],
+    ...over,
+  };
+}
+
+/** Answers network.ensure jobs as the agent would (records them). */
+function ensureServed(agent: ScriptedAgent, answer: (job: JobEnvelope) => { ok: true } | { ok: false; error: string } = () => ({ ok: true })) {
+  const jobs: JobEnvelope[] = [];
+  agent.serve("network.ensure", (job) => {
+    jobs.push(job);
+    const a = answer(job);
+    if (!a.ok) return a;
+    const specs = (job.payload as { networks: NetworkSpec[] }).networks;
+    return { ok: true, result: { networks: specs.map((s) => engineNetwork(s.name, { driver: s.driver, encrypted: s.encrypted, labels: { ...s.labels, "capstan.managed": "true" } })) } };
+  });
+  return jobs;
+}
+
+async function serverWithAgent(name: string, facts = sampleFacts): Promise<{ server: ServerFixture; agent: ScriptedAgent }> {
+  const server = await world.server(name);
+  const agent = await world.agent(server);
+  if (facts !== sampleFacts) await agent.hello(facts);
+  return { server, agent };
+}
+
+const rowsOf = (serverId: number) => db().network.findMany({ where: { serverId }, orderBy: { id: "asc" } });
+
+describe("shared networks: create", () => {
+  let server: ServerFixture;
+  let agent: ScriptedAgent;
+  let ensures: JobEnvelope[];
+  beforeAll(async () => {
+    ({ server, agent } = await serverWithAgent("create"));
+    ensures = ensureServed(agent, (job) =>
+      (job.payload as { networks: NetworkSpec[] }).networks[0]!.name === "doomed" ? { ok: false, error: "engine: pool overlaps with other one on this address space" } : { ok: true },
+    );
+  });
+
+  it("201 with the spec's fields; the agent creates it and the record becomes active with the engine's id", async () => {
+    const r = await team.api.post(`/networks/${server.uuid}`, { name: "backend-shared" });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    expect(r.body).toEqual({
+      message: expect.stringContaining("backend-shared"),
+      data: { uuid: expect.any(String), container_network_name: "backend-shared", scope: "shared", driver: "bridge", status: "pending" },
+    });
+    await until(async () => ensures.length === 1);
+    // Standalone engine: a bridge, never encrypted (encryption is for overlays only).
+    expect(NetworkSpec.parse((ensures[0]!.payload as { networks: unknown[] }).networks[0])).toEqual({
+      name: "backend-shared",
+      driver: "bridge",
+      encrypted: false,
+      attachable: true,
+      labels: { "capstan.network.scope": "shared" },
+    });
+    await until(async () => (await team.api.get(`/networks/${server.uuid}`)).body.data[0]?.status === "active");
+    const list = await team.api.get(`/networks/${server.uuid}`);
+    expect(list.status).toBe(200);
+    expect(list.body.data).toEqual([
+      {
+        uuid: r.body.data.uuid,
+        container_network_name: "backend-shared",
+        scope: "shared",
+        driver: "bridge",
+        status: "active",
+        server_id: server.id,
+        environment_id: null,
+        container_engine_id: "id-backend-shared",
+        is_proxy_network: false,
+        resource_count: 0,
+        encrypted: false,
+        reason: null,
+        created_at: expect.any(String),
+        updated_at: expect.any(String),
+      },
+    ]);
+  });
+
+  it("a failed creation leaves the record failed with the agent's reason; the name can be used again", async () => {
+    const r = await team.api.post(`/networks/${server.uuid}`, { name: "doomed" });
+    expect(r.status).toBe(201);
+    await until(async () => (await db().network.findUnique({ where: { uuid: r.body.data.uuid } }))?.status === "failed");
+    const row = await db().network.findUniqueOrThrow({ where: { uuid: r.body.data.uuid } });
+    expect(row.reason).toContain("pool overlaps");
+    // The failed record gives way to a new request of the same name.
+    const again = await team.api.post(`/networks/${server.uuid}`, { name: "doomed" });
+    expect(again.status).toBe(201);
+    expect(again.body.data.uuid).not.toBe(r.body.data.uuid);
+    expect(await db().network.count({ where: { serverId: server.id, name: "doomed" } })).toBe(1);
+  });
+
+  it("409 for a name the server already has", async () => {
+    const r = await team.api.post(`/networks/${server.uuid}`, { name: "backend-shared" });
+    expect(r.status).toBe(409);
+    expect(r.body.message).toMatch(/already has a network named backend-shared/);
+  });
+
+  it("422 for bad names and drivers; nothing is created", async () => {
+    const before = await rowsOf(server.id);
+    const jobsBefore = await db().job.count({ where: { serverId: server.id } });
+    const bad: [unknown, string][] = [
+      [{}, "name"],
+      [{ name: "" }, "name"],
+      [{ name: "two words" }, "name"],
+      [{ name: "-dash-first" }, "name"],
+      [{ name: "../../etc" }, "name"],
+      [{ name: "x".repeat(65) }, "name"],
+      [{ name: "capstan-env-mine" }, "name"],
+      [{ name: "capstan" }, "name"],
+      [{ name: "bridge" }, "name"],
+      [{ name: "HOST" }, "name"],
+      [{ name: "n;rm -rf /" }, "name"],
+      [{ name: 42 }, "name"],
+      [{ name: "fine", driver: "macvlan" }, "driver"],
+      [{ name: "fine", driver: "overlay" }, "driver"], // standalone engine (swarm_role inactive below)
+    ];
+    await agent.hello({ ...sampleFacts, engine: { ...sampleFacts.engine, swarm_role: "inactive" } });
+    for (const [body, field] of bad) {
+      const r = await team.api.post(`/networks/${server.uuid}`, body);
+      expect(r.status, JSON.stringify(body)).toBe(422);
+      expect(r.body.errors?.[field], `${JSON.stringify(body)} -> ${JSON.stringify(r.body)}`).toBeDefined();
+    }
+    expect(await rowsOf(server.id)).toEqual(before);
+    expect(await db().job.count({ where: { serverId: server.id } })).toBe(jobsBefore);
+  });
+
+  it("the driver is detected from the server's facts: overlay (encrypted here) on a swarm manager", async () => {
+    const { server: manager, agent: managerAgent } = await serverWithAgent("manager", { ...sampleFacts, engine: { ...sampleFacts.engine, swarm: "active", swarm_role: "manager" } });
+    const jobs = ensureServed(managerAgent);
+    const r = await team.api.post(`/networks/${manager.uuid}`, { name: "mesh" });
+    expect(r.status).toBe(201);
+    expect(r.body.data.driver).toBe("overlay");
+    await until(async () => jobs.length === 1);
+    expect((jobs[0]!.payload as { networks: NetworkSpec[] }).networks[0]).toMatchObject({ name: "mesh", driver: "overlay", encrypted: true, attachable: true });
+    // An explicit bridge on a manager is the user's choice.
+    const bridge = await team.api.post(`/networks/${manager.uuid}`, { name: "local-only", driver: "bridge" });
+    expect(bridge.body.data.driver).toBe("bridge");
+  });
+
+  it("at PLATFORM_MAX_NETWORKS (3 here) the next create is refused with 422 and nothing is created", async () => {
+    const { server: full, agent: fullAgent } = await serverWithAgent("full");
+    ensureServed(fullAgent);
+    for (const name of ["one", "two", "three"]) expect((await team.api.post(`/networks/${full.uuid}`, { name })).status).toBe(201);
+    await until(async () => (await rowsOf(full.id)).every((n) => n.status === "active"));
+    const before = await rowsOf(full.id);
+    const jobsBefore = await db().job.count({ where: { serverId: full.id } });
+    const r = await team.api.post(`/networks/${full.uuid}`, { name: "four" });
+    expect(r.status).toBe(422);
+    expect(r.body.message).toMatch(/reached its limit of 3 networks \(PLATFORM_MAX_NETWORKS\)/);
+    expect(await rowsOf(full.id)).toEqual(before);
+    expect(await db().job.count({ where: { serverId: full.id } })).toBe(jobsBefore);
+    // A deleted network no longer counts.
+    const three = before.find((n) => n.name === "three")!;
+    fullAgent.serve("network.remove", () => ({ ok: true, result: { removed: true, disconnected: [] } }));
+    expect((await team.api.delete(`/networks/${full.uuid}/${three.uuid}`)).status).toBe(200);
+    expect((await team.api.post(`/networks/${full.uuid}`, { name: "four" })).status).toBe(201);
+  });
+
+  it("pages like the other lists", async () => {
+    const page = await team.api.get(`/networks/${server.uuid}`, { page: 1, per_page: 1 });
+    expect(page.status).toBe(200);
+    expect(page.body.data).toHaveLength(1);
+    expect(page.body.meta).toEqual({ current_page: 1, per_page: 1, total: 2, last_page: 2 });
+  });
+});
+
+describe("detail with inspection data", () => {
+  let server: ServerFixture;
+  let agent: ScriptedAgent;
+  let uuid: string;
+  const engine: EngineNetwork[] = [];
+  beforeAll(async () => {
+    ({ server, agent } = await serverWithAgent("detail"));
+    ensureServed(agent);
+    agent.serve("networks.list", (job) => {
+      const names = (job.payload as { names?: string[] }).names;
+      return { ok: true, result: { networks: engine.filter((n) => !names || names.includes(n.name)) } };
+    });
+    uuid = (await team.api.post(`/networks/${server.uuid}`, { name: "inspected" })).body.data.uuid;
+  });
+
+  it("subnet, gateway and connected containers (name, IPv4 without prefix) as the engine reports them now", async () => {
+    engine.push(
+      engineNetwork("inspected", {
+        containers: [
+          { id: "c2", name: "web-2", ipv4: "172.30.0.3/16" },
+          { id: "c1", name: "api-1", ipv4: "172.30.0.2/16" },
+          { id: "c3", name: "no-ip", ipv4: null },
+        ],
+      }),
+    );
+    const r = await team.api.get(`/networks/${server.uuid}/${uuid}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toMatchObject({ uuid, container_network_name: "inspected", scope: "shared" });
+    expect(r.body.inspection).toEqual({
+      subnet: "172.30.0.0/16",
+      gateway: "172.30.0.1",
+      engine_scope: "local",
+      internal: false,
+      encrypted: false,
+      labels: { "capstan.managed": "true" },
+      containers: [
+        { name: "api-1", ipv4: "172.30.0.2" },
+        { name: "no-ip", ipv4: null },
+        { name: "web-2", ipv4: "172.30.0.3" },
+      ],
+    });
+    // The inspection asked for this network only.
+    const list = agent.jobs.filter((j) => j.type === "networks.list").at(-1)!;
+    expect(list.payload).toEqual({ names: ["inspected"] });
+  });
+
+  it("inspection is null when the network is not on the server", async () => {
+    engine.splice(0);
+    const r = await team.api.get(`/networks/${server.uuid}/${uuid}`);
+    expect(r.status).toBe(200);
+    expect(r.body.inspection).toBeNull();
+  });
+
+  it("503 when the server's agent is not connected; 404 for an unknown network", async () => {
+    const away = await world.server("away");
+    const row = await db().network.create({
+      data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: away.id, name: "x", scope: "shared", driver: "bridge", status: "active" },
+    });
+    const r = await team.api.get(`/networks/${away.uuid}/${row.uuid}`);
+    expect(r.status).toBe(503);
+    expect(r.body.message).toMatch(/agent is not connected/);
+    expect((await team.api.get(`/networks/${server.uuid}/${row.uuid}`)).status).toBe(404);
+    expect((await team.api.get(`/networks/${server.uuid}/no-such-network`)).status).toBe(404);
+  });
+});
+
+describe("delete", () => {
+  let server: ServerFixture;
+  let agent: ScriptedAgent;
+  const removals: JobEnvelope[] = [];
+  beforeAll(async () => {
+    ({ server, agent } = await serverWithAgent("delete"));
+    ensureServed(agent);
+    agent.serve("network.remove", (job) => {
+      removals.push(job);
+      return (job.payload as { name: string }).name === "stuck"
+        ? { ok: false, error: "network stuck has active endpoints" }
+        : { ok: true, result: { removed: true, disconnected: ["app-1"] } };
+    });
+  });
+
+  it("detaches every resource, marks it deleted and has the agent disconnect its containers and remove it", async () => {
+    const net = (await team.api.post(`/networks/${server.uuid}`, { name: "doomed-shared" })).body.data;
+    const app = await world.imageApp(server, "attached-app");
+    expect((await team.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: net.uuid })).status).toBe(200);
+    expect((await team.api.get(`/networks/${server.uuid}`)).body.data.find((n: any) => n.uuid === net.uuid).resource_count).toBe(1);
+
+    const r = await team.api.delete(`/networks/${server.uuid}/${net.uuid}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.message).toMatch(/doomed-shared deleted: 1 resource\(s\) detached/);
+    await until(async () => removals.some((j) => (j.payload as { name: string }).name === "doomed-shared"));
+    const row = await db().network.findUniqueOrThrow({ where: { uuid: net.uuid } });
+    expect(row.status).toBe("deleted");
+    expect(await db().networkAttachment.count({ where: { networkId: row.id } })).toBe(0);
+    expect((await team.api.get(`/networks/resource/application/${app}`)).body.data.map((n: any) => n.role)).toEqual(["primary"]);
+
+    const again = await team.api.delete(`/networks/${server.uuid}/${net.uuid}`);
+    expect(again.status).toBe(409);
+    expect(again.body.message).toMatch(/already deleted/);
+  });
+
+  it("a removal the agent could not do leaves the record failed with the reason", async () => {
+    const net = (await team.api.post(`/networks/${server.uuid}`, { name: "stuck" })).body.data;
+    expect((await team.api.delete(`/networks/${server.uuid}/${net.uuid}`)).status).toBe(200);
+    await until(async () => (await db().network.findUniqueOrThrow({ where: { uuid: net.uuid } })).status === "failed");
+    expect((await db().network.findUniqueOrThrow({ where: { uuid: net.uuid } })).reason).toBe("removal failed: network stuck has active endpoints");
+  });
+
+  it("environment, proxy and system networks are not deleted through the API (409)", async () => {
+    const env = await db().environment.findFirstOrThrow({ where: { project: { uuid: world.projectUuid } } });
+    const make = (name: string, scope: string, extra: object = {}) =>
+      db().network.create({ data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name, scope, driver: "bridge", status: "active", ...extra } });
+    const cases = [
+      [await make(`capstan-env-${env.uuid}`, "environment", { environmentId: env.id }), /removed when the environment is deleted/],
+      [await make("capstan-proxy-net", "proxy", { isProxyNetwork: true }), /dedicated proxy network/],
+      [await make("bridge", "system"), /not created by the platform/],
+    ] as const;
+    for (const [row, why] of cases) {
+      const r = await team.api.delete(`/networks/${server.uuid}/${row.uuid}`);
+      expect(r.status).toBe(409);
+      expect(r.body.message).toMatch(why);
+      expect((await db().network.findUniqueOrThrow({ where: { id: row.id } })).status).toBe("active");
+    }
+  });
+});
+
+describe("sync", () => {
+  it("records networks found behind the platform's back, verifies recorded ones, marks missing ones deleted or failed", async () => {
+    const { server, agent } = await serverWithAgent("sync");
+    const env = await db().environment.findFirstOrThrow({ where: { project: { uuid: world.projectUuid }, name: "production" } });
+    const make = (name: string, status: string) =>
+      db().network.create({ data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name, scope: "shared", driver: "bridge", status } });
+    const kept = await make("kept", "pending");
+    const gone = await make("gone", "active");
+    const neverMade = await make("never-made", "pending");
+    const engine = [
+      engineNetwork("kept", { id: "engine-kept" }),
+      engineNetwork("bridge", { id: "engine-bridge", labels: {} }),
+      engineNetwork("capstan", { id: "engine-capstan" }),
+      engineNetwork("hand-made", { id: "engine-hand", labels: { owner: "ops" } }),
+      engineNetwork("old-shared", { id: "engine-old", labels: { "capstan.managed": "true", "capstan.network.scope": "shared" } }),
+      engineNetwork(`capstan-env-${env.uuid}`, { id: "engine-env", labels: { "capstan.managed": "true", "capstan.network.scope": "environment" } }),
+      engineNetwork("mesh", { id: "engine-mesh", driver: "overlay", scope: "swarm", encrypted: true, labels: {} }),
+    ];
+    agent.serve("networks.list", () => ({ ok: true, result: { networks: engine } }));
+    const r = await team.api.post(`/networks/${server.uuid}/sync`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toEqual({
+      message: "Networks synced: 6 discovered, 1 verified, 1 marked deleted, 1 marked failed.",
+      data: { total: 7, discovered: 6, verified: 1, deleted: 1, failed: 1 },
+    });
+    const rows = new Map((await rowsOf(server.id)).map((n) => [n.name, n]));
+    expect(rows.get("kept")).toMatchObject({ id: kept.id, status: "active", containerEngineId: "engine-kept", scope: "shared" });
+    expect(rows.get("gone")).toMatchObject({ id: gone.id, status: "deleted", reason: "not found on the server by sync" });
+    expect(rows.get("never-made")).toMatchObject({ id: neverMade.id, status: "failed" });
+    expect(rows.get("bridge")).toMatchObject({ scope: "system", status: "active", containerEngineId: "engine-bridge" });
+    // The destination network is the platform's, but not a shared one.
+    expect(rows.get("capstan")).toMatchObject({ scope: "system" });
+    expect(rows.get("hand-made")).toMatchObject({ scope: "system", driver: "bridge" });
+    expect(rows.get("old-shared")).toMatchObject({ scope: "shared" });
+    expect(rows.get(`capstan-env-${env.uuid}`)).toMatchObject({ scope: "environment", environmentId: env.id });
+    expect(rows.get("mesh")).toMatchObject({ scope: "system", driver: "overlay", encrypted: true });
+
+    // Again: nothing new; a network removed meanwhile is marked deleted.
+    engine.splice(engine.findIndex((n) => n.name === "hand-made"), 1);
+    const second = await team.api.post(`/networks/${server.uuid}/sync`);
+    expect(second.body.data).toEqual({ total: 6, discovered: 0, verified: 6, deleted: 1, failed: 0 });
+    expect((await db().network.findFirstOrThrow({ where: { serverId: server.id, name: "hand-made" } })).status).toBe("deleted");
+    // ...and one that comes back is active again.
+    engine.push(engineNetwork("hand-made", { id: "engine-hand-2", labels: {} }));
+    expect((await team.api.post(`/networks/${server.uuid}/sync`)).body.data).toMatchObject({ discovered: 0, verified: 7 });
+    expect(await db().network.findFirstOrThrow({ where: { serverId: server.id, name: "hand-made" } })).toMatchObject({ status: "active", containerEngineId: "engine-hand-2" });
+  });
+
+  it("503 when the agent is away or fails, and nothing changes", async () => {
+    const away = await world.server("sync-away");
+    const r = await team.api.post(`/networks/${away.uuid}/sync`);
+    expect(r.status).toBe(503);
+    const { server, agent } = await serverWithAgent("sync-broken");
+    agent.serve("networks.list", () => ({ ok: false, error: "engine: permission denied" }));
+    const broken = await team.api.post(`/networks/${server.uuid}/sync`);
+    expect(broken.status).toBe(503);
+    expect(broken.body.message).toMatch(/permission denied/);
+    expect(await rowsOf(server.id)).toEqual([]);
+  });
+});
+
+describe("networks of a resource: list, attach, detach", () => {
+  let server: ServerFixture;
+  let other: ServerFixture;
+  let app: string;
+  let shared: string;
+  beforeAll(async () => {
+    let agent: ScriptedAgent;
+    ({ server, agent } = await serverWithAgent("res"));
+    ensureServed(agent);
+    let otherAgent: ScriptedAgent;
+    ({ server: other, agent: otherAgent } = await serverWithAgent("res-other"));
+    ensureServed(otherAgent);
+    app = await world.imageApp(server, "res-app", { fqdn: "https://res.example.test" });
+    shared = (await team.api.post(`/networks/${server.uuid}`, { name: "res-shared" })).body.data.uuid;
+  });
+
+  it("lists the primary network (the environment's here) before anything is attached", async () => {
+    const env = await db().environment.findFirstOrThrow({ where: { project: { uuid: world.projectUuid }, name: "production" } });
+    const r = await team.api.get(`/networks/resource/application/${app}`);
+    expect(r.status).toBe(200);
+    expect(r.body.data).toEqual([
+      // Not recorded until its first deployment asks for it.
+      { uuid: null, container_network_name: `capstan-env-${env.uuid}`, role: "primary", scope: null, status: null, attached_at: null },
+    ]);
+    // Listing writes nothing.
+    expect(await db().network.count({ where: { serverId: server.id, name: `capstan-env-${env.uuid}` } })).toBe(0);
+  });
+
+  it("attach: 200, effective on the next deployment; listed with its time; 409 the second time", async () => {
+    const r = await team.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: shared });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toEqual({ message: "Network res-shared attached to application res-app; it takes effect on the application's next deployment." });
+    const list = await team.api.get(`/networks/resource/application/${app}`);
+    expect(list.body.data[1]).toEqual({ uuid: shared, container_network_name: "res-shared", role: "attached", scope: "shared", status: expect.any(String), attached_at: expect.any(String) });
+    const again = await team.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: shared });
+    expect(again.status).toBe(409);
+  });
+
+  it("attach refuses networks of another server, other scopes, deleted ones, unknown ids and bad bodies; nothing changes", async () => {
+    const before = await db().networkAttachment.count();
+    const elsewhere = (await team.api.post(`/networks/${other.uuid}`, { name: "far-shared" })).body.data.uuid;
+    const env = await db().environment.findFirstOrThrow({ where: { project: { uuid: world.projectUuid }, name: "production" } });
+    const envNet = await db().network.create({
+      data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name: `capstan-env-${env.uuid}-x`, scope: "environment", environmentId: env.id, driver: "bridge", status: "active" },
+    });
+    const dead = await db().network.create({ data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name: "dead", scope: "shared", driver: "bridge", status: "deleted" } });
+    const cases: [unknown, number, RegExp][] = [
+      [{ network_uuid: elsewhere }, 422, /on another server/],
+      [{ network_uuid: envNet.uuid }, 422, /Only shared networks can be attached/],
+      [{ network_uuid: dead.uuid }, 422, /is deleted/],
+      [{ network_uuid: "no-such-network" }, 404, /Network not found/],
+      [{}, 422, /invalid/],
+      [{ network_uuid: 7 }, 422, /invalid/],
+    ];
+    for (const [body, status, message] of cases) {
+      const r = await team.api.post(`/networks/resource/application/${app}/attach`, body);
+      expect(r.status, JSON.stringify(body)).toBe(status);
+      expect(JSON.stringify(r.body)).toMatch(message);
+    }
+    expect(await db().networkAttachment.count()).toBe(before);
+  });
+
+  it("type service: 404 with the reason; an unknown type: 422; an unknown resource: 404", async () => {
+    const s = await team.api.get(`/networks/resource/service/${app}`);
+    expect(s.status).toBe(404);
+    expect(s.body.message).toBe("Services are not available on this instance yet, so no service has networks.");
+    expect((await team.api.post(`/networks/resource/service/${app}/attach`, { network_uuid: shared })).status).toBe(404);
+    const bad = await team.api.get(`/networks/resource/widget/${app}`);
+    expect(bad.status).toBe(422);
+    expect(bad.body.errors.type).toBeDefined();
+    expect((await team.api.get(`/networks/resource/application/no-such-app`)).status).toBe(404);
+    expect((await team.api.get(`/networks/resource/database/${app}`)).body.message).toBe("Database not found.");
+  });
+
+  it("detach: 200, effective on the next deployment; 404 when not attached", async () => {
+    const r = await team.api.delete(`/networks/resource/application/${app}/${shared}`);
+    expect(r.status).toBe(200);
+    expect(r.body.message).toBe("Network res-shared detached from application res-app; it takes effect on the application's next deployment.");
+    const again = await team.api.delete(`/networks/resource/application/${app}/${shared}`);
+    expect(again.status).toBe(404);
+    expect(again.body.message).toMatch(/Attachment of network res-shared/);
+  });
+
+  it("deleting the application removes its attachments", async () => {
+    const doomed = await world.imageApp(server, "res-doomed");
+    expect((await team.api.post(`/networks/resource/application/${doomed}/attach`, { network_uuid: shared })).status).toBe(200);
+    const id = (await db().application.findUniqueOrThrow({ where: { uuid: doomed } })).id;
+    expect(await db().networkAttachment.count({ where: { resourceType: "application", resourceId: id } })).toBe(1);
+    expect((await team.api.delete(`/applications/${doomed}?delete_configurations=false`)).status).toBe(200);
+    expect(await db().networkAttachment.count({ where: { resourceType: "application", resourceId: id } })).toBe(0);
+  });
+});
+
+describe("scopes and permissions", () => {
+  let server: ServerFixture;
+  let net: string;
+  let app: string;
+  beforeAll(async () => {
+    const s = await serverWithAgent("perm");
+    server = s.server;
+    ensureServed(s.agent);
+    net = (await team.api.post(`/networks/${server.uuid}`, { name: "perm-shared" })).body.data.uuid;
+    app = await world.imageApp(server, "perm-app");
+  });
+
+  it("a token without write scope reads but changes nothing (403 Invalid ability provided)", async () => {
+    const reader = t.api((await t.newMember(team.teamId, "owner", ["read"])).token);
+    expect((await reader.get(`/networks/${server.uuid}`)).status).toBe(200);
+    expect((await reader.get(`/networks/resource/application/${app}`)).status).toBe(200);
+    for (const r of [
+      await reader.post(`/networks/${server.uuid}`, { name: "sneaky" }),
+      await reader.post(`/networks/${server.uuid}/sync`),
+      await reader.post(`/networks/${server.uuid}/proxy/migrate`),
+      await reader.delete(`/networks/${server.uuid}/${net}`),
+      await reader.post(`/networks/resource/application/${app}/attach`, { network_uuid: net }),
+    ]) {
+      expect(r.status).toBe(403);
+      expect(r.body.message).toBe("Invalid ability provided.");
+    }
+    const writer = t.api((await t.newMember(team.teamId, "owner", ["write"])).token);
+    expect((await writer.get(`/networks/${server.uuid}`)).status).toBe(403);
+  });
+
+  it("members and viewers see the server's networks; only owners and admins change them", async () => {
+    const member = t.api((await t.newMember(team.teamId, "member")).token);
+    const viewer = t.api((await t.newMember(team.teamId, "viewer")).token);
+    const admin = t.api((await t.newMember(team.teamId, "admin")).token);
+    for (const who of [member, viewer]) {
+      expect((await who.get(`/networks/${server.uuid}`)).status).toBe(200);
+      for (const r of [
+        await who.post(`/networks/${server.uuid}`, { name: "sneaky" }),
+        await who.post(`/networks/${server.uuid}/sync`),
+        await who.post(`/networks/${server.uuid}/proxy/cleanup`),
+        await who.delete(`/networks/${server.uuid}/${net}`),
+      ]) {
+        expect(r.status).toBe(403);
+        expect(r.body.message).toBe("Only team owners and admins can manage networks.");
+      }
+    }
+    expect((await admin.post(`/networks/${server.uuid}`, { name: "by-admin" })).status).toBe(201);
+    expect(await db().network.count({ where: { serverId: server.id, name: "sneaky" } })).toBe(0);
+  });
+
+  it("attach and detach need full access on the resource's environment; without a grant the resource is not found", async () => {
+    const member = await t.newMember(team.teamId, "member");
+    const api = t.api(member.token);
+    expect((await api.get(`/networks/resource/application/${app}`)).status).toBe(404);
+    expect((await api.post(`/networks/resource/application/${app}/attach`, { network_uuid: net })).status).toBe(404);
+    const grant = (level: string) => team.api.post("/permissions/project", { project_uuid: world.projectUuid, user_id: member.userId, permission_level: level });
+    expect((await grant("deploy")).status).toBeLessThan(300);
+    expect((await api.get(`/networks/resource/application/${app}`)).status).toBe(200);
+    expect((await api.post(`/networks/resource/application/${app}/attach`, { network_uuid: net })).status).toBe(403);
+    const perm = await db().projectPermission.findFirstOrThrow({ where: { userId: member.userId } });
+    expect((await team.api.put(`/permissions/project/${perm.id}`, { permission_level: "full_access" })).status).toBeLessThan(300);
+    expect((await api.post(`/networks/resource/application/${app}/attach`, { network_uuid: net })).status).toBe(200);
+    expect((await api.delete(`/networks/resource/application/${app}/${net}`)).status).toBe(200);
+  });
+});
+
+describe("with network management off", () => {
+  let off: TestInstance;
+  afterAll(async () => off?.close());
+
+  it("lists and syncs, but refuses to create, attach or migrate (409 naming the setting)", async () => {
+    off = await startTestInstance();
+    const offTeam = await off.newTeam();
+    const offWorld = await new DeployWorld(off, offTeam).init();
+    try {
+      const server = await offWorld.server("off");
+      const agent = await offWorld.agent(server);
+      agent.serve("networks.list", () => ({ ok: true, result: { networks: [engineNetwork("capstan")] } }));
+      expect((await offTeam.api.get(`/networks/${server.uuid}`)).body).toEqual({ data: [] });
+      expect((await offTeam.api.post(`/networks/${server.uuid}/sync`)).body.data.discovered).toBe(1);
+      const create = await offTeam.api.post(`/networks/${server.uuid}`, { name: "nope" });
+      expect(create.status).toBe(409);
+      expect(create.body.message).toMatch(/PLATFORM_NETWORK_MANAGEMENT=false/);
+      const migrate = await offTeam.api.post(`/networks/${server.uuid}/proxy/migrate`);
+      expect(migrate.status).toBe(409);
+      const app = await offWorld.imageApp(server, "off-app");
+      const sys = (await offTeam.api.get(`/networks/${server.uuid}`)).body.data[0].uuid;
+      const attach = await offTeam.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: sys });
+      expect(attach.status).toBe(409);
+      expect(await off.instance.database.prisma.networkAttachment.count()).toBe(0);
+    } finally {
+      offWorld.close();
+    }
+  });
+});

@@ -1,0 +1,395 @@
+import { randomBytes, randomUUID } from "node:crypto";
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DatabaseEngine, DbBackupPayload, DbCredentials, DbRestorePayload, S3Target } from "@capstan/shared";
+import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import type { JobContext } from "../../agent/src/dispatch/types.js";
+import { createHandlers } from "../../agent/src/handlers/index.js";
+import { startS3Server, type S3Server } from "../support/s3-server.js";
+import { sh } from "./support/kit.js";
+
+/**
+ * db.backup / db.restore / backup.delete on the real local engine, with the database test images
+ * of test/kit/images.sh (deployed by the agent's own db.deploy) and a real S3-compatible server
+ * (s3rver behind a SigV4-checking front, test/support/s3-server.ts). The handlers run in this
+ * process, as a host-process agent would run them.
+ *
+ * Engines: postgresql (PostgreSQL 15), mysql (MariaDB 10.11 under the mysql* tool names: Debian
+ * has no MySQL), mariadb (MariaDB 10.11), redis (Redis 7), clickhouse (ClickHouse 18.16).
+ * keydb and dragonfly run on STAND-INS (Redis 7 behind KeyDB's / Dragonfly's image layout): they
+ * exercise the agent's keydb / dragonfly code paths, not those engines. mongodb is not tested:
+ * neither MongoDB nor its database tools are in Debian's archive.
+ */
+const RUN = randomBytes(4).toString("hex");
+const NET = `capstan-test-bk-${RUN}`;
+const LABELS = { "capstan.test": "1", "capstan.test.run": RUN };
+
+const engine = new DockerodeEngine();
+let handlers: ReturnType<typeof createHandlers>;
+let stateDir: string;
+let s3: S3Server;
+let target: S3Target;
+
+function job(signal: AbortSignal = AbortSignal.timeout(240_000)): JobContext & { lines: string[] } {
+  const lines: string[] = [];
+  return { signal, progress: (l) => void lines.push(l), job: { id: `job-${randomUUID()}`, attempt: 1 }, lines };
+}
+
+/** Characters that break naive quoting in config files, SQL and shells. */
+const password = () => `pw"'\\ #$x-${randomBytes(12).toString("hex")}`;
+
+/** A client of the engine in a throwaway container on the test network; secrets via the environment. */
+function client(image: string, argv: string[], opts: { secretEnv?: Record<string, string>; input?: string; entrypoint?: string } = {}): Promise<string> {
+  const args = ["run", "--rm", "-i", "--label", "capstan.test=1", "--label", `capstan.test.run=${RUN}`, "--network", NET];
+  for (const k of Object.keys(opts.secretEnv ?? {})) args.push("-e", k);
+  if (opts.entrypoint) args.push("--entrypoint", opts.entrypoint);
+  args.push(image, ...argv);
+  return sh("docker", args, { env: opts.secretEnv ?? {}, input: opts.input ?? "", timeoutMs: 60_000 });
+}
+
+interface Case {
+  engine: DatabaseEngine;
+  image: string;
+  what: string;
+  ext: string;
+  credentials: () => DbCredentials;
+  /** Adds rows / list items. */
+  write(uuid: string, c: DbCredentials, values: string[]): Promise<void>;
+  /** The values, sorted, joined by ",". */
+  read(uuid: string, c: DbCredentials): Promise<string>;
+  /** Destroys the data the test wrote (and adds something a restore must remove or replace). */
+  drop(uuid: string, c: DbCredentials): Promise<void>;
+  /** Credentials the engine refuses, and the reason the failed backup must give. */
+  bad?: { credentials: (c: DbCredentials) => DbCredentials; reason: RegExp };
+}
+
+const sqlCase = (engineName: "mysql" | "mariadb", cli: string, what: string): Case => {
+  const run = (uuid: string, c: DbCredentials, query: string) =>
+    client("capstan-test/mariadb", [cli, `--host=${uuid}`, `--user=${c.user}`, "--batch", "--skip-column-names", `--execute=${query}`, c.database!], {
+      secretEnv: { MYSQL_PWD: c.password },
+    });
+  return {
+    engine: engineName,
+    image: "capstan-test/mariadb",
+    what,
+    ext: "sql.gz",
+    credentials: () => ({ user: "app", password: password(), database: "appdb", root_password: password() }),
+    write: async (u, c, vs) => void (await run(u, c, `CREATE TABLE IF NOT EXISTS t (v VARCHAR(64)); INSERT INTO t VALUES ${vs.map((v) => `('${v}')`).join(",")};`)),
+    read: (u, c) => run(u, c, "SELECT COALESCE(GROUP_CONCAT(v ORDER BY v), '') FROM t;"),
+    drop: async (u, c) => void (await run(u, c, "DROP TABLE t; CREATE TABLE t (v VARCHAR(64)); INSERT INTO t VALUES ('after-drop');")),
+    bad: { credentials: (c) => ({ ...c, root_password: "wrong-root-password" }), reason: new RegExp(`${engineName === "mysql" ? "mysqldump" : "mariadb-dump"} failed \\(exit code 2\\): .*Access denied for user 'root'`) },
+  };
+};
+
+const redisCase = (engineName: "redis" | "keydb" | "dragonfly", image: string, cli: string, what: string): Case => {
+  const run = (uuid: string, c: DbCredentials, ...cmd: string[]) => client(image, [cli, "-h", uuid, "-p", "6379", ...cmd], { secretEnv: { REDISCLI_AUTH: c.password } });
+  return {
+    engine: engineName,
+    image,
+    what,
+    ext: "rdb.gz",
+    credentials: () => ({ user: null, password: password(), database: null, root_password: null }),
+    write: async (u, c, vs) => {
+      expect(await run(u, c, "RPUSH", "t", ...vs)).toMatch(/^\d+$/);
+    },
+    read: async (u, c) => (await run(u, c, "LRANGE", "t", "0", "-1")).split("\n").filter(Boolean).sort().join(","),
+    drop: async (u, c) => {
+      expect(await run(u, c, "FLUSHALL")).toBe("OK");
+      await run(u, c, "RPUSH", "t", "after-drop");
+    },
+    bad: { credentials: (c) => ({ ...c, password: "wrong-password" }), reason: new RegExp(`${cli} (LASTSAVE|CONFIG): (WRONGPASS|NOAUTH|ERR invalid password)`) },
+  };
+};
+
+const xml = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&apos;");
+const clickhouseRun = (uuid: string, c: DbCredentials, query: string) =>
+  client(
+    "capstan-test/clickhouse",
+    ["-c", 'mkdir -p "$HOME/.clickhouse-client" && cat >"$HOME/.clickhouse-client/config.xml" && exec clickhouse-client --host "$1" --multiquery --query "$2"', "sh", uuid, query],
+    { entrypoint: "sh", input: `<config><user>${xml(c.user!)}</user><password>${xml(c.password)}</password></config>\n` },
+  );
+
+const CASES: Case[] = [
+  {
+    engine: "postgresql",
+    image: "capstan-test/postgres",
+    what: "PostgreSQL 15",
+    ext: "sql.gz",
+    credentials: () => ({ user: "app", password: password(), database: "appdb", root_password: null }),
+    ...(() => {
+      const run = (uuid: string, c: DbCredentials, query: string) =>
+        client("capstan-test/postgres", ["psql", `postgresql://${c.user}@${uuid}:5432/${c.database}`, "-v", "ON_ERROR_STOP=1", "-qAt", "-c", query], {
+          secretEnv: { PGPASSWORD: c.password },
+        });
+      return {
+        write: async (u: string, c: DbCredentials, vs: string[]) =>
+          void (await run(u, c, `CREATE TABLE IF NOT EXISTS t (v text); INSERT INTO t VALUES ${vs.map((v) => `('${v}')`).join(",")};`)),
+        read: (u: string, c: DbCredentials) => run(u, c, "SELECT coalesce(string_agg(v, ',' ORDER BY v), '') FROM t;"),
+        drop: async (u: string, c: DbCredentials) => void (await run(u, c, "DROP TABLE t; CREATE TABLE t (v text); INSERT INTO t VALUES ('after-drop');")),
+      };
+    })(),
+  },
+  sqlCase("mysql", "mysql", "MariaDB 10.11 under the mysql / mysqldump names (Debian has no MySQL)"),
+  sqlCase("mariadb", "mariadb", "MariaDB 10.11"),
+  redisCase("redis", "capstan-test/redis", "redis-cli", "Redis 7"),
+  redisCase("keydb", "capstan-test/keydb-standin", "keydb-cli", "STAND-IN for KeyDB: Redis 7 under keydb-server / keydb-cli"),
+  redisCase("dragonfly", "capstan-test/dragonfly-standin", "redis-cli", "STAND-IN for Dragonfly: Redis 7 configured from DFLY_* variables"),
+  {
+    engine: "clickhouse",
+    image: "capstan-test/clickhouse",
+    what: "ClickHouse 18.16",
+    ext: "native.tar.gz",
+    credentials: () => ({ user: "admin", password: password(), database: "appdb", root_password: null }),
+    write: async (u, c, vs) =>
+      void (await clickhouseRun(u, c, `CREATE TABLE IF NOT EXISTS ${c.database}.t (v String) ENGINE = MergeTree ORDER BY v; INSERT INTO ${c.database}.t VALUES ${vs.map((v) => `('${v}')`).join(",")}`)),
+    read: (u, c) => clickhouseRun(u, c, `SELECT arrayStringConcat(groupArray(v), ',') FROM (SELECT v FROM ${c.database}.t ORDER BY v)`),
+    drop: async (u, c) =>
+      void (await clickhouseRun(u, c, `DROP TABLE ${c.database}.t; CREATE TABLE ${c.database}.t (v String) ENGINE = MergeTree ORDER BY v; INSERT INTO ${c.database}.t VALUES ('after-drop')`)),
+  },
+];
+
+async function deploy(k: Case, uuid: string, credentials: DbCredentials): Promise<void> {
+  const res = await handlers["db.deploy"](
+    {
+      db: { uuid, name: `bk ${k.engine}` },
+      engine: k.engine,
+      image: k.image,
+      credentials,
+      env: {},
+      network: NET,
+      networks: [],
+      ensure_networks: [],
+      public_port: null,
+      memory: "1g",
+      cpus: "1",
+    },
+    job(),
+  );
+  expect(res.status).toBe("running:healthy");
+}
+
+let clock = Date.UTC(2030, 0, 1);
+/** The control plane's file name, with a later time stamp on each call. */
+function filename(k: Pick<Case, "engine" | "ext">, encrypted: boolean): { filename: string; execution: string } {
+  clock += 60_000;
+  const stamp = new Date(clock).toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z");
+  const execution = randomUUID();
+  return { execution, filename: `${k.engine}-${stamp}-${execution.slice(0, 8)}.${k.ext}${encrypted ? ".gpg" : ""}` };
+}
+
+function backupPayload(
+  k: Case,
+  uuid: string,
+  credentials: DbCredentials,
+  opts: { schedule?: string; passphrase?: string | null; s3?: boolean; keepLocally?: number; keepRemote?: number | null; prefix?: string } = {},
+): DbBackupPayload {
+  const passphrase = opts.passphrase ?? null;
+  const { filename: name, execution } = filename(k, passphrase !== null);
+  return {
+    db: { uuid, name: `bk ${k.engine}` },
+    engine: k.engine,
+    credentials,
+    schedule_uuid: opts.schedule ?? "schedule-1",
+    execution_uuid: execution,
+    filename: name,
+    keep_locally: opts.keepLocally ?? 5,
+    s3: opts.s3 === false ? null : { target, prefix: opts.prefix ?? `backups/${uuid}/`, keep_remote: opts.keepRemote ?? null },
+    passphrase,
+  };
+}
+
+function restorePayload(k: Case, uuid: string, credentials: DbCredentials, from: DbRestorePayload["from"], passphrase: string | null): DbRestorePayload {
+  return { db: { uuid, name: `bk ${k.engine}` }, engine: k.engine, credentials, from, passphrase };
+}
+
+const isGzip = (b: Buffer) => b[0] === 0x1f && b[1] === 0x8b;
+/** An OpenPGP packet header in the new format (RFC 9580 4.2.1): tag 3 is the passphrase-protected session key. */
+const openPgpTag = (b: Buffer) => ((b[0]! & 0xc0) === 0xc0 ? b[0]! & 0x3f : null);
+
+beforeAll(async () => {
+  stateDir = await mkdtemp(join(tmpdir(), "capstan-agent-state-"));
+  s3 = await startS3Server({ buckets: ["capstan-backups"] });
+  target = { endpoint: s3.endpoint, region: "us-east-1", bucket: s3.bucket, path_style: true, access_key: s3.accessKey, secret_key: s3.secretKey, allow_private: true };
+  await engine.createNetwork({ name: NET, driver: "bridge", labels: { ...LABELS, "capstan.managed": "true" } });
+  handlers = createHandlers(engine, { extraLabels: LABELS, stateDir, db: { pollMs: 100, stopTimeoutS: 10 } });
+}, 120_000);
+
+afterAll(async () => {
+  const ids = (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.test.run=${RUN}`]).catch(() => "")).split("\n").filter(Boolean);
+  if (ids.length) await sh("docker", ["rm", "-f", ...ids]).catch(() => {});
+  const vols = (await sh("docker", ["volume", "ls", "-q", "--filter", `label=capstan.test.run=${RUN}`]).catch(() => "")).split("\n").filter(Boolean);
+  if (vols.length) await sh("docker", ["volume", "rm", "-f", ...vols]).catch(() => {});
+  await sh("docker", ["network", "rm", NET]).catch(() => {});
+  await s3?.stop();
+  if (stateDir) await rm(stateDir, { recursive: true, force: true });
+}, 120_000);
+
+describe.each(CASES)("backup and restore: $engine ($what)", (k) => {
+  it("backs up to S3 plain and encrypted, restores from the local file and from S3, refuses a wrong passphrase", async () => {
+    const uuid = randomUUID();
+    const creds = k.credentials();
+    await deploy(k, uuid, creds);
+    await k.write(uuid, creds, ["a", "b"]);
+    expect(await k.read(uuid, creds)).toBe("a,b");
+
+    // Plain: gzip, on the server (mode 600 in a 700 directory) and in S3, byte for byte.
+    const plainJob = job();
+    const plainPayload = backupPayload(k, uuid, creds);
+    const plain = await handlers["db.backup"](plainPayload, plainJob);
+    const localPlain = join(stateDir, "backups", uuid, "schedule-1", plainPayload.filename);
+    expect(plain).toEqual({
+      filename: plainPayload.filename,
+      size: expect.any(Number),
+      is_encrypted: false,
+      local_path: localPlain,
+      s3_key: `backups/${uuid}/${plainPayload.filename}`,
+      removed_local: [],
+      removed_remote: [],
+    });
+    expect(((await stat(localPlain)).mode & 0o777).toString(8)).toBe("600");
+    expect(((await stat(join(stateDir, "backups", uuid, "schedule-1"))).mode & 0o777).toString(8)).toBe("700");
+    const plainObject = await s3.read(plain.s3_key!);
+    expect(plainObject.length).toBe(plain.size);
+    expect(plainObject.equals(await readFile(localPlain))).toBe(true);
+    expect(isGzip(plainObject)).toBe(true);
+    expect(plainJob.lines.join("\n")).not.toContain(creds.password);
+
+    // Encrypted: an OpenPGP message (session key packet first), not gzip.
+    const passphrase = `pass ${randomBytes(8).toString("hex")}`;
+    const encPayload = backupPayload(k, uuid, creds, { passphrase });
+    const enc = await handlers["db.backup"](encPayload, job());
+    expect(enc.is_encrypted).toBe(true);
+    const encObject = await s3.read(enc.s3_key!);
+    expect(isGzip(encObject)).toBe(false);
+    expect(openPgpTag(encObject)).toBe(3);
+    expect(encObject.includes(Buffer.from(creds.password))).toBe(false);
+
+    // Data changes after the backups, then the restore from the local encrypted file.
+    await k.drop(uuid, creds);
+    expect(await k.read(uuid, creds)).toBe("after-drop");
+    const r1 = await handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: enc.local_path, s3: { target, key: enc.s3_key! } }, passphrase), job());
+    expect(r1.bytes).toBeGreaterThan(0);
+    expect(await k.read(uuid, creds)).toBe("a,b");
+
+    // A wrong passphrase fails before the database is touched.
+    await k.drop(uuid, creds);
+    await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: enc.local_path, s3: null }, "not the passphrase"), job())).rejects.toThrow(/wrong passphrase/);
+    expect(await k.read(uuid, creds)).toBe("after-drop");
+
+    // Refused credentials: the backup fails with the engine's reason and stores nothing.
+    if (k.bad) {
+      const before = await s3.objects(`backups/${uuid}/`);
+      const p = backupPayload(k, uuid, k.bad.credentials(creds), { schedule: "schedule-bad" });
+      await expect(handlers["db.backup"](p, job())).rejects.toThrow(k.bad.reason);
+      expect(await s3.objects(`backups/${uuid}/`)).toEqual(before);
+      expect(await readdir(join(stateDir, "backups", uuid, "schedule-bad"))).toEqual([]);
+    }
+
+    // The plain backup from S3 once its local file is gone.
+    await unlink(localPlain);
+    const fromS3 = job();
+    await handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: localPlain, s3: { target, key: plain.s3_key! } }, null), fromS3);
+    expect(fromS3.lines.join("\n")).toMatch(/restoring from S3 object/);
+    expect(await k.read(uuid, creds)).toBe("a,b");
+  });
+});
+
+describe("backups of postgresql: failures, retention, deletion", () => {
+  const k = CASES[0]!;
+  const uuid = randomUUID();
+  const creds = k.credentials();
+
+  beforeAll(async () => {
+    await deploy(k, uuid, creds);
+    await k.write(uuid, creds, ["x"]);
+  }, 240_000);
+
+  it("a failing dump fails with the tool's reason, uploads nothing and leaves no file", async () => {
+    const schedule = "schedule-fail";
+    const bad = { ...creds, user: "nobody" };
+    const p = backupPayload(k, uuid, bad, { schedule, prefix: `fail/${uuid}/` });
+    await expect(handlers["db.backup"](p, job())).rejects.toThrow(/pg_dump failed \(exit code 1\): .*role "nobody" does not exist/);
+    expect(await s3.objects(`fail/${uuid}/`)).toEqual([]);
+    expect(await readdir(join(stateDir, "backups", uuid, schedule))).toEqual([]);
+  });
+
+  it("an unreachable S3 endpoint fails the backup and removes the local file", async () => {
+    const schedule = "schedule-s3-down";
+    const p = backupPayload(k, uuid, creds, { schedule });
+    p.s3 = { ...p.s3!, target: { ...target, allow_private: false } };
+    await expect(handlers["db.backup"](p, job())).rejects.toThrow(/loopback address; .* refused/);
+    expect(await readdir(join(stateDir, "backups", uuid, schedule))).toEqual([]);
+  });
+
+  it("keeps the newest keep_locally files and keep_remote objects, and says which went", async () => {
+    const schedule = "schedule-retention";
+    const prefix = `ret/${uuid}/`;
+    // Something that is not a backup under the prefix: retention never touches it.
+    await handlers["db.backup"]({ ...backupPayload(k, uuid, creds, { schedule, prefix: `ret-other/${uuid}/` }) }, job());
+    const results = [];
+    for (let i = 0; i < 3; i++) results.push(await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule, prefix, keepLocally: 2, keepRemote: 2 }), job()));
+    const [first, second, third] = results;
+    expect(third!.removed_local).toEqual([first!.local_path]);
+    expect(third!.removed_remote).toEqual([first!.s3_key]);
+    expect((await readdir(join(stateDir, "backups", uuid, schedule))).sort()).toEqual([second!.filename, third!.filename].sort());
+    expect((await s3.objects(prefix)).map((o) => o.key)).toEqual([second!.s3_key, third!.s3_key].sort());
+
+    // keep_locally 0 with S3: the file goes once uploaded.
+    const zero = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule, prefix, keepLocally: 0, keepRemote: 2 }), job());
+    expect(zero.local_path).toBeNull();
+    expect(zero.removed_local.sort()).toEqual([second!.local_path, third!.local_path].sort());
+    expect(await readdir(join(stateDir, "backups", uuid, schedule))).toEqual([]);
+    expect((await s3.objects(prefix)).map((o) => o.key)).toEqual([third!.s3_key, zero.s3_key].sort());
+
+    // keep_locally 0 without S3: the only copy stays.
+    const localOnly = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-local", s3: false, keepLocally: 0 }), job());
+    expect(localOnly.s3_key).toBeNull();
+    expect(localOnly.local_path).not.toBeNull();
+    expect((await stat(localOnly.local_path!)).size).toBe(localOnly.size);
+  });
+
+  it("backup.delete removes the file and the object; paths outside the backups dir are refused", async () => {
+    const r = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-del", prefix: `del/${uuid}/` }), job());
+    expect(await handlers["backup.delete"]({ local_path: r.local_path, s3: { target, key: r.s3_key! } }, job())).toEqual({ local_removed: true, remote_removed: true });
+    await expect(stat(r.local_path!)).rejects.toThrow(/ENOENT/);
+    expect(await s3.objects(`del/${uuid}/`)).toEqual([]);
+    // Again: already gone counts as removed.
+    expect(await handlers["backup.delete"]({ local_path: r.local_path, s3: { target, key: r.s3_key! } }, job())).toEqual({ local_removed: true, remote_removed: true });
+
+    const outside = join(stateDir, "not-a-backup.txt");
+    await writeFile(outside, "keep me");
+    await expect(handlers["backup.delete"]({ local_path: outside, s3: null }, job())).rejects.toThrow(/outside .*backups\/; refused/);
+    await expect(handlers["backup.delete"]({ local_path: `${stateDir}/backups/../not-a-backup.txt`, s3: null }, job())).rejects.toThrow(/refused/);
+    // A symlink inside the backups dir that leads out of it.
+    await mkdir(join(stateDir, "backups", uuid), { recursive: true });
+    await sh("ln", ["-s", outside, join(stateDir, "backups", uuid, "link.sql.gz")]);
+    await expect(handlers["backup.delete"]({ local_path: join(stateDir, "backups", uuid, "link.sql.gz"), s3: null }, job())).rejects.toThrow(/leads outside/);
+    expect(await readFile(outside, "utf8")).toBe("keep me");
+    await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: "/etc/passwd", s3: null }, null), job())).rejects.toThrow(/outside .*refused/);
+  });
+
+  it("a backup that is not encrypted restores although a passphrase is given; an encrypted one needs it", async () => {
+    const plain = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-mix", s3: false }), job());
+    await handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: plain.local_path, s3: null }, "unused"), job());
+    const enc = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-mix", s3: false, passphrase: "secret words" }), job());
+    await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: enc.local_path, s3: null }, null), job())).rejects.toThrow(/encrypted and no passphrase/);
+    expect(await k.read(uuid, creds)).toBe("x");
+  });
+
+  it("a damaged encrypted file fails the restore and psql rolls everything back", async () => {
+    // Bigger than a few AEAD chunks (256 KiB each): the damage is found after data went to psql.
+    await sh("docker", ["exec", "-e", "PGPASSWORD", uuid, "psql", "-h", "127.0.0.1", "-U", creds.user!, "-d", creds.database!, "-qc",
+      "CREATE TABLE big AS SELECT md5(random()::text) || md5(random()::text) AS v FROM generate_series(1, 40000)"], { env: { PGPASSWORD: creds.password } });
+    const enc = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-damage", s3: false, passphrase: "secret words" }), job());
+    await k.drop(uuid, creds);
+    const bytes = await readFile(enc.local_path!);
+    // Flip a byte near the end: the first chunks decrypt, the last fails its authentication.
+    bytes[bytes.length - 40]! ^= 0xff;
+    const damaged = join(stateDir, "backups", uuid, "schedule-damage", `damaged-${enc.filename}`);
+    await writeFile(damaged, bytes, { mode: 0o600 });
+    await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: damaged, s3: null }, "secret words"), job())).rejects.toThrow(/reading the backup failed midway/);
+    expect(await k.read(uuid, creds)).toBe("after-drop");
+  });
+});
