@@ -402,9 +402,8 @@ export class BackupService {
     if (problem && run.trigger === "manual") return { kind: "refused", reason: `Cannot back up now: ${problem}.` };
 
     // The claim. Its slot is looked up first inside the transaction, so a tick another replica
-    // (or another tick of this one) already took ends without an error: with SQLite, queries made
-    // outside a transaction run on the transaction's connection, and a rollback would undo them.
-    // Transactions are serialised there, so the lookup decides; on PostgreSQL two transactions can
+    // (or another tick of this one) already took ends without an error rather than a rollback.
+    // SQLite serialises transactions, so the lookup decides; on PostgreSQL two transactions can
     // both find the slot free, and the unique index refuses the second insert (a clean rollback
     // on its own connection).
     let claimed = false;
