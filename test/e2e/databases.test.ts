@@ -9,8 +9,8 @@
  * Images: the production defaults are the engines' official images, which cannot be pulled
  * here. capstan-test/* images are built from Debian packages with the same conventions
  * (test/kit/README.md). mysql runs on MariaDB (Debian has no MySQL); the keydb and dragonfly
- * paths run on Redis 7 stand-ins named as such; mongodb has no image here at all (not in
- * Debian), so its path is covered by unit tests only.
+ * paths run on Redis 7 stand-ins named as such; clickhouse runs Debian's ClickHouse 18.16;
+ * mongodb has no image here at all (not in Debian 12), so its path is covered by unit tests only.
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -43,8 +43,8 @@ interface EngineCase {
   engine: string;
   image: string;
   body: Record<string, unknown>;
-  /** argv run in the client container to execute `sql` against the database */
-  client(url: URL, statement: string): { image: string; argv: string[] };
+  /** argv run in the client container to execute `statement` against the database; `input` goes to its stdin */
+  client(url: URL, statement: string): { image: string; argv: string[]; input?: string };
   write: string[];
   read: string;
   drop: string;
@@ -57,6 +57,23 @@ const mysqlClient = (tool: string) => (url: URL, statement: string) => ({
   argv: [tool, "-h", url.hostname, "-P", url.port, "-u", decodeURIComponent(url.username), `-p${decodeURIComponent(url.password)}`, url.pathname.slice(1), "-N", "-e", statement],
 });
 const redisClient = (url: URL, statement: string) => ({ image: "capstan-test/redis:latest", argv: ["redis-cli", "-u", url.toString(), ...statement.split(" ")] });
+const xml = (v: string) => v.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&apos;");
+// ClickHouse 18.16's client takes no URL and reads credentials from its config file (never argv):
+// the URL's parts become flags, user and password a config written from stdin.
+const clickhouseClient = (url: URL, statement: string) => ({
+  image: "capstan-test/clickhouse:latest",
+  argv: [
+    "sh",
+    "-c",
+    'mkdir -p "$HOME/.clickhouse-client" && cat >"$HOME/.clickhouse-client/config.xml" && exec clickhouse-client --host "$1" --port "$2" --database "$3" --multiquery --query "$4"',
+    "sh",
+    url.hostname,
+    url.port,
+    decodeURIComponent(url.pathname.slice(1)),
+    statement,
+  ],
+  input: `<config><user>${xml(decodeURIComponent(url.username))}</user><password>${xml(decodeURIComponent(url.password))}</password></config>\n`,
+});
 
 const CASES: EngineCase[] = [
   {
@@ -123,6 +140,17 @@ const CASES: EngineCase[] = [
     drop: "FLUSHALL",
     expect: /hello-dragonfly/,
   },
+  {
+    // ClickHouse 18.16 from Debian: the clickhouse path with the engine's own dump and restore.
+    engine: "clickhouse",
+    image: "capstan-test/clickhouse:latest",
+    body: { clickhouse_admin_user: "app" },
+    client: clickhouseClient,
+    write: ["CREATE TABLE notes (id UInt32, body String) ENGINE = MergeTree ORDER BY id", "INSERT INTO notes VALUES (1, 'one'), (2, 'two'), (3, 'three')"],
+    read: "SELECT concat(toString(count()), ':', max(body)) FROM notes",
+    drop: "DROP TABLE notes",
+    expect: /^3:two$/m,
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -136,8 +164,12 @@ async function networkOf(container: string): Promise<string> {
 
 /** Runs one statement from a throwaway client container on the database's network. */
 async function run(c: EngineCase, dbUuid: string, url: URL, statement: string): Promise<string> {
-  const { image, argv } = c.client(url, statement);
-  return sh("docker", ["run", "--rm", "--label", "capstan.test=1", "--network", await networkOf(dbUuid), "--entrypoint", argv[0]!, image, ...argv.slice(1)], { timeoutMs: 60_000 });
+  const { image, argv, input } = c.client(url, statement);
+  const interactive = input === undefined ? [] : ["-i"];
+  return sh("docker", ["run", "--rm", ...interactive, "--label", "capstan.test=1", "--network", await networkOf(dbUuid), "--entrypoint", argv[0]!, image, ...argv.slice(1)], {
+    timeoutMs: 60_000,
+    ...(input === undefined ? {} : { input }),
+  });
 }
 
 async function database(uuid: string): Promise<Record<string, any>> {
