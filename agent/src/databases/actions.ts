@@ -1,6 +1,7 @@
 import { databaseVolumeName, type JobPayload } from "@capstan/shared";
 import type { JobContext } from "../dispatch/types.js";
 import { type Engine, EngineError, isNotFound } from "../docker/engine.js";
+import { ensureRunning, ensureStopped, restartContainer } from "../docker/power.js";
 import { containerStatus } from "../docker/status.js";
 import { LABEL_MANAGED, LABEL_RESOURCE_UUID } from "../handlers/labels.js";
 import { dbContainer, removeDbContainers } from "./containers.js";
@@ -30,29 +31,9 @@ export async function databaseAction(engine: Engine, payload: DbActionPayload, o
     }
     throw new EngineError(`database ${db.name} has no container on this server; deploy it first`, 404);
   }
-  switch (action) {
-    case "start":
-      if (c.running && !c.paused) progress(`container ${c.name} already running`);
-      else if (c.paused) {
-        await engine.unpauseContainer(c.id, signal);
-        progress(`container ${c.name} unpaused`);
-      } else {
-        await engine.startContainer(c.id, signal);
-        progress(`container ${c.name} started`);
-      }
-      break;
-    case "stop":
-      if (!c.running && c.state !== "restarting") progress(`container ${c.name} already stopped`);
-      else {
-        await engine.stopContainer(c.id, opts.stopTimeoutS, signal);
-        progress(`container ${c.name} stopped`);
-      }
-      break;
-    case "restart":
-      await engine.restartContainer(c.id, opts.stopTimeoutS, signal);
-      progress(`container ${c.name} restarted`);
-      break;
-  }
+  if (action === "start") await ensureRunning(engine, c, signal, progress);
+  else if (action === "stop") await ensureStopped(engine, c, opts.stopTimeoutS, signal, progress);
+  else await restartContainer(engine, c, opts.stopTimeoutS, signal, progress);
   const now = await engine.inspectContainer(c.name, signal);
   return { status: now ? containerStatus(now.state, now.health) : "exited" };
 }

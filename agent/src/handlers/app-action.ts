@@ -3,6 +3,7 @@ import type { JobPayload } from "@capstan/shared";
 type AppActionPayload = JobPayload<"app.action">;
 import type { ContainerSummary, Engine } from "../docker/engine.js";
 import { isNotFound } from "../docker/engine.js";
+import { ensureRunning, ensureStopped, restartContainer } from "../docker/power.js";
 import type { Handler, JobContext } from "../dispatch/types.js";
 import { aggregateStatus, appContainers, latestRollout } from "../deploy/app-containers.js";
 import { appLockKey } from "./app-deploy.js";
@@ -70,31 +71,14 @@ export function appAction(engine: Engine, opts: ResolvedAppOptions, locks: Keyed
       }
       switch (action) {
         case "start":
-          for (const c of latest) {
-            if (c.state === "running") {
-              progress(`container ${c.name} already running`);
-            } else if (c.state === "paused") {
-              await engine.unpauseContainer(c.id, signal);
-              progress(`container ${c.name} unpaused`);
-            } else {
-              await engine.startContainer(c.id, signal);
-              progress(`container ${c.name} started`);
-            }
-          }
+          for (const c of latest) await ensureRunning(engine, c, signal, progress);
           break;
         case "restart":
-          for (const c of latest) {
-            await engine.restartContainer(c.id, stopS, signal);
-            progress(`container ${c.name} restarted`);
-          }
+          for (const c of latest) await restartContainer(engine, c, stopS, signal, progress);
           break;
         case "stop":
           if (all.length === 0) progress(`application ${payload.app.name} has no container on this server`);
-          for (const c of all) {
-            if (c.state === "exited" || c.state === "created" || c.state === "dead") continue;
-            await engine.stopContainer(c.id, stopS, signal);
-            progress(`container ${c.name} stopped`);
-          }
+          for (const c of all) await ensureStopped(engine, c, stopS, signal, progress);
           break;
         case "remove":
           await removeAll(engine, opts, payload, ctx);

@@ -1,6 +1,7 @@
 import type { ManagedContainer } from "@capstan/shared";
 import { type ContainerDetails, type Engine, EngineError, isConflict, isNotFound } from "../docker/engine.js";
 import { inspectAll } from "../docker/inspect.js";
+import { ensureRunning } from "../docker/power.js";
 import { containerStatus } from "../docker/status.js";
 import type { Handler, JobContext } from "../dispatch/types.js";
 import { LABEL_JOB, LABEL_MANAGED, MANAGED } from "./labels.js";
@@ -90,15 +91,7 @@ async function inspectAfterConflict(engine: Engine, name: string, signal: AbortS
 
 async function adopt(engine: Engine, c: ContainerDetails, { signal, progress, job }: JobContext) {
   if (c.labels[LABEL_MANAGED] !== "true") throw notManaged(c.name);
-  if (c.paused) {
-    await engine.unpauseContainer(c.id, signal);
-    progress(`container ${c.name} unpaused`);
-  } else if (!c.running) {
-    await engine.startContainer(c.id, signal);
-    progress(`container ${c.name} started (was ${c.state})`);
-  } else {
-    progress(`container ${c.name} already running`);
-  }
+  await ensureRunning(engine, c, signal, progress);
   return { id: c.id, created: c.labels[LABEL_JOB] === job.id };
 }
 
