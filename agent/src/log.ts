@@ -1,3 +1,4 @@
+import { redactSecrets } from "@capstan/shared";
 import type { LogLevel } from "./config.js";
 
 /** Minimal structured logger: one JSON object per line on stdout (journald/docker logs friendly). */
@@ -10,11 +11,8 @@ export interface Logger {
 }
 
 const RANK: Record<LogLevel, number> = { error: 0, warn: 1, info: 2, debug: 3 };
-/** Field names whose values never reach a log line. */
-const SECRET_KEYS = /token|password|secret|credential|authorization/i;
-
-function serialize(value: unknown, key = ""): unknown {
-  if (SECRET_KEYS.test(key)) return "[redacted]";
+/** Errors as their message and code (a stack or a cause chain can carry request data). */
+function serializeErrors(value: unknown): unknown {
   if (value instanceof Error) {
     const out: Record<string, unknown> = { message: value.message };
     const code = (value as { code?: unknown }).code;
@@ -22,7 +20,7 @@ function serialize(value: unknown, key = ""): unknown {
     return out;
   }
   if (value && typeof value === "object" && !Array.isArray(value)) {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, serialize(v, k)]));
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, serializeErrors(v)]));
   }
   return value;
 }
@@ -35,7 +33,7 @@ export function createLogger(
   const at = (lvl: LogLevel) => (msg: string, fields?: Record<string, unknown>) => {
     if (RANK[lvl] > RANK[level]) return;
     const record = { time: new Date().toISOString(), level: lvl, msg, ...base, ...(fields ?? {}) };
-    write(JSON.stringify(serialize(record)));
+    write(JSON.stringify(redactSecrets(serializeErrors(record))));
   };
   return {
     error: at("error"),

@@ -15,3 +15,4 @@ export * from "./api/networks.js";
 export * from "./version.js";
 export * from "./protocol/index.js";
 export * from "./validation/inputs.js";
+export * from "./log/redact.js";
