@@ -160,6 +160,21 @@ describe("durable jobs", () => {
     expect((await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: j1.id } })).status).toBe("succeeded");
   });
 
+  it("jobs wait for the agent's hello, then arrive once: the delivery pump does not race the hello's redelivery", async () => {
+    const s = await newServer(team.api, keyUuid, "dur-hello");
+    const a = await agent(s.agent_token);
+    const server = await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: s.uuid } });
+    const id = await t.instance.jobs.enqueue(t.instance.database.prisma, server.id, "containers.list", {}, 60_000);
+    // Longer than the pump's interval (1 s): before the hello nothing may be delivered.
+    await new Promise((r) => setTimeout(r, 2_500));
+    expect(a.jobs.filter((j) => j.id === id)).toEqual([]);
+    expect(a.jobs).toEqual([]); // the server's own first job waits too
+    await a.hello();
+    await until(async () => a.jobs.some((j) => j.id === id));
+    await new Promise((r) => setTimeout(r, 1_500));
+    expect(a.jobs.filter((j) => j.id === id).map((j) => j.attempt)).toEqual([1]);
+  });
+
   it("fails a job with a reason when its deadline passes", async () => {
     const s = await newServer(team.api, keyUuid, "dur-2");
     const server = await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: s.uuid } });

@@ -67,6 +67,9 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
   const agents: Namespace = io.of(AGENTS_NAMESPACE);
   const fleet: Namespace = io.of(FLEET_NAMESPACE);
   const sockets = new Map<number, Socket>();
+  // Connections whose agent said hello: jobs go only to these, so the hello's redelivery is
+  // the first delivery of a connection and the pump cannot race it with a duplicate.
+  const greeted = new WeakSet<Socket>();
 
   type StatusRow = { uuid: string; name: string; teamId: number; status: string; lastSeenAt: Date | null; agentVersion: string | null };
   const publish = async (serverId: number, row?: StatusRow) => {
@@ -140,7 +143,9 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
       });
       if (typeof ack === "function") ack({ ok: hello.success });
       await publish(serverId, row);
-      await jobs.kick(serverId, { redeliver: true });
+      const greetedAt = Date.now();
+      greeted.add(socket);
+      await jobs.kick(serverId, { redeliverSince: greetedAt });
     });
 
     socket.on(EV.facts, async (raw: unknown) => {
@@ -235,7 +240,7 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
   jobs.bindTransport(
     async (serverId, envelope) => {
       const socket = sockets.get(serverId);
-      if (!socket) return null;
+      if (!socket || !greeted.has(socket)) return null;
       try {
         const raw = await socket.timeout(ACK_TIMEOUT_MS).emitWithAck(EV.job, envelope);
         const ack = JobAck.safeParse(raw);
@@ -244,7 +249,7 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
         return null;
       }
     },
-    () => [...sockets.keys()],
+    () => [...sockets].filter(([, socket]) => greeted.has(socket)).map(([id]) => id),
   );
   jobs.cancelOnAgent = (serverId, jobId) => {
     sockets.get(serverId)?.emit(EV.jobCancel, { id: jobId });

@@ -168,15 +168,24 @@ export class JobQueue {
     return this.wait<T>(id);
   }
 
-  /** Delivers every open job of a server whose agent is connected here. */
-  async kick(serverId: number, opts: { redeliver?: boolean } = {}): Promise<void> {
+  /**
+   * Delivers the queued jobs of a server whose agent is connected here. `redeliverSince`
+   * (a new connection's greeting time) also re-sends its dispatched and running jobs, except
+   * those already delivered on that connection: one delivery per connection, so an attempt
+   * the agent holds is not overtaken by a duplicate it never needed.
+   */
+  async kick(serverId: number, opts: { redeliverSince?: number } = {}): Promise<void> {
     if (!this.deliver || !this.connected().includes(serverId)) return;
-    const statuses: JobStatus[] = opts.redeliver ? OPEN : ["queued"];
+    const since = opts.redeliverSince;
+    const statuses: JobStatus[] = since === undefined ? ["queued"] : OPEN;
     const jobs = await this.db.job.findMany({
       where: { serverId, status: { in: statuses } },
       orderBy: { createdAt: "asc" },
     });
-    for (const job of jobs) await this.dispatch(job);
+    for (const job of jobs) {
+      if (since !== undefined && job.status !== "queued" && (this.lastDelivery.get(job.id) ?? 0) >= since) continue;
+      await this.dispatch(job);
+    }
   }
 
   private async dispatch(job: JobRow): Promise<void> {
