@@ -13,6 +13,7 @@
  * mongodb has no image here at all (not in Debian 12), so its path is covered by unit tests only.
  */
 import { type ChildProcess, spawn } from "node:child_process";
+import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -221,6 +222,31 @@ async function restored(db: string, schedule: string, exec: string): Promise<voi
   expect(done.restore_status, `restore failed: ${done.restore_reason}`).toBe("success");
 }
 
+/**
+ * Speaks RESP on the host's public port: AUTH then PING. Resolves with what the server answered,
+ * or null when nothing accepts the connection (the port is closed). Bounded to 3 s.
+ */
+function pingPublic(port: number, password: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    const sock = connect({ host: "127.0.0.1", port });
+    let answer = "";
+    const done = (v: string | null) => {
+      clearTimeout(timer);
+      sock.destroy();
+      resolve(v);
+    };
+    const timer = setTimeout(() => done(answer || null), 3_000);
+    const arg = (v: string) => `$${Buffer.byteLength(v)}\r\n${v}\r\n`;
+    sock.on("connect", () => sock.write(`*3\r\n${arg("AUTH")}${arg("default")}${arg(password)}*1\r\n${arg("PING")}`));
+    sock.on("data", (d) => {
+      answer += d.toString("utf8");
+      if (answer.includes("PONG") || answer.includes("-")) done(answer);
+    });
+    sock.on("error", () => done(null));
+    sock.on("close", () => done(answer || null));
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 
 beforeAll(async () => {
@@ -356,4 +382,70 @@ describe.each(CASES)("$engine through the API on a real engine", (c) => {
     },
     TIMEOUT_S * 4 * 1000,
   );
+});
+
+describe("a database's lifecycle through the API on a real engine", () => {
+  it("public port opens and really closes; stop, start, restart follow the engine; variables reach the container on restart; logs; delete", async () => {
+    const created = await team.api.post("/databases/redis", {
+      project_uuid: project,
+      environment_name: "production",
+      server_uuid: server.uuid,
+      destination_uuid: server.destination,
+      name: "redis-lifecycle",
+      image: "capstan-test/redis:latest",
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const db = created.body.uuid as string;
+    const password = decodeURIComponent(new URL(created.body.internal_db_url as string).password);
+    await healthy(db);
+    const port = await freePort();
+    expect(await pingPublic(port, password)).toBeNull();
+
+    // Open: the engine answers on the server's port (loopback here), with its password.
+    const opened = await team.api.patch(`/databases/${db}`, { is_public: true, public_port: port });
+    expect(opened.status, JSON.stringify(opened.body)).toBe(200);
+    expect(opened.body.data.external_db_url).toContain(`:${port}/`);
+    await healthy(db);
+    expect(await until("the public port to answer", async () => (await pingPublic(port, password))?.includes("+PONG") ?? false, 30_000, 250)).toBe(true);
+    expect(await pingPublic(port, "wrong-password")).toMatch(/WRONGPASS|invalid/);
+
+    // Closed: nothing accepts connections on the port any more.
+    const closed = await team.api.patch(`/databases/${db}`, { is_public: false });
+    expect(closed.status, JSON.stringify(closed.body)).toBe(200);
+    expect(closed.body.data.external_db_url).toBeNull();
+    await healthy(db);
+    await until("the public port to close", async () => (await pingPublic(port, password)) === null, 30_000, 250);
+
+    // Stop and start as the engine sees them.
+    const stopped = await team.api.post(`/databases/${db}/stop`);
+    expect(stopped.status, JSON.stringify(stopped.body)).toBe(200);
+    expect(stopped.body.status).toMatch(/^exited/);
+    expect((await sh("docker", ["inspect", "-f", "{{.State.Running}}", db])).trim()).toBe("false");
+    expect((await database(db)).status).toMatch(/^exited/);
+    const started = await team.api.post(`/databases/${db}/start`);
+    expect([200, 202], JSON.stringify(started.body)).toContain(started.status);
+    await healthy(db);
+    expect((await sh("docker", ["inspect", "-f", "{{.State.Running}}", db])).trim()).toBe("true");
+
+    // A variable is passed to the container when it is next created: restart recreates it.
+    const env = await team.api.post(`/databases/${db}/envs`, { key: "LIFECYCLE_MARK", value: `mark-${RUN}` });
+    expect(env.status, JSON.stringify(env.body)).toBe(201);
+    expect(await sh("docker", ["inspect", "-f", "{{json .Config.Env}}", db])).not.toContain(`mark-${RUN}`);
+    const restarted = await team.api.post(`/databases/${db}/restart`);
+    expect([200, 202], JSON.stringify(restarted.body)).toContain(restarted.status);
+    await healthy(db);
+    expect(await sh("docker", ["inspect", "-f", "{{json .Config.Env}}", db])).toContain(`LIFECYCLE_MARK=mark-${RUN}`);
+
+    // Logs come from the engine's container.
+    const logs = await team.api.get(`/databases/${db}/logs`, { since: 0, tail: 200 });
+    expect(logs.status, JSON.stringify(logs.body)).toBe(200);
+    expect(logs.body.logs).toMatch(/Ready to accept connections/);
+
+    const volume = `capstan-db-${db}`;
+    expect(await sh("docker", ["volume", "ls", "-q", "--filter", `name=^${volume}$`])).toBe(volume);
+    const removed = await team.api.delete(`/databases/${db}?delete_volumes=true&docker_cleanup=false`);
+    expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+    await until("the database container to be gone", async () => (await sh("docker", ["ps", "-aq", "--filter", `name=^${db}$`])).trim() === "", 60_000);
+    await until("its volume to be gone", async () => (await sh("docker", ["volume", "ls", "-q", "--filter", `name=^${volume}$`])) === "", 30_000);
+  }, TIMEOUT_S * 2 * 1000);
 });
