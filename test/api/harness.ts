@@ -27,7 +27,8 @@ export interface TestInstance {
   /** Adds a user with the role to the team and gives it a token with the scopes. */
   newMember(teamId: number, role: TeamRole, scopes?: TokenScope[]): Promise<{ userId: number; token: string }>;
   /** Stops the control plane (connections dropped, like a crash of the process) and starts it again on the same port and database. */
-  restart(downMs?: number): Promise<void>;
+  /** Stops and starts the instance on the same database; `env` changes settings for the new start. */
+  restart(downMs?: number, env?: Record<string, string>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -103,13 +104,14 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
   const dir = mkdtempSync(join(tmpdir(), "capstan-api-"));
   const pgAdmin = process.env.CAPSTAN_TEST_PG_URL;
   const pgDb = pgAdmin ? await freshPostgresDatabase(pgAdmin) : null;
-  const config = loadConfig({
+  const baseEnv = {
     PLATFORM_DATA_DIR: dir,
     PLATFORM_LOG_LEVEL: "silent",
     PLATFORM_RATE_LIMIT_PER_MINUTE: "1000000",
     ...(pgDb ? { DATABASE_URL: pgDb.url } : {}),
     ...env,
-  });
+  };
+  let config = loadConfig(baseEnv);
   let instance = await createInstance(config, pino({ level: "silent" }));
   const rootToken = (await instance.admin.bootstrapRoot(config.rootEmail))!;
   const rootTeamId = (await instance.database.prisma.team.findFirstOrThrow({ orderBy: { id: "asc" } })).id;
@@ -159,9 +161,11 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
       return { teamId, ownerId: owner.userId, token: owner.token, api: client(url + "/api/v1", owner.token) };
     },
     newMember,
-    async restart(downMs = 0) {
+    async restart(downMs = 0, env = {}) {
       await stop();
       await new Promise((r) => setTimeout(r, downMs));
+      config = loadConfig({ ...baseEnv, ...env });
+      result.config = config;
       instance = await createInstance(config, pino({ level: "silent" }));
       result.instance = instance;
       server = await listen(port);
