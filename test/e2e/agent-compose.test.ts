@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, rm, stat } from "node:fs/promises";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,6 +9,7 @@ import { DockerodeEngine } from "../../agent/src/docker/engine.js";
 import { syncProxy, type ProxyOptions } from "../../agent/src/proxy/index.js";
 import { parseCompose, rewriteCompose } from "../../control-plane/src/compose/index.js";
 import { repo, sh, until } from "./support/kit.js";
+import { httpGet } from "./support/http.js";
 
 /**
  * A compose application on the real local engine, end to end from the user's YAML: the control
@@ -98,20 +98,9 @@ function payload(deployment: string, env: Record<string, string>, rollout: numbe
   };
 }
 
+
 /** GET through the proxy on loopback with our Host header. */
-function viaProxy(host = HOST): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port: HTTP_PORT, path: "/", headers: { Host: host }, timeout: 10_000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("timeout", () => req.destroy(new Error("timed out")));
-    req.on("error", reject);
-    req.end();
-  });
-}
+const viaProxy = (host = HOST) => httpGet({ host: "127.0.0.1", port: HTTP_PORT, headers: { Host: host }, timeoutMs: 10_000 });
 
 /** wget from a throwaway container on the destination network (what another app there sees). */
 const fromNeighbour = (url: string) =>

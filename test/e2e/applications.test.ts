@@ -13,7 +13,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile, readdir, mkdtemp, rm } from "node:fs/promises";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -21,6 +20,7 @@ import { freePort, startTestInstance, type TeamFixture, type TestInstance } from
 import { KeyFactory } from "../api/support/ssh.js";
 import { GitRepos, startGitDaemon, type GitServer } from "../support/git-server.js";
 import { repo, sh, until } from "./support/kit.js";
+import { viaProxyAt } from "./support/http.js";
 
 const RUN = randomBytes(3).toString("hex");
 const PROXY_NAME = `capstan-proxy-e2e-${RUN}`;
@@ -63,19 +63,9 @@ async function stopAgent(signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
 
 const serverStatus = async () => (await team.api.get(`/servers/${server.uuid}`)).body.status as string;
 
+
 /** One request to the proxy on loopback with a Host header. */
-function viaProxy(host: string, path = "/"): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: "127.0.0.1", port: proxyPort, path, headers: { Host: host }, timeout: 5_000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("timeout", () => req.destroy(new Error("timeout")));
-    req.on("error", reject);
-  });
-}
+const viaProxy = (host: string, path = "/") => viaProxyAt("127.0.0.1", proxyPort, host, path);
 
 async function answers(host: string, expected: string, timeoutMs = 30_000): Promise<string> {
   return until(

@@ -9,13 +9,13 @@
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { httpGet, viaProxyAt } from "./support/http.js";
 
 const PREFIX = "capbuildsrv";
 const BUSYBOX = "capstan-test/busybox:latest";
@@ -45,47 +45,17 @@ async function htpasswdLine(user: string, password: string): Promise<string> {
 async function registryAnswers(): Promise<void> {
   await until(
     "the registry to answer",
-    () =>
-      new Promise<boolean>((resolve) => {
-        const req = http.get({ host: registryIp, port: 5000, path: "/v2/", timeout: 2000 }, (res) => {
-          res.resume();
-          resolve(res.statusCode === 401);
-        });
-        req.on("timeout", () => req.destroy());
-        req.on("error", () => resolve(false));
-      }),
+    async () => (await httpGet({ host: registryIp, port: 5000, path: "/v2/", timeoutMs: 2000 }).catch(() => null))?.status === 401,
     30_000,
     250,
   );
 }
 
 /** GET on the registry's API with the login (what the engines do). */
-function registryGet(path: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const auth = Buffer.from(`${REGISTRY_USER}:${REGISTRY_PASSWORD}`).toString("base64");
-    const req = http.get({ host: registryIp, port: 5000, path, headers: { Authorization: `Basic ${auth}` }, timeout: 5000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("timeout", () => req.destroy(new Error("timeout")));
-    req.on("error", reject);
-  });
-}
+const registryGet = (path: string) =>
+  httpGet({ host: registryIp, port: 5000, path, headers: { Authorization: `Basic ${Buffer.from(`${REGISTRY_USER}:${REGISTRY_PASSWORD}`).toString("base64")}` } });
 
-function viaProxy(host: TestHost, hostHeader: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: host.ip, port: PROXY_HTTP_PORT, path: "/", headers: { Host: hostHeader }, timeout: 5000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("timeout", () => req.destroy(new Error("timeout")));
-    req.on("error", reject);
-  });
-}
+const viaProxy = (host: TestHost, hostHeader: string) => viaProxyAt(host.ip, PROXY_HTTP_PORT, hostHeader);
 
 async function settled(uuid: string): Promise<Record<string, any>> {
   return until(

@@ -19,13 +19,13 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { repo, sh, until } from "./support/kit.js";
+import { fetchFrom, viaProxyAt } from "./support/http.js";
 
 const RUN = randomBytes(3).toString("hex");
 const IMAGE = "capstan-test/e2e-netiso:latest";
@@ -199,31 +199,8 @@ async function networksOf(name: string): Promise<string[]> {
   return out.split(" ").filter(Boolean).sort();
 }
 
-/**
- * An HTTP GET from inside `from`, bounded to 3 s: the body, or null when the target cannot be
- * resolved, connected to or did not answer. `host` sets the Host header (for the proxy).
- */
-async function probe(from: string, target: string, port: number, host?: string): Promise<string | null> {
-  const header = host ? ["--header", `Host: ${host}`] : [];
-  try {
-    return await sh("docker", ["exec", from, "timeout", "3", "wget", "-q", "-O-", ...header, `http://${target}:${port}/`], { timeoutMs: 15_000 });
-  } catch {
-    return null;
-  }
-}
+const viaProxy = (s: Stack, host: string) => viaProxyAt("127.0.0.1", s.proxyPort, host);
 
-function viaProxy(s: Stack, host: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.get({ host: "127.0.0.1", port: s.proxyPort, path: "/", headers: { Host: host }, timeout: 5_000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("timeout", () => req.destroy(new Error("timeout")));
-    req.on("error", reject);
-  });
-}
 
 const served = (s: Stack, host: string, name: string) =>
   until(
@@ -297,12 +274,12 @@ describe("strict mode: environment isolation and proxy isolation", () => {
   it("one environment's containers reach each other; another environment's cannot, by name or by address", async () => {
     const [a1, a2, b] = [await container(pubA), await container(intA), await container(intB)];
     // Positive control first: the probe works within environment A.
-    expect(await probe(a2, a1, 8080)).toBe("pub-a");
-    expect(await probe(a1, a2, 8080)).toBe("int-a");
+    expect(await fetchFrom(a2, a1, 8080)).toBe("pub-a");
+    expect(await fetchFrom(a1, a2, 8080)).toBe("int-a");
     // B cannot resolve A's containers, nor reach them by address.
-    expect(await probe(b, a2, 8080)).toBeNull();
-    for (const ip of await ipsOf(a2)) expect(await probe(b, ip, 8080), `int-b -> int-a at ${ip}`).toBeNull();
-    expect(await probe(a2, b, 8080)).toBeNull();
+    expect(await fetchFrom(b, a2, 8080)).toBeNull();
+    for (const ip of await ipsOf(a2)) expect(await fetchFrom(b, ip, 8080), `int-b -> int-a at ${ip}`).toBeNull();
+    expect(await fetchFrom(a2, b, 8080)).toBeNull();
     // Each environment has its own network, named after it.
     const aNets = await networksOf(a2);
     const bNets = await networksOf(b);
@@ -322,9 +299,9 @@ describe("strict mode: environment isolation and proxy isolation", () => {
     // The proxy is on the proxy network only (a server that ran nothing before starts cleaned up).
     expect(await networksOf(s.proxyName)).toEqual([PROXY_NET]);
     // Positive control: from the public container the proxy answers for its domain.
-    expect(await probe(pub, s.proxyName, 80, hostA)).toBe("pub-a");
-    expect(await probe(internal, s.proxyName, 80, hostA)).toBeNull();
-    for (const ip of await ipsOf(s.proxyName)) expect(await probe(internal, ip, 80, hostA), `int-a -> proxy at ${ip}`).toBeNull();
+    expect(await fetchFrom(pub, s.proxyName, 80, hostA)).toBe("pub-a");
+    expect(await fetchFrom(internal, s.proxyName, 80, hostA)).toBeNull();
+    for (const ip of await ipsOf(s.proxyName)) expect(await fetchFrom(internal, ip, 80, hostA), `int-a -> proxy at ${ip}`).toBeNull();
 
     // What the API says each resource joins.
     const roles = async (app: string) => {
@@ -346,14 +323,14 @@ describe("strict mode: environment isolation and proxy isolation", () => {
       expect(res.body.message).toMatch(/next deploy/i);
     }
     // Effective on the next deployment, not before.
-    expect(await probe(await container(intB), await container(intA), 8080)).toBeNull();
+    expect(await fetchFrom(await container(intB), await container(intA), 8080)).toBeNull();
     await deployed(s, intA);
     await deployed(s, intB);
     const [a, b] = [await container(intA), await container(intB)];
-    expect(await probe(b, a, 8080)).toBe("int-a");
-    expect(await probe(a, b, 8080)).toBe("int-b");
+    expect(await fetchFrom(b, a, 8080)).toBe("int-a");
+    expect(await fetchFrom(a, b, 8080)).toBe("int-b");
     // pub-a was not attached: still unreachable from B.
-    expect(await probe(b, await container(pubA), 8080)).toBeNull();
+    expect(await fetchFrom(b, await container(pubA), 8080)).toBeNull();
 
     const inspected = await s.team.api.get(`/networks/${s.server.uuid}/${net}`);
     expect(inspected.status, JSON.stringify(inspected.body)).toBe(200);
@@ -366,7 +343,7 @@ describe("strict mode: environment isolation and proxy isolation", () => {
     await deployed(s, intB);
     const b2 = await container(intB);
     expect(await networksOf(b2)).not.toContain(name);
-    expect(await probe(b2, a, 8080)).toBeNull();
+    expect(await fetchFrom(b2, a, 8080)).toBeNull();
 
     // Deleting the network disconnects what is still attached and removes it from the engine.
     const removed = await s.team.api.delete(`/networks/${s.server.uuid}/${net}`);
@@ -424,7 +401,7 @@ describe("environment mode, then proxy isolation: migrate, redeploy, clean up", 
     await served(s, hosts.one, "pub-one");
     await served(s, hosts.two, "pub-two");
     // Without proxy isolation the proxy sits on the environment network: the internal app reaches it.
-    expect(await probe(await container(internal), s.proxyName, 80, hosts.one)).toBe("pub-one");
+    expect(await fetchFrom(await container(internal), s.proxyName, 80, hosts.one)).toBe("pub-one");
     expect((await s.team.api.post(`/networks/${s.server.uuid}/proxy/migrate`)).status).toBe(409);
 
     // Proxy isolation is switched on: same database, the agent reconnects by itself.
@@ -460,11 +437,11 @@ describe("environment mode, then proxy isolation: migrate, redeploy, clean up", 
     await served(s, hosts.two, "pub-two");
 
     const [p1, i1] = [await container(one), await container(internal)];
-    expect(await probe(p1, s.proxyName, 80, hosts.two)).toBe("pub-two");
-    expect(await probe(i1, s.proxyName, 80, hosts.one)).toBeNull();
-    for (const ip of await ipsOf(s.proxyName)) expect(await probe(i1, ip, 80, hosts.one), `internal -> proxy at ${ip}`).toBeNull();
+    expect(await fetchFrom(p1, s.proxyName, 80, hosts.two)).toBe("pub-two");
+    expect(await fetchFrom(i1, s.proxyName, 80, hosts.one)).toBeNull();
+    for (const ip of await ipsOf(s.proxyName)) expect(await fetchFrom(i1, ip, 80, hosts.one), `internal -> proxy at ${ip}`).toBeNull();
     // Environment isolation itself is unchanged: the apps of the environment still reach each other.
-    expect(await probe(i1, p1, 8080)).toBe("pub-one");
+    expect(await fetchFrom(i1, p1, 8080)).toBe("pub-one");
   });
 });
 
@@ -488,8 +465,8 @@ describe("none mode: one bridge for all; the network limit", () => {
     const [ca, cb] = [await container(a), await container(b)];
     expect(await networksOf(ca)).toEqual(["capstan"]);
     expect(await networksOf(cb)).toEqual(["capstan"]);
-    expect(await probe(ca, cb, 8080)).toBe("none-b");
-    expect(await probe(cb, ca, 8080)).toBe("none-a");
+    expect(await fetchFrom(ca, cb, 8080)).toBe("none-b");
+    expect(await fetchFrom(cb, ca, 8080)).toBe("none-a");
   });
 
   it("at PLATFORM_MAX_NETWORKS a new shared network is refused with 422 and nothing is created", async () => {

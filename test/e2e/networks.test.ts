@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import http from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,6 +11,7 @@ import { gatherFacts } from "../../agent/src/facts/facts.js";
 import { parseCompose, rewriteCompose } from "../../control-plane/src/compose/index.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { loadImages, onHost, sh, startHosts, stopHosts, until } from "./support/kit.js";
+import { fetchFrom, viaProxyAt } from "./support/http.js";
 
 /**
  * Network management on the agent, proven with real traffic on the local engine: the
@@ -105,35 +105,13 @@ async function deploy(a: AppDeploy, ctx = job()): Promise<string> {
   return r.container;
 }
 
-/** One bounded HTTP attempt from inside a container: the body, or null when it fails. */
-async function fetchFrom(container: string, target: string, port = 8080, hostHeader?: string): Promise<string | null> {
-  const url = `http://${target}:${port}/`;
-  const args = hostHeader
-    ? ["exec", container, "sh", "-c", 'timeout 3 wget -q -O- --header "Host: $1" "$0"; echo "exit=$?"', url, hostHeader]
-    : ["exec", container, "sh", "-c", 'timeout 3 wget -q -O- "$0"; echo "exit=$?"', url];
-  const out = await sh("docker", args, { timeoutMs: 15_000 });
-  const m = /exit=(\d+)$/.exec(out);
-  return m && m[1] === "0" ? out.slice(0, m.index).trim() : null;
-}
+
+const viaProxy = (host: string) => viaProxyAt("127.0.0.1", httpPort, host);
 
 const ipOn = (container: string, network: string) => sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${network}").IPAddress}}`, container]);
 const networksOf = async (container: string) =>
   (await sh("docker", ["inspect", "-f", "{{range $k, $v := .NetworkSettings.Networks}}{{$k}} {{end}}", container])).split(" ").filter(Boolean).sort();
 
-/** GET through the proxy's published port on loopback with a Host header. */
-function viaProxy(host: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port: httpPort, path: "/", headers: { Host: host }, timeout: 5_000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("timeout", () => req.destroy(new Error("timed out")));
-    req.on("error", reject);
-    req.end();
-  });
-}
 
 beforeAll(async () => {
   stateDir = await mkdtemp(join(tmpdir(), "capstan-net-state-"));
