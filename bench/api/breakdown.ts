@@ -102,7 +102,7 @@ const isoOf = (v: unknown) => new Date(typeof v === "number" ? v : String(v)).to
  * SQL with statements prepared once: what the handler costs without Prisma's per-query and
  * per-row work. Returns null for other routes.
  */
-function leanProjects(raw: Sqlite.Database, teamId: number, path: string, params: Record<string, string>, query: Record<string, string>) {
+function leanProjects(raw: Sqlite.Database, teamId: number, path: string, params: Record<string, string | undefined>, query: Record<string, string>) {
   const envs = raw.prepare(`SELECT id, uuid, name, createdAt, projectId FROM Environment WHERE projectId IN (SELECT value FROM json_each(?)) ORDER BY id`);
   const dto = (projects: Row[]) => {
     const byProject = new Map<unknown, Row[]>();

@@ -26,7 +26,7 @@ const grant = (userId: number, level: string, project = w.project.uuid) =>
 const envId = async (name: string) => (await ok(w.api.get(`/projects/${w.project.uuid}/${name}`), "env")).id as number;
 
 /** Every mutating request on one application, with the permission it needs. */
-function mutations(uuid: string): [string, (api: ApiClient) => Promise<{ status: number }>][] {
+function mutations(uuid: string): [string, (api: ApiClient) => Promise<{ status: number; body: unknown }>][] {
   return [
     ["patch", (api) => api.patch(`/applications/${uuid}`, { name: "changed" })],
     ["add env", (api) => api.post(`/applications/${uuid}/envs`, { key: "X", value: "1" })],
@@ -70,7 +70,7 @@ describe("token scopes", () => {
     for (const [what, call] of mutations(app.uuid)) {
       const res = await call(read);
       expect(res.status, what).toBe(403);
-      expect((res as { body: unknown }).body, what).toEqual(denied);
+      expect(res.body, what).toEqual(denied);
     }
     expect((await read.post("/applications/dockerimage", { ...placement(w), docker_registry_image_name: "nginx" })).status).toBe(403);
     for (const action of ["start", "stop", "restart"]) {

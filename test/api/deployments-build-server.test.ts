@@ -296,13 +296,14 @@ describe("instance settings", () => {
   });
 
   it("a registry setting that is not a registry location, or a login without a password, stops the instance from starting", async () => {
-    for (const env of [
+    const bad: Record<string, string>[] = [
       { PLATFORM_BUILD_REGISTRY: "capstan" },
       { PLATFORM_BUILD_REGISTRY: "registry.example.test/Capstan" },
       { PLATFORM_BUILD_REGISTRY: "registry.example.test/x; rm -rf /" },
       { PLATFORM_BUILD_REGISTRY: "registry.example.test", PLATFORM_BUILD_REGISTRY_USERNAME: "u" },
       { PLATFORM_BUILD_REGISTRY_USERNAME: "u", PLATFORM_BUILD_REGISTRY_PASSWORD: "p" },
-    ]) {
+    ];
+    for (const env of bad) {
       await expect(startTestInstance(env), JSON.stringify(env)).rejects.toThrow(/PLATFORM_BUILD_REGISTRY/);
     }
   });

@@ -29,7 +29,7 @@ const BUSYBOX = "capstan-test/busybox:latest";
 const TEST_LABELS = { "capstan.test": "1", "capstan.test.run": RUN };
 
 const engine = new DockerodeEngine();
-const proxy: ProxySettings = { name: PROXY, image: "capstan-test/caddy:latest", networks: [NET], http_port: HTTP_PORT, https_port: 18643 };
+const proxy: ProxySettings = { name: PROXY, image: "capstan-test/caddy:latest", networks: [NET], ensure_networks: [], http_port: HTTP_PORT, https_port: 18643 };
 const proxyOpts: ProxyOptions = { volume: PROXY_VOLUME, labels: { "capstan.test": "1" }, select: { "capstan.test.run": RUN }, hostIp: "127.0.0.1" };
 const routes: ProxyRoute[] = [{ host: HOST, https: false, path: "/" }];
 let stateDir: string;
@@ -93,7 +93,7 @@ function payload(deployment: string, env: Record<string, string>, rollout: numbe
     source: { kind: "compose", compose },
     // Compose applications build nothing; the payload shape still carries the base images.
     build: { pack: "containercompose", no_cache: false, base_directory: "/", env: {}, base_images: { node: BUSYBOX, python: BUSYBOX, go: BUSYBOX, static: BUSYBOX, runtime: BUSYBOX } },
-    run: { env, ports: [8080], health: null, mounts: [], network: NET, memory: null, cpus: null, routes },
+    run: { env, ports: [8080], health: null, mounts: [], network: NET, networks: [], ensure_networks: [], proxy_network: null, memory: null, cpus: null, routes },
     proxy,
   };
 }

@@ -81,11 +81,14 @@ function payload(over: { source?: DeployPayload["source"]; env?: Record<string, 
       health: over.health === undefined ? health() : over.health,
       mounts: [{ volume: "data", mount_path: "/data" }],
       network: NET,
+      networks: [],
+      ensure_networks: [],
+      proxy_network: null,
       memory: "64m",
       cpus: "0.5",
       routes: [{ host: HOST, https: false, path: "/" }],
     },
-    proxy: { name: PROXY, image: "capstan-test/caddy:latest", networks: [NET], http_port: httpPort, https_port: httpsPort },
+    proxy: { name: PROXY, image: "capstan-test/caddy:latest", networks: [NET], ensure_networks: [], http_port: httpPort, https_port: httpsPort },
   };
 }
 let httpsPort: number;
@@ -111,7 +114,7 @@ beforeAll(async () => {
     extraLabels: LABELS,
     stateDir,
     // A proxy of this file's own, routing only this file's containers, on loopback.
-    proxy: { name: PROXY, volume: `${PROXY}-data`, select: { "capstan.test.run": RUN }, hostIp: "127.0.0.1" },
+    proxy: { volume: `${PROXY}-data`, select: { "capstan.test.run": RUN }, hostIp: "127.0.0.1" },
     // busybox httpd as PID 1 ignores SIGTERM: do not wait the production 10 s for it.
     timing: { stopTimeoutS: 1, stableMs: 2_000 },
   });

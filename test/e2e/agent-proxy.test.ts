@@ -23,7 +23,7 @@ const HTTPS_PORT = 18543;
 const BUSYBOX = "capstan-test/busybox:latest";
 
 const engine = new DockerodeEngine();
-const settings: ProxySettings = { name: PROXY, image: "capstan-test/caddy:latest", networks: [NET], http_port: HTTP_PORT, https_port: HTTPS_PORT };
+const settings: ProxySettings = { name: PROXY, image: "capstan-test/caddy:latest", networks: [NET], ensure_networks: [], http_port: HTTP_PORT, https_port: HTTPS_PORT };
 const opts: ProxyOptions = {
   volume: VOLUME,
   labels: { "capstan.test": "1" },
@@ -246,7 +246,7 @@ describe("syncProxy on a real engine", () => {
 
 describe("the product image (deploy/proxy/build-image.sh)", () => {
   const product = { name: `${PROXY}-product`, volume: `${VOLUME}-product` };
-  const productSettings: ProxySettings = { name: product.name, image: "capstan/proxy:latest", networks: [NET], http_port: HTTP_PORT + 2, https_port: HTTPS_PORT + 2 };
+  const productSettings: ProxySettings = { name: product.name, image: "capstan/proxy:latest", networks: [NET], ensure_networks: [], http_port: HTTP_PORT + 2, https_port: HTTPS_PORT + 2 };
 
   afterAll(async () => {
     await sh("docker", ["rm", "-f", product.name]).catch(() => {});

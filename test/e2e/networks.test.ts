@@ -121,7 +121,7 @@ beforeAll(async () => {
   handlers = createHandlers(engine, {
     extraLabels: LABELS,
     stateDir,
-    proxy: { name: PROXY, volume: `${PROXY}-data`, select: { "capstan.test.run": RUN }, hostIp: "127.0.0.1" },
+    proxy: { volume: `${PROXY}-data`, select: { "capstan.test.run": RUN }, hostIp: "127.0.0.1" },
     timing: { stopTimeoutS: 1, stableMs: 1_000 },
   });
   // Environment mode without proxy isolation: the proxy joins the environment networks.

@@ -249,7 +249,7 @@ function verify(req: http.IncomingMessage, keys: { accessKey: string; secretKey:
 
 /** Decodes an aws-chunked body (`<hex size>[;ext]\r\n<data>\r\n` ... `0\r\n<trailers>\r\n`). */
 class AwsChunkedDecoder extends Transform {
-  private buf = Buffer.alloc(0);
+  private buf: Buffer = Buffer.alloc(0);
   private remaining = -1; // bytes of the current chunk still to pass on; -1: expecting a size line
   private done = false;
 
@@ -363,7 +363,7 @@ export async function startS3Server(opts: S3ServerOptions = {}): Promise<S3Serve
       delete headers["x-amz-trailer"];
       const decoded = req.headers["x-amz-decoded-content-length"];
       delete headers["content-length"];
-      if (decoded !== undefined) headers["content-length"] = decoded;
+      if (typeof decoded === "string") headers["content-length"] = decoded;
       else headers["transfer-encoding"] = "chunked";
       body = req.pipe(new AwsChunkedDecoder());
     } else if (/^[0-9a-f]{64}$/.test(v.payloadHash) && v.payloadHash !== EMPTY_SHA256) {
