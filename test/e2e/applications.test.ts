@@ -10,7 +10,7 @@
  * reaches the loopback git server; the agent container path is covered by fleet.test.ts.
  * Everything it creates carries capstan.test=1 (CAPSTAN_AGENT_LABELS).
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFile, readdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -21,6 +21,7 @@ import { KeyFactory } from "../api/support/ssh.js";
 import { GitRepos, startGitDaemon, type GitServer } from "../support/git-server.js";
 import { repo, sh, until } from "./support/kit.js";
 import { viaProxyAt } from "./support/http.js";
+import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
 
 const RUN = randomBytes(3).toString("hex");
 const PROXY_NAME = `capstan-proxy-e2e-${RUN}`;
@@ -30,7 +31,7 @@ const DEPLOY_TIMEOUT_S = 240;
 let t: TestInstance;
 let team: TeamFixture;
 let agent: ChildProcess | null = null;
-let agentEnv: NodeJS.ProcessEnv;
+let agentOpts: Parameters<typeof spawnLocalAgent>[0];
 let stateDir = "";
 let proxyPort = 0;
 let git: GitServer;
@@ -43,22 +44,13 @@ const keys = new KeyFactory();
 // Helpers
 
 function startAgent(): void {
-  agent = spawn(process.execPath, [join(repo, "agent/bin/capstan-agent.js")], { env: agentEnv, stdio: ["ignore", "ignore", "pipe"] });
-  let tail = "";
-  agent.stderr!.on("data", (d: Buffer) => (tail = (tail + d.toString()).slice(-4000)));
-  agent.on("exit", (code, signal) => {
-    if (code && code !== 0) console.error(`agent exited ${code ?? signal}: ${tail}`);
-  });
+  agent = spawnLocalAgent(agentOpts);
 }
 
 async function stopAgent(signal: NodeJS.Signals = "SIGTERM"): Promise<void> {
   const a = agent;
   agent = null;
-  if (!a || a.exitCode !== null) return;
-  await new Promise<void>((resolve) => {
-    a.once("exit", () => resolve());
-    a.kill(signal);
-  });
+  await stopLocalAgent(a, signal);
 }
 
 const serverStatus = async () => (await team.api.get(`/servers/${server.uuid}`)).body.status as string;
@@ -188,14 +180,7 @@ beforeAll(async () => {
   const created = await team.api.post("/servers", { name: "this-machine", ip: "127.0.0.1", private_key_uuid: keyUuid });
   expect(created.status).toBe(201);
   stateDir = await mkdtemp(join(tmpdir(), "capstan-e2e-agent-"));
-  agentEnv = {
-    PATH: process.env.PATH,
-    CAPSTAN_URL: `http://127.0.0.1:${port}`,
-    CAPSTAN_AGENT_TOKEN: created.body.agent_token,
-    CAPSTAN_AGENT_STATE_DIR: stateDir,
-    CAPSTAN_AGENT_LABELS: "capstan.test=1",
-    CAPSTAN_AGENT_LOG_LEVEL: "warn",
-  };
+  agentOpts = { url: `http://127.0.0.1:${port}`, token: created.body.agent_token, stateDir };
   const detail = (await team.api.get(`/servers/${created.body.uuid}`)).body;
   server = { uuid: created.body.uuid, destination: detail.destinations[0].uuid };
   startAgent();

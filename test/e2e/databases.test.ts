@@ -12,7 +12,7 @@
  * paths run on Redis 7 stand-ins named as such; clickhouse runs Debian's ClickHouse 18.16;
  * mongodb has no image here at all (not in Debian 12), so its path is covered by unit tests only.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
@@ -22,7 +22,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
-import { repo, sh, until } from "./support/kit.js";
+import { sh, until } from "./support/kit.js";
+import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
 
 const RUN = randomBytes(3).toString("hex");
 const TIMEOUT_S = 240;
@@ -262,17 +263,7 @@ beforeAll(async () => {
   const created = await team.api.post("/servers", { name: "this-machine", ip: "127.0.0.1", private_key_uuid: keyUuid });
   expect(created.status).toBe(201);
   stateDir = await mkdtemp(join(tmpdir(), "capstan-e2e-dbagent-"));
-  agent = spawn(process.execPath, [join(repo, "agent/bin/capstan-agent.js")], {
-    env: {
-      PATH: process.env.PATH,
-      CAPSTAN_URL: `http://127.0.0.1:${port}`,
-      CAPSTAN_AGENT_TOKEN: created.body.agent_token,
-      CAPSTAN_AGENT_STATE_DIR: stateDir,
-      CAPSTAN_AGENT_LABELS: "capstan.test=1",
-      CAPSTAN_AGENT_LOG_LEVEL: "warn",
-    },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: created.body.agent_token, stateDir });
   const detail = (await team.api.get(`/servers/${created.body.uuid}`)).body;
   server = { uuid: created.body.uuid, destination: detail.destinations[0].uuid };
   await until("the agent to connect", async () => (await team.api.get(`/servers/${server.uuid}`)).body.status === "reachable", 60_000);
@@ -300,13 +291,7 @@ beforeAll(async () => {
 }, 600_000);
 
 afterAll(async () => {
-  if (agent && agent.exitCode === null) {
-    const a = agent;
-    await new Promise<void>((resolve) => {
-      a.once("exit", () => resolve());
-      a.kill("SIGTERM");
-    });
-  }
+  await stopLocalAgent(agent);
   await t?.close();
   await s3?.stop();
   if (stateDir) await rm(stateDir, { recursive: true, force: true });

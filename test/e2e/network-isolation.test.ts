@@ -16,7 +16,7 @@
  * Network names the platform gives are fixed (capstan-proxy-net, capstan-env-<uuid>), so this
  * file removes what it made through the API and, as a last resort, by name in afterAll.
  */
-import { type ChildProcess, spawn } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -24,7 +24,8 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
-import { repo, sh, until } from "./support/kit.js";
+import { sh, until } from "./support/kit.js";
+import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
 import { fetchFrom, viaProxyAt } from "./support/http.js";
 
 const RUN = randomBytes(3).toString("hex");
@@ -73,17 +74,7 @@ async function startStack(label: string, env: Record<string, string>): Promise<S
   const created = await team.api.post("/servers", { name: `netiso-${label}`, ip: "127.0.0.1", private_key_uuid: keyUuid });
   expect(created.status, JSON.stringify(created.body)).toBe(201);
   const stateDir = await mkdtemp(join(tmpdir(), `capstan-e2e-netiso-${label}-`));
-  const agent = spawn(process.execPath, [join(repo, "agent/bin/capstan-agent.js")], {
-    env: {
-      PATH: process.env.PATH,
-      CAPSTAN_URL: `http://127.0.0.1:${port}`,
-      CAPSTAN_AGENT_TOKEN: created.body.agent_token,
-      CAPSTAN_AGENT_STATE_DIR: stateDir,
-      CAPSTAN_AGENT_LABELS: "capstan.test=1",
-      CAPSTAN_AGENT_LOG_LEVEL: "warn",
-    },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
+  const agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: created.body.agent_token, stateDir });
   const detail = (await team.api.get(`/servers/${created.body.uuid}`)).body;
   const s: Stack = {
     t,
@@ -112,12 +103,7 @@ async function stopStack(s: Stack): Promise<void> {
   stacks.splice(at, 1);
   const a = s.agent;
   s.agent = null;
-  if (a && a.exitCode === null) {
-    await new Promise<void>((resolve) => {
-      a.once("exit", () => resolve());
-      a.kill("SIGTERM");
-    });
-  }
+  await stopLocalAgent(a);
   await s.t.close().catch(() => {});
   await rm(s.stateDir, { recursive: true, force: true });
   await sh("docker", ["rm", "-f", s.proxyName]).catch(() => {});
