@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import http from "node:http";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -11,6 +10,7 @@ import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { GitRepos, startHttpGit, type HttpGitServer } from "../support/git-server.js";
 import { sh, until } from "./support/kit.js";
+import { viaProxyAt } from "./support/http.js";
 
 /**
  * The app.deploy / app.action / app.logs handlers on the real local engine: real builds
@@ -47,19 +47,7 @@ async function freePort(): Promise<number> {
 }
 
 /** GET through the proxy on loopback with the app's Host header. */
-function get(host = HOST, path = "/"): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port: httpPort, path, headers: { Host: host }, timeout: 5_000 }, (res) => {
-      let body = "";
-      res.setEncoding("utf8");
-      res.on("data", (d: string) => (body += d));
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
-    });
-    req.on("timeout", () => req.destroy(new Error("timed out")));
-    req.on("error", reject);
-    req.end();
-  });
-}
+const get = (host = HOST, path = "/") => viaProxyAt("127.0.0.1", httpPort, host, path);
 
 function job(signal: AbortSignal = AbortSignal.timeout(120_000)): JobContext & { lines: string[] } {
   const lines: string[] = [];
