@@ -6,6 +6,7 @@ import { type ContainerDetails, type Engine, isNotFound } from "../docker/engine
 import { LABEL_DEPLOYMENT, LABEL_MANAGED, LABEL_RESOURCE_UUID } from "../handlers/labels.js";
 import { KeyedMutex } from "../handlers/mutex.js";
 import { prepareResourceNetworks } from "../networks/index.js";
+import { sleep } from "../sleep.js";
 import { resourceStatus } from "../status/aggregate.js";
 import { createMasker, deploySecrets, type Masker } from "./mask.js";
 
@@ -445,7 +446,7 @@ async function waitForServices(
       lastWaiting = summary;
     }
     if (Date.now() > deadline) throw new Error(`services not ready in time: ${waiting.join(", ") || "unstable"}`);
-    await new Promise((r) => setTimeout(r, POLL_MS));
+    await sleep(POLL_MS, ctx.signal);
   }
 }
 

@@ -30,8 +30,3 @@ export function healthcheckFor(h: HealthCheck): ContainerHealthcheck {
     startPeriodS: h.start_period_s,
   };
 }
-
-/** Longest a new container can take to be declared healthy or unhealthy by the engine, plus slack. */
-export function healthWaitMs(h: HealthCheck): number {
-  return (h.start_period_s + (h.interval_s + h.timeout_s) * (h.retries + 1)) * 1000 + 30_000;
-}

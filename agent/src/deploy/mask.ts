@@ -29,6 +29,15 @@ export function createMasker(secrets: Iterable<string>): Masker {
   };
 }
 
+/** The error with its message masked; the same object, so its class still tells what failed. */
+export function maskError(err: unknown, mask: Masker): Error {
+  if (err instanceof Error) {
+    err.message = mask(err.message);
+    return err;
+  }
+  return new Error(mask(String(err)));
+}
+
 /** The values a deployment must never print: run and build env values, git credentials. */
 export function deploySecrets(p: DeployPayload): string[] {
   const out = [...Object.values(p.run.env), ...Object.values(p.build.env)];

@@ -1,6 +1,7 @@
 import { type DeployPayload, parseMemory } from "@capstan/shared";
 import type { ContainerDetails, ContainerMount, CreateContainerSpec, Engine } from "../docker/engine.js";
 import { isNotFound } from "../docker/engine.js";
+import { waitContainerReady } from "../docker/readiness.js";
 import { containerStatus } from "../docker/status.js";
 import {
   LABEL_COMMIT,
@@ -20,7 +21,7 @@ import {
 import { joinResourceNetworks, prepareResourceNetworks } from "../networks/index.js";
 import { appContainers, rolloutOf } from "./app-containers.js";
 import type { DeployDeps, StepCtx } from "./deps.js";
-import { healthcheckFor, healthUrl, healthWaitMs } from "./health.js";
+import { healthcheckFor, healthUrl } from "./health.js";
 import { containerNameFor, volumeNameFor } from "./names.js";
 
 export interface RolloutTiming {
@@ -35,10 +36,6 @@ export interface RolloutTiming {
 }
 
 export const DEFAULT_TIMING: RolloutTiming = { pollMs: 50, stableMs: 3_000, stopTimeoutS: 10, cleanupTimeoutMs: 60_000 };
-
-/** Lines of the container's log quoted in a failure reason. */
-const FAILURE_LOG_LINES = 20;
-const FAILURE_LINE_CHARS = 300;
 
 export interface RolloutEnv {
   engine: Engine;
@@ -99,85 +96,14 @@ export class RolloutError extends Error {
   override name = "RolloutError";
 }
 
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const t = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(t);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
-
-async function lastLogLines(engine: Engine, id: string): Promise<string> {
-  try {
-    const { lines } = await engine.containerLogs(id, { since: 0, tail: FAILURE_LOG_LINES, timestamps: false, maxBytes: 64 * 1024 }, AbortSignal.timeout(10_000));
-    const shown = lines.slice(-FAILURE_LOG_LINES).map((l) => (l.length > FAILURE_LINE_CHARS ? `${l.slice(0, FAILURE_LINE_CHARS)}…` : l));
-    return shown.length ? `; last log lines:\n${shown.join("\n")}` : "; it wrote no log lines";
-  } catch {
-    return "";
-  }
-}
-
 /**
  * Waits until the new container is ready to receive traffic: healthy when it has a health
- * check, otherwise running for `stableMs` without a restart. Throws RolloutError with the
- * reason (health probe output, or exit code and last log lines) when it is not.
+ * check, otherwise running for `stableMs` without a restart.
  */
-export async function waitReady(engine: Engine, name: string, payload: DeployPayload, timing: RolloutTiming, { signal, progress }: StepCtx): Promise<ContainerDetails> {
-  const health = payload.run.health;
-  const started = Date.now();
-  const limitMs = health ? healthWaitMs(health) : timing.stableMs + 60_000;
-  let baseline: { restarts: number; startedAt: string | null | undefined } | null = null;
-  let upSince: number | null = null;
-  let lastHealth: string | null = null;
-  for (;;) {
-    signal.throwIfAborted();
-    const c = await engine.inspectContainer(name, signal);
-    if (!c) throw new RolloutError(`container ${name} disappeared during the rollout`);
-    baseline ??= { restarts: c.restartCount ?? 0, startedAt: c.startedAt };
-    const restarted = (c.restartCount ?? 0) > baseline.restarts || c.state === "restarting";
-    if (!c.running || restarted) {
-      const code = c.exitCode ?? "unknown";
-      // A container the engine already restarted reports exit code 0 while running again.
-      const what =
-        c.state === "restarting"
-          ? `keeps restarting (last exit code ${code})`
-          : c.running
-            ? `exited and was restarted by the engine (${c.restartCount ?? 1} restart(s)) instead of staying up`
-            : `exited with code ${code} instead of staying up`;
-      throw new RolloutError(`new container ${name} ${what}${await lastLogLines(engine, c.id)}`);
-    }
-    if (health) {
-      if (c.health !== lastHealth) {
-        progress(`container ${name}: health ${c.health ?? "unknown"}`);
-        lastHealth = c.health;
-      }
-      if (c.health === "healthy") return c;
-      if (c.health === "unhealthy") {
-        const out = (c.healthOutput ?? "").trim().slice(0, 1000);
-        throw new RolloutError(
-          `new container ${name} is unhealthy: the health check ${healthUrl(health)} failed ${health.retries} time(s)` +
-            (out ? `; last check output: ${out}` : ""),
-        );
-      }
-    } else {
-      upSince ??= Date.now();
-      if (Date.now() - upSince >= timing.stableMs) return c;
-    }
-    if (Date.now() - started > limitMs) {
-      throw new RolloutError(
-        health
-          ? `new container ${name} did not become healthy within ${Math.round(limitMs / 1000)}s (health ${c.health ?? "unknown"})`
-          : `new container ${name} did not settle within ${Math.round(limitMs / 1000)}s`,
-      );
-    }
-    await sleep(timing.pollMs, signal);
-  }
+function waitReady(engine: Engine, name: string, payload: DeployPayload, timing: RolloutTiming, ctx: StepCtx): Promise<ContainerDetails> {
+  const h = payload.run.health;
+  const health = h ? { check: healthcheckFor(h), probe: `the health check ${healthUrl(h)}` } : null;
+  return waitContainerReady(engine, name, { subject: `new container ${name}`, health, stableMs: timing.stableMs, pollMs: timing.pollMs }, ctx);
 }
 
 async function prepareMounts(env: RolloutEnv, spec: CreateContainerSpec, appUuid: string, { signal, progress }: StepCtx): Promise<void> {

@@ -1,7 +1,7 @@
 import type { DeployPayload } from "@capstan/shared";
 import type { ContainerDetails, Engine } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
-import { createMasker, deploySecrets, type Masker } from "../deploy/mask.js";
+import { createMasker, deploySecrets, maskError } from "../deploy/mask.js";
 import { containerNameFor } from "../deploy/names.js";
 import { rollout } from "../deploy/rollout.js";
 import { produceImage } from "../deploy/source.js";
@@ -10,15 +10,6 @@ import { LABEL_COMMIT, LABEL_DEPLOYMENT, LABEL_MANAGED } from "./labels.js";
 import type { KeyedMutex } from "./mutex.js";
 
 export const appLockKey = (appUuid: string) => `app:${appUuid}`;
-
-/** An error whose message has the deployment's secrets masked (same class, so callers can tell). */
-function masked(err: unknown, mask: Masker): unknown {
-  if (err instanceof Error) {
-    err.message = mask(err.message);
-    return err;
-  }
-  return new Error(mask(String(err)));
-}
 
 /**
  * A running container this deployment already started (an earlier delivery of this job, before
@@ -70,7 +61,7 @@ export function appDeploy(engine: Engine, opts: ResolvedAppOptions, locks: Keyed
       );
       return { ...result, commit_message: commitMessage };
     } catch (err) {
-      throw masked(err, mask);
+      throw maskError(err, mask);
     }
   };
 }

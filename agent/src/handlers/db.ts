@@ -4,7 +4,7 @@ import type { Engine } from "../docker/engine.js";
 import { databaseAction } from "../databases/actions.js";
 import { type DbOptions, deployDatabase } from "../databases/deploy.js";
 import { DB_STOP_TIMEOUT_S, PUBLIC_HOST_IP } from "../databases/spec.js";
-import { createMasker, type Masker } from "../deploy/mask.js";
+import { createMasker, maskError } from "../deploy/mask.js";
 import type { KeyedMutex } from "./mutex.js";
 
 /** Options of the db.* handlers (besides HandlerOptions.extraLabels). */
@@ -25,15 +25,6 @@ export function resolveDbOptions(opts: DbHandlerOptions & { extraLabels?: Record
 /** One database's jobs run one at a time (a deploy and a stop never interleave). */
 export const dbLockKey = (uuid: string) => `db:${uuid}`;
 
-/** A failure whose message has the database's secrets masked (same object, so its class still tells). */
-function masked(err: unknown, mask: Masker): unknown {
-  if (err instanceof Error) {
-    err.message = mask(err.message);
-    return err;
-  }
-  return new Error(mask(String(err)));
-}
-
 const secretsOf = (c: DbCredentials, env: Record<string, string>) => [c.password, ...(c.root_password ? [c.root_password] : []), ...Object.values(env)];
 
 /** db.deploy: the database's container, recreated in place on its volume, healthy (databases/deploy.ts). */
@@ -46,7 +37,7 @@ export function dbDeploy(engine: Engine, opts: DbOptions, locks: KeyedMutex): Ha
       try {
         return await deployDatabase(engine, payload, opts, job);
       } catch (err) {
-        throw masked(err, mask);
+        throw maskError(err, mask);
       }
     });
   };

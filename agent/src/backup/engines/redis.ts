@@ -7,6 +7,7 @@ import { pipeline } from "node:stream/promises";
 import { engineRuntime } from "../../databases/engines.js";
 import { waitHealthy } from "../../databases/health.js";
 import { DB_STOP_TIMEOUT_S } from "../../databases/spec.js";
+import { sleep } from "../../sleep.js";
 import { BackupToolError, execCollect, type DumpSource } from "../exec.js";
 import { firstFile, readTar, singleFileTarStream } from "../tar.js";
 import type { BackupDriver, DbTarget } from "./types.js";
@@ -82,20 +83,6 @@ async function rdbLocation(t: DbTarget): Promise<{ dir: string; file: string }> 
   if (!dir.startsWith("/") || file.includes("/") || !file) throw new BackupToolError(`unexpected RDB location ${dir} / ${file}`);
   return { dir, file };
 }
-
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener("abort", onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener("abort", onAbort, { once: true });
-  });
 
 /** A fresh snapshot on disk: BGSAVE and wait for it (bounded by the job's deadline through its signal). */
 async function snapshot(t: DbTarget): Promise<void> {
