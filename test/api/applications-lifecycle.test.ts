@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestInstance, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
-import { answerNext, appWorld, connectServerAgent, createImageApp, markDeployed, ok, placement, until, type AppWorld } from "./support/applications.js";
+import { answerNext, appWorld, connectedWorld, createImageApp, markDeployed, ok, placement, until, type AppWorld } from "./support/applications.js";
 
 let t: TestInstance;
 const keys = new KeyFactory();
@@ -18,12 +18,7 @@ afterAll(async () => {
   keys.cleanup();
 });
 
-async function connectedWorld(): Promise<{ w: AppWorld; agent: ScriptedAgent }> {
-  const w = await appWorld(t, keys);
-  const agent = await connectServerAgent(t, w);
-  agents.push(agent);
-  return { w, agent };
-}
+const newConnectedWorld = () => connectedWorld(t, keys, agents);
 
 const PROXY = { name: "capstan-proxy", image: "capstan/proxy:latest", networks: ["capstan"], ensure_networks: [], http_port: 80, https_port: 443 };
 
@@ -57,7 +52,7 @@ describe("start, stop, restart through the agent", () => {
   let w: AppWorld;
   let agent: ScriptedAgent;
   beforeAll(async () => {
-    ({ w, agent } = await connectedWorld());
+    ({ w, agent } = await newConnectedWorld());
   });
 
   it("refuses to start or restart an application that was never deployed (stop is allowed)", async () => {
@@ -159,7 +154,7 @@ describe("logs", () => {
   let w: AppWorld;
   let agent: ScriptedAgent;
   beforeAll(async () => {
-    ({ w, agent } = await connectedWorld());
+    ({ w, agent } = await newConnectedWorld());
   });
 
   it("asks the agent for since/tail (defaults 600 s, 100 lines) and returns the lines", async () => {
@@ -197,7 +192,7 @@ describe("deleting applications, environments, projects, servers and keys", () =
   let w: AppWorld;
   let agent: ScriptedAgent;
   beforeAll(async () => {
-    ({ w, agent } = await connectedWorld());
+    ({ w, agent } = await newConnectedWorld());
   });
 
   it("DELETE sends a remove job with the flags; the agent gets it", async () => {

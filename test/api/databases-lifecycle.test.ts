@@ -9,7 +9,7 @@ import { EV } from "@capstan/shared";
 import { startTestInstance, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { connectFleet, type ScriptedAgent } from "./support/fake-agent.js";
-import { appWorld, connectServerAgent, createImageApp, ok, placement, until, type AppWorld } from "./support/applications.js";
+import { appWorld, connectedWorld, connectServerAgent, createImageApp, ok, placement, until, type AppWorld } from "./support/applications.js";
 import { ISO, UUID, answerJob, createDb, deployed, jobCount } from "./support/standalone-databases.js";
 
 let t: TestInstance;
@@ -25,12 +25,7 @@ afterAll(async () => {
   keys.cleanup();
 });
 
-async function connectedWorld(): Promise<{ w: AppWorld; agent: ScriptedAgent }> {
-  const w = await appWorld(t, keys);
-  const agent = await connectServerAgent(t, w);
-  agents.push(agent);
-  return { w, agent };
-}
+const newConnectedWorld = () => connectedWorld(t, keys, agents);
 
 const prisma = () => t.instance.database.prisma;
 const statusOf = async (w: AppWorld, uuid: string) => (await w.api.get(`/databases/${uuid}`)).body.status as string;
@@ -79,7 +74,7 @@ describe("start, stop, restart", () => {
   let w: AppWorld;
   let agent: ScriptedAgent;
   beforeAll(async () => {
-    ({ w, agent } = await connectedWorld());
+    ({ w, agent } = await newConnectedWorld());
   });
 
   it("start of a database never started deploys it (db.deploy) and answers with its status", async () => {
@@ -183,7 +178,7 @@ describe("last error", () => {
   let w: AppWorld;
   let agent: ScriptedAgent;
   beforeAll(async () => {
-    ({ w, agent } = await connectedWorld());
+    ({ w, agent } = await newConnectedWorld());
   });
 
   const detail = async (uuid: string) => (await w.api.get(`/databases/${uuid}`)).body;
@@ -323,7 +318,7 @@ describe("PATCH", () => {
   let w: AppWorld;
   let agent: ScriptedAgent;
   beforeAll(async () => {
-    ({ w, agent } = await connectedWorld());
+    ({ w, agent } = await newConnectedWorld());
   });
 
   it("name and description change without touching the container", async () => {
@@ -401,7 +396,7 @@ describe("DELETE", () => {
   let w: AppWorld;
   let agent: ScriptedAgent;
   beforeAll(async () => {
-    ({ w, agent } = await connectedWorld());
+    ({ w, agent } = await newConnectedWorld());
   });
 
   it("defaults: the container and the image go, the volume stays; the record and its variables are gone", async () => {
@@ -476,7 +471,7 @@ describe("environment variables", () => {
   let w: AppWorld;
   let agent: ScriptedAgent;
   beforeAll(async () => {
-    ({ w, agent } = await connectedWorld());
+    ({ w, agent } = await newConnectedWorld());
   });
 
   it("create, list (values to managers only), bulk, delete; values reach the container on restart", async () => {
@@ -545,7 +540,7 @@ describe("environment variables", () => {
 
 describe("the server's resources", () => {
   it("databases have the spec's type standalone-<engine> (from their engine label); applications stay application", async () => {
-    const { w, agent } = await connectedWorld();
+    const { w, agent } = await newConnectedWorld();
     const pg = await createDb(w, "postgresql", { name: "pg" });
     // What the agent labels (agent/src/databases/spec.ts dbLabels; applications: deploy/labels).
     const labelled = (uuid: string, name: string, type: string, extra: Record<string, string> = {}) => ({
@@ -580,7 +575,7 @@ describe("the server's resources", () => {
 
 describe("status from the agent's reports", () => {
   it("updates databases reported by type, marks missing ones exited on a full report, and tells the fleet", async () => {
-    const { w, agent } = await connectedWorld();
+    const { w, agent } = await newConnectedWorld();
     const a = await started(w, agent, "redis");
     const b = await started(w, agent);
     const app = await createImageApp(w);
@@ -622,7 +617,7 @@ describe("status from the agent's reports", () => {
   });
 
   it("a full report of a quiet server with many databases is a constant number of queries", async () => {
-    const { w, agent } = await connectedWorld();
+    const { w, agent } = await newConnectedWorld();
     const uuids: string[] = [];
     for (let i = 0; i < 30; i++) uuids.push((await createDb(w, "redis")).uuid);
     const { applyStatusReport } = await import("../../control-plane/src/agents/resource-status.js");

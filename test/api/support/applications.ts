@@ -55,6 +55,14 @@ export async function connectServerAgent(t: TestInstance, w: AppWorld): Promise<
   return agent;
 }
 
+/** A new world whose server has a connected scripted agent; `agents` keeps it for the suite's afterAll. */
+export async function connectedWorld(t: TestInstance, keys: KeyFactory, agents: ScriptedAgent[]): Promise<{ w: AppWorld; agent: ScriptedAgent }> {
+  const w = await appWorld(t, keys);
+  const agent = await connectServerAgent(t, w);
+  agents.push(agent);
+  return { w, agent };
+}
+
 /** Takes the next job, checks its type, answers it. */
 export async function answerNext(agent: ScriptedAgent, type: string, answer: { result: unknown } | { error: string }): Promise<JobEnvelope> {
   const job = await agent.nextJob(10_000);
