@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { JOBS, type JobEnvelope } from "@capstan/shared";
 import { startTestInstance, type ApiClient, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
@@ -160,6 +160,7 @@ describe("schedules", () => {
       [{ frequency: "@daily", enabled: "yes" }, 422, "enabled"],
       [{ frequency: "@daily", s3_storage_id: 2_000_000_000 }, 404],
       [{ frequency: "@daily", s3_storage_id: other.storage.id }, 404],
+      [{ frequency: "@daily", keep_locally: 3 }, 422, "keep_locally"],
     ];
     for (const [body, status, field] of cases) {
       const r = await track(w.api.post(base(w), body));
@@ -178,6 +179,7 @@ describe("schedules", () => {
       [{ s3_storage_id: other.storage.id }, 404],
       [{ number_of_backups_locally: -1 }, 422],
       [{}, 422],
+      [{ frequncy: "@daily" }, 422],
     ] as const) {
       expect((await track(w.api.patch(`${base(w)}/${s.uuid}`, body))).status, JSON.stringify(body)).toBe(status);
     }
@@ -463,6 +465,51 @@ describe("executions", () => {
     await w.agent.outcome({ id: job2.id, attempt: job2.attempt, ok: false, error: "gpg: decryption failed: Bad session key" });
     await until(async () => (await executions(w, s.uuid))[0]?.restore_status === "failed");
     expect((await executions(w, s.uuid))[0]).toMatchObject({ restore_reason: expect.stringContaining("Bad session key"), restored_at: null });
+  });
+
+  it("a backup and a restore of one database never both start: the check is repeated under the database's run lock", async () => {
+    const w = await world();
+    const s = await schedule(w);
+    const { uuid } = await runOnce(w, s.uuid, (j) => ({ result: backupResult(j) }));
+    const restorePath = `${base(w)}/${s.uuid}/executions/${uuid}/restore`;
+    const service = t.instance.services.backups as unknown as Record<"backupClash" | "restoreClash", (...a: unknown[]) => Promise<string | null>>;
+
+    // A backup is queued; a restore whose first look (before the transaction) came too early to
+    // see it is still refused by the look inside the transaction.
+    const queued = await track(w.api.post(`${base(w)}/${s.uuid}/execute`));
+    expect(queued.status).toBe(200);
+    const backupJob = await w.agent.nextJob(10_000);
+    const early = vi.spyOn(service, "restoreClash").mockResolvedValueOnce(null);
+    const refused = await track(w.api.post(restorePath));
+    early.mockRestore();
+    expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+    expect(refused.body.message).toMatch(/A backup of this database is running/);
+    expect((await executions(w, s.uuid)).find((e) => e.uuid === uuid)?.restore_status).toBeNull();
+    await w.agent.outcome({ id: backupJob.id, attempt: backupJob.attempt, ok: true, result: backupResult(backupJob) });
+    await until(async () => (await executions(w, s.uuid)).every((e) => e.status === "success"));
+
+    // The other way round: a restore is queued; a manual backup that looked too early is refused.
+    expect((await track(w.api.post(restorePath))).status).toBe(200);
+    const restoreJob = await w.agent.nextJob(10_000);
+    const executionsBefore = (await executions(w, s.uuid)).length;
+    const late = vi.spyOn(service, "backupClash").mockResolvedValueOnce(null);
+    const refusedBackup = await track(w.api.post(`${base(w)}/${s.uuid}/execute`));
+    late.mockRestore();
+    expect(refusedBackup.status, JSON.stringify(refusedBackup.body)).toBe(409);
+    expect(refusedBackup.body.message).toMatch(/a restore of this database is running/);
+    expect((await executions(w, s.uuid)).length).toBe(executionsBefore);
+    await w.agent.outcome({ id: restoreJob.id, attempt: restoreJob.attempt, ok: true, result: { bytes: 1 } });
+    await until(async () => (await executions(w, s.uuid)).find((e) => e.uuid === uuid)?.restore_status === "success");
+
+    // Racing requests (on PostgreSQL, two connections at once): never both accepted.
+    for (let round = 0; round < 5; round++) {
+      const [b, r] = await Promise.all([track(w.api.post(`${base(w)}/${s.uuid}/execute`)), track(w.api.post(restorePath))]);
+      expect([b.status, r.status].filter((x) => x === 200).length, `round ${round}: ${b.status} ${r.status}`).toBe(1);
+      const job = await w.agent.nextJob(10_000);
+      if (job.type === "db.backup") await w.agent.outcome({ id: job.id, attempt: job.attempt, ok: true, result: backupResult(job) });
+      else await w.agent.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { bytes: 1 } });
+      await until(async () => (await executions(w, s.uuid)).every((e) => e.status === "success" && e.restore_status !== "queued" && e.restore_status !== "running"));
+    }
   });
 
   it("restoring an encrypted backup after the passphrase was removed needs the old one in the request", async () => {

@@ -14,9 +14,10 @@ import {
   type RestoreBackupBody,
   type UpdateBackupScheduleBody,
 } from "@capstan/shared";
-import type { Db, Prisma } from "../db/client.js";
+import type { Database, Db, Prisma } from "../db/client.js";
 import { chunks } from "../db/chunks.js";
 import { isUniqueViolation } from "../db/errors.js";
+import { lockInTransaction } from "../db/locks.js";
 import type { AuthContext } from "../http/auth.js";
 import { AppError, conflict, invalid, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
@@ -86,6 +87,7 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
 
 export interface BackupServiceDeps {
   db: Db;
+  dialect: Database["kind"];
   access: AccessService;
   jobs: JobQueue;
   box: SecretBox;
@@ -344,7 +346,7 @@ export class BackupService {
       return true;
     });
     if (!deleted) throw notFound("Backup execution");
-    if (removing) void this.deps.jobs.kick(database.serverId);
+    if (removing) this.kick(database.serverId);
     return { removing };
   }
 
@@ -380,12 +382,8 @@ export class BackupService {
     database: { id: number; uuid: string; name?: string; serverId: number; server: { id: number; name: string; status: string } },
     run: { trigger: "schedule" | "manual"; scheduledFor: Date | null },
   ): Promise<{ kind: "started" | "failed"; uuid: string } | { kind: "refused"; reason: string } | { kind: "lost" }> {
-    const busy = await this.db.backupExecution.count({ where: { scheduleId: schedule.id, status: { in: OPEN } } });
-    const restoring = await this.db.backupExecution.count({ where: { schedule: { databaseId: database.id }, restoreStatus: { in: OPEN } } });
-    let problem: string | null = null;
-    if (busy > 0) problem = "the previous backup of this schedule is still running";
-    else if (restoring > 0) problem = "a restore of this database is running";
-    else if (!ServerService.agentConnected(database.server)) problem = `the server ${database.server.name} is not reachable (its agent is not connected)`;
+    let problem = await this.backupClash(this.db, schedule.id, database.id);
+    if (!problem && !ServerService.agentConnected(database.server)) problem = `the server ${database.server.name} is not reachable (its agent is not connected)`;
 
     const uuid = newUuid();
     const now = new Date();
@@ -405,13 +403,23 @@ export class BackupService {
     // (or another tick of this one) already took ends without an error rather than a rollback.
     // SQLite serialises transactions, so the lookup decides; on PostgreSQL two transactions can
     // both find the slot free, and the unique index refuses the second insert (a clean rollback
-    // on its own connection).
-    let claimed = false;
+    // on its own connection). The database's run lock makes the check for a running backup or
+    // restore and this insert one step: a restore claimed since the check above is seen here.
+    let claim: "claimed" | "lost" | { refused: string } = "lost";
     try {
-      claimed = await this.db.$transaction(async (tx) => {
+      claim = await this.db.$transaction(async (tx) => {
+        await lockInTransaction(tx, this.deps.dialect, "databaseRuns", database.id);
         if (run.scheduledFor) {
           const taken = await tx.backupExecution.findUnique({ where: { scheduleId_scheduledFor: { scheduleId: schedule.id, scheduledFor: run.scheduledFor } }, select: { id: true } });
-          if (taken) return false;
+          if (taken) return "lost";
+        }
+        if (payload) {
+          const clash = await this.backupClash(tx, schedule.id, database.id);
+          if (clash && run.trigger === "manual") return { refused: `Cannot back up now: ${clash}.` };
+          if (clash) {
+            problem = clash;
+            payload = null;
+          }
         }
         const row = await tx.backupExecution.create({
           data: {
@@ -431,14 +439,15 @@ export class BackupService {
           const jobId = await this.deps.jobs.enqueue(tx, database.serverId, "db.backup", payload);
           await tx.backupExecution.update({ where: { id: row.id }, data: { jobId } });
         }
-        return true;
+        return "claimed";
       });
     } catch (err) {
       if (run.scheduledFor && isUniqueViolation(err)) return { kind: "lost" };
       throw err;
     }
-    if (!claimed) return { kind: "lost" };
-    if (payload) void this.deps.jobs.kick(database.serverId);
+    if (claim === "lost") return { kind: "lost" };
+    if (typeof claim === "object") return { kind: "refused", reason: claim.refused };
+    if (payload) this.kick(database.serverId);
     return { kind: payload ? "started" : "failed", uuid };
   }
 
@@ -515,10 +524,8 @@ export class BackupService {
     if (location.local_path === null && location.s3 === null) {
       throw conflict("The backup's file is gone: it is neither on the server nor in the S3 storage (retention removed it).");
     }
-    const others = await this.db.backupExecution.count({ where: { schedule: { databaseId: database.id }, restoreStatus: { in: OPEN } } });
-    if (others > 0) throw conflict("Another restore of this database is running.");
-    const backups = await this.db.backupExecution.count({ where: { schedule: { databaseId: database.id }, status: { in: OPEN } } });
-    if (backups > 0) throw conflict("A backup of this database is running; restore once it has ended.");
+    const clash = await this.restoreClash(this.db, database.id);
+    if (clash) throw conflict(clash);
     if (!ServerService.agentConnected(database.server)) throw conflict(`The server ${database.server.name} is not reachable (its agent is not connected).`);
 
     let passphrase: string | null = null;
@@ -540,8 +547,12 @@ export class BackupService {
     } catch (err) {
       throw new AppError(409, `Cannot restore: ${(err as Error).message}.`);
     }
-    // The restore slot is taken first, so a lost race writes nothing and needs no rollback.
+    // Under the database's run lock, a backup or restore claimed since the check above is seen
+    // here; the restore slot is taken before anything is written, so a lost race writes nothing.
     const claimed = await this.db.$transaction(async (tx) => {
+      await lockInTransaction(tx, this.deps.dialect, "databaseRuns", database.id);
+      const clashNow = await this.restoreClash(tx, database.id);
+      if (clashNow) return clashNow;
       const r = await tx.backupExecution.updateMany({
         where: { id: execution.id, OR: [{ restoreStatus: null }, { restoreStatus: { notIn: OPEN } }] },
         data: { restoreStatus: "queued", restoreReason: null, restoredAt: null },
@@ -557,9 +568,29 @@ export class BackupService {
       await tx.backupExecution.update({ where: { id: execution.id }, data: { restoreJobId: jobId } });
       return true;
     });
-    if (!claimed) throw conflict("This backup is already being restored.");
-    void this.deps.jobs.kick(database.serverId);
+    if (claimed === false) throw conflict("This backup is already being restored.");
+    if (typeof claimed === "string") throw conflict(claimed);
+    this.kick(database.serverId);
     return execution.uuid;
+  }
+
+  /** Why a backup of the schedule cannot start now (null: it can): its previous run or a restore of the database is open. */
+  private async backupClash(db: Db | Prisma.TransactionClient, scheduleId: number, databaseId: number): Promise<string | null> {
+    if (await db.backupExecution.count({ where: { scheduleId, status: { in: OPEN } } })) return "the previous backup of this schedule is still running";
+    if (await db.backupExecution.count({ where: { schedule: { databaseId }, restoreStatus: { in: OPEN } } })) return "a restore of this database is running";
+    return null;
+  }
+
+  /** Why a restore into the database cannot start now (null: it can): another restore or any backup of it is open. */
+  private async restoreClash(db: Db | Prisma.TransactionClient, databaseId: number): Promise<string | null> {
+    if (await db.backupExecution.count({ where: { schedule: { databaseId }, restoreStatus: { in: OPEN } } })) return "Another restore of this database is running.";
+    if (await db.backupExecution.count({ where: { schedule: { databaseId }, status: { in: OPEN } } })) return "A backup of this database is running; restore once it has ended.";
+    return null;
+  }
+
+  /** Delivers new jobs now rather than on the next pump tick; a failure only delays them until that tick. */
+  private kick(serverId: number): void {
+    this.deps.jobs.kick(serverId).catch((err: Error) => this.log.warn({ err: { message: err.message }, server: serverId }, "job delivery kick failed; the pump delivers"));
   }
 
   // -------------------------------------------------------------------------------------------

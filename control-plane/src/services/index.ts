@@ -68,7 +68,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     settings: { ...config.deploy, registry: config.buildRegistry },
   });
   const s3Storages = new S3StorageService(db, access, box, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind });
-  const backups = new BackupService({ db, access, jobs, box, storages: s3Storages });
+  const backups = new BackupService({ db, dialect: config.database.kind, access, jobs, box, storages: s3Storages });
   const databases = new DatabaseService({ db, reader, access, jobs, box, proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind }, backups });
   return {
     db,

@@ -1,0 +1,25 @@
+import type { Database, Prisma } from "./client.js";
+
+/**
+ * Namespaces of PostgreSQL's two-key advisory locks, one per kind of thing a transaction
+ * guards; the second key is that thing's row id.
+ */
+export const LOCK = {
+  /** A server's deployment slots and queue. */
+  deployments: 0x43415044,
+  /** A server's network records (the PLATFORM_MAX_NETWORKS count and the insert it guards). */
+  networks: 0x4e455457,
+  /** A server's public database ports. */
+  publicPorts: 0x44425054,
+  /** A database's backup and restore runs (one never starts while the other is open). */
+  databaseRuns: 0x44425255,
+} as const;
+
+/**
+ * Holds the lock on (kind, id) until the transaction ends, so that a check and the write it
+ * guards are one step across control-plane replicas. SQLite needs none: one process owns the
+ * file and its adapter runs one transaction at a time (docs/database.md).
+ */
+export async function lockInTransaction(tx: Prisma.TransactionClient, dialect: Database["kind"], kind: keyof typeof LOCK, id: number): Promise<void> {
+  if (dialect === "postgresql") await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock($1::int, $2::int)`, LOCK[kind], id);
+}
