@@ -243,6 +243,7 @@ describe("mode environment (limit 2 networks per server here)", () => {
     const refused = await m.team.api.post("/databases/postgresql", where("qa-db"));
     expect(refused.status).toBe(422);
     expect(refused.body.message).toMatch(/database's environment network cannot be created: .*PLATFORM_MAX_NETWORKS/);
+    expect(refused.body.errors).toEqual({ environment_name: [refused.body.message] });
     expect(await m.db.standaloneDatabase.count()).toBe(before);
     expect(await m.db.network.count({ where: { serverId: server.id } })).toBe(2);
   });

@@ -134,6 +134,8 @@ describe("CRUD", () => {
       [{ access_key: "" }, "access_key"],
       [{ secret_key: "has space" }, "secret_key"],
       [{ name: "" }, "name"],
+      // A misspelt passphrase must not silently leave backups unencrypted.
+      [{ encryption_pasphrase: "a-long-enough-passphrase" }, "encryption_pasphrase"],
     ];
     for (const [extra, field] of cases) {
       const r = await track(team.api.post("/s3-storages", storageBody(extra)));
@@ -145,7 +147,7 @@ describe("CRUD", () => {
     expect(await t.instance.database.prisma.s3Storage.count()).toBe(before);
 
     const s = (await track(team.api.post("/s3-storages", storageBody()))).body.data;
-    for (const body of [{}, { bucket: "Nope" }, { endpoint: "gopher://x" }, { path_style: "yes" }]) {
+    for (const body of [{}, { bucket: "Nope" }, { endpoint: "gopher://x" }, { path_style: "yes" }, { encryption_pasphrase: "a-long-enough-passphrase" }]) {
       const r = await track(team.api.patch(`/s3-storages/${s.id}`, body));
       expect(r.status, JSON.stringify(body)).toBe(422);
     }

@@ -25,9 +25,10 @@ export const invalid = (errors: FieldErrors, message = "The given data was inval
 export function fieldErrorsOf(error: z.ZodError): FieldErrors {
   const out: FieldErrors = {};
   for (const issue of error.issues) {
-    const key = issue.path.length ? issue.path.join(".") : "body";
     const missing = issue.code === "invalid_type" && /received undefined$/.test(issue.message);
-    (out[key] ??= []).push(missing ? "This field is required." : issue.message);
+    // An unknown field is named as a field of its own, so a client sees which one to drop.
+    const keys = issue.code === "unrecognized_keys" ? issue.keys.map((k) => [...issue.path, k].join(".")) : [issue.path.length ? issue.path.join(".") : "body"];
+    for (const key of keys) (out[key] ??= []).push(missing ? "This field is required." : issue.message);
   }
   return out;
 }

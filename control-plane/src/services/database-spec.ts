@@ -48,7 +48,11 @@ export async function databaseNetworks(db: Reader, settings: NetworkPlanSettings
     );
     return { network: plan.network, networks: plan.networks, ensure_networks: plan.ensure_networks };
   } catch (err) {
-    if (err instanceof NetworkLimitError) throw new AppError(422, `The database's environment network cannot be created: ${err.message}`);
+    if (err instanceof NetworkLimitError) {
+      const message = `The database's environment network cannot be created: ${err.message}`;
+      // Named under environment_name: the environment whose network the server has no room for.
+      throw new AppError(422, message, { environment_name: [message] });
+    }
     throw err;
   }
 }

@@ -60,6 +60,16 @@ export function resourceId<T extends z.ZodType>(kind: string, schema: T): T {
 }
 
 export const Uuid = z.string().min(1).max(64);
+
+/**
+ * Options of z.strictObject for request bodies: a field the endpoint does not take is a 422
+ * naming it. Silently ignoring it would hide a misspelt secret or setting (an S3 storage's
+ * `encryption_pasphrase` would leave its backups unencrypted without a word).
+ */
+export const unknownFieldsRefused = {
+  error: (issue: { code?: string; keys?: string[] }) =>
+    issue.code === "unrecognized_keys" ? `Unknown field(s): ${(issue.keys ?? []).join(", ")}. This path does not take them.` : undefined,
+};
 /** Integer ids in paths and queries: canonical decimal digits only (no "0x1", "1e3", " 1" or "1.0"). */
 export const IntId = z.coerce
   .string()

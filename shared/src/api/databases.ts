@@ -3,7 +3,7 @@ import { DATABASE_ENGINES, DATABASE_ENGINE_FACTS, DatabaseEngine } from "../prot
 import { CpuLimit, EnvKey, EnvValue, ImageRef, MemoryLimit } from "../validation/inputs.js";
 import { MAX_ENVS } from "./applications.js";
 import { BackupSchedule } from "./backups.js";
-import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId, unknownFieldsRefused } from "./common.js";
 
 /**
  * Standalone databases (spec 4.5). Every request body is a strict object: a field the path does
@@ -126,10 +126,6 @@ export const DbPassword = z
 export const PUBLIC_PORT_MIN = 1024;
 export const PublicPort = z.number().int().min(PUBLIC_PORT_MIN).max(65_535);
 
-const strict = {
-  error: (issue: { code?: string; keys?: string[] }) =>
-    issue.code === "unrecognized_keys" ? `Unknown field(s): ${(issue.keys ?? []).join(", ")}. This path does not take them.` : undefined,
-};
 
 // ---------------------------------------------------------------------------------------------
 // Create
@@ -176,19 +172,19 @@ const database = (engine: DatabaseEngine) => {
 const password = DbPassword.optional().meta({ description: "Generated (43 URL-safe characters) when not given" });
 
 export const CreatePostgresqlDatabaseBody = z
-  .strictObject({ ...CommonCreate, postgres_user: user("postgresql"), postgres_password: password, postgres_db: database("postgresql") }, strict)
+  .strictObject({ ...CommonCreate, postgres_user: user("postgresql"), postgres_password: password, postgres_db: database("postgresql") }, unknownFieldsRefused)
   .superRefine(publicNeedsPort);
 export const CreateMysqlDatabaseBody = z
   .strictObject(
     { ...CommonCreate, mysql_root_password: password, mysql_user: user("mysql"), mysql_password: password, mysql_database: database("mysql") },
-    strict,
+    unknownFieldsRefused,
   )
   .superRefine(publicNeedsPort)
   .superRefine(notRoot("mysql_user"));
 export const CreateMariadbDatabaseBody = z
   .strictObject(
     { ...CommonCreate, mariadb_root_password: password, mariadb_user: user("mariadb"), mariadb_password: password, mariadb_database: database("mariadb") },
-    strict,
+    unknownFieldsRefused,
   )
   .superRefine(publicNeedsPort)
   .superRefine(notRoot("mariadb_user"));
@@ -200,14 +196,14 @@ export const CreateMongodbDatabaseBody = z
       mongo_initdb_root_password: password,
       mongo_initdb_database: database("mongodb"),
     },
-    strict,
+    unknownFieldsRefused,
   )
   .superRefine(publicNeedsPort);
-export const CreateRedisDatabaseBody = z.strictObject({ ...CommonCreate, redis_password: password }, strict).superRefine(publicNeedsPort);
-export const CreateKeydbDatabaseBody = z.strictObject({ ...CommonCreate, keydb_password: password }, strict).superRefine(publicNeedsPort);
-export const CreateDragonflyDatabaseBody = z.strictObject({ ...CommonCreate, dragonfly_password: password }, strict).superRefine(publicNeedsPort);
+export const CreateRedisDatabaseBody = z.strictObject({ ...CommonCreate, redis_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
+export const CreateKeydbDatabaseBody = z.strictObject({ ...CommonCreate, keydb_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
+export const CreateDragonflyDatabaseBody = z.strictObject({ ...CommonCreate, dragonfly_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
 export const CreateClickhouseDatabaseBody = z
-  .strictObject({ ...CommonCreate, clickhouse_admin_user: user("clickhouse"), clickhouse_admin_password: password }, strict)
+  .strictObject({ ...CommonCreate, clickhouse_admin_user: user("clickhouse"), clickhouse_admin_password: password }, unknownFieldsRefused)
   .superRefine(publicNeedsPort);
 
 /** The create body of each engine's path (POST /databases/{engine}). */
@@ -281,7 +277,7 @@ export const UpdateDatabaseBody = z
       limits_memory: MemoryLimit.nullable().optional(),
       limits_cpus: CpuLimit.nullable().optional(),
     },
-    strict,
+    unknownFieldsRefused,
   )
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateDatabaseBody = z.output<typeof UpdateDatabaseBody>;
@@ -368,7 +364,7 @@ export const DeleteDatabaseBody = z.strictObject(
     delete_volumes: z.boolean().optional(),
     docker_cleanup: z.boolean().optional(),
   },
-  strict,
+  unknownFieldsRefused,
 );
 
 export const DatabaseActionResponse = z
@@ -383,9 +379,9 @@ export const DatabaseMutation = z.object({ message: z.string(), data: DatabaseDe
 // ---------------------------------------------------------------------------------------------
 // Environment variables
 
-export const CreateDatabaseEnvBody = z.strictObject({ key: EnvKey, value: EnvValue }, strict);
+export const CreateDatabaseEnvBody = z.strictObject({ key: EnvKey, value: EnvValue }, unknownFieldsRefused);
 export const BulkDatabaseEnvBody = z
-  .strictObject({ variables: z.array(z.strictObject({ key: EnvKey, value: EnvValue }, strict)).min(1).max(MAX_ENVS) }, strict)
+  .strictObject({ variables: z.array(z.strictObject({ key: EnvKey, value: EnvValue }, unknownFieldsRefused)).min(1).max(MAX_ENVS) }, unknownFieldsRefused)
   .superRefine((b, ctx) => {
     const seen = new Set<string>();
     b.variables.forEach((v, i) => {
