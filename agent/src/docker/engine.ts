@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import Docker from "dockerode";
 import type { SwarmRole } from "@capstan/shared";
 import { singleFileTar } from "../proxy/tar.js";
@@ -101,7 +102,9 @@ export interface Engine {
    * stream with backpressure (a slow reader pauses the process); stderr is kept, bounded, for
    * the failure reason; `spec.stdin` is streamed to the process and ended (EOF) when it ends.
    * `done` settles once the output ended, with the exit code: the caller decides what a
-   * non-zero code means (never ignore it). Aborting the signal tears the streams down.
+   * non-zero code means (never ignore it). Aborting the signal, a failing stdin, or giving up
+   * stdout before its end stops the process in the container (SIGTERM, then SIGKILL; the engine
+   * itself would let it run on) before the connection is closed; `done` settles after that.
    */
   execStream(containerId: string, spec: ExecSpec, signal?: AbortSignal): Promise<ExecSession>;
   /** A path of a container (file or directory) as the engine's tar stream (GET archive). */
@@ -319,6 +322,28 @@ export const isConflict = (err: unknown): boolean => err instanceof EngineError 
 type WithSignal<T> = (this: Docker, opts: { abortSignal?: AbortSignal }) => Promise<T>;
 
 const UNREACHABLE_CODES = new Set(["ENOENT", "ECONNREFUSED", "EACCES", "ECONNRESET", "EPIPE", "ETIMEDOUT"]);
+
+/** How stopping an exec's processes went: whether any were found and signalled; why it failed. */
+interface Stopped {
+  signalled: boolean;
+  note: string | null;
+}
+
+/** The environment variable that marks the processes of one exec (see execStream). */
+export const EXEC_MARKER_VAR = "CAPSTAN_EXEC_ID";
+/** How long a stopped exec's processes get between SIGTERM and SIGKILL. */
+const EXEC_STOP_GRACE_MS = 5_000;
+/** Bound of each helper exec that signals another exec's processes. */
+const EXEC_SIGNAL_TIMEOUT_MS = 15_000;
+/**
+ * `sh -c SCRIPT sh MARKER SIGNAL`: sends SIGNAL (TERM, KILL, or 0 to ask) to every process of the
+ * container whose environment holds MARKER and prints their pids. The marker and the signal are
+ * positional parameters, never part of the script. The environment is matched entry by entry
+ * (busybox's `grep -F` stops at the first NUL of /proc/PID/environ). Processes whose environment
+ * cannot be read (other users') are skipped; its own processes do not carry the marker.
+ */
+const SIGNAL_MARKED_SCRIPT =
+  'for d in /proc/[0-9]*; do p="${d#/proc/}"; { tr "\\0" "\\n" <"$d/environ"; } 2>/dev/null | grep -qxF -- "$1" && kill -"$2" "$p" 2>/dev/null && echo "$p"; done; exit 0';
 
 export class DockerodeEngine implements Engine {
   private readonly docker: Docker;
@@ -786,6 +811,15 @@ export class DockerodeEngine implements Engine {
   }
 
   async execStream(containerId: string, spec: ExecSpec, signal?: AbortSignal): Promise<ExecSession> {
+    // Docker does not stop an exec's process when its client goes away (measured: a pg_dump
+    // waiting for a lock ran on after the connection closed). The marker in its environment
+    // lets a second exec find and signal it, and whatever it started, when the session ends
+    // early; children inherit it, and a reused pid cannot carry it.
+    return this.openExec(containerId, spec, signal, `${EXEC_MARKER_VAR}=${randomBytes(16).toString("hex")}`);
+  }
+
+  /** execStream; `marker` null: the helper execs that signal other execs (never stopped themselves). */
+  private async openExec(containerId: string, spec: ExecSpec, signal: AbortSignal | undefined, marker: string | null): Promise<ExecSession> {
     const what = `exec ${spec.cmd[0] ?? ""} in container ${containerId.slice(0, 12)}`;
     signal?.throwIfAborted();
     const container = this.docker.getContainer(containerId);
@@ -793,7 +827,7 @@ export class DockerodeEngine implements Engine {
     const exec = await this.call(what, () =>
       container.exec({
         Cmd: spec.cmd,
-        Env: Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`),
+        Env: [...Object.entries(spec.env ?? {}).map(([k, v]) => `${k}=${v}`), ...(marker ? [marker] : [])],
         AttachStdout: true,
         AttachStderr: true,
         AttachStdin: withStdin,
@@ -802,30 +836,65 @@ export class DockerodeEngine implements Engine {
         abortSignal: signal,
       } as Docker.ExecCreateOptions),
     );
-    const socket = (await this.call(what, () =>
-      exec.start({ hijack: true, stdin: withStdin, Detach: false, Tty: false, abortSignal: signal }),
-    )) as import("node:stream").Duplex;
-    const demux = new ExecDemux(spec.stderrLimit);
-    const onAbort = () => {
-      const reason = new EngineError(`${what}: aborted`, null, "ABORT_ERR");
-      socket.destroy(reason);
-      demux.destroy(reason);
+    /** Stops the process and its children: whether there was one to stop, and a reason when that failed. */
+    const stopProcess = async (): Promise<Stopped> => {
+      if (!marker) return { signalled: false, note: null };
+      try {
+        return { signalled: await this.stopMarked(containerId, marker, spec.user), note: null };
+      } catch (err) {
+        return { signalled: true, note: `the process in the container could not be stopped: ${(err as Error).message}` };
+      }
     };
+    let socket: import("node:stream").Duplex;
+    try {
+      socket = (await this.call(what, () =>
+        exec.start({ hijack: true, stdin: withStdin, Detach: false, Tty: false, abortSignal: signal }),
+      )) as import("node:stream").Duplex;
+    } catch (err) {
+      // Aborted while starting: the engine may have started the process all the same.
+      if (signal?.aborted) {
+        const { note } = await stopProcess();
+        if (note) throw new EngineError(`${this.wrap(err, what).message}; ${note}`, null, "ABORT_ERR");
+      }
+      throw err;
+    }
+    const demux = new ExecDemux(spec.stderrLimit);
+    // Failures reach the caller through demux.stdout (ExecDemux passes its destroy error on to
+    // it). Without a listener here the same error would also be rethrown as an uncaught
+    // exception: `pipe` rethrows errors of a destination that has no other listener.
+    demux.on("error", () => undefined);
+    let stopping: Promise<Stopped> | null = null;
+    let stopReason: Error | null = null;
+    /**
+     * Ends the session before the process ended (abort, broken input, output given up): the
+     * process is stopped first and only then is the connection closed. Closing it first would
+     * give the process a clean end of stdin, which a restore tool takes for a complete input.
+     */
+    const stop = (reason: Error): Promise<Stopped> => {
+      stopReason ??= reason;
+      stopping ??= (async () => {
+        const stopped = await stopProcess();
+        socket.destroy();
+        demux.destroy(reason);
+        return stopped;
+      })();
+      return stopping;
+    };
+    const onAbort = () => void stop(new EngineError(`${what}: aborted`, null, "ABORT_ERR"));
     if (signal?.aborted) onAbort();
     signal?.addEventListener("abort", onAbort, { once: true });
-    socket.on("error", (err) => demux.destroy(err));
+    socket.on("error", (err) => void stop(err));
     // The engine ends the stream when the process's stdout and stderr closed.
-    socket.on("end", () => demux.end());
+    socket.on("end", () => {
+      if (!demux.destroyed) demux.end();
+    });
     socket.on("close", () => {
-      if (!demux.writableEnded) demux.end();
+      if (!demux.writableEnded && !demux.destroyed) demux.end();
     });
     socket.pipe(demux, { end: false });
     if (withStdin) {
       const input = spec.stdin!;
-      input.on("error", (err) => {
-        socket.destroy(err as Error);
-        demux.destroy(err as Error);
-      });
+      input.on("error", (err) => void stop(err as Error));
       input.pipe(socket as NodeJS.WritableStream, { end: false });
       // Half-close: the process sees EOF on stdin and can still write its output.
       input.on("end", () => socket.end());
@@ -836,9 +905,18 @@ export class DockerodeEngine implements Engine {
         if (settled) return;
         settled = true;
         signal?.removeEventListener("abort", onAbort);
+        // Settles only once a stopped process is gone: nothing runs on after the caller moved on.
+        const stopped = stopping ? await stopping : null;
+        const reason = err ?? stopReason;
+        if (stopped?.note) return reject(new EngineError(`${this.wrap(reason ?? new Error("ended early"), what).message}; ${stopped.note}`));
+        // Stopped by us: its exit code (143, 137) says only that; the reason is why we stopped it.
+        if (stopped?.signalled && reason) return reject(this.wrap(reason, what));
+        // Aborted: the output may have ended cleanly because the process was stopped; that is
+        // not the process's own end.
+        if (signal?.aborted) return reject(err ? this.wrap(err, what) : new EngineError(`${what}: aborted`, null, "ABORT_ERR"));
         let exitCode: number | null = null;
         try {
-          exitCode = signal?.aborted ? null : await this.execExitCode(exec, signal);
+          exitCode = await this.execExitCode(exec, signal);
         } catch (e) {
           if (!err) return reject(this.wrap(e, what));
         }
@@ -847,19 +925,62 @@ export class DockerodeEngine implements Engine {
         if (err && (exitCode === null || exitCode === 0)) return reject(this.wrap(err, what));
         resolve({ exitCode, stderr: demux.stderr() });
       };
+      /**
+       * stdout destroyed by its consumer before the end (its pipeline failed, or an async
+       * iterator was left early, which destroys with an AbortError): the process is stopped
+       * rather than left running on unread (one that writes nothing would never notice).
+       */
+      const givenUp = () => {
+        const reason = new EngineError(`${what}: output closed before the process ended`);
+        void stop(reason);
+        void finish(reason);
+      };
       demux.stdout.on("end", () => void finish());
-      demux.stdout.on("error", (err) => void finish(err));
+      // Errors that are not ours (stop() sets its reason before it destroys) are the consumer's.
+      demux.stdout.on("error", (err) => (stopReason ? void finish(err) : givenUp()));
       demux.stdout.on("close", () => {
-        if (demux.stdout.readableEnded) return;
-        // Destroyed by its consumer before the end (its pipeline failed): closing the connection
-        // closes the process's pipes, so it ends on a broken pipe instead of running on unread.
-        socket.destroy();
-        void finish(new EngineError(`${what}: output closed before the process ended`));
+        if (demux.stdout.readableEnded || stopReason) return;
+        givenUp();
       });
     });
     // The caller may never await `done` when its own pipeline failed first.
     done.catch(() => {});
     return { stdout: demux.stdout, done };
+  }
+
+  /**
+   * Stops the processes of one exec (found by their marker): SIGTERM, up to EXEC_STOP_GRACE_MS
+   * for them to go, then SIGKILL. Run as the exec's user, who may signal its own processes and
+   * read their environment. False when none was left; throws when they cannot be signalled or
+   * outlive SIGKILL.
+   */
+  private async stopMarked(containerId: string, marker: string, user: string | undefined): Promise<boolean> {
+    const send = async (sig: "TERM" | "KILL" | "0"): Promise<number> => {
+      let s: ExecSession;
+      try {
+        s = await this.openExec(containerId, { cmd: ["sh", "-c", SIGNAL_MARKED_SCRIPT, "sh", marker, sig], ...(user ? { user } : {}) }, AbortSignal.timeout(EXEC_SIGNAL_TIMEOUT_MS), null);
+      } catch (err) {
+        // A container that is not running has no processes left.
+        if (isConflict(err) && /is not running|is restarting/i.test((err as Error).message)) return 0;
+        throw err;
+      }
+      let out = "";
+      for await (const chunk of s.stdout as AsyncIterable<Buffer>) out += chunk.toString("utf8");
+      const o = await s.done;
+      if (o.exitCode !== 0) throw new Error(`sh exited with ${o.exitCode ?? "no exit code"}${o.stderr.trim() ? `: ${o.stderr.trim()}` : ""}`);
+      return out.split("\n").filter((l) => /^\d+$/.test(l)).length;
+    };
+    if ((await send("TERM")) === 0) return false;
+    const until = Date.now() + EXEC_STOP_GRACE_MS;
+    while (Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 200));
+      if ((await send("0")) === 0) return true;
+    }
+    await send("KILL");
+    await new Promise((r) => setTimeout(r, 200));
+    const left = await send("0");
+    if (left > 0) throw new Error(`${left} process(es) still there after SIGKILL`);
+    return true;
   }
 
   /** The exit code once the engine marks the exec finished (shortly after its streams close). */
