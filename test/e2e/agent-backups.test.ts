@@ -2,13 +2,17 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Readable } from "node:stream";
+import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DatabaseEngine, DbBackupPayload, DbCredentials, DbRestorePayload, S3Target } from "@capstan/shared";
+import type { DatabaseEngine, DbBackupPayload, DbBackupResult, DbCredentials, DbRestorePayload, S3Target } from "@capstan/shared";
+import { encryptStream } from "../../agent/src/backup/crypto.js";
+import { runRestore } from "../../agent/src/backup/restore.js";
 import { DockerodeEngine } from "../../agent/src/docker/engine.js";
 import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
-import { sh } from "./support/kit.js";
+import { sh, until } from "./support/kit.js";
 
 /**
  * db.backup / db.restore / backup.delete on the real local engine, with the database test images
@@ -391,5 +395,112 @@ describe("backups of postgresql: failures, retention, deletion", () => {
     await writeFile(damaged, bytes, { mode: 0o600 });
     await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: damaged, s3: null }, "secret words"), job())).rejects.toThrow(/reading the backup failed midway/);
     expect(await k.read(uuid, creds)).toBe("after-drop");
+  });
+});
+
+describe("postgresql restores: a cancel rolls back and leaves no tool running; success needs the whole backup read", () => {
+  const k = CASES[0]!;
+  const uuid = randomUUID();
+  const creds = k.credentials();
+  const psql = (sql: string) =>
+    sh("docker", ["exec", "-e", "PGPASSWORD", uuid, "psql", "-h", "127.0.0.1", "-U", creds.user!, "-d", creds.database!, "-v", "ON_ERROR_STOP=1", "-qAtc", sql], {
+      env: { PGPASSWORD: creds.password },
+    });
+  /** Restore and dump tools still running in the database's container (the agent's psql is the one in one transaction). */
+  const tools = async () => (await sh("docker", ["top", uuid, "-eo", "pid,args"])).split("\n").filter((l) => /\bpg_dump\b|\bpsql\b.*--single-transaction/.test(l));
+  let big: DbBackupResult;
+  const dir = () => join(stateDir, "backups", uuid, "schedule-crafted");
+  /** A file in this database's backups dir (restores refuse paths outside it). */
+  const crafted = async (name: string, bytes: Buffer | Uint8Array) => {
+    await mkdir(dir(), { recursive: true, mode: 0o700 });
+    const path = join(dir(), name);
+    await writeFile(path, bytes, { mode: 0o600 });
+    return path;
+  };
+
+  beforeAll(async () => {
+    await deploy(k, uuid, creds);
+    await k.write(uuid, creds, ["a", "b"]);
+    // Large enough that its COPY runs for a while: a cancel lands in the middle of it.
+    await psql("CREATE TABLE big AS SELECT md5(g::text) || md5((g * 7)::text) AS v FROM generate_series(1, 1500000) g");
+    big = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-big", s3: false }), job());
+  }, 600_000);
+
+  it("a cancel mid-restore rolls back (--clean's drops included) and no psql is left", async () => {
+    await k.drop(uuid, creds);
+    const ac = new AbortController();
+    const run = job(ac.signal);
+    const restoring = handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: big.local_path, s3: null }, null), run);
+    restoring.catch(() => undefined);
+    // Cancel while psql is loading the big table (the backup's DROPs ran already in its transaction).
+    await until("psql copying into big", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'COPY public.big%'")) === "1", 60_000, 100);
+    ac.abort(new Error("cancelled by the test"));
+    await expect(restoring).rejects.toThrow(/the restore was cancelled \(cancelled by the test\); the restore tool was stopped: psql failed .*CAPSTAN RESTORE INPUT FAILED/s);
+    expect(run.lines.join("\n")).toMatch(/restore cancelled: ending the restore tool's input/);
+    expect(await k.read(uuid, creds)).toBe("after-drop");
+    expect(await psql("SELECT count(*) FROM big")).toBe("1500000");
+    expect(await tools()).toEqual([]);
+  });
+
+  it("a restore tool that cannot take its input (blocked on a lock) is stopped after the grace period, and nothing is committed", async () => {
+    await k.drop(uuid, creds);
+    // Another session holds t: psql blocks at the backup's DROP TABLE t and reads no more input.
+    const holder = sh("docker", ["exec", "-e", "PGPASSWORD", uuid, "psql", "-h", "127.0.0.1", "-U", creds.user!, "-d", creds.database!, "-qc", "BEGIN; LOCK TABLE t IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(20); COMMIT;"], {
+      env: { PGPASSWORD: creds.password },
+      timeoutMs: 60_000,
+    });
+    await until("the lock holder", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK TABLE t%'")) === "1", 30_000, 100);
+    const ac = new AbortController();
+    const lines: string[] = [];
+    const restoring = runRestore(engine, restorePayload(k, uuid, creds, { local_path: big.local_path, s3: null }, null), { stateDir, pollMs: 100, abortGraceMs: 2000 }, {
+      signal: ac.signal,
+      progress: (l) => void lines.push(l),
+    });
+    restoring.catch(() => undefined);
+    await until("psql waiting for the lock", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")) === "1", 60_000, 100);
+    const started = Date.now();
+    ac.abort(new Error("deadline exceeded"));
+    await expect(restoring).rejects.toThrow(/the restore was cancelled \(deadline exceeded\); the restore tool was stopped/);
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(lines.join("\n")).toMatch(/did not exit within 2 s of the cancel: stopping it/);
+    expect(await tools()).toEqual([]);
+    await holder;
+    expect(await k.read(uuid, creds)).toBe("after-drop");
+  });
+
+  it("a backup that decompresses to nothing is refused", async () => {
+    const path = await crafted("postgresql-20300101T000000Z-empty000.sql.gz", gzipSync(Buffer.alloc(0)));
+    await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: path, s3: null }, null), job())).rejects.toThrow(/the backup is empty/);
+    expect(await k.read(uuid, creds)).toBe("after-drop");
+  });
+
+  it("a tool that exits 0 early is no success when the rest of the backup is damaged (gzip CRC, AEAD tag) or unread", async () => {
+    // psql stops at \q; what follows is never read by it.
+    const filler = Array.from({ length: 40_000 }, () => `-- ${randomBytes(24).toString("hex")}\n`).join("");
+    const sql = Buffer.from(`SELECT 1;\n\\q\n${filler}`);
+
+    const badCrc = gzipSync(sql);
+    badCrc[badCrc.length - 8]! ^= 0xff;
+    const crcPath = await crafted("postgresql-20300101T000001Z-crc00000.sql.gz", badCrc);
+    await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: crcPath, s3: null }, null), job())).rejects.toThrow(
+      /the backup is damaged at its end \(.*incorrect data check.*\), after the restore tool had exited successfully/,
+    );
+
+    const passphrase = "secret words";
+    const chunks: Uint8Array[] = [];
+    for await (const c of encryptStream(Readable.from([gzipSync(sql)]), passphrase)) chunks.push(c);
+    const encrypted = Buffer.concat(chunks);
+    expect(encrypted.length).toBeGreaterThan(3 * 256 * 1024);
+    const truncPath = await crafted("postgresql-20300101T000002Z-trunc000.sql.gz.gpg", encrypted.subarray(0, encrypted.length - 20));
+    await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: truncPath, s3: null }, passphrase), job())).rejects.toThrow(
+      /the backup is damaged at its end .*after the restore tool had exited successfully/,
+    );
+
+    const intactPath = await crafted("postgresql-20300101T000003Z-intact00.sql.gz", gzipSync(sql));
+    await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: intactPath, s3: null }, null), job())).rejects.toThrow(
+      /the restore tool exited successfully before it read the whole backup \(\d+ bytes were left\)/,
+    );
+    expect(await k.read(uuid, creds)).toBe("after-drop");
+    expect(await tools()).toEqual([]);
   });
 });
