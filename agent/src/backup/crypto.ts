@@ -25,9 +25,31 @@ export class DecryptError extends Error {
 }
 
 /**
+ * Refuses a message whose data is not AEAD-encrypted. OpenPGP.js has no setting for that, and
+ * it would take such a message: SEIPD v1 only has the MDC at its very end, so OpenPGP.js holds
+ * the whole plaintext in memory until it has checked it (memory grows with the backup), and
+ * Symmetrically Encrypted Data has no integrity check at all. AEAD data is SEIPD v2 (RFC 9580,
+ * what Capstan writes) or the older AEAD Encrypted Data packet; both are authenticated chunk by
+ * chunk. `readMessage` on a stream stops at the data packet, having read its version.
+ */
+function assertAead(message: openpgp.Message<unknown>): void {
+  const { packet } = openpgp.enums;
+  const data = message.packets.filterByTag(packet.symmetricallyEncryptedData, packet.symEncryptedIntegrityProtectedData, packet.aeadEncryptedData)[0];
+  if (!data) throw new DecryptError("the backup is an OpenPGP message without encrypted data");
+  const tag = (data.constructor as unknown as { tag: number }).tag;
+  if (tag === packet.aeadEncryptedData) return;
+  if (tag === packet.symEncryptedIntegrityProtectedData && (data as unknown as { version: number }).version === 2) return;
+  const kind = tag === packet.symmetricallyEncryptedData ? "Symmetrically Encrypted Data, which has no integrity check" : "SEIPD version 1 (integrity checked only at its end)";
+  throw new DecryptError(
+    `the backup is OpenPGP-encrypted without AEAD (${kind}); only AEAD-encrypted backups (SEIPD v2, as Capstan writes them) are restored, since anything else can only be checked once read whole`,
+  );
+}
+
+/**
  * Decrypts a binary OpenPGP message with the passphrase. The session key is checked before this
  * resolves (a wrong passphrase rejects here, before any plaintext exists); each data chunk is
- * authenticated as it is read, and a tampered or truncated file fails the stream.
+ * authenticated as it is read, and a tampered or truncated file fails the stream. Only AEAD
+ * data is accepted (assertAead).
  */
 export async function decryptStream(source: Readable, passphrase: string): Promise<Readable> {
   const input = Readable.toWeb(source) as unknown as WebReadableStream<Uint8Array>;
@@ -37,6 +59,7 @@ export async function decryptStream(source: Readable, passphrase: string): Promi
   } catch (err) {
     throw new DecryptError(`the backup is not a readable OpenPGP message: ${(err as Error).message}`);
   }
+  assertAead(message as openpgp.Message<unknown>);
   let result;
   try {
     result = await openpgp.decrypt({ message, passwords: [passphrase], format: "binary", config: CONFIG });
