@@ -1,4 +1,4 @@
-import type { EngineNetwork, NetworkSpec } from "@capstan/shared";
+import { type EngineNetwork, LABEL_NETWORK_SCOPE, type NetworkSpec } from "@capstan/shared";
 import type { CreateNetworkSpec, NetworkDetails } from "../docker/engine.js";
 import { LABEL_MANAGED, MANAGED } from "../handlers/labels.js";
 
@@ -42,3 +42,6 @@ export function createSpecFor(spec: NetworkSpec, extraLabels: Record<string, str
 
 /** Is this network one the platform made (so the platform may detach from or remove it)? */
 export const isPlatformNetwork = (n: { labels: Record<string, string> }): boolean => n.labels[LABEL_MANAGED] === "true";
+
+/** The platform scope a network carries (capstan.network.scope), or null. */
+export const scopeOf = (n: { labels: Record<string, string> }): string | null => n.labels[LABEL_NETWORK_SCOPE] ?? null;

@@ -1,7 +1,8 @@
 import { type EngineNetwork, NetworkSpec, type SwarmRole } from "@capstan/shared";
 import { type Engine, EngineError, isConflict, type NetworkDetails } from "../docker/engine.js";
 import { KeyedMutex } from "../handlers/mutex.js";
-import { createSpecFor, ENCRYPTED_OPTION, toEngineNetwork } from "./engine-network.js";
+import { createSpecFor, ENCRYPTED_OPTION, isPlatformNetwork, scopeOf, toEngineNetwork } from "./engine-network.js";
+import { wasRemoved } from "./removed.js";
 import type { NetworkCtx } from "./types.js";
 
 /**
@@ -17,7 +18,11 @@ export const withNetworkLock = <T>(engine: Engine, name: string, fn: () => Promi
  * Creates each network that does not exist yet and returns all of them as the engine sees
  * them, in the order asked. Idempotent by name: an existing network is returned as it is (the
  * engine cannot change a network's driver or options in place; a difference is reported as a
- * progress line). Overlays need a swarm manager: on any other engine the job fails with that
+ * progress line). Only a network the platform made is taken as it is: one of that name without
+ * capstan.managed=true (made by hand), or with another capstan.network.scope than asked, fails
+ * the job with that reason, so a record never becomes active for a network that is not the one
+ * asked for. An environment network this agent removed (its environment was deleted) is not
+ * created again. Overlays need a swarm manager: on any other engine the job fails with that
  * reason instead of creating something else.
  */
 export async function ensureNetworks(engine: Engine, specs: readonly NetworkSpec[], ctx: NetworkCtx): Promise<EngineNetwork[]> {
@@ -41,8 +46,27 @@ export async function ensureNetworks(engine: Engine, specs: readonly NetworkSpec
 
 async function ensureOne(engine: Engine, spec: NetworkSpec, ctx: NetworkCtx, swarmRole: () => Promise<SwarmRole | null>): Promise<EngineNetwork> {
   const { signal, progress } = ctx;
+  // Checked under the name's lock: a job cancelled while it waited (its environment is being
+  // deleted and network.remove holds the lock) creates nothing.
+  signal.throwIfAborted();
+  if (wasRemoved(engine, spec.name)) {
+    throw new EngineError(`network ${spec.name} was removed by the control plane (its environment was deleted); not creating it again`, 409);
+  }
   const existing = await findNetwork(engine, spec.name, signal);
   if (existing) {
+    if (!isPlatformNetwork(existing)) {
+      throw new EngineError(
+        `network ${spec.name} already exists on this server but was not created by the platform (no capstan.managed=true label); not taking it over: remove or rename it, or use another name`,
+        409,
+      );
+    }
+    const asked = scopeOf(spec);
+    if (asked !== null && scopeOf(existing) !== asked) {
+      throw new EngineError(
+        `network ${spec.name} already exists on this server as a platform network of scope ${scopeOf(existing) ?? "(none)"}, not ${asked}; not taking it over`,
+        409,
+      );
+    }
     const drift = differences(existing, spec);
     progress(`network ${spec.name} exists${drift ? ` (${drift}; left as it is)` : ""}`);
     return toEngineNetwork(existing);

@@ -124,16 +124,85 @@ describe("toEngineNetwork", () => {
 describe("ensureNetworks", () => {
   it("creates what is missing, returns existing ones as they are, once per name", async () => {
     const { f, engine } = fake();
-    f.addNetwork("have", { owner: "someone" });
+    f.addNetwork("have", { "capstan.managed": "true", owner: "someone" });
     const c = ctx();
     const out = await ensureNetworks(engine, [spec("have"), spec("new-1"), spec("new-1")], c);
     expect(out.map((n) => n.name)).toEqual(["have", "new-1", "new-1"]);
     expect(f.calls).toEqual(["create new-1"]);
     expect(f.created[0]!.labels).toEqual({ "capstan.test": "1", "capstan.managed": "true" });
-    expect(out[0]!.labels).toEqual({ owner: "someone" });
+    expect(out[0]!.labels).toEqual({ "capstan.managed": "true", owner: "someone" });
     // Idempotent: a second call creates nothing.
     await ensureNetworks(engine, [spec("have"), spec("new-1")], c);
     expect(f.calls).toEqual(["create new-1"]);
+  });
+
+  it("refuses to take over a network of that name the platform did not create (no capstan.managed), creating nothing", async () => {
+    const { f, engine } = fake();
+    f.addNetwork("team-bus", { owner: "ops" });
+    const shared = spec("team-bus", { labels: { "capstan.network.scope": "shared" } });
+    await expect(ensureNetworks(engine, [shared], ctx())).rejects.toThrow(
+      "network team-bus already exists on this server but was not created by the platform (no capstan.managed=true label); not taking it over: remove or rename it, or use another name",
+    );
+    expect(f.calls).toEqual([]);
+    // The engine's own networks are never ours either.
+    f.addNetwork("bridge", {});
+    await expect(ensureNetworks(engine, [spec("bridge")], ctx())).rejects.toThrow(/not created by the platform/);
+  });
+
+  it("refuses a platform network of that name made for another scope (a compose application's own network, say)", async () => {
+    const { f, engine } = fake();
+    f.addNetwork("capstan-app1", { "capstan.managed": "true" });
+    f.addNetwork("capstan-env-e1", { "capstan.managed": "true", "capstan.network.scope": "environment" });
+    await expect(ensureNetworks(engine, [spec("capstan-app1", { labels: { "capstan.network.scope": "shared" } })], ctx())).rejects.toThrow(
+      "network capstan-app1 already exists on this server as a platform network of scope (none), not shared; not taking it over",
+    );
+    // Same scope: it is the one asked for.
+    const [n] = await ensureNetworks(engine, [spec("capstan-env-e1", { labels: { "capstan.network.scope": "environment" } })], ctx());
+    expect(n!.name).toBe("capstan-env-e1");
+    expect(f.calls).toEqual([]);
+  });
+
+  it("never creates again an environment network it removed (its environment was deleted); shared ones may come back", async () => {
+    const { f, engine } = fake();
+    f.addNetwork("capstan-env-gone", { "capstan.managed": "true", "capstan.network.scope": "environment" });
+    await removeNetwork(engine, "capstan-env-gone", ctx());
+    // A deployment of the deleted environment that was already running asks for it afterwards.
+    const env = spec("capstan-env-gone", { labels: { "capstan.network.scope": "environment" } });
+    await expect(prepareResourceNetworks(engine, { network: "capstan-env-gone", ensure_networks: [env] }, ctx())).rejects.toThrow(
+      "network capstan-env-gone was removed by the control plane (its environment was deleted); not creating it again",
+    );
+    // Also when the removal found nothing to remove (the deployment had not created it yet).
+    await removeNetwork(engine, "capstan-env-never", ctx());
+    await expect(ensureNetworks(engine, [spec("capstan-env-never")], ctx())).rejects.toThrow(/not creating it again/);
+    // Per engine: another engine is not affected.
+    const other = fake();
+    await ensureNetworks(other.engine, [spec("capstan-env-never")], ctx());
+    // A shared network deleted and created again under its name.
+    f.addNetwork("bus");
+    await removeNetwork(engine, "bus", ctx());
+    await ensureNetworks(engine, [spec("bus")], ctx());
+    expect(f.calls.filter((c) => c.startsWith("create"))).toEqual(["create bus"]);
+  });
+
+  it("creates nothing once its job was cancelled while it waited for the name (network.remove holding it)", async () => {
+    const { f, engine } = fake();
+    f.addNetwork("bus");
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const list = f.listNetworks.bind(f);
+    f.listNetworks = async (name: string) => {
+      await gate;
+      return list(name);
+    };
+    const removing = removeNetwork(engine, "bus", ctx());
+    const ac = new AbortController();
+    const ensuring = ensureNetworks(engine, [spec("bus")], { ...ctx(), signal: ac.signal });
+    await new Promise((r) => setTimeout(r, 10));
+    ac.abort(new Error("cancelled by the control plane"));
+    release();
+    await removing;
+    await expect(ensuring).rejects.toThrow("cancelled by the control plane");
+    expect(f.calls).toEqual(["rmnet bus"]);
   });
 
   it("treats a racing creator's network (409) as the one asked for", async () => {

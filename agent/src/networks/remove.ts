@@ -1,6 +1,7 @@
 import { type Engine, EngineError, isNotFound } from "../docker/engine.js";
 import { isPlatformNetwork } from "./engine-network.js";
 import { withNetworkLock } from "./ensure.js";
+import { markRemoved } from "./removed.js";
 import type { NetworkCtx } from "./types.js";
 
 /** Containers may be attached between our disconnects and the removal (a deployment): retry this often. */
@@ -11,11 +12,14 @@ const REMOVE_ATTEMPTS = 3;
  * network, every network of that name when the engine holds duplicates. Only networks the
  * platform created (label capstan.managed=true) are removed: the engine's own (bridge, host,
  * none) and anything made behind the platform's back are refused with a reason. A network
- * that does not exist is not an error (`removed: false`).
+ * that does not exist is not an error (`removed: false`). An environment network is remembered
+ * as removed (removed.ts), whether it existed or not: this agent never creates it again.
  */
 export function removeNetwork(engine: Engine, name: string, ctx: NetworkCtx): Promise<{ removed: boolean; disconnected: string[] }> {
   return withNetworkLock(engine, name, async () => {
     const { signal, progress } = ctx;
+    // First, under the name's lock: whatever happens below, a deployment that ensures it later does not bring it back.
+    markRemoved(engine, name);
     const found = await engine.listNetworks(name, signal);
     if (found.length === 0) {
       progress(`network ${name} does not exist`);
