@@ -33,6 +33,13 @@ export interface JobRow {
   error: string | null;
 }
 
+/** A job cancelled by cancelWithin. */
+export interface CancelledJob {
+  id: string;
+  serverId: number;
+  reason: string;
+}
+
 export type FinishedJob<T extends JobType = JobType> =
   | { id: string; status: "succeeded"; result: JobResult<T> }
   | { id: string; status: "failed" | "cancelled"; error: string };
@@ -285,6 +292,12 @@ export class JobQueue {
     });
     if (updated.count === 0) return false;
     this.lastDelivery.delete(id);
+    await this.afterFinish(id, end);
+    return true;
+  }
+
+  /** Runs the finish hooks of a job that just ended and wakes its waiters. */
+  private async afterFinish(id: string, end: { status: "succeeded"; result: unknown } | { status: "failed" | "cancelled"; error: string }): Promise<void> {
     if (this.finishHooks.size) {
       const row = await this.db.job.findUnique({ where: { id } });
       const hooks = (row && this.finishHooks.get(row.type)) || [];
@@ -297,7 +310,60 @@ export class JobQueue {
     }
     const finished: FinishedJob = end.status === "succeeded" ? { id, status: "succeeded", result: end.result as never } : { id, status: end.status, error: end.error };
     this.events.emit(`done:${id}`, finished);
-    return true;
+  }
+
+  /** The open jobs of these types on these servers, oldest first, with their payloads opened (those this key cannot open are left out). */
+  async openJobs(db: Tx, where: { serverIds: number[]; types: JobType[] }): Promise<{ id: string; serverId: number; type: JobType; payload: unknown }[]> {
+    if (!where.serverIds.length || !where.types.length) return [];
+    const rows = await db.job.findMany({
+      where: { serverId: { in: where.serverIds }, type: { in: where.types }, status: { in: OPEN } },
+      orderBy: { createdAt: "asc" },
+      select: { id: true, serverId: true, type: true, payload: true },
+    });
+    const out: { id: string; serverId: number; type: JobType; payload: unknown }[] = [];
+    for (const row of rows) {
+      try {
+        out.push({ id: row.id, serverId: row.serverId, type: row.type as JobType, payload: openPayload(this.box, row.payload) });
+      } catch {
+        // sealed with another key: not ours to read
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Cancels, inside the caller's transaction, the open jobs of these types on these servers
+   * whose payload (opened) matches: they end together with whatever the transaction changes
+   * (an environment's deletion cancels its resources' deployments). Call cancelled() with the
+   * answer after the commit.
+   */
+  async cancelWithin(
+    tx: Prisma.TransactionClient,
+    where: { serverIds: number[]; types: JobType[] },
+    match: (payload: unknown, type: JobType) => boolean,
+    reason: string,
+  ): Promise<CancelledJob[]> {
+    const out: CancelledJob[] = [];
+    for (const job of await this.openJobs(tx, where)) {
+      if (!match(job.payload, job.type)) continue;
+      const r = await tx.job.updateMany({ where: { id: job.id, status: { in: OPEN } }, data: { status: "cancelled", finishedAt: new Date(), error: reason } });
+      if (r.count) out.push({ id: job.id, serverId: job.serverId, reason });
+    }
+    return out;
+  }
+
+  /**
+   * After the transaction of cancelWithin committed: the agents running those jobs are told to
+   * stop at once (before anything delivered later on the same connection; the replica holding
+   * another agent's connection tells it on its next tick, before it delivers anything), then
+   * the finish hooks run and waiters wake.
+   */
+  async cancelled(jobs: readonly CancelledJob[]): Promise<void> {
+    for (const job of jobs) {
+      this.lastDelivery.delete(job.id);
+      this.cancelOnAgent?.(job.serverId, job.id);
+    }
+    for (const job of jobs) await this.afterFinish(job.id, { status: "cancelled", error: job.reason });
   }
 
   private openedJson(stored: string): string {
