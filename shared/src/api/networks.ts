@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { DockerName } from "../protocol/names.js";
 import { NetworkDriver } from "../protocol/networks.js";
-import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { Timestamp, Uuid, listOf, resourceId, unknownFieldsRefused } from "./common.js";
 
 /** Spec section 2, Network.scope. */
 export const NETWORK_SCOPES = ["environment", "shared", "proxy", "system"] as const;
@@ -18,6 +18,9 @@ export const NETWORK_RESOURCE_TYPES = ["application", "service", "database"] as 
 export const NetworkResourceType = z.enum(NETWORK_RESOURCE_TYPES);
 export type NetworkResourceType = z.infer<typeof NetworkResourceType>;
 
+/** Names the platform gives its own networks (capstan, capstan-env-*, capstan-proxy-net, a compose application's capstan-<uuid>): never a user's shared network. */
+export const isReservedNetworkName = (name: string): boolean => /^capstan([-_.]|$)/i.test(name);
+
 /**
  * Name of a shared network on the host: a Docker network name that cannot be mistaken for one
  * the platform names itself (capstan-*) or for the engine's own (bridge, host, none).
@@ -28,14 +31,18 @@ export const SharedNetworkName = z
   .min(1, "This field is required.")
   .max(64, "Use at most 64 characters.")
   .pipe(DockerName)
-  .refine((v) => !/^capstan([-_.]|$)/i.test(v), "Names starting with capstan are reserved for the platform's own networks.")
+  .refine((v) => !isReservedNetworkName(v), "Names starting with capstan are reserved for the platform's own networks.")
   .refine((v) => !["bridge", "host", "none", "ingress", "docker_gwbridge"].includes(v.toLowerCase()), "This name belongs to the container engine.");
 
-export const CreateNetworkBody = z.object({
-  name: SharedNetworkName,
-  /** bridge on standalone servers, overlay on swarm managers; detected from the server's facts when omitted. */
-  driver: NetworkDriver.optional(),
-});
+/** Request bodies are strict objects: a misspelt field is a 422 naming it, not silently ignored. */
+export const CreateNetworkBody = z.strictObject(
+  {
+    name: SharedNetworkName,
+    /** bridge on standalone servers, overlay on swarm managers; detected from the server's facts when omitted. */
+    driver: NetworkDriver.optional(),
+  },
+  unknownFieldsRefused,
+);
 
 export const Network = z
   .object({
@@ -146,7 +153,7 @@ export const ResourceNetwork = z
   })
   .meta({ id: "ResourceNetwork" });
 
-export const AttachNetworkBody = z.object({ network_uuid: Uuid });
+export const AttachNetworkBody = z.strictObject({ network_uuid: Uuid }, unknownFieldsRefused);
 
 export const NetworkServerParams = z.object({ serverUuid: resourceId("server", Uuid) });
 export const NetworkParams = NetworkServerParams.extend({ networkUuid: resourceId("network", Uuid) });
