@@ -6,7 +6,7 @@
  * isolation migrate -> redeploy -> cleanup. Real traffic on real engines: test/e2e/networks.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DeployPayload, type EngineNetwork, type JobEnvelope, type ManagedContainer, type NetworkSpec } from "@capstan/shared";
+import { DeployPayload, EV, type EngineNetwork, type JobEnvelope, type ManagedContainer, type NetworkSpec } from "@capstan/shared";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { DeployWorld, deployResult, until, type ServerFixture } from "./support/deployments.js";
 import { sampleFacts, type ScriptedAgent } from "./support/fake-agent.js";
@@ -433,5 +433,209 @@ describe("proxy isolation disabled", () => {
       expect(r.status).toBe(409);
       expect(r.body.message).toMatch(/PLATFORM_PROXY_ISOLATION=true or PLATFORM_NETWORK_ISOLATION_MODE=strict/);
     }
+  });
+});
+
+/** What the agent received, in the order it received it: jobs by type and name, cancels by job id. */
+function arrivals(agent: ScriptedAgent): string[] {
+  const seen: string[] = [];
+  agent.socket.on(EV.job, (job: JobEnvelope) => seen.push(`job ${job.type} ${job.id}`));
+  agent.socket.on(EV.jobCancel, (c: { id: string }) => seen.push(`cancel ${c.id}`));
+  return seen;
+}
+
+describe("environment deletion and the deployments around it", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  const databaseIn = async (server: ServerFixture, environment: string, instant = true) => {
+    const r = await m.team.api.post("/databases/postgresql", {
+      project_uuid: m.world.projectUuid,
+      environment_name: environment,
+      server_uuid: server.uuid,
+      destination_uuid: server.destinationUuid,
+      instant_deploy: instant,
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    return r.body.uuid as string;
+  };
+
+  it("a network a deployment records while the deletion is being prepared is removed with the environment, not left behind", async () => {
+    const { server, agent } = await m.server("race-env");
+    const racy = await m.environment("racy");
+    await m.app(server, "racy-app", { environment: "racy" });
+    const svc = m.t.instance.services.networks;
+    const original = svc.planEnvironmentRemoval;
+    const name = `capstan-env-${racy.uuid}`;
+    svc.planEnvironmentRemoval = async function (this: typeof svc, ...args: Parameters<typeof original>) {
+      const plan = await original.apply(this, args);
+      // The environment's first deployment records its network right now.
+      await m.db.network.create({
+        data: { uuid: crypto.randomUUID(), teamId: m.team.teamId, serverId: server.id, name, scope: "environment", environmentId: racy.id, driver: "bridge", status: "pending" },
+      });
+      return plan;
+    } as typeof original;
+    try {
+      expect((await m.team.api.delete(`/projects/${m.world.projectUuid}/environments/racy`)).status).toBe(200);
+    } finally {
+      svc.planEnvironmentRemoval = original;
+    }
+    expect(await m.db.network.findFirstOrThrow({ where: { serverId: server.id, name } })).toMatchObject({ status: "deleted", environmentId: null });
+    await until(async () => agent.jobs.some((j) => j.type === "network.remove" && (j.payload as { name: string }).name === name));
+  });
+
+  it("its databases' deployments still queued or running are cancelled with it; the agent hears of the cancel before the network's removal", async () => {
+    const { server, agent } = await m.server("cancel-env");
+    const seen = arrivals(agent);
+    agent.serve("db.deploy", () => ({ hold: true }));
+    const doomed = await m.environment("doomed-db");
+    await databaseIn(server, "doomed-db");
+    await until(async () => agent.jobs.some((j) => j.type === "db.deploy"));
+    const running = agent.jobs.find((j) => j.type === "db.deploy")!;
+    // Another server whose agent is away: its database's deployment stays queued.
+    const away = await m.world.server("cancel-away");
+    await databaseIn(away, "doomed-db");
+    const queued = await m.db.job.findFirstOrThrow({ where: { serverId: away.id, type: "db.deploy" } });
+    expect(queued.status).toBe("queued");
+
+    expect((await m.team.api.delete(`/projects/${m.world.projectUuid}/environments/doomed-db`)).status).toBe(200);
+    const remove = () => agent.jobs.find((j) => j.type === "network.remove" && (j.payload as { name: string }).name === `capstan-env-${doomed.uuid}`);
+    await until(async () => remove() !== undefined);
+    expect(await m.db.job.findUniqueOrThrow({ where: { id: running.id } })).toMatchObject({ status: "cancelled", error: "cancelled: the database's environment was deleted" });
+    expect(await m.db.job.findUniqueOrThrow({ where: { id: queued.id } })).toMatchObject({ status: "cancelled" });
+    expect(seen.indexOf(`cancel ${running.id}`)).toBeGreaterThanOrEqual(0);
+    expect(seen.indexOf(`cancel ${running.id}`)).toBeLessThan(seen.indexOf(`job network.remove ${remove()!.id}`));
+  });
+});
+
+describe("a network record is pending only while a job that ensures it exists", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("a deployment that fails before its job is written records nothing", async () => {
+    const { server } = await m.server("pending-early");
+    const env = await m.environment("early");
+    const app = await m.app(server, "early-app", { environment: "early" });
+    // The health check needs a port: the payload fails after its networks were planned.
+    await m.db.application.update({ where: { uuid: app }, data: { portsExposes: "", healthCheckEnabled: true, healthCheckPort: null } });
+    const failed = await m.deployFails(app);
+    expect(failed.reason).toMatch(/health check needs a port/);
+    expect(await m.db.network.findMany({ where: { serverId: server.id, name: `capstan-env-${env.uuid}` } })).toEqual([]);
+  });
+
+  it("a deployment whose job fails leaves its new network pending no longer: a network.ensure verifies it", async () => {
+    const server = await m.world.server("pending-failed");
+    const agent = await m.world.agent(server, () => ({ ok: false, error: "image pull failed" }));
+    const ensures: JobEnvelope[] = [];
+    agent.serve("network.ensure", (job) => {
+      ensures.push(job);
+      const specs = (job.payload as { networks: NetworkSpec[] }).networks;
+      return { ok: true, result: { networks: specs.map((n): EngineNetwork => ({ id: `id-${n.name}`, name: n.name, driver: n.driver, scope: "local", internal: false, encrypted: false, labels: n.labels, subnet: null, gateway: null, containers: [] })) } };
+    });
+    const env = await m.environment("failing");
+    const app = await m.app(server, "failing-app", { environment: "failing" });
+    const failed = await m.deployFails(app);
+    expect(failed.reason).toMatch(/image pull failed/);
+    await until(async () => ensures.length === 1);
+    expect((ensures[0]!.payload as { networks: NetworkSpec[] }).networks).toEqual([envSpec(env.uuid)]);
+    await until(async () => (await m.db.network.findFirstOrThrow({ where: { serverId: server.id, name: `capstan-env-${env.uuid}` } })).status === "active");
+    expect(await m.db.network.findFirstOrThrow({ where: { serverId: server.id, name: `capstan-env-${env.uuid}` } })).toMatchObject({ containerEngineId: `id-capstan-env-${env.uuid}` });
+  });
+});
+
+describe("proxy isolation on a server whose first resource is a database", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_NETWORK_ISOLATION_MODE: "strict" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("starts cleaned up: databases are never routed, so the proxy never joins the networks that hold them", async () => {
+    const { server, agent } = await m.server("db-first");
+    agent.serve("db.deploy", () => ({ ok: true, result: { container: "c", status: "running:healthy" } }));
+    const prod = await m.environment("production");
+    const created = await m.team.api.post("/databases/postgresql", {
+      project_uuid: m.world.projectUuid,
+      environment_name: "production",
+      server_uuid: server.uuid,
+      destination_uuid: server.destinationUuid,
+      instant_deploy: true,
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    await until(async () => (await m.db.network.findFirst({ where: { serverId: server.id, name: `capstan-env-${prod.uuid}` } }))?.status === "active");
+    const p = await m.deploy(await m.app(server, "after-db", { fqdn: "https://after-db.example.test" }));
+    expect(p.proxy).toMatchObject({ networks: [PROXY_NET], ensure_networks: [proxySpec()] });
+    expect((await m.db.server.findUniqueOrThrow({ where: { id: server.id } })).proxyIsolation).toBe("cleaned");
+  });
+});
+
+describe("proxy cleanup and deployments around it", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_PROXY_ISOLATION: "true" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  it("a deployment prepared during the disconnects puts the proxy on the proxy network only; one prepared before and ending after is undone", async () => {
+    const server = await m.world.server("cleanup-race");
+    let holdDeploys = false;
+    const agent = await m.world.agent(server, (job) => {
+      m.deploys.push(job);
+      return holdDeploys ? { hold: true } : { ok: true, result: deployResult(null, "running:healthy") };
+    });
+    const prod = await m.environment("production");
+    const envNet = `capstan-env-${prod.uuid}`;
+    const pubApp = await m.app(server, "cr-public", { fqdn: "https://cr.example.test" });
+    const internalApp = await m.app(server, "cr-internal");
+    const slowApp = await m.app(server, "cr-slow");
+    // Deployed before isolation applied: the server has to be migrated.
+    const appRow = await m.db.application.findUniqueOrThrow({ where: { uuid: pubApp } });
+    await m.db.deployment.create({
+      data: { uuid: crypto.randomUUID(), teamId: appRow.teamId, applicationId: appRow.id, serverId: server.id, status: "finished", trigger: "api", startedAt: new Date(), finishedAt: new Date() },
+    });
+    agent.serve("network.ensure", (job) => ({
+      ok: true,
+      result: { networks: (job.payload as { networks: NetworkSpec[] }).networks.map((n): EngineNetwork => ({ id: `id-${n.name}`, name: n.name, driver: "bridge", scope: "local", internal: false, encrypted: false, labels: {}, subnet: null, gateway: null, containers: [] })) },
+    }));
+    agent.serve("containers.list", () => ({
+      ok: true,
+      result: { containers: [{ id: "1", name: `${pubApp}-new`, image: "i", status: "running:healthy", labels: { "capstan.resource.uuid": pubApp, "capstan.domains": "cr.example.test", "capstan.proxy.network": PROXY_NET } }] },
+    }));
+    const connects: JobEnvelope[] = [];
+    let holdNext = true;
+    agent.serve("network.connect", (job) => {
+      connects.push(job);
+      const p = job.payload as { containers: string[]; disconnect: boolean };
+      if (p.disconnect && holdNext) {
+        holdNext = false;
+        return { hold: true };
+      }
+      return { ok: true, result: { changed: p.containers } };
+    });
+    expect((await m.team.api.post(`/networks/${server.uuid}/proxy/migrate`)).status).toBe(200);
+    expect((await m.deploy(pubApp)).proxy.networks).toEqual(["capstan", envNet, PROXY_NET]);
+
+    // A deployment whose job runs during the cleanup, with the proxy settings of before.
+    holdDeploys = true;
+    const slow = await m.world.deploy(slowApp, undefined, m.team.api);
+    await until(async () => m.deploys.some((j) => (j.payload as { deployment_uuid: string }).deployment_uuid === slow));
+    const slowJob = m.deploys.find((j) => (j.payload as { deployment_uuid: string }).deployment_uuid === slow)!;
+    expect(DeployPayload.parse(slowJob.payload).proxy.networks).toEqual(["capstan", envNet, PROXY_NET]);
+    holdDeploys = false;
+
+    const cleanup = m.team.api.post(`/networks/${server.uuid}/proxy/cleanup`);
+    await until(async () => connects.some((j) => (j.payload as { disconnect: boolean }).disconnect));
+    const held = connects.find((j) => (j.payload as { disconnect: boolean }).disconnect)!;
+    // Prepared while the proxy is being disconnected: the proxy network only.
+    expect((await m.deploy(internalApp)).proxy.networks).toEqual([PROXY_NET]);
+    await agent.outcome({ id: held.id, attempt: held.attempt, ok: true, result: { changed: ["capstan-proxy"] } });
+    expect((await cleanup).status).toBe(200);
+    const disconnectsAfterCleanup = connects.filter((j) => (j.payload as { disconnect: boolean }).disconnect).length;
+
+    // The slow deployment ends now: its proxy sync put the proxy back on the old networks.
+    await agent.outcome({ id: slowJob.id, attempt: slowJob.attempt, ok: true, result: deployResult(null, "running:healthy") });
+    await until(async () => connects.filter((j) => (j.payload as { disconnect: boolean }).disconnect).length === disconnectsAfterCleanup + 2);
+    expect(connects.slice(-2).map((j) => j.payload)).toEqual([
+      { network: "capstan", containers: ["capstan-proxy"], disconnect: true },
+      { network: envNet, containers: ["capstan-proxy"], disconnect: true },
+    ]);
   });
 });

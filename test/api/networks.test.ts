@@ -576,3 +576,165 @@ describe("with network management off", () => {
     }
   });
 });
+
+describe("sync: only networks labelled shared are shared", () => {
+  it("a compose application's own network (capstan.managed, no scope label) is recorded system: it cannot be attached or deleted", async () => {
+    const { server, agent } = await serverWithAgent("sync-scope");
+    const app = await world.imageApp(server, "scope-app");
+    const engine = [
+      // rewriteCompose labels the application's network capstan.managed=true and capstan.resource.uuid, no scope.
+      engineNetwork(`capstan-${app}`, { id: "engine-app-net", labels: { "capstan.managed": "true", "capstan.resource.uuid": app } }),
+      engineNetwork("made-shared", { id: "engine-shared", labels: { "capstan.managed": "true", "capstan.network.scope": "shared" } }),
+    ];
+    agent.serve("networks.list", () => ({ ok: true, result: { networks: engine } }));
+    const removals: JobEnvelope[] = [];
+    agent.serve("network.remove", (job) => {
+      removals.push(job);
+      return { ok: true, result: { removed: true, disconnected: [] } };
+    });
+    const r = await team.api.post(`/networks/${server.uuid}/sync`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const rows = new Map((await rowsOf(server.id)).map((n) => [n.name, n]));
+    expect(rows.get(`capstan-${app}`)).toMatchObject({ scope: "system", status: "active" });
+    expect(rows.get("made-shared")).toMatchObject({ scope: "shared", status: "active" });
+
+    const appNet = rows.get(`capstan-${app}`)!;
+    const other = await world.imageApp(server, "scope-intruder");
+    const attach = await team.api.post(`/networks/resource/application/${other}/attach`, { network_uuid: appNet.uuid });
+    expect(attach.status).toBe(422);
+    expect(attach.body.errors.network_uuid[0]).toMatch(/Only shared networks can be attached; capstan-.* is a system network/);
+    const del = await team.api.delete(`/networks/${server.uuid}/${appNet.uuid}`);
+    expect(del.status).toBe(409);
+    expect(await db().networkAttachment.count({ where: { networkId: appNet.id } })).toBe(0);
+    expect((await db().network.findUniqueOrThrow({ where: { id: appNet.id } })).status).toBe("active");
+    expect(removals).toEqual([]);
+  });
+
+  it("a record an earlier sync took for shared (a platform name) becomes system and loses its attachments", async () => {
+    const { server, agent } = await serverWithAgent("sync-reclassify");
+    const app = await world.imageApp(server, "reclassify-app");
+    const wrong = await db().network.create({
+      data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name: `capstan-${app}`, scope: "shared", driver: "bridge", status: "active" },
+    });
+    const other = await world.imageApp(server, "reclassify-other");
+    const otherId = (await db().application.findUniqueOrThrow({ where: { uuid: other } })).id;
+    await db().networkAttachment.create({ data: { networkId: wrong.id, resourceType: "application", resourceId: otherId } });
+    agent.serve("networks.list", () => ({
+      ok: true,
+      result: { networks: [engineNetwork(`capstan-${app}`, { id: "engine-app-net", labels: { "capstan.managed": "true", "capstan.resource.uuid": app } })] },
+    }));
+    expect((await team.api.post(`/networks/${server.uuid}/sync`)).status).toBe(200);
+    expect(await db().network.findUniqueOrThrow({ where: { id: wrong.id } })).toMatchObject({ scope: "system", status: "active", reason: expect.stringMatching(/reclassified by sync/) });
+    expect(await db().networkAttachment.count({ where: { networkId: wrong.id } })).toBe(0);
+    expect((await team.api.delete(`/networks/${server.uuid}/${wrong.uuid}`)).status).toBe(409);
+  });
+});
+
+describe("sync does not undo what happened while the agent listed", () => {
+  it("a record created, deleted or changed after the listing keeps its state; a deleted one whose removal is still open is not revived", async () => {
+    const { server, agent } = await serverWithAgent("sync-race");
+    const make = (name: string, status: string) =>
+      db().network.create({ data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name, scope: "shared", driver: "bridge", status } });
+    // Deleted before the sync, its removal queued on the agent: the engine still lists it.
+    const removing = await make("being-removed", "active");
+    agent.serve("network.remove", () => ({ hold: true }));
+    expect((await team.api.delete(`/networks/${server.uuid}/${removing.uuid}`)).status).toBe(200);
+    await until(async () => agent.jobs.some((j) => j.type === "network.remove"));
+    const live = await make("turned-active", "pending");
+    const deletedMeanwhile = await make("deleted-meanwhile", "active");
+
+    agent.serve("networks.list", () => ({ hold: true }));
+    const sync = team.api.post(`/networks/${server.uuid}/sync`);
+    await until(async () => agent.jobs.some((j) => j.type === "networks.list"));
+    const list = agent.jobs.find((j) => j.type === "networks.list")!;
+    // While the agent lists: a create is recorded (not on the engine yet), a pending record
+    // becomes active (the engine listed before it was made), a record is deleted (listed before).
+    const created = await make("created-meanwhile", "pending");
+    await db().network.update({ where: { id: live.id }, data: { status: "active", containerEngineId: "engine-live" } });
+    await db().network.update({ where: { id: deletedMeanwhile.id }, data: { status: "deleted" } });
+    await agent.outcome({
+      id: list.id,
+      attempt: list.attempt,
+      ok: true,
+      result: { networks: [engineNetwork("being-removed", { labels: { "capstan.managed": "true", "capstan.network.scope": "shared" } }), engineNetwork("deleted-meanwhile")] },
+    });
+    const r = await sync;
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(await db().network.findUniqueOrThrow({ where: { id: created.id } })).toMatchObject({ status: "pending" });
+    expect(await db().network.findUniqueOrThrow({ where: { id: live.id } })).toMatchObject({ status: "active", containerEngineId: "engine-live" });
+    expect(await db().network.findUniqueOrThrow({ where: { id: deletedMeanwhile.id } })).toMatchObject({ status: "deleted" });
+    expect(await db().network.findUniqueOrThrow({ where: { id: removing.id } })).toMatchObject({ status: "deleted" });
+  });
+});
+
+describe("environment networks left without their environment", () => {
+  it("can be deleted (network.remove), and stop counting toward the limit", async () => {
+    const { server, agent } = await serverWithAgent("orphans");
+    const removals: JobEnvelope[] = [];
+    agent.serve("network.remove", (job) => {
+      removals.push(job);
+      return { ok: true, result: { removed: true, disconnected: [] } };
+    });
+    const orphan = await db().network.create({
+      data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name: `capstan-env-${crypto.randomUUID()}`, scope: "environment", environmentId: null, driver: "bridge", status: "pending" },
+    });
+    const r = await team.api.delete(`/networks/${server.uuid}/${orphan.uuid}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    await until(async () => removals.length === 1);
+    expect(removals[0]!.payload).toEqual({ name: orphan.name });
+    expect(await db().network.findUniqueOrThrow({ where: { id: orphan.id } })).toMatchObject({ status: "deleted" });
+  });
+});
+
+describe("request bodies are strict", () => {
+  it("an unknown (misspelt) field is a 422 naming it, and nothing changes", async () => {
+    const { server, agent } = await serverWithAgent("strict");
+    ensureServed(agent);
+    const before = await rowsOf(server.id);
+    const r = await team.api.post(`/networks/${server.uuid}`, { name: "typo-net", drivr: "overlay" });
+    expect(r.status).toBe(422);
+    expect(r.body.errors).toEqual({ drivr: ["Unknown field(s): drivr. This path does not take them."] });
+    expect(await rowsOf(server.id)).toEqual(before);
+    const net = (await team.api.post(`/networks/${server.uuid}`, { name: "strict-net" })).body.data.uuid;
+    const app = await world.imageApp(server, "strict-app");
+    const a = await team.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: net, role: "primary" });
+    expect(a.status).toBe(422);
+    expect(a.body.errors).toEqual({ role: ["Unknown field(s): role. This path does not take them."] });
+    expect(await db().networkAttachment.count({ where: { networkId: (await db().network.findUniqueOrThrow({ where: { uuid: net } })).id } })).toBe(0);
+  });
+});
+
+describe("the 32 attachments of a resource", () => {
+  it("concurrent attaches cannot pass the cap together", async () => {
+    const { server } = await serverWithAgent("cap");
+    const app = await world.imageApp(server, "cap-app");
+    const nets = [];
+    for (let i = 0; i < 40; i++) {
+      nets.push(
+        await db().network.create({ data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name: `cap-${i}`, scope: "shared", driver: "bridge", status: "active" } }),
+      );
+    }
+    // A slow database between the count and the insert, as under load: requests outside the
+    // network lock would all count below the cap before any of them inserts.
+    const delegate = db().networkAttachment;
+    const count = delegate.count;
+    delegate.count = (async (...args: Parameters<typeof count>) => {
+      const n = await count.apply(delegate, args);
+      await new Promise((r) => setTimeout(r, 100));
+      return n;
+    }) as typeof count;
+    let results;
+    try {
+      results = await Promise.all(nets.map((n) => team.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: n.uuid })));
+    } finally {
+      delegate.count = count;
+    }
+    expect(results.filter((r) => r.status === 200)).toHaveLength(32);
+    for (const r of results.filter((x) => x.status !== 200)) {
+      expect(r.status).toBe(422);
+      expect(r.body.errors.network_uuid).toEqual(["A resource can be attached to at most 32 networks."]);
+    }
+    const id = (await db().application.findUniqueOrThrow({ where: { uuid: app } })).id;
+    expect(await db().networkAttachment.count({ where: { resourceType: "application", resourceId: id } })).toBe(32);
+  });
+});

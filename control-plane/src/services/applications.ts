@@ -22,7 +22,7 @@ import type { AuthContext } from "../http/auth.js";
 import { AppError, conflict, invalid, notFound, type FieldErrors } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { JobQueue } from "../jobs/queue.js";
+import type { CancelledJob, JobQueue } from "../jobs/queue.js";
 import { parseCompose } from "../compose/index.js";
 import type { AccessService, Need } from "./access.js";
 import { ServerService } from "./servers.js";
@@ -445,20 +445,37 @@ export class ApplicationService {
   async planRemoval(where: { environmentIds: number[] }): Promise<{ enqueue(tx: Tx): Promise<void>; kick(): void }> {
     const apps = await this.db.application.findMany({
       where: { environmentId: { in: where.environmentIds } },
-      select: { id: true, uuid: true, name: true, serverId: true },
+      select: { id: true, uuid: true, name: true, serverId: true, teamId: true },
     });
     await this.assertNoOpenDeployment(apps.map((a) => a.id));
     const proxies = new Map<number, ProxySettings>();
     for (const serverId of new Set(apps.map((a) => a.serverId))) proxies.set(serverId, await this.proxy(serverId));
+    const cancelled: CancelledJob[] = [];
     return {
       enqueue: async (tx) => {
+        // A deployment admitted after the check above (its record goes with the application)
+        // must not run afterwards: its build or deploy job ends with the environment, here.
+        const now = await tx.application.findMany({ where: { environmentId: { in: where.environmentIds } }, select: { uuid: true, teamId: true } });
+        if (now.length) {
+          const uuids = new Set(now.map((a) => a.uuid));
+          const servers = await tx.server.findMany({ where: { teamId: now[0]!.teamId }, select: { id: true } }); // build servers too
+          cancelled.push(
+            ...(await this.jobs.cancelWithin(
+              tx,
+              { serverIds: servers.map((s) => s.id), types: ["app.deploy", "app.build"] },
+              (payload) => uuids.has((payload as { app?: { uuid?: string } } | null)?.app?.uuid ?? ""),
+              "cancelled: the application's environment was deleted",
+            )),
+          );
+        }
         for (const app of apps) {
           await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, DELETE_DEFAULTS, proxies.get(app.serverId)!), REMOVE_TIMEOUT_MS);
         }
         await forgetAttachments(tx, "application", apps.map((a) => a.id));
       },
-      // Delivery after commit; a kick that fails is retried by the queue's pump.
+      // Delivery after commit (the agents hear of the cancels first); a kick that fails is retried by the queue's pump.
       kick: () => {
+        void this.jobs.cancelled(cancelled).catch(() => {});
         for (const serverId of proxies.keys()) void this.jobs.kick(serverId).catch(() => {});
       },
     };

@@ -21,12 +21,12 @@ import type { AuthContext } from "../http/auth.js";
 import { AppError, conflict, invalid, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { JobQueue, JobRow } from "../jobs/queue.js";
+import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
 import type { AccessService, Need } from "./access.js";
 import type { DeleteFlags } from "./applications.js";
 import { buildDbDeployPayload, openCredentials, sealCredentials } from "./database-spec.js";
 import type { EnvOwnerResolver } from "./env-vars.js";
-import { forgetAttachments, type NetworkPlanSettings } from "./network-plan.js";
+import { forgetAttachments, lockServersNetworks, type NetworkPlanSettings } from "./network-plan.js";
 import { ServerService } from "./servers.js";
 
 type Window = { skip?: number; take?: number };
@@ -312,6 +312,10 @@ export class DatabaseService {
   private withPorts<T>(serverId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
     return this.db.$transaction(async (tx) => {
       if (this.deps.reader.kind === "postgresql") await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock($1::int, $2::int)`, PORT_LOCK_NAMESPACE, serverId);
+      // Then the server's network lock, before any row is written: a db.deploy written here
+      // records the environment's network under it, and an environment's deletion takes it
+      // before it deletes anything (the other order could wait on each other on PostgreSQL).
+      await lockServersNetworks(tx, this.deps.network.dialect, [serverId]);
       return fn(tx);
     });
   }
@@ -424,17 +428,34 @@ export class DatabaseService {
    * after it. Their volumes stay (the spec's default delete_volumes=false).
    */
   async planRemoval(where: { environmentIds: number[] }): Promise<{ enqueue(tx: Tx): Promise<void>; kick(): void }> {
-    const rows = where.environmentIds.length
-      ? await this.db.standaloneDatabase.findMany({ where: { environmentId: { in: where.environmentIds } }, select: { id: true, uuid: true, name: true, serverId: true } })
-      : [];
-    for (const row of rows) await this.deps.backups?.beforeDatabaseDelete(row.id);
-    const servers = new Set(rows.map((r) => r.serverId));
+    const select = { id: true, uuid: true, name: true, serverId: true } as const;
+    const before = where.environmentIds.length ? await this.db.standaloneDatabase.findMany({ where: { environmentId: { in: where.environmentIds } }, select }) : [];
+    for (const row of before) await this.deps.backups?.beforeDatabaseDelete(row.id);
+    const servers = new Set<number>();
+    const cancelled: CancelledJob[] = [];
     return {
       enqueue: async (tx) => {
+        // Read again in the caller's transaction (one created meanwhile goes too).
+        const rows = where.environmentIds.length ? await tx.standaloneDatabase.findMany({ where: { environmentId: { in: where.environmentIds } }, select }) : [];
+        for (const row of rows) servers.add(row.serverId);
+        // Their deployments (db.deploy: start, restart, a changed setting) still queued or
+        // running end here: one run after the removal would bring back the container and its
+        // environment network.
+        const uuids = new Set(rows.map((r) => r.uuid));
+        cancelled.push(
+          ...(await this.deps.jobs.cancelWithin(
+            tx,
+            { serverIds: [...servers], types: ["db.deploy"] },
+            (payload) => uuids.has((payload as { db?: { uuid?: string } } | null)?.db?.uuid ?? ""),
+            "cancelled: the database's environment was deleted",
+          )),
+        );
         for (const row of rows) await this.deps.jobs.enqueue(tx, row.serverId, "db.action", this.removalPayload(row, DELETE_DEFAULTS), REMOVE_TIMEOUT_MS);
         await forgetAttachments(tx, "database", rows.map((r) => r.id));
       },
       kick: () => {
+        // The agents hear of the cancels before the removals are delivered.
+        void this.deps.jobs.cancelled(cancelled).catch(() => {});
         for (const serverId of servers) void this.deps.jobs.kick(serverId).catch(() => {});
       },
     };
@@ -480,7 +501,13 @@ export class DatabaseService {
     this.requireAgent(ref);
     const deploy = action === "restart" || (action === "start" && !isUp(ref.status));
     const jobId = deploy
-      ? await this.deps.jobs.enqueue(this.db, ref.serverId, "db.deploy", await buildDbDeployPayload(this.db, this.deps.box, ref.id, this.deps.network))
+      ? // One transaction under the server's network lock: the environment network is recorded
+        // with the job that ensures it, and an environment deleted meanwhile (the database with
+        // it) leaves neither (404).
+        await this.db.$transaction(async (tx) => {
+          await lockServersNetworks(tx, this.deps.network.dialect, [ref.serverId]);
+          return this.deps.jobs.enqueue(tx, ref.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, ref.id, this.deps.network));
+        })
       : await this.deps.jobs.enqueue(
           this.db,
           ref.serverId,

@@ -4,7 +4,7 @@ import type { Config } from "../config.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { AppError } from "../http/errors.js";
 import { parseCompose, rewriteCompose, type ExtraNetwork } from "../compose/index.js";
-import { NetworkLimitError, proxyNetworks, resourceNetworks, type NetworkPlanContext, type ResourceNetworkPlan } from "./network-plan.js";
+import { NetworkLimitError, proxyNetworks, resourceNetworks, type NetworkPlanContext, type PlannedEnvironmentNetwork, type ResourceNetworkPlan } from "./network-plan.js";
 
 /** What a deploy payload needs from the instance configuration. */
 export interface DeploySpecConfig {
@@ -19,8 +19,13 @@ export interface DeploySpecConfig {
  * it joins (services/network-plan.ts: the destination networks, environment networks with
  * public resources, or the dedicated proxy network under proxy isolation).
  */
-export async function proxySettings(ctx: NetworkPlanContext, serverId: number, proxy: Config["proxy"]): Promise<ProxySettings> {
-  const { networks, ensure_networks } = await proxyNetworks(ctx, serverId);
+export async function proxySettings(
+  ctx: NetworkPlanContext,
+  serverId: number,
+  proxy: Config["proxy"],
+  opts: { record?: boolean; planned?: PlannedEnvironmentNetwork } = {},
+): Promise<ProxySettings> {
+  const { networks, ensure_networks } = await proxyNetworks(ctx, serverId, opts);
   return ProxySettings.parse({ name: proxy.name, image: proxy.image, networks, ensure_networks, http_port: proxy.httpPort, https_port: proxy.httpsPort });
 }
 
@@ -63,6 +68,11 @@ export async function buildDeployPayload(
   opts: {
     /** The source to deploy instead of the application's: the image a build server pushed. */
     source?: DeploySource;
+    /**
+     * false: the networks to ensure are not recorded here; the caller records them
+     * (recordPlannedNetworks) in the transaction that writes the job. Default true.
+     */
+    record?: boolean;
   } = {},
 ): Promise<DeployPayload> {
   const { db, box } = deps;
@@ -97,16 +107,21 @@ export async function buildDeployPayload(
   const ports = parsePortList(app.portsExposes);
   const routes = routesOf(app.fqdn);
   const planCtx: NetworkPlanContext = { db, network: deps.config.network, dialect: deps.config.dialect };
+  const record = opts.record ?? true;
   let plan: ResourceNetworkPlan;
   try {
-    plan = await resourceNetworks(planCtx, {
-      teamId: app.teamId,
-      serverId: app.serverId,
-      environment: app.environment,
-      destinationNetwork: app.destination.networkName,
-      resource: { type: "application", id: app.id },
-      isPublic: routes.length > 0,
-    });
+    plan = await resourceNetworks(
+      planCtx,
+      {
+        teamId: app.teamId,
+        serverId: app.serverId,
+        environment: app.environment,
+        destinationNetwork: app.destination.networkName,
+        resource: { type: "application", id: app.id },
+        isPublic: routes.length > 0,
+      },
+      { record },
+    );
   } catch (err) {
     if (err instanceof NetworkLimitError) throw new DeploySpecError(`The application's environment network cannot be created: ${err.message}`);
     throw err;
@@ -156,7 +171,10 @@ export async function buildDeployPayload(
       cpus: app.limitsCpus,
       routes,
     },
-    proxy: await proxySettings(planCtx, app.serverId, deps.config.proxy),
+    proxy: await proxySettings(planCtx, app.serverId, deps.config.proxy, {
+      record,
+      ...(plan.network !== app.destination.networkName ? { planned: { environmentId: app.environment.id, name: plan.network } } : {}),
+    }),
   };
   const parsed = DeployPayload.safeParse(candidate);
   if (!parsed.success) {

@@ -1,4 +1,4 @@
-import { BuildResult, DeployResult, OPEN_DEPLOYMENT_STATUSES, type DeploymentTrigger } from "@capstan/shared";
+import { BuildResult, DeployResult, OPEN_DEPLOYMENT_STATUSES, type DeployPayload, type DeploymentTrigger } from "@capstan/shared";
 import type { Logger } from "pino";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
@@ -10,6 +10,7 @@ import { DEADLINE_EXCEEDED, type JobQueue, type JobRow } from "../jobs/queue.js"
 import type { AccessService } from "./access.js";
 import type { BuildRegistryConfig } from "../config.js";
 import { buildDeployPayload, buildPayloadOf, DeploySpecError, needsBuild, pushTarget, type DeploySpecDeps } from "./deploy-spec.js";
+import { assertPlannedNetworksFit, NetworkLimitError, NetworkPlanGoneError, recordPlannedNetworks, type NetworkPlanContext } from "./network-plan.js";
 
 export interface DeploySchedulerSettings {
   /** Deadline of a started deployment (its app.deploy job), and how long queued ones wait for an absent agent. */
@@ -457,11 +458,13 @@ export class DeploymentService {
     const remote = slot !== d.serverId && registry !== null;
     let payload;
     try {
-      payload = await buildDeployPayload(this.deps.spec, { uuid: d.uuid, applicationId: d.applicationId, force: d.force, commit: d.commit });
+      // The networks it asks for are recorded with its job (below), or with the deploy job after a remote build.
+      payload = await buildDeployPayload(this.deps.spec, { uuid: d.uuid, applicationId: d.applicationId, force: d.force, commit: d.commit }, { record: false });
+      if (remote) await assertPlannedNetworksFit(this.planCtx(this.db), { serverId: d.serverId, specs: payload.run.ensure_networks });
     } catch (err) {
-      const reason = err instanceof DeploySpecError ? err.message : "The deployment could not be prepared (internal error).";
-      if (!(err instanceof DeploySpecError)) this.log.error({ err: { message: (err as Error).message }, deployment: d.uuid }, "building a deploy payload failed");
-      return fail(reason);
+      const known = err instanceof DeploySpecError ? err.message : networkFailure(err);
+      if (known === null) this.log.error({ err: { message: (err as Error).message }, deployment: d.uuid }, "building a deploy payload failed");
+      return fail(known ?? "The deployment could not be prepared (internal error).");
     }
     const timeoutMs = this.remainingMs(d);
     if (timeoutMs <= 0) return fail("deadline exceeded: the deployment did not start in time");
@@ -486,6 +489,8 @@ export class DeploymentService {
     }
     const bound = await this.db
       .$transaction(async (tx) => {
+        // First (it takes the server's network lock): the records exist exactly when the job does.
+        if (!remote) await this.recordNetworks(tx, d.serverId, d.teamId, payload);
         const jobId = await write(tx);
         const r = await tx.deployment.updateMany({
           where: { id, status: "in_progress", jobId: null },
@@ -496,10 +501,30 @@ export class DeploymentService {
       })
       .catch((err) => {
         if (err instanceof Unbound) return false;
+        const reason = networkFailure(err);
+        if (reason !== null) return fail(reason);
         throw err;
       });
     if (bound) await this.deps.jobs.kick(runsOn);
     return bound;
+  }
+
+  private planCtx(db: NetworkPlanContext["db"]): NetworkPlanContext {
+    return { db, network: this.deps.spec.config.network, dialect: this.deps.spec.config.dialect };
+  }
+
+  /**
+   * Records the networks an app.deploy payload (built with record: false) asks its server to
+   * ensure, in the transaction that writes the job: a record is pending only while a job that
+   * ensures it exists (its end resolves it: services/networks.ts).
+   */
+  private recordNetworks(tx: Prisma.TransactionClient, serverId: number, teamId: number, payload: DeployPayload): Promise<void> {
+    return recordPlannedNetworks(this.planCtx(tx), {
+      teamId,
+      serverId,
+      specs: [...payload.run.ensure_networks, ...payload.proxy.ensure_networks],
+      proxyNetworks: payload.proxy.networks,
+    });
   }
 
   private async serverName(id: number): Promise<string> {
@@ -572,7 +597,7 @@ export class DeploymentService {
       payload = await buildDeployPayload(
         this.deps.spec,
         { uuid: d.uuid, applicationId: d.applicationId, force: d.force, commit: result.data.commit ?? d.commit },
-        { source: { kind: "image", image: result.data.image, auth: registry?.auth ?? null, always_pull: true } },
+        { source: { kind: "image", image: result.data.image, auth: registry?.auth ?? null, always_pull: true }, record: false },
       );
     } catch (err) {
       if (!(err instanceof DeploySpecError)) this.log.error({ err: { message: (err as Error).message }, deployment: d.uuid }, "building a deploy payload failed");
@@ -583,6 +608,7 @@ export class DeploymentService {
     const log = `${built?.log ?? ""}${NOTE}built ${result.data.image}; deploying it on the application's server ${target}\n`;
     const bound = await this.db
       .$transaction(async (tx) => {
+        await this.recordNetworks(tx, d.serverId, d.teamId, payload);
         const jobId = await this.deps.jobs.enqueue(tx, d.serverId, "app.deploy", payload, timeoutMs, { log });
         const r = await tx.deployment.updateMany({
           where: { id: deploymentId, status: "in_progress", jobId: job.id },
@@ -596,9 +622,12 @@ export class DeploymentService {
         if (r.count === 0) throw new Unbound();
         return true;
       })
-      .catch((err) => {
+      .catch(async (err) => {
         if (err instanceof Unbound) return false;
-        throw err;
+        const reason = networkFailure(err);
+        if (reason === null) throw err;
+        await end("failed", reason);
+        return false;
       });
     if (bound) await this.deps.jobs.kick(d.serverId);
   }
@@ -729,6 +758,13 @@ export class DeploymentService {
 }
 
 class Unbound extends Error {}
+
+/** Why a deployment's networks cannot be recorded, as its reason; null for any other error. */
+function networkFailure(err: unknown): string | null {
+  if (err instanceof NetworkLimitError) return `The application's environment network cannot be created: ${err.message}`;
+  if (err instanceof NetworkPlanGoneError) return err.message;
+  return null;
+}
 
 /** What settling a deployment reads of its ended job. */
 type JobEnd = Pick<JobRow, "id" | "type" | "serverId" | "status" | "result" | "error"> & { finishedAt?: Date | null };

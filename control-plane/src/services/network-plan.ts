@@ -1,5 +1,6 @@
 import { LABEL_NETWORK_SCOPE, type NetworkDriver, type NetworkScope, type NetworkSpec } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
+import { lockInTransaction } from "../db/locks.js";
 import type { NetworkConfig } from "../config.js";
 import { newUuid } from "../lib/ids.js";
 import { ServerService } from "./servers.js";
@@ -82,8 +83,6 @@ export function specOf(row: { name: string; driver: string; encrypted: boolean; 
   };
 }
 
-const LOCK_NAMESPACE = 0x4e455457; // "NETW"
-
 /**
  * Runs fn in a transaction holding the server's network lock: the limit count and the insert
  * it guards are one step on PostgreSQL with several replicas (SQLite runs one transaction at a
@@ -91,7 +90,7 @@ const LOCK_NAMESPACE = 0x4e455457; // "NETW"
  */
 export async function withServerNetworks<T>(ctx: Pick<NetworkPlanContext, "db" | "dialect">, serverId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
   const locked = async (tx: Tx) => {
-    if (ctx.dialect === "postgresql") await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock($1::int, $2::int)`, LOCK_NAMESPACE, serverId);
+    await lockInTransaction(tx, ctx.dialect, "networks", serverId);
     return fn(tx);
   };
   const db = ctx.db;
@@ -99,7 +98,7 @@ export async function withServerNetworks<T>(ctx: Pick<NetworkPlanContext, "db" |
 }
 
 /** Refuses one more network on the server at PLATFORM_MAX_NETWORKS (records pending or active count). */
-export async function assertBelowLimit(tx: Tx, config: NetworkConfig, serverId: number): Promise<void> {
+export async function assertBelowLimit(tx: Db | Tx, config: NetworkConfig, serverId: number): Promise<void> {
   const used = await tx.network.count({ where: { serverId, status: { in: LIVE_STATUSES } } });
   if (used < config.maxNetworks) return;
   const server = await tx.server.findUnique({ where: { id: serverId }, select: { name: true } });
@@ -145,10 +144,14 @@ export async function requestNetwork(ctx: NetworkPlanContext, req: NetworkReques
   });
 }
 
-/** Shared networks a user attached to the resource (on its server, not deleted or failed), in attach order. */
+/**
+ * Shared networks a user attached to the resource (on its server, shared, not deleted or
+ * failed), in attach order. Only shared ones: a record sync reclassified (it was not a user's
+ * shared network after all) is never joined, whatever attachment is left.
+ */
 export async function attachedNetworks(db: Db | Tx, serverId: number, resource: ResourcePlacement["resource"]): Promise<NetworkRow[]> {
   const rows = await db.networkAttachment.findMany({
-    where: { resourceType: resource.type, resourceId: resource.id, network: { serverId, status: { in: LIVE_STATUSES } } },
+    where: { resourceType: resource.type, resourceId: resource.id, network: { serverId, scope: "shared", status: { in: LIVE_STATUSES } } },
     orderBy: { id: "asc" },
     include: { network: true },
   });
@@ -199,6 +202,69 @@ export async function resourceNetworks(ctx: NetworkPlanContext, p: ResourcePlace
   return { network, networks, ensure_networks: ensure, proxy_network: proxyNetwork };
 }
 
+/** A planned network cannot be recorded: its environment was deleted meanwhile. */
+export class NetworkPlanGoneError extends Error {}
+
+/**
+ * Records the networks a job's payload asks the agent to ensure (a payload built with
+ * record: false), in the transaction that writes the job, so that no record is pending
+ * without a job that ensures it: the environment network (within the limit: NetworkLimitError;
+ * NetworkPlanGoneError when its environment was deleted meanwhile) and the proxy network
+ * (exempt). `proxyNetworks` (ProxySettings.networks): a payload that put the proxy on the proxy
+ * network only while the server's phase is still none was built for a fresh server, which is
+ * recorded cleaned here.
+ */
+export async function recordPlannedNetworks(
+  ctx: NetworkPlanContext,
+  p: { teamId: number; serverId: number; specs: readonly NetworkSpec[]; proxyNetworks?: readonly string[] },
+): Promise<void> {
+  const cfg = ctx.network;
+  if (!cfg.management) return;
+  await withServerNetworks(ctx, p.serverId, async (tx) => {
+    const inTx = { ...ctx, db: tx };
+    const done = new Set<string>();
+    for (const spec of p.specs) {
+      if (done.has(spec.name)) continue;
+      done.add(spec.name);
+      const scope = spec.labels[LABEL_NETWORK_SCOPE];
+      if (scope === "environment") {
+        const envUuid = environmentUuidOf(spec.name);
+        const env = envUuid ? await tx.environment.findFirst({ where: { uuid: envUuid, project: { teamId: p.teamId } }, select: { id: true } }) : null;
+        if (!env) throw new NetworkPlanGoneError(`The environment of network ${spec.name} was deleted.`);
+        await requestNetwork(inTx, { teamId: p.teamId, serverId: p.serverId, name: spec.name, scope: "environment", environmentId: env.id });
+      } else if (scope === "proxy") {
+        await requestNetwork(inTx, { teamId: p.teamId, serverId: p.serverId, name: spec.name, scope: "proxy", exempt: true });
+      }
+    }
+    if (cfg.proxyIsolation && p.proxyNetworks && p.proxyNetworks.length === 1 && p.proxyNetworks[0] === PROXY_NETWORK) {
+      const server = await tx.server.findUniqueOrThrow({ where: { id: p.serverId }, select: { uuid: true } });
+      if ((await proxyPhase(tx, server.uuid)) === "none") await setProxyPhase(tx, server.uuid, "cleaned");
+    }
+  });
+}
+
+/**
+ * The check of recordPlannedNetworks without a lock or a write (NetworkLimitError when an
+ * environment network not recorded yet would be one too many now): a deployment that builds
+ * elsewhere first fails before its build rather than after it. Checked again when the job is written.
+ */
+export async function assertPlannedNetworksFit(ctx: NetworkPlanContext, p: { serverId: number; specs: readonly NetworkSpec[] }): Promise<void> {
+  if (!ctx.network.management) return;
+  for (const spec of p.specs) {
+    if (spec.labels[LABEL_NETWORK_SCOPE] !== "environment") continue;
+    const row = await ctx.db.network.findUnique({ where: { serverId_name: { serverId: p.serverId, name: spec.name } } });
+    if (!row || !LIVE_STATUSES.includes(row.status)) await assertBelowLimit(ctx.db, ctx.network, p.serverId);
+  }
+}
+
+/**
+ * Takes the network locks of several servers in one transaction, in id order (so two such
+ * transactions never wait on each other in a cycle), as the first thing it does.
+ */
+export async function lockServersNetworks(tx: Tx, dialect: NetworkPlanContext["dialect"], serverIds: readonly number[]): Promise<void> {
+  for (const id of [...new Set(serverIds)].sort((a, b) => a - b)) await lockInTransaction(tx, dialect, "networks", id);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The proxy
 
@@ -234,7 +300,7 @@ export const publicApplicationWhere = PUBLIC_APP;
  * server's destination networks, and (with isolation) every environment network of the server
  * that holds an application with an fqdn.
  */
-export async function sharedProxyNetworks(ctx: NetworkPlanContext, serverId: number): Promise<string[]> {
+export async function sharedProxyNetworks(ctx: NetworkPlanContext, serverId: number, planned?: PlannedEnvironmentNetwork): Promise<string[]> {
   const destinations = await ctx.db.destination.findMany({ where: { serverId }, orderBy: { id: "asc" }, select: { networkName: true } });
   const names = destinations.map((d) => d.networkName);
   if (ctx.network.management && ctx.network.isolation !== "none") {
@@ -244,29 +310,47 @@ export async function sharedProxyNetworks(ctx: NetworkPlanContext, serverId: num
       select: { name: true },
     });
     names.push(...envs.map((e) => e.name));
+    // The deployment's own environment network, recorded only when its job is written.
+    if (planned && !names.includes(planned.name) && (await ctx.db.application.count({ where: { serverId, environmentId: planned.environmentId, ...PUBLIC_APP } })) > 0) {
+      names.push(planned.name);
+    }
   }
   return [...new Set(names)];
 }
 
-/**
- * A server that never ran anything before proxy isolation applied to it starts cleaned up:
- * there is nothing to migrate, and internal resources must not share a network with the proxy.
- */
-async function isFreshServer(db: Db | Tx, serverId: number): Promise<boolean> {
-  const [deployed, databases] = await Promise.all([
-    db.deployment.count({ where: { serverId, status: "finished" } }),
-    db.standaloneDatabase.count({ where: { serverId } }),
-  ]);
-  return deployed === 0 && databases === 0;
+/** The environment network a deployment being prepared will ensure (not recorded yet). */
+export interface PlannedEnvironmentNetwork {
+  environmentId: number;
+  name: string;
 }
 
-/** ProxySettings.networks and ensure_networks of a server. With `record`, the proxy network is recorded as requested. */
+/**
+ * A server that never ran anything the proxy routes to before proxy isolation applied to it
+ * starts cleaned up: there is nothing to migrate, and internal resources must not share a
+ * network with the proxy. Only finished application deployments count: migrating exists so
+ * that containers the proxy already routes to keep being routed while they are redeployed,
+ * and only an application (with an fqdn) is ever routed. Databases never are (they never
+ * join the proxy network and carry no routing label), so a server that runs only databases
+ * has nothing to migrate, and keeping its proxy on the old networks would put it on the
+ * environment networks that hold them.
+ */
+async function isFreshServer(db: Db | Tx, serverId: number): Promise<boolean> {
+  return (await db.deployment.count({ where: { serverId, status: "finished" } })) === 0;
+}
+
+/**
+ * ProxySettings.networks and ensure_networks of a server. With `record`, the proxy network is
+ * recorded as requested, and a fresh server's phase as cleaned; without, nothing is written
+ * but the answer is the same (recordPlannedNetworks records it when the job is written).
+ * `planned`: the environment network of the deployment these settings go with, which counts
+ * as the server's although it is not recorded yet.
+ */
 export async function proxyNetworks(
   ctx: NetworkPlanContext,
   serverId: number,
-  opts: { record?: boolean } = {},
+  opts: { record?: boolean; planned?: PlannedEnvironmentNetwork } = {},
 ): Promise<{ networks: string[]; ensure_networks: NetworkSpec[] }> {
-  const shared = await sharedProxyNetworks(ctx, serverId);
+  const shared = await sharedProxyNetworks(ctx, serverId, opts.planned);
   if (!ctx.network.management || !ctx.network.proxyIsolation) return { networks: shared, ensure_networks: [] };
   const server = await ctx.db.server.findUniqueOrThrow({ where: { id: serverId }, select: { uuid: true, teamId: true } });
   const record = opts.record ?? true;
@@ -278,8 +362,8 @@ export async function proxyNetworks(
     spec = specOf(row ?? { name: PROXY_NETWORK, driver: await serverDriver(ctx.db, serverId), encrypted: ctx.network.overlayEncryption, scope: "proxy" });
   }
   let phase = await proxyPhase(ctx.db, server.uuid);
-  if (phase === "none" && record && (await isFreshServer(ctx.db, serverId))) {
-    await setProxyPhase(ctx.db, server.uuid, "cleaned");
+  if (phase === "none" && (await isFreshServer(ctx.db, serverId))) {
+    if (record) await setProxyPhase(ctx.db, server.uuid, "cleaned");
     phase = "cleaned";
   }
   const networks = phase === "cleaned" ? [PROXY_NETWORK] : [...shared.filter((n) => n !== PROXY_NETWORK), PROXY_NETWORK];

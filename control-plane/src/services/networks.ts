@@ -8,13 +8,14 @@ import {
   type NetworkDriver,
   type NetworkResourceType,
   type NetworkScope,
+  isReservedNetworkName,
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { Config } from "../config.js";
 import type { AuthContext } from "../http/auth.js";
 import { AppError, conflict, invalid, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
-import type { JobQueue, JobRow } from "../jobs/queue.js";
+import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
 import type { AccessService, Need } from "./access.js";
 import { ServerService } from "./servers.js";
 import {
@@ -23,6 +24,7 @@ import {
   PROXY_NETWORK,
   assertBelowLimit,
   environmentUuidOf,
+  lockServersNetworks,
   proxyPhase,
   publicApplicationWhere,
   requestNetwork,
@@ -220,23 +222,28 @@ export class NetworkService {
   /**
    * Removes a shared network: attachments go, the record is marked deleted, and the agent
    * disconnects every container from it and removes it. Environment networks go with their
-   * environment, the proxy network and system networks are not removed through the API (409).
+   * environment; one whose environment is gone already (left behind) is removed the same way.
+   * The proxy network and system networks are not removed through the API (409).
    */
   async remove(auth: AuthContext, serverUuid: string, networkUuid: string): Promise<NetworkWithCount> {
     this.access.requireTeamAdmin(auth, "manage networks");
     const server = await this.server(auth, serverUuid);
-    const network = await this.network(server.id, networkUuid);
-    const refusal: Record<string, string> = {
-      environment: "it belongs to an environment and is removed when the environment is deleted",
-      proxy: "it is the server's dedicated proxy network",
-      system: "it was not created by the platform (system network)",
-    };
-    if (refusal[network.scope]) throw conflict(`Network ${network.name} cannot be deleted: ${refusal[network.scope]}.`);
-    if (network.status === "deleted") throw conflict(`Network ${network.name} is already deleted.`);
-    await this.db.$transaction(async (tx) => {
-      await tx.networkAttachment.deleteMany({ where: { networkId: network.id } });
-      await tx.network.update({ where: { id: network.id }, data: { status: "deleted", reason: null } });
-      await this.jobs.enqueue(tx, server.id, "network.remove", { name: network.name }, REMOVE_TIMEOUT_MS);
+    const found = await this.network(server.id, networkUuid);
+    const network = await withServerNetworks(this.ctx, server.id, async (tx) => {
+      // Read again under the lock: a deployment or an environment deletion may have changed it.
+      const row = await tx.network.findUniqueOrThrow({ where: { id: found.id }, include: withCount });
+      const refusal: Record<string, string> = {
+        environment: "it belongs to an environment and is removed when the environment is deleted",
+        proxy: "it is the server's dedicated proxy network",
+        system: "it was not created by the platform as a shared network (system network)",
+      };
+      const orphan = row.scope === "environment" && row.environmentId === null;
+      if (refusal[row.scope] && !orphan) throw conflict(`Network ${row.name} cannot be deleted: ${refusal[row.scope]}.`);
+      if (row.status === "deleted") throw conflict(`Network ${row.name} is already deleted.`);
+      await tx.networkAttachment.deleteMany({ where: { networkId: row.id } });
+      await tx.network.update({ where: { id: row.id }, data: { status: "deleted", reason: null } });
+      await this.jobs.enqueue(tx, server.id, "network.remove", { name: row.name }, REMOVE_TIMEOUT_MS);
+      return row;
     });
     void this.jobs.kick(server.id).catch(() => {});
     return network;
@@ -247,14 +254,19 @@ export class NetworkService {
 
   /**
    * Compares the records with the engine's networks: networks found without a record are
-   * recorded (shared when the platform made them, system otherwise; the platform's own
-   * environment and proxy networks by their names), records found are active with the
-   * engine's id, active records not found are deleted, pending ones not found failed.
+   * recorded (classify), records found are active with the engine's id, active records not
+   * found are deleted, pending ones not found failed. The engine's answer describes the moment
+   * it was listed: a record changed since (a create, a deployment, a delete committed while the
+   * agent listed) is left as it is, and a deleted record whose removal is still queued or
+   * running is not brought back. A shared record with a name reserved for the platform's own
+   * networks is not a user's shared network (an earlier sync took a compose application's own
+   * network for one): it becomes system and loses its attachments.
    */
   async sync(auth: AuthContext, serverUuid: string) {
     this.access.requireTeamAdmin(auth, "manage networks");
     const server = await this.server(auth, serverUuid);
     this.requireAgent(server);
+    const listedAt = new Date();
     const job = await this.jobs.run(server.id, "networks.list", {}, NETWORK_WAIT_MS.list);
     if (job.status !== "succeeded") throw new AppError(503, `Listing the networks of server ${server.name} failed: ${job.error}`);
     const engine = job.result.networks;
@@ -263,6 +275,10 @@ export class NetworkService {
     await withServerNetworks(this.ctx, server.id, async (tx) => {
       const rows = await tx.network.findMany({ where: { serverId: server.id } });
       const byName = new Map(rows.map((r) => [r.name, r]));
+      const changedSince = (r: NetworkRow) => r.updatedAt.getTime() > listedAt.getTime();
+      const removing = new Set(
+        (await this.jobs.openJobs(tx, { serverIds: [server.id], types: ["network.remove"] })).map((j) => (j.payload as { name?: unknown } | null)?.name).filter((n) => typeof n === "string"),
+      );
       const seen = new Set<string>();
       for (const n of engine) {
         if (seen.has(n.name)) continue; // a duplicate name (swarm): the first one stands for it
@@ -270,7 +286,15 @@ export class NetworkService {
         const row = byName.get(n.name);
         if (row) {
           counts.verified++;
-          if (row.status !== "active" || row.containerEngineId !== n.id || row.reason !== null) {
+          if (changedSince(row) || (row.status === "deleted" && removing.has(row.name))) continue;
+          // A platform name can never be a user's shared network (POST refuses it): an earlier sync took one for it.
+          if (row.scope === "shared" && isReservedNetworkName(row.name)) {
+            await tx.networkAttachment.deleteMany({ where: { networkId: row.id } });
+            await tx.network.update({
+              where: { id: row.id },
+              data: { scope: "system", status: "active", containerEngineId: n.id, reason: "reclassified by sync: a platform network, not a shared one (it cannot be attached or deleted)" },
+            });
+          } else if (row.status !== "active" || row.containerEngineId !== n.id || row.reason !== null) {
             await tx.network.update({ where: { id: row.id }, data: { status: "active", containerEngineId: n.id, reason: null } });
           }
           continue;
@@ -294,7 +318,7 @@ export class NetworkService {
         counts.discovered++;
       }
       for (const row of rows) {
-        if (seen.has(row.name)) continue;
+        if (seen.has(row.name) || changedSince(row)) continue;
         if (row.status === "active") {
           await tx.network.update({ where: { id: row.id }, data: { status: "deleted", reason: "not found on the server by sync" } });
           counts.deleted++;
@@ -307,17 +331,26 @@ export class NetworkService {
     return counts;
   }
 
-  /** The scope of a network found on the engine without a record. */
+  /**
+   * The scope of a network found on the engine without a record. Only what the platform
+   * labelled for a scope gets it: shared needs capstan.network.scope=shared (a user's shared
+   * network); an environment network needs its label and an environment of the team. Every
+   * other network is system, among them the platform's own that are not users' (the
+   * destination network, a compose application's network capstan-<app uuid>, which carries
+   * capstan.managed=true but no scope): system networks cannot be attached or deleted.
+   */
   private async classify(tx: Tx, server: { teamId: number }, n: EngineNetwork, destinations: Set<string>): Promise<{ scope: NetworkScope; environmentId: number | null }> {
     const platform = n.labels[LABEL_MANAGED] === "true";
+    const scope = n.labels[LABEL_NETWORK_SCOPE];
     if (!platform || destinations.has(n.name)) return { scope: "system", environmentId: null };
     if (n.name === PROXY_NETWORK) return { scope: "proxy", environmentId: null };
     const envUuid = environmentUuidOf(n.name);
-    if (envUuid && n.labels[LABEL_NETWORK_SCOPE] === "environment") {
+    if (envUuid && scope === "environment") {
       const env = await tx.environment.findFirst({ where: { uuid: envUuid, project: { teamId: server.teamId } }, select: { id: true } });
       if (env) return { scope: "environment", environmentId: env.id };
     }
-    return { scope: "shared", environmentId: null };
+    if (scope === "shared") return { scope: "shared", environmentId: null };
+    return { scope: "system", environmentId: null };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -371,13 +404,18 @@ export class NetworkService {
         `${stale.length} routed container(s) on server ${server.name} still use a network the proxy would leave; redeploy their resources first: ${names.join(", ")}${stale.length > names.length ? ", ..." : ""}.`,
       );
     }
+    // The phase first: every payload built from now on puts the proxy on the proxy network
+    // only, so no deployment started during the disconnects brings it back onto a network it
+    // just left. One built before and run after is caught when its job ends (afterResourceJob).
+    // A failed disconnect leaves the phase cleaned: the next proxy sync leaves the rest, and
+    // cleanup may be run again.
+    await setProxyPhase(this.db, server.uuid, "cleaned");
     const disconnectedFrom: string[] = [];
     for (const network of leaving) {
       const job = await this.jobs.run(server.id, "network.connect", { network, containers: [this.config.proxyName], disconnect: true }, NETWORK_WAIT_MS.connect);
       if (job.status !== "succeeded") throw new AppError(503, `Disconnecting the proxy from network ${network} on server ${server.name} failed: ${job.error}`);
       if (job.result.changed.length) disconnectedFrom.push(network);
     }
-    await setProxyPhase(this.db, server.uuid, "cleaned");
     return { disconnectedFrom };
   }
 
@@ -462,14 +500,18 @@ export class NetworkService {
     if (network.serverId !== r.serverId) throw invalid({ network_uuid: [`Network ${network.name} is on another server than the ${r.type}.`] });
     if (network.scope !== "shared") throw invalid({ network_uuid: [`Only shared networks can be attached; ${network.name} is a ${network.scope} network.`] });
     if (!LIVE_STATUSES.includes(network.status)) throw invalid({ network_uuid: [`Network ${network.name} is ${network.status}; create it again first.`] });
-    const existing = await this.db.networkAttachment.count({ where: { resourceType: r.type, resourceId: r.id } });
-    if (existing >= MAX_ATTACHMENTS) throw invalid({ network_uuid: [`A resource can be attached to at most ${MAX_ATTACHMENTS} networks.`] });
-    try {
-      await this.db.networkAttachment.create({ data: { networkId: network.id, resourceType: r.type, resourceId: r.id } });
-    } catch (err) {
-      if ((err as { code?: string }).code === "P2002") throw conflict(`Network ${network.name} is already attached to this ${r.type}.`);
-      throw err;
-    }
+    // The count and the insert are one step under the server's network lock (a resource's
+    // networks are all on its server), so concurrent attaches cannot pass the cap together.
+    await withServerNetworks(this.ctx, r.serverId, async (tx) => {
+      const already = await tx.networkAttachment.findFirst({ where: { networkId: network.id, resourceType: r.type, resourceId: r.id }, select: { id: true } });
+      if (already) throw conflict(`Network ${network.name} is already attached to this ${r.type}.`);
+      const existing = await tx.networkAttachment.count({ where: { resourceType: r.type, resourceId: r.id } });
+      if (existing >= MAX_ATTACHMENTS) throw invalid({ network_uuid: [`A resource can be attached to at most ${MAX_ATTACHMENTS} networks.`] });
+      // Deleted meanwhile (DELETE takes the same lock): nothing to attach to.
+      const live = await tx.network.findUnique({ where: { id: network.id }, select: { status: true } });
+      if (!live || !LIVE_STATUSES.includes(live.status)) throw invalid({ network_uuid: [`Network ${network.name} is ${live?.status ?? "deleted"}; create it again first.`] });
+      await tx.networkAttachment.create({ data: { networkId: network.id, resourceType: r.type, resourceId: r.id } });
+    });
     return { resource: r, network };
   }
 
@@ -486,23 +528,49 @@ export class NetworkService {
   // Environments
 
   /**
-   * Removal of the networks of environments being deleted: written in the caller's transaction
-   * after the resources' removal jobs (the agent's network.remove disconnects whatever is still
-   * attached first, so the order in which the agent runs them does not matter), then delivered.
+   * Removal of the networks of environments being deleted, in the caller's transaction:
+   * lock() first (the network locks of every server of the team, so a deployment cannot record
+   * the environment's first network on any of them unseen until the transaction ends), then
+   * enqueue() after the resources' removal jobs reads the records under those locks, marks
+   * them deleted and writes a network.remove for each (the agent's network.remove disconnects
+   * whatever is still attached first, so the order in which the agent runs them does not
+   * matter), then kick() delivers them.
    */
-  async planEnvironmentRemoval(environmentIds: number[]): Promise<{ enqueue(tx: Tx): Promise<void>; kick(): void }> {
-    const rows = environmentIds.length
-      ? await this.db.network.findMany({ where: { environmentId: { in: environmentIds }, scope: "environment", status: { not: "deleted" } }, select: { id: true, name: true, serverId: true } })
-      : [];
+  async planEnvironmentRemoval(teamId: number, environmentIds: number[]): Promise<{ lock(tx: Tx): Promise<void>; enqueue(tx: Tx): Promise<void>; kick(): void }> {
+    const servers = new Set<number>();
+    const cancelled: CancelledJob[] = [];
     return {
+      lock: async (tx) => {
+        const rows = await tx.server.findMany({ where: { teamId }, select: { id: true } });
+        await lockServersNetworks(tx, this.config.dialect, rows.map((r) => r.id));
+      },
       enqueue: async (tx) => {
+        if (!environmentIds.length) return;
+        const rows = await tx.network.findMany({
+          where: { environmentId: { in: environmentIds }, scope: "environment", status: { not: "deleted" } },
+          orderBy: { id: "asc" },
+          select: { id: true, name: true, serverId: true },
+        });
+        // A verification (network.ensure) of these networks still queued or running goes too.
+        const names = new Set(rows.map((n) => n.name));
+        cancelled.push(
+          ...(await this.jobs.cancelWithin(
+            tx,
+            { serverIds: [...new Set(rows.map((n) => n.serverId))], types: ["network.ensure"] },
+            (payload) => ((payload as { networks?: { name?: unknown }[] } | null)?.networks ?? []).some((n) => typeof n?.name === "string" && names.has(n.name)),
+            "cancelled: the environment of the network was deleted",
+          )),
+        );
         for (const n of rows) {
           await tx.network.update({ where: { id: n.id }, data: { status: "deleted", reason: null } });
           await this.jobs.enqueue(tx, n.serverId, "network.remove", { name: n.name }, REMOVE_TIMEOUT_MS);
+          servers.add(n.serverId);
         }
       },
       kick: () => {
-        for (const serverId of new Set(rows.map((n) => n.serverId))) void this.jobs.kick(serverId).catch(() => {});
+        // The agents hear of the cancels before the removals are delivered.
+        void this.jobs.cancelled(cancelled).catch(() => {});
+        for (const serverId of servers) void this.jobs.kick(serverId).catch(() => {});
       },
     };
   }
@@ -549,17 +617,54 @@ export class NetworkService {
     });
   }
 
-  /** A deploy or proxy sync that succeeded created what it was asked to ensure: those records are active. */
+  /**
+   * A deployment (or an action's proxy sync) ended. Succeeded: it created what it was asked to
+   * ensure, and those records are active. Failed or cancelled: it may not have, and the records
+   * still pending are verified by a network.ensure of their own (active or failed when it
+   * ends), so that none stays pending without a job. Either way, a proxy sync built before the
+   * server's proxy was cleaned up is undone (proxyLeftovers).
+   */
   private async afterResourceJob(job: JobRow): Promise<void> {
-    if (job.status !== "succeeded") return;
     const p = this.payloadOf(job);
     if (!p) return;
     const lists = [(p.run as { ensure_networks?: unknown } | undefined)?.ensure_networks, p.ensure_networks, (p.proxy as { ensure_networks?: unknown } | undefined)?.ensure_networks];
-    const names = lists
-      .flatMap((l) => (Array.isArray(l) ? l : []))
-      .map((n: { name?: unknown }) => n?.name)
-      .filter((n): n is string => typeof n === "string");
-    if (!names.length) return;
-    await this.db.network.updateMany({ where: { serverId: job.serverId, name: { in: [...new Set(names)] }, status: { in: ["pending", "failed"] } }, data: { status: "active", reason: null } });
+    const names = [
+      ...new Set(
+        lists
+          .flatMap((l) => (Array.isArray(l) ? l : []))
+          .map((n: { name?: unknown }) => n?.name)
+          .filter((n): n is string => typeof n === "string"),
+      ),
+    ];
+    if (names.length && job.status === "succeeded") {
+      await this.db.network.updateMany({ where: { serverId: job.serverId, name: { in: names }, status: { in: ["pending", "failed"] } }, data: { status: "active", reason: null } });
+    } else if (names.length) {
+      const pending = await this.db.network.findMany({ where: { serverId: job.serverId, name: { in: names }, status: "pending" }, orderBy: { id: "asc" } });
+      if (pending.length) {
+        await this.jobs.enqueue(this.db, job.serverId, "network.ensure", { networks: pending.map(specOf) }, ENSURE_TIMEOUT_MS);
+        void this.jobs.kick(job.serverId).catch(() => {});
+      }
+    }
+    await this.proxyLeftovers(job.serverId, p);
+  }
+
+  /**
+   * A job whose proxy settings were built before the server's proxy was cleaned up (the phase
+   * changed while it was queued or running) may have put the proxy back on networks cleanup
+   * took it off: once the server is cleaned, the proxy is taken off them again.
+   */
+  private async proxyLeftovers(serverId: number, p: Record<string, unknown>): Promise<void> {
+    if (!this.config.network.management || !this.config.network.proxyIsolation) return;
+    const listed = (p.proxy as { networks?: unknown } | undefined)?.networks;
+    const stale = (Array.isArray(listed) ? listed : []).filter((n): n is string => typeof n === "string" && n !== PROXY_NETWORK);
+    if (!stale.length) return;
+    const server = await this.db.server.findUnique({ where: { id: serverId }, select: { uuid: true } });
+    if (!server || (await proxyPhase(this.db, server.uuid)) !== "cleaned") return;
+    await this.db.$transaction(async (tx) => {
+      for (const network of stale) {
+        await this.jobs.enqueue(tx, serverId, "network.connect", { network, containers: [this.config.proxyName], disconnect: true }, ENSURE_TIMEOUT_MS);
+      }
+    });
+    void this.jobs.kick(serverId).catch(() => {});
   }
 }

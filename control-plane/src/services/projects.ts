@@ -190,8 +190,10 @@ export class ProjectService {
     // So do the databases (their data volumes stay: the spec's default delete_volumes=false).
     const dbRemoval = await this.databases.planRemoval({ environmentIds: all.map((e) => e.id) });
     // Their environment networks go after them (network.remove disconnects what is left first).
-    const networks = await this.networks.planEnvironmentRemoval(all.map((e) => e.id));
+    const networks = await this.networks.planEnvironmentRemoval(auth.teamId, all.map((e) => e.id));
     await this.db.$transaction(async (tx) => {
+      // First: the network locks (no deployment records one of these environments' networks meanwhile).
+      await networks.lock(tx);
       await removal.enqueue(tx);
       await dbRemoval.enqueue(tx);
       await networks.enqueue(tx);
@@ -229,8 +231,10 @@ export class ProjectService {
     await this.access.assertEnvironment(auth, environment, "delete");
     const removal = await this.apps.planRemoval({ environmentIds: [environment.id] });
     const dbRemoval = await this.databases.planRemoval({ environmentIds: [environment.id] });
-    const networks = await this.networks.planEnvironmentRemoval([environment.id]);
+    const networks = await this.networks.planEnvironmentRemoval(auth.teamId, [environment.id]);
     await this.db.$transaction(async (tx) => {
+      // First: the network locks (no deployment records this environment's network meanwhile).
+      await networks.lock(tx);
       await removal.enqueue(tx);
       await dbRemoval.enqueue(tx);
       await networks.enqueue(tx);
