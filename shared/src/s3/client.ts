@@ -51,6 +51,19 @@ class GuardedHttpsAgent extends https.Agent {
   }
 }
 
+/**
+ * Bounds of every S3 request. `connectMs`: to open the TCP (and TLS) connection. `idleMs`: the
+ * longest silence on an open connection, while sending or waiting for an answer or its body; a
+ * stalled server fails the call instead of holding the job until its deadline. There is no
+ * bound on a whole request: a large part on a slow link may take long while bytes still move.
+ * Each attempt (maxAttempts) has its own bounds.
+ */
+export interface S3Timeouts {
+  connectMs: number;
+  idleMs: number;
+}
+export const S3_TIMEOUTS: S3Timeouts = { connectMs: 10_000, idleMs: 60_000 };
+
 /** A client bound to one target; `close()` releases its sockets. */
 export interface S3Handle {
   client: S3Client;
@@ -62,7 +75,7 @@ export interface S3Handle {
  * An S3 client for a user-chosen target. Checksums are only sent/validated where S3 requires them:
  * the SDK's default streaming trailer checksums are not understood by many S3-compatible servers.
  */
-export function s3Client(t: S3Target): S3Handle {
+export function s3Client(t: S3Target, timeouts: S3Timeouts = S3_TIMEOUTS): S3Handle {
   const guarded = !t.allow_private;
   if (guarded) assertHostAllowed(new URL(t.endpoint).hostname, ALLOW_PRIVATE_SETTING);
   const agentOptions = { keepAlive: true, maxSockets: 8 };
@@ -76,7 +89,9 @@ export function s3Client(t: S3Target): S3Handle {
     requestChecksumCalculation: "WHEN_REQUIRED",
     responseChecksumValidation: "WHEN_REQUIRED",
     maxAttempts: 3,
-    requestHandler: { httpAgent, httpsAgent, connectionTimeout: 10_000, requestTimeout: 120_000 },
+    // requestTimeout would only log a warning (throwOnRequestTimeout is off by default), and
+    // without socketTimeout nothing bounds a server that accepts and never answers.
+    requestHandler: { httpAgent, httpsAgent, connectionTimeout: timeouts.connectMs, socketTimeout: timeouts.idleMs },
   });
   return {
     client,
@@ -94,6 +109,10 @@ export function describeS3Error(err: unknown): string {
   if (err instanceof ForbiddenEndpointError) return err.message;
   const e = err as { name?: string; message?: string; Code?: string; $metadata?: { httpStatusCode?: number }; cause?: unknown };
   if (e?.cause instanceof ForbiddenEndpointError) return e.cause.message;
+  if (e?.name === "TimeoutError" && e.message) {
+    // "@smithy/node-http-handler - the request socket timed out after N ms of inactivity (configured by client requestHandler)."
+    return `TimeoutError: ${e.message.replace(/^@smithy\/node-http-handler - /, "").replace(/ \((configured by client requestHandler|service default socket timeout)\)/, "")}`;
+  }
   const status = e?.$metadata?.httpStatusCode;
   const code = e?.Code ?? e?.name ?? "Error";
   const message = e?.message && e.message !== "UnknownError" && e.message !== code ? e.message : null;

@@ -10,7 +10,7 @@ import {
 } from "@aws-sdk/client-s3";
 import { Upload } from "@aws-sdk/lib-storage";
 import type { S3Target } from "../protocol/backups.js";
-import { describeS3Error, s3Client, type S3Handle } from "./client.js";
+import { describeS3Error, S3_TIMEOUTS, s3Client, type S3Handle, type S3Timeouts } from "./client.js";
 
 /**
  * Multipart sizing: at most QUEUE_SIZE parts in flight plus the one being filled, so an upload
@@ -21,8 +21,8 @@ export const PART_SIZE = 16 * 1024 * 1024;
 export const QUEUE_SIZE = 2;
 
 /** Runs `fn` with a client for `t` and releases the client's sockets afterwards. */
-async function withClient<T>(t: S3Target, fn: (h: S3Handle) => Promise<T>): Promise<T> {
-  const h = s3Client(t);
+async function withClient<T>(t: S3Target, fn: (h: S3Handle) => Promise<T>, timeouts: S3Timeouts = S3_TIMEOUTS): Promise<T> {
+  const h = s3Client(t, timeouts);
   try {
     return await fn(h);
   } finally {
@@ -84,11 +84,11 @@ export async function testS3(t: S3Target, prefix = ""): Promise<{ ok: true } | {
  * Streams `body` to `key` (multipart once it exceeds one part; a failed multipart upload is
  * aborted so no parts are left behind). Resolves with the number of bytes sent.
  */
-export async function uploadS3(t: S3Target, key: string, body: Readable, signal?: AbortSignal): Promise<{ size: number }> {
+export async function uploadS3(t: S3Target, key: string, body: Readable, signal?: AbortSignal, timeouts: S3Timeouts = S3_TIMEOUTS): Promise<{ size: number }> {
   let h: S3Handle;
   try {
     signal?.throwIfAborted();
-    h = s3Client(t);
+    h = s3Client(t, timeouts);
   } catch (err) {
     // Never read: its own late errors (a file opened after this) must not go unhandled.
     body.on("error", () => undefined);
@@ -132,8 +132,8 @@ export async function uploadS3(t: S3Target, key: string, body: Readable, signal?
 }
 
 /** The object's bytes as a stream (the client's sockets are released when the stream ends or fails). */
-export async function downloadS3(t: S3Target, key: string, signal?: AbortSignal): Promise<Readable> {
-  const h = s3Client(t);
+export async function downloadS3(t: S3Target, key: string, signal?: AbortSignal, timeouts: S3Timeouts = S3_TIMEOUTS): Promise<Readable> {
+  const h = s3Client(t, timeouts);
   try {
     const res = await h.client.send(new GetObjectCommand({ Bucket: t.bucket, Key: key }), signal ? { abortSignal: signal } : {});
     const body = res.Body;

@@ -1,9 +1,11 @@
 import { createHash, randomBytes } from "node:crypto";
+import http from "node:http";
+import net from "node:net";
 import { Readable } from "node:stream";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startS3Server, type S3Server } from "../../../test/support/s3-server.js";
 import type { S3Target } from "../protocol/backups.js";
-import { deleteS3, downloadS3, listS3, PART_SIZE, s3Client, testS3, uploadS3 } from "./index.js";
+import { deleteS3, downloadS3, listS3, PART_SIZE, S3_TIMEOUTS, s3Client, testS3, uploadS3 } from "./index.js";
 
 let s3: S3Server;
 let target: S3Target;
@@ -123,5 +125,58 @@ describe("S3 helpers against a real S3-compatible server", { timeout: 60_000 }, 
     setTimeout(() => ac.abort(new Error("cancelled by test")), 50);
     await expect(done).rejects.toThrow(/cancelled/);
     expect(await s3.objects("aborted/")).toEqual([]);
+  });
+});
+
+describe("S3 servers that stall", { timeout: 60_000 }, () => {
+  const timeouts = { connectMs: 2000, idleMs: 500 };
+  const sockets = new Set<net.Socket>();
+  const servers: net.Server[] = [];
+  afterAll(async () => {
+    for (const s of sockets) s.destroy();
+    await Promise.all(servers.map((srv) => new Promise((r) => srv.close(r))));
+  });
+  const targetAt = (port: number): S3Target => ({ ...target, endpoint: `http://127.0.0.1:${port}` });
+  async function listen(srv: net.Server): Promise<number> {
+    servers.push(srv);
+    srv.on("connection", (sock: net.Socket) => {
+      sockets.add(sock);
+      sock.on("close", () => sockets.delete(sock));
+    });
+    await new Promise<void>((r) => srv.listen(0, "127.0.0.1", r));
+    return (srv.address() as net.AddressInfo).port;
+  }
+
+  it("bounds every request with a connection and an idle timeout by default", () => {
+    expect(S3_TIMEOUTS.connectMs).toBeGreaterThan(0);
+    expect(S3_TIMEOUTS.idleMs).toBeGreaterThan(0);
+    const config = s3Client(target).client.config.requestHandler as unknown as { configProvider: Promise<{ connectionTimeout?: number; socketTimeout?: number }> };
+    return expect(config.configProvider).resolves.toMatchObject({ connectionTimeout: S3_TIMEOUTS.connectMs, socketTimeout: S3_TIMEOUTS.idleMs });
+  });
+
+  it("an upload to a server that accepts and never answers fails with a timeout, in bounded time", async () => {
+    // Reads what is sent (so the body is not what stalls) and never answers.
+    const port = await listen(net.createServer((sock) => sock.resume()));
+    const started = Date.now();
+    const err = await uploadS3(targetAt(port), "stalled/obj", Readable.from([randomBytes(1024)]), undefined, timeouts).then(
+      () => null,
+      (e: Error) => e,
+    );
+    expect(err?.message).toMatch(/^S3 upload of stalled\/obj failed: TimeoutError: the request socket timed out after 500 ms of inactivity/);
+    // Three attempts (maxAttempts) of at most the idle timeout each, and the SDK's backoff between them.
+    expect(Date.now() - started).toBeLessThan(15_000);
+  });
+
+  it("a download whose body stops midway fails the stream with a timeout", async () => {
+    const srv = http.createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "application/octet-stream", "content-length": "100000" });
+      res.write(Buffer.alloc(1000));
+      // ...and nothing more.
+    });
+    const port = await listen(srv);
+    const started = Date.now();
+    const body = await downloadS3(targetAt(port), "stalled/obj", undefined, timeouts);
+    await expect(sha256Of(body)).rejects.toThrow(/timed out after 500 ms of inactivity/);
+    expect(Date.now() - started).toBeLessThan(15_000);
   });
 });
