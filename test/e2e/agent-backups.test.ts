@@ -1,4 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
+import { appendFileSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -468,6 +469,25 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
     expect(await k.read(uuid, creds)).toBe("after-drop");
   });
 
+  it("a cancelled backup stops pg_dump, also one that waits for a lock and writes nothing, and leaves no file", async () => {
+    const holder = sh("docker", ["exec", "-e", "PGPASSWORD", uuid, "psql", "-h", "127.0.0.1", "-U", creds.user!, "-d", creds.database!, "-qc", "BEGIN; LOCK TABLE big IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(15); COMMIT;"], {
+      env: { PGPASSWORD: creds.password },
+      timeoutMs: 60_000,
+    });
+    await until("the lock holder", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK TABLE big%'")) === "1", 30_000, 100);
+    const ac = new AbortController();
+    const backingUp = handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-cancel", s3: false }), job(ac.signal));
+    backingUp.catch(() => undefined);
+    await until("pg_dump waiting for the lock", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")) === "1", 60_000, 100);
+    expect((await tools()).join("\n")).toMatch(/pg_dump/);
+    ac.abort(new Error("cancelled by the test"));
+    await expect(backingUp).rejects.toThrow();
+    // Gone at once, not when the lock is released (Docker leaves an exec's process running).
+    expect(await tools()).toEqual([]);
+    expect(await readdir(join(stateDir, "backups", uuid, "schedule-cancel"))).toEqual([]);
+    await holder;
+  });
+
   it("a backup that decompresses to nothing is refused", async () => {
     const path = await crafted("postgresql-20300101T000000Z-empty000.sql.gz", gzipSync(Buffer.alloc(0)));
     await expect(handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: path, s3: null }, null), job())).rejects.toThrow(/the backup is empty/);
@@ -502,5 +522,54 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
     );
     expect(await k.read(uuid, creds)).toBe("after-drop");
     expect(await tools()).toEqual([]);
+  });
+});
+
+describe("postgresql backups: what is stored is what was uploaded; retention problems do not fail a stored backup", () => {
+  const k = CASES[0]!;
+  const uuid = randomUUID();
+  const creds = k.credentials();
+
+  beforeAll(async () => {
+    await deploy(k, uuid, creds);
+    await k.write(uuid, creds, ["x"]);
+  }, 240_000);
+
+  it("a backup file that changes while it is uploaded fails the run, and neither the object nor the file is kept", async () => {
+    const schedule = "schedule-changed";
+    const prefix = `changed/${uuid}/`;
+    const p = backupPayload(k, uuid, creds, { schedule, prefix });
+    const path = join(stateDir, "backups", uuid, schedule, p.filename);
+    const run = job();
+    // The moment the upload starts: the file is no longer what was measured (a second writer, a bad disk).
+    const progress = run.progress;
+    run.progress = (line) => {
+      if (line.startsWith("uploading to S3 as")) appendFileSync(path, "appended during the upload");
+      progress(line);
+    };
+    await expect(handlers["db.backup"](p, run)).rejects.toThrow(/the upload of changed\/.* sent (\d+) bytes, but the backup file has \d+; the object and the file were removed/);
+    expect(await s3.objects(prefix)).toEqual([]);
+    expect(await readdir(join(stateDir, "backups", uuid, schedule))).toEqual([]);
+  });
+
+  it("a local retention failure after the upload is reported, and the run succeeds with only what really went", async () => {
+    const schedule = "schedule-ret-error";
+    const prefix = `ret-error/${uuid}/`;
+    const first = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule, prefix }), job());
+    const second = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule, prefix }), job());
+    // Immutable: even root cannot remove it.
+    await sh("chattr", ["+i", first.local_path!]);
+    try {
+      const run = job();
+      const third = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule, prefix, keepLocally: 1 }), run);
+      expect(third.s3_key).toBe(`${prefix}${third.filename}`);
+      expect(third.local_path).not.toBeNull();
+      expect(third.removed_local).toEqual([second.local_path]);
+      expect(run.lines.join("\n")).toContain(`local retention could not remove ${first.local_path} (the backup is stored; it is tried again next run): `);
+      expect((await readdir(join(stateDir, "backups", uuid, schedule))).sort()).toEqual([first.filename, third.filename].sort());
+      expect((await s3.read(third.s3_key!)).length).toBe(third.size);
+    } finally {
+      await sh("chattr", ["-i", first.local_path!]);
+    }
   });
 });

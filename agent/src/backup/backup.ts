@@ -5,7 +5,7 @@ import type { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import type { DbBackupPayload, DbBackupResult } from "@capstan/shared";
-import { uploadS3 } from "@capstan/shared/s3";
+import { deleteS3, uploadS3 } from "@capstan/shared/s3";
 import type { Engine } from "../docker/engine.js";
 import { encryptStream } from "./crypto.js";
 import { DRIVERS } from "./engines/index.js";
@@ -29,7 +29,8 @@ interface Ctx {
  * (written under a temporary name, renamed when whole and the tool exited 0), -> S3 -> local
  * and remote retention. Every stage is a stream: memory stays flat whatever the size. A failed
  * run leaves nothing behind (its partial or finished file is removed) and fails with the tool's
- * or the storage's reason.
+ * or the storage's reason. Once the backup is stored, retention problems (local or remote) do
+ * not fail the run: they are progress lines, and the result lists only what really went.
  */
 export async function runBackup(engine: Engine, p: DbBackupPayload, opts: BackupRunOptions, ctx: Ctx): Promise<DbBackupResult> {
   const { signal, progress } = ctx;
@@ -67,17 +68,32 @@ export async function runBackup(engine: Engine, p: DbBackupPayload, opts: Backup
   if (p.s3) {
     const key = `${p.s3.prefix}${p.filename}`;
     progress(`uploading to S3 as ${key}`);
+    let sent: number;
     try {
-      await uploadS3(p.s3.target, key, createReadStream(finalPath) as Readable, signal);
+      sent = (await uploadS3(p.s3.target, key, createReadStream(finalPath) as Readable, signal)).size;
     } catch (err) {
       await unlink(finalPath).catch(() => undefined);
       throw err;
+    }
+    if (sent !== size) {
+      // The file changed under the upload (or was cut short): neither copy is the backup.
+      await deleteS3(p.s3.target, [key]).catch((err: Error) => progress(`removing the object again failed: ${err.message}`));
+      await unlink(finalPath).catch(() => undefined);
+      throw new BackupToolError(`the upload of ${key} sent ${sent} bytes, but the backup file has ${size}; the object and the file were removed`);
     }
     s3Key = key;
     progress(`uploaded ${size} bytes`);
   }
 
-  const local = await applyLocalRetention(dir, p.keep_locally, finalPath, s3Key !== null);
+  let local: { removed: string[]; currentRemoved: boolean } = { removed: [], currentRemoved: false };
+  try {
+    local = await applyLocalRetention(dir, p.keep_locally, finalPath, s3Key !== null, (path, err) =>
+      progress(`local retention could not remove ${path} (the backup is stored; it is tried again next run): ${err.message}`),
+    );
+  } catch (err) {
+    // As for remote retention: the backup itself is made and stored.
+    progress(`local retention failed (the backup is stored): ${(err as Error).message}`);
+  }
   if (local.removed.length) progress(`local retention removed ${local.removed.length} file(s)`);
   let removedRemote: string[] = [];
   if (p.s3 && s3Key && p.s3.keep_remote !== null) {

@@ -1,6 +1,8 @@
+import { execFile } from "node:child_process";
 import { mkdtemp, readdir, utimes, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { applyLocalRetention, isBackupName } from "./retention.js";
 
@@ -31,6 +33,29 @@ describe("local retention", () => {
     const [old, cur] = await files(dir, ["redis-20300101T000000Z-aaaaaaaa.rdb.gz", "redis-20300101T000100Z-bbbbbbbb.rdb.gz"]);
     expect(await applyLocalRetention(dir, 0, cur!, false)).toEqual({ removed: [old], currentRemoved: false });
     expect(await readdir(dir)).toEqual(["redis-20300101T000100Z-bbbbbbbb.rdb.gz"]);
+  });
+
+  it("a file that cannot be removed is reported, the others still go, and only removed files are listed", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "capstan-ret-"));
+    const [a, b, c, d] = await files(dir, [
+      "mysql-20300101T000000Z-aaaaaaaa.sql.gz",
+      "mysql-20300101T000100Z-bbbbbbbb.sql.gz",
+      "mysql-20300101T000200Z-cccccccc.sql.gz",
+      "mysql-20300101T000300Z-dddddddd.sql.gz",
+    ]);
+    // Immutable: not even root may remove it (the agent runs as root).
+    await promisify(execFile)("chattr", ["+i", b!]);
+    try {
+      const errors: string[] = [];
+      const r = await applyLocalRetention(dir, 1, d!, true, (path, err) => void errors.push(`${path}: ${(err as NodeJS.ErrnoException).code}`));
+      expect(r).toEqual({ removed: [c, a], currentRemoved: false });
+      expect(errors).toEqual([`${b}: EPERM`]);
+      expect((await readdir(dir)).sort()).toEqual(["mysql-20300101T000100Z-bbbbbbbb.sql.gz", "mysql-20300101T000300Z-dddddddd.sql.gz"]);
+      // Without a handler the error is the caller's.
+      await expect(applyLocalRetention(dir, 1, d!, true)).rejects.toThrow(/EPERM/);
+    } finally {
+      await promisify(execFile)("chattr", ["-i", b!]);
+    }
   });
 
   it("recognises the control plane's file names only", () => {

@@ -28,13 +28,16 @@ function keepNewest<T extends Candidate>(all: T[], keep: number, currentId: stri
 /**
  * Keeps the newest `keep` backup files of one schedule's directory and removes the rest.
  * `current` (the file this run wrote) is kept unless keep is 0 and `currentMayGo` (it has a copy
- * in S3). Returns the removed paths other than the current one, and whether the current one went.
+ * in S3). Returns the removed paths other than the current one, and whether the current one went:
+ * only files that are really gone. A file that cannot be removed is given to `onError` and the
+ * others are still removed (without `onError`, the error is thrown there).
  */
 export async function applyLocalRetention(
   dir: string,
   keep: number,
   current: string,
   currentMayGo: boolean,
+  onError?: (path: string, err: Error) => void,
 ): Promise<{ removed: string[]; currentRemoved: boolean }> {
   const names = (await readdir(dir, { withFileTypes: true })).filter((d) => d.isFile() && isBackupName(d.name)).map((d) => d.name);
   const files: Candidate[] = [];
@@ -53,7 +56,11 @@ export async function applyLocalRetention(
     try {
       await unlink(f.id);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err;
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+        if (!onError) throw err;
+        onError(f.id, err as Error);
+        continue;
+      }
     }
     if (f.id === current) currentRemoved = true;
     else out.push(f.id);
