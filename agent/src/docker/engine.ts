@@ -115,7 +115,11 @@ export interface Engine {
 
 export interface ExecSpec {
   cmd: string[];
-  /** Variables of the process only (credentials go here, never into cmd). */
+  /**
+   * Variables of the process only. Never credentials: a process's environment is readable
+   * through /proc/<pid>/environ and passes to every process it starts. Secrets go over stdin
+   * or into a private file (agent/src/backup/engines/secret-file.ts), never into env or cmd.
+   */
   env?: Record<string, string>;
   /** default: the container's user */
   user?: string;

@@ -1,27 +1,35 @@
 import { Readable } from "node:stream";
 import { describe, expect, it, vi } from "vitest";
 import type { Engine, ExecOutcome, ExecSpec } from "../../docker/engine.js";
+import { readTar } from "../tar.js";
 import { mongodbDriver } from "./mongodb.js";
 import type { DbTarget } from "./types.js";
 
 /**
  * MongoDB has no image on these machines (not in Debian 12), so the driver is checked against a
  * recording engine: which tools it runs, with which argv, where the password goes, and that the
- * password file is removed again on success and on failure.
+ * password file is removed again on success and on failure. (The same secret-file helper runs
+ * against real containers in secret-file.test.ts and for every other engine end to end.)
  */
 const PASSWORD = 'pa"ss word\\with: yaml';
 
 interface Call {
   cmd: string[];
+  env: Record<string, string> | undefined;
+  user: string | undefined;
   stdin: string | null;
 }
 
 function recordingEngine(outcomes: Record<string, ExecOutcome>, stdout: Record<string, string> = {}) {
   const calls: Call[] = [];
-  const files: { dir: string; name: string; content: string; mode: number | undefined }[] = [];
+  const files: { dir: string; name: string; content: string; mode: number; uid: number }[] = [];
   const engine = {
-    async putFile(_id: string, dir: string, name: string, content: Buffer, _signal?: AbortSignal, mode?: number) {
-      files.push({ dir, name, content: content.toString("utf8"), mode });
+    async putArchive(_id: string, dir: string, tar: NodeJS.ReadableStream) {
+      for await (const e of readTar(tar as AsyncIterable<Buffer>)) {
+        const chunks: Buffer[] = [];
+        for await (const b of e.body) chunks.push(b);
+        files.push({ dir, name: e.header.name, content: Buffer.concat(chunks).toString("utf8"), mode: e.header.mode, uid: e.header.uid });
+      }
     },
     async execStream(_id: string, spec: ExecSpec) {
       let stdin: string | null = null;
@@ -30,9 +38,10 @@ function recordingEngine(outcomes: Record<string, ExecOutcome>, stdout: Record<s
         for await (const c of spec.stdin as AsyncIterable<Buffer>) chunks.push(Buffer.from(c));
         stdin = Buffer.concat(chunks).toString("utf8");
       }
-      calls.push({ cmd: spec.cmd, stdin });
+      calls.push({ cmd: spec.cmd, env: spec.env, user: spec.user, stdin });
       const tool = spec.cmd[0]!;
-      return { stdout: Readable.from([Buffer.from(stdout[tool] ?? "")]), done: Promise.resolve(outcomes[tool] ?? { exitCode: 0, stderr: "" }) };
+      const out = tool === "id" ? "uid=999(mongodb) gid=999(mongodb) groups=999(mongodb)\n" : (stdout[tool] ?? "");
+      return { stdout: Readable.from([Buffer.from(out)]), done: Promise.resolve(outcomes[tool] ?? { exitCode: 0, stderr: "" }) };
     },
   } as unknown as Engine;
   return { engine, calls, files };
@@ -57,24 +66,25 @@ async function drain(r: Readable): Promise<string> {
 }
 
 describe("mongodb backup driver", () => {
-  it("dumps every database with mongodump --archive; the password is in a 0600 config file, never argv, removed afterwards", async () => {
+  it("dumps every database with mongodump --archive; the password is in a 0600 config file of the tool's user, never argv or env, removed afterwards", async () => {
     const { engine, calls, files } = recordingEngine({}, { mongodump: "ARCHIVE-BYTES" });
     const src = await mongodbDriver.dump(target(engine));
     expect(await drain(src.stream)).toBe("ARCHIVE-BYTES");
     await src.finished();
-    // the file is removed once the dump ended, without holding up the caller
+    // the file is removed once the dump's output ended, without holding up the caller
     await vi.waitFor(() => expect(calls.at(-1)!.cmd[0]).toBe("rm"));
 
     expect(files).toHaveLength(1);
-    expect(files[0]!.mode).toBe(0o600);
-    expect(files[0]!.dir).toBe("/tmp");
+    expect(files[0]).toMatchObject({ dir: "/tmp", mode: 0o600, uid: 999 });
+    const path = `/tmp/${files[0]!.name}`;
+    expect(path).toMatch(/^\/tmp\/capstan-[0-9a-f]{16}\/mongo\.yaml$/);
     // A JSON string is a YAML double-quoted scalar: the password round-trips as one value.
     expect(JSON.parse(files[0]!.content.replace(/^password: /, "").trim())).toBe(PASSWORD);
 
     const dump = calls.find((c) => c.cmd[0] === "mongodump")!;
-    expect(dump.cmd).toEqual(expect.arrayContaining(["--archive", "--username=root", "--authenticationDatabase=admin", `--config=/tmp/${files[0]!.name}`]));
-    for (const c of calls) expect(c.cmd.join(" ")).not.toContain(PASSWORD);
-    expect(calls.at(-1)!.cmd).toEqual(["rm", "-f", "--", `/tmp/${files[0]!.name}`]);
+    expect(dump.cmd).toEqual(expect.arrayContaining(["--archive", "--username=root", "--authenticationDatabase=admin", `--config=${path}`]));
+    for (const c of calls) expect([...c.cmd, ...Object.values(c.env ?? {})].join("\n")).not.toContain("pa\"ss");
+    expect(calls.at(-1)).toMatchObject({ cmd: ["rm", "-rf", "--", path.slice(0, path.lastIndexOf("/"))], user: "0" });
   });
 
   it("restores with mongorestore --archive --drop from stdin, and removes the config file even when the tool fails", async () => {
@@ -89,6 +99,7 @@ describe("mongodb backup driver", () => {
     await expect(mongodbDriver.restore(target(failing.engine), Readable.from([Buffer.from("ARCHIVE")]))).rejects.toThrow(
       /mongorestore failed \(exit code 1\): Failed: authentication failed/,
     );
-    expect(failing.calls.at(-1)!.cmd).toEqual(["rm", "-f", "--", `/tmp/${failing.files[0]!.name}`]);
+    const dir = `/tmp/${failing.files[0]!.name.split("/")[0]}`;
+    expect(failing.calls.at(-1)!.cmd).toEqual(["rm", "-rf", "--", dir]);
   });
 });
