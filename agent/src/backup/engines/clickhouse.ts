@@ -1,8 +1,10 @@
 import { Readable } from "node:stream";
+import { finished } from "node:stream/promises";
 import type { DbCredentials } from "@capstan/shared";
 import type { ExecSpec } from "../../docker/engine.js";
 import { BackupToolError, execCollect, execFeed, toolFailure, type DumpSource } from "../exec.js";
 import { readTar, TAR_END, tarHeader, tarPadding, type TarEntry } from "../tar.js";
+import { type SecretFile, withSecretFile } from "./secret-file.js";
 import type { BackupDriver, DbTarget } from "./types.js";
 
 /**
@@ -18,14 +20,19 @@ import type { BackupDriver, DbTarget } from "./types.js";
  * view cannot fire on the restored rows. The parts of a table concatenated are its Native
  * stream (`cat tables/0001/data-* | clickhouse-client -q "INSERT INTO t FORMAT Native"` by hand).
  * Restore: CREATE DATABASE IF NOT EXISTS, then per table DROP TABLE IF EXISTS + its CREATE, its
- * parts streamed into one INSERT ... FORMAT Native. Memory: one part buffer (8 MiB).
+ * parts streamed into one INSERT ... FORMAT Native. Memory: one part (8 MiB) being filled, and
+ * the output stream's buffer (BUFFER_BYTES): a byte stream, never a queue of whole parts.
  * Not covered: the data of materialized views' implicit inner tables (recreated empty: they fill
  * from new inserts), dictionaries' sources, users and grants (access management).
- * The password goes in CLICKHOUSE_PASSWORD (the exec's environment), which clickhouse-client
- * reads since 22.3.
+ * The credentials are in a client config file (secret-file.ts) named by `--config-file=`: an
+ * XML `<config>` with `<user>` and `<password>`, the form clickhouse-client has read since long
+ * before 18.16 (the test image) and still documents. Given `--config-file`, the client reads no
+ * other config file (neither ~/.clickhouse-client/ nor /etc/clickhouse-client/).
  */
 const FORMAT = "capstan-clickhouse-native/1";
 const PART_BYTES = 8 * 1024 * 1024;
+/** How many bytes the dump's output stream buffers ahead of its reader. */
+const BUFFER_BYTES = 256 * 1024;
 const MAX_TEXT_ENTRY = 4 * 1024 * 1024;
 const DATA_ENGINES = /^(.*MergeTree|Log|TinyLog|StripeLog|Memory)$/;
 const VIEW_ENGINES = /^(View|MaterializedView|LiveView|WindowView|Dictionary)$/;
@@ -50,19 +57,25 @@ function database(c: DbCredentials): string {
   return c.database ?? "default";
 }
 
-function client(c: DbCredentials, query: string, extra: Partial<ExecSpec> = {}): ExecSpec {
-  return {
-    cmd: ["clickhouse-client", "--host=127.0.0.1", "--port=9000", `--user=${c.user ?? "default"}`, `--query=${query}`],
-    env: { CLICKHOUSE_USER: c.user ?? "default", CLICKHOUSE_PASSWORD: c.password },
-    ...extra,
-  };
+const xmlText = (s: string) => s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&apos;");
+
+/** The client's config file: user and password. XML 1.0 cannot carry control characters. */
+export function clientConfig(c: DbCredentials): SecretFile {
+  const user = c.user ?? "default";
+  if (/[\x00-\x08\x0b\x0c\x0e-\x1f]/.test(user + c.password)) throw new BackupToolError("the user or password holds control characters, which a ClickHouse config file cannot carry");
+  return { name: "client.xml", content: `<config><user>${xmlText(user)}</user><password>${xmlText(c.password)}</password></config>\n` };
 }
 
-async function listTables(t: DbTarget, db: string): Promise<TableInfo[]> {
+/** One clickhouse-client run; `config` is the path of the client config file. */
+function client(c: DbCredentials, config: string, query: string): ExecSpec {
+  return { cmd: ["clickhouse-client", `--config-file=${config}`, "--host=127.0.0.1", "--port=9000", `--user=${c.user ?? "default"}`, `--query=${query}`] };
+}
+
+async function listTables(t: DbTarget, config: string, db: string): Promise<TableInfo[]> {
   const out = await execCollect(
     t.engine,
     t.container,
-    client(t.credentials, `SELECT name, engine FROM system.tables WHERE database = ${quoteString(db)} ORDER BY name FORMAT JSONEachRow`),
+    client(t.credentials, config, `SELECT name, engine FROM system.tables WHERE database = ${quoteString(db)} ORDER BY name FORMAT JSONEachRow`),
     t.signal,
     16 * 1024 * 1024,
   );
@@ -77,35 +90,45 @@ async function listTables(t: DbTarget, db: string): Promise<TableInfo[]> {
   return [...tables, ...views].map((r, i) => ({ dir: `tables/${String(i + 1).padStart(4, "0")}`, name: r.name, engine: r.engine, data: DATA_ENGINES.test(r.engine) }));
 }
 
-function* entry(name: string, body: Buffer): Generator<Buffer> {
-  yield tarHeader(name, body.length);
-  yield body;
-  yield tarPadding(body.length);
+/** One tar entry whose body is given as chunks (not joined: a part is never copied whole). */
+function* entry(name: string, body: Buffer[], size = body.reduce((n, b) => n + b.length, 0)): Generator<Buffer> {
+  yield tarHeader(name, size);
+  yield* body;
+  yield tarPadding(size);
 }
 
 async function dump(t: DbTarget): Promise<DumpSource> {
+  return withSecretFile(t, clientConfig(t.credentials), (config) => dumpWith(t, config), {
+    // The config file is needed until the last table was read: the stream's end (or its teardown).
+    holdUntil: (src) => finished(src.stream),
+  });
+}
+
+async function dumpWith(t: DbTarget, config: string): Promise<DumpSource> {
   const db = database(t.credentials);
-  const tables = await listTables(t, db);
+  const tables = await listTables(t, config, db);
   t.progress(`clickhouse: ${tables.length} table(s) in ${db}`);
   const manifest: Manifest = { format: FORMAT, database: db, tables };
   let failure: unknown = null;
   async function* archive(): AsyncGenerator<Buffer> {
-    yield* entry("manifest.json", Buffer.from(JSON.stringify(manifest, null, 2)));
+    yield* entry("manifest.json", [Buffer.from(JSON.stringify(manifest, null, 2))]);
     for (const table of tables) {
       const fq = `${quoteIdent(db)}.${quoteIdent(table.name)}`;
-      const schema = await execCollect(t.engine, t.container, client(t.credentials, `SHOW CREATE TABLE ${fq} FORMAT TSVRaw`), t.signal, MAX_TEXT_ENTRY);
-      yield* entry(`${table.dir}/schema.sql`, Buffer.from(schema));
+      const schema = await execCollect(t.engine, t.container, client(t.credentials, config, `SHOW CREATE TABLE ${fq} FORMAT TSVRaw`), t.signal, MAX_TEXT_ENTRY);
+      yield* entry(`${table.dir}/schema.sql`, [Buffer.from(schema)]);
       if (!table.data) continue;
-      const s = await t.engine.execStream(t.container, client(t.credentials, `SELECT * FROM ${fq} FORMAT Native`), t.signal);
+      const s = await t.engine.execStream(t.container, client(t.credentials, config, `SELECT * FROM ${fq} FORMAT Native`), t.signal);
       let part: Buffer[] = [];
       let partBytes = 0;
       let seq = 0;
       const flush = function* (): Generator<Buffer> {
         if (partBytes === 0) return;
         seq += 1;
-        yield* entry(`${table.dir}/data-${String(seq).padStart(6, "0")}.native`, Buffer.concat(part, partBytes));
+        const chunks = part;
+        const size = partBytes;
         part = [];
         partBytes = 0;
+        yield* entry(`${table.dir}/data-${String(seq).padStart(6, "0")}.native`, chunks, size);
       };
       for await (const chunk of s.stdout as AsyncIterable<Buffer>) {
         let off = 0;
@@ -127,7 +150,9 @@ async function dump(t: DbTarget): Promise<DumpSource> {
     }
     yield TAR_END;
   }
-  const stream = Readable.from(archive());
+  // Bytes, not objects: Readable.from's default object mode would queue 16 chunks ahead, whole
+  // parts among them (over 100 MiB).
+  const stream = Readable.from(archive(), { objectMode: false, highWaterMark: BUFFER_BYTES });
   return {
     stream,
     finished: async () => {
@@ -143,11 +168,10 @@ async function readText(e: TarEntry): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-async function run(t: DbTarget, query: string): Promise<void> {
-  await execCollect(t.engine, t.container, client(t.credentials, query), t.signal);
-}
+const restore = (t: DbTarget, plain: Readable): Promise<void> => withSecretFile(t, clientConfig(t.credentials), (config) => restoreWith(t, config, plain));
 
-async function restore(t: DbTarget, plain: Readable): Promise<void> {
+async function restoreWith(t: DbTarget, config: string, plain: Readable): Promise<void> {
+  const run = (query: string) => execCollect(t.engine, t.container, client(t.credentials, config, query), t.signal);
   const it = readTar(plain as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
   const first = await it.next();
   if (first.done || first.value.header.name !== "manifest.json") throw new BackupToolError("not a Capstan ClickHouse backup (manifest.json missing)");
@@ -158,7 +182,7 @@ async function restore(t: DbTarget, plain: Readable): Promise<void> {
   if (manifest.database !== db) throw new BackupToolError(`the backup is of database ${manifest.database}, not ${db}`);
   const byDir = new Map(manifest.tables.map((x) => [x.dir, x]));
   const tableOf = (name: string) => byDir.get(name.slice(0, name.lastIndexOf("/")));
-  await run(t, `CREATE DATABASE IF NOT EXISTS ${quoteIdent(db)}`);
+  await run(`CREATE DATABASE IF NOT EXISTS ${quoteIdent(db)}`);
   let cur = await it.next();
   while (!cur.done) {
     const e = cur.value;
@@ -167,8 +191,8 @@ async function restore(t: DbTarget, plain: Readable): Promise<void> {
     const fq = `${quoteIdent(db)}.${quoteIdent(table.name)}`;
     if (e.header.name.endsWith("/schema.sql")) {
       const create = (await readText(e)).trim();
-      await run(t, `DROP TABLE IF EXISTS ${fq}`);
-      await run(t, create);
+      await run(`DROP TABLE IF EXISTS ${fq}`);
+      await run(create);
       t.progress(`clickhouse: ${table.name} created`);
       cur = await it.next();
       continue;
@@ -189,7 +213,8 @@ async function restore(t: DbTarget, plain: Readable): Promise<void> {
         return;
       }
     }
-    await execFeed(t.engine, t.container, client(t.credentials, `INSERT INTO ${fq} FORMAT Native`), Readable.from(parts()), t.signal);
+    const input = Readable.from(parts(), { objectMode: false, highWaterMark: BUFFER_BYTES });
+    await execFeed(t.engine, t.container, client(t.credentials, config, `INSERT INTO ${fq} FORMAT Native`), input, t.signal);
     t.progress(`clickhouse: ${table.name} rows inserted`);
     if (!after) throw new BackupToolError(`the data of ${table.name} was not read to its end`);
     cur = after;
