@@ -4,12 +4,15 @@ import { open, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
+import { dirOwner, type FileOwner, releaseArchive } from "../../databases/container-files.js";
 import { engineRuntime } from "../../databases/engines.js";
 import { waitHealthy } from "../../databases/health.js";
+import { isRedisLike, REDIS_CLI, type RedisLike, redisCommand, waitDatasetLoaded } from "../../databases/redis-cli.js";
 import { DB_STOP_TIMEOUT_S } from "../../databases/spec.js";
+import { isNotFound } from "../../docker/engine.js";
 import { sleep } from "../../sleep.js";
-import { BackupToolError, execCollect, type DumpSource } from "../exec.js";
-import { firstFile, readTar, singleFileTarStream } from "../tar.js";
+import { BackupToolError, type DumpSource } from "../exec.js";
+import { firstFile, singleFileTarStream } from "../tar.js";
 import type { BackupDriver, DbTarget } from "./types.js";
 
 /**
@@ -22,35 +25,31 @@ import type { BackupDriver, DbTarget } from "./types.js";
  *
  * Restore: the RDB is decrypted and decompressed into a private temp file on the agent first
  * (checked whole: a wrong passphrase or a damaged file fails before the database is touched),
- * then the container is stopped, the file is put in place of `<dir>/<dbfilename>` (owned like
- * the data directory, mode 600), and the container is started and waited for until healthy:
- * the server loads the RDB at start. A server with appendonly on would load its AOF instead,
- * so the restore refuses it with that reason.
+ * then the container is stopped, its current RDB (the one written at shutdown) is kept in a
+ * second temp file, the new file is put in place of `<dir>/<dbfilename>` (owned like the data
+ * directory, mode 600), and the container is started and waited for until healthy and loaded:
+ * the server loads the RDB at start. The engine's archive API replaces the file in place, so a
+ * copy cut short would leave a truncated RDB the server refuses to start with: once the copy
+ * began it is no longer stopped by a cancel or the job's deadline (it has its own bound), and
+ * when it fails the kept RDB is put back, so the database comes back with its old data.
+ * A server with appendonly on would load its AOF instead, so the restore refuses it.
  *
- * The password reaches redis-cli / keydb-cli through REDISCLI_AUTH (the exec's environment).
+ * Commands reach the server through redis-cli / keydb-cli with AUTH on stdin (redis-cli.ts).
  * Dragonfly behaves the same when it writes RDB files under a fixed name (its flags
  * `--df_snapshot_format=false --dbfilename=dump`, e.g. DFLY_df_snapshot_format / DFLY_dbfilename);
  * with its default `dump-{timestamp}` names the backup fails and says so.
  */
-const CLI = { redis: "redis-cli", keydb: "keydb-cli", dragonfly: "redis-cli" } as const;
-type RedisKind = keyof typeof CLI;
-
-const ERROR_REPLY = /^(\(error\) )?(ERR|NOAUTH|WRONGPASS|NOPERM|LOADING|MISCONF|BUSY|READONLY|EXECABORT|WRONGTYPE)\b/;
 const SAVE_WAIT_POLL_MS = 200;
 
-function cliOf(t: DbTarget): string {
-  if (!(t.kind in CLI)) throw new BackupToolError(`${t.kind} is not a Redis-like engine`);
-  return CLI[t.kind as RedisKind];
+function kindOf(t: DbTarget): RedisLike {
+  if (!isRedisLike(t.kind)) throw new BackupToolError(`${t.kind} is not a Redis-like engine`);
+  return t.kind;
 }
 
+const cliOf = (t: DbTarget) => REDIS_CLI[kindOf(t)];
+
 /** One command through the engine's CLI; its reply lines. A server error reply fails with its text. */
-async function command(t: DbTarget, ...args: string[]): Promise<string[]> {
-  const cli = cliOf(t);
-  const out = await execCollect(t.engine, t.container, { cmd: [cli, "-h", "127.0.0.1", "-p", "6379", ...args], env: { REDISCLI_AUTH: t.credentials.password } }, t.signal);
-  const lines = out.replace(/\r/g, "").split("\n").filter((l, i, all) => l !== "" || i < all.length - 1);
-  if (lines[0] !== undefined && ERROR_REPLY.test(lines[0])) throw new BackupToolError(`${cli} ${args[0]}: ${lines[0]}`);
-  return lines;
-}
+const command = (t: DbTarget, ...args: string[]) => redisCommand(t.engine, t.container, kindOf(t), t.credentials.password, args, t.signal);
 
 async function integer(t: DbTarget, ...args: string[]): Promise<number> {
   const [first] = await command(t, ...args);
@@ -124,47 +123,111 @@ async function dump(t: DbTarget): Promise<DumpSource> {
       lastErr = err;
       continue;
     }
-    const entry = await firstFile(archive as AsyncIterable<Buffer>);
-    if (!entry) throw new BackupToolError(`the archive of ${dir}/${name} holds no file`);
-    t.progress(`RDB snapshot ${dir}/${name}: ${entry.header.size} bytes`);
-    const expected = entry.header.size;
-    let seen = 0;
-    const stream = Readable.from(
-      (async function* () {
-        for await (const chunk of entry.body) {
-          seen += chunk.length;
-          yield chunk;
-        }
-      })(),
-    );
-    return {
-      stream,
-      finished: async () => {
-        if (seen !== expected) throw new BackupToolError(`the RDB file ended after ${seen} of ${expected} bytes`);
-      },
-    };
+    return rdbSource(t, archive, `${dir}/${name}`);
   }
   throw new BackupToolError(`the RDB file is not in the container after BGSAVE: ${(lastErr as Error)?.message ?? "not found"}`);
 }
 
-/** The owner of the data directory (the server's user): the restored file gets it. */
-async function dataDirOwner(t: DbTarget, dir: string): Promise<{ uid: number; gid: number }> {
-  const archive = await t.engine.getArchive(t.container, dir, t.signal);
-  for await (const entry of readTar(archive as AsyncIterable<Buffer>)) {
-    const owner = { uid: entry.header.uid, gid: entry.header.gid };
-    (archive as unknown as { destroy?: () => void }).destroy?.();
-    return owner;
+/**
+ * The RDB file out of the engine's archive of it. The archive holds a connection to the engine:
+ * it is closed with the returned stream, however that ends. `finished` blames the file only when
+ * it ended by itself short of its size; when the consumer tore the stream down (disk full,
+ * encryption failed, cancel), the consumer's reason is the one to report.
+ */
+async function rdbSource(t: DbTarget, archive: NodeJS.ReadableStream, path: string): Promise<DumpSource> {
+  let entry: Awaited<ReturnType<typeof firstFile>>;
+  try {
+    entry = await firstFile(archive as AsyncIterable<Buffer>);
+    if (!entry) throw new BackupToolError(`the archive of ${path} holds no file`);
+  } catch (err) {
+    releaseArchive(archive);
+    throw err;
   }
-  throw new BackupToolError(`cannot read the owner of ${dir}`);
+  const body = entry.body;
+  const expected = entry.header.size;
+  t.progress(`RDB snapshot ${path}: ${expected} bytes`);
+  let seen = 0;
+  let endedByItself = false;
+  const stream = Readable.from(
+    (async function* () {
+      for await (const chunk of body) {
+        seen += chunk.length;
+        yield chunk;
+      }
+      endedByItself = true;
+    })(),
+  );
+  stream.once("close", () => releaseArchive(archive));
+  return {
+    stream,
+    finished: async () => {
+      if (!endedByItself || t.signal.aborted) return;
+      if (seen !== expected) throw new BackupToolError(`the RDB file ended after ${seen} of ${expected} bytes`);
+    },
+  };
+}
+
+/** A bound on copying `size` bytes into the container (at least 1 MiB/s): the job's signal no longer stops it. */
+const copyTimeoutMs = (size: number) => 60_000 + Math.ceil(size / (1024 * 1024)) * 1000;
+
+interface LocalRdb {
+  path: string;
+  size: number;
+  owner: FileOwner;
+}
+
+/** `<dir>/<file>` of the stopped container into a private local file; null when there is none. */
+async function keepCurrentRdb(t: DbTarget, dir: string, file: string, path: string): Promise<LocalRdb | null> {
+  let archive: NodeJS.ReadableStream;
+  try {
+    archive = await t.engine.getArchive(t.container, `${dir}/${file}`, t.signal);
+  } catch (err) {
+    if (isNotFound(err)) return null;
+    throw err;
+  }
+  try {
+    const entry = await firstFile(archive as AsyncIterable<Buffer>);
+    if (!entry) return null;
+    await pipeline(entry.body, createWriteStream(path, { mode: 0o600, flags: "wx" }), { signal: t.signal });
+    return { path, size: entry.header.size, owner: { uid: entry.header.uid, gid: entry.header.gid } };
+  } finally {
+    releaseArchive(archive);
+  }
+}
+
+/** Puts a local RDB file in place of `<dir>/<file>` with its own deadline, never the job's signal. */
+async function putRdb(t: DbTarget, dir: string, file: string, rdb: LocalRdb): Promise<void> {
+  const tar = Readable.from(singleFileTarStream(file, rdb.size, createReadStream(rdb.path), { mode: 0o600, ...rdb.owner }));
+  await t.engine.putArchive(t.container, dir, tar, AbortSignal.timeout(copyTimeoutMs(rdb.size)));
+}
+
+/** The new RDB in place; when that fails, the kept one back in place (the reason says which happened). */
+async function replaceRdb(t: DbTarget, dir: string, file: string, next: LocalRdb, previous: LocalRdb | null): Promise<void> {
+  try {
+    await putRdb(t, dir, file, next);
+    return;
+  } catch (err) {
+    const why = (err as Error).message;
+    if (!previous) throw new BackupToolError(`copying the RDB file into the container failed (${why}); the server had no RDB file before, so nothing was put back`);
+    try {
+      await putRdb(t, dir, file, previous);
+    } catch (backErr) {
+      throw new BackupToolError(`copying the RDB file into the container failed (${why}), and putting the previous RDB file back failed too (${(backErr as Error).message})`);
+    }
+    throw new BackupToolError(`copying the RDB file into the container failed (${why}); the previous RDB file was put back`);
+  }
 }
 
 async function restore(t: DbTarget, plain: Readable): Promise<void> {
+  const kind = kindOf(t);
   const { dir, file } = await rdbLocation(t);
   if ((await configValue(t, "appendonly")) === "yes") {
     throw new BackupToolError("the server runs with appendonly yes: at start it would load its AOF, not the restored RDB; turn appendonly off to restore");
   }
-  const owner = await dataDirOwner(t, dir);
-  const tmp = join(t.workDir, `.restore-${randomBytes(6).toString("hex")}.rdb`);
+  const owner = await dirOwner(t.engine, t.container, dir, t.signal);
+  const id = randomBytes(6).toString("hex");
+  const tmp = join(t.workDir, `.restore-${id}.rdb`);
+  const kept = join(t.workDir, `.previous-${id}.rdb`);
   try {
     await pipeline(plain, createWriteStream(tmp, { mode: 0o600, flags: "wx" }), { signal: t.signal });
     const head = Buffer.alloc(5);
@@ -177,19 +240,31 @@ async function restore(t: DbTarget, plain: Readable): Promise<void> {
     if (head.toString("latin1") !== "REDIS") throw new BackupToolError("the backup is not an RDB file (it does not start with REDIS)");
     const { size } = await stat(tmp);
     t.progress(`RDB file of ${size} bytes ready; stopping ${t.name} to put it in place`);
-    await t.engine.stopContainer(t.container, DB_STOP_TIMEOUT_S, t.signal);
+    let failed = false;
     try {
-      const tar = Readable.from(singleFileTarStream(file, size, createReadStream(tmp), { mode: 0o600, ...owner }));
-      await t.engine.putArchive(t.container, dir, tar, t.signal);
+      await t.engine.stopContainer(t.container, DB_STOP_TIMEOUT_S, t.signal);
+      const previous = await keepCurrentRdb(t, dir, file, kept);
+      // The last moment a cancel or the deadline stops the restore with nothing changed.
+      t.signal.throwIfAborted();
+      await replaceRdb(t, dir, file, { path: tmp, size, owner }, previous);
+    } catch (err) {
+      failed = true;
+      throw err;
     } finally {
-      // Started again whatever happened: a failed restore must not leave the database down.
-      await t.engine.startContainer(t.container, AbortSignal.timeout(60_000));
+      // Started again whatever happened (also when the stop was cut short: the engine may have
+      // stopped it anyway): a failed restore must not leave the database down.
+      await t.engine.startContainer(t.container, AbortSignal.timeout(60_000)).catch((err: unknown) => {
+        if (!failed) throw err;
+        t.progress(`could not start ${t.name} again: ${(err as Error).message}`);
+      });
     }
     const runtime = engineRuntime(t.kind, t.credentials);
     await waitHealthy(t.engine, t.name, runtime, { pollMs: t.pollMs }, t);
+    await waitDatasetLoaded(t.engine, t.container, kind, t.credentials.password, { pollMs: t.pollMs }, t);
     t.progress(`${t.name} is healthy with the restored data`);
   } finally {
     await unlink(tmp).catch(() => undefined);
+    await unlink(kept).catch(() => undefined);
   }
 }
 
