@@ -17,7 +17,7 @@ import { sh, until } from "./support/kit.js";
  *
  * Engines: postgresql (PostgreSQL 15), mysql and mariadb (both MariaDB 10.11: Debian has no
  * MySQL), redis (Redis 7), clickhouse (ClickHouse 18.16). keydb and dragonfly run on STAND-INS
- * (redis-server behind keydb-server / Dragonfly's DFLY_* variables): they exercise the agent's
+ * (redis-server behind keydb-server / Dragonfly's DFLY_* variables and flagfile): they exercise the agent's
  * code paths for those engines, not the engines. mongodb has no test here: neither MongoDB nor
  * mongosh is in Debian's archive (its spec is covered by the unit tests).
  */
@@ -133,6 +133,13 @@ const clickhouse: Pick<Case, "write" | "read"> = (() => {
   };
 })();
 
+/** Where each redis-like engine's password file is, and the user its server runs as. */
+const REDIS_LIKE: Partial<Record<DatabaseEngine, { file: string; user: string }>> = {
+  redis: { file: "/data/capstan-redis.conf", user: "redis" },
+  keydb: { file: "/data/capstan-keydb.conf", user: "keydb" },
+  dragonfly: { file: "/data/capstan-dragonfly.flags", user: "dfly" },
+};
+
 const CASES: Case[] = [
   {
     engine: "postgresql",
@@ -188,7 +195,7 @@ const CASES: Case[] = [
   {
     engine: "dragonfly",
     image: "capstan-test/dragonfly-standin",
-    what: "STAND-IN for Dragonfly: Redis 7 configured from DFLY_* variables",
+    what: "STAND-IN for Dragonfly: Redis 7 configured from DFLY_* variables and a flagfile",
     port: 6379,
     credentials: () => ({ user: null, password: password(), database: null, root_password: null }),
     ...redisLike("capstan-test/dragonfly-standin", "redis-cli"),
@@ -285,6 +292,15 @@ describe.each(CASES)("db.deploy $engine ($what)", (k) => {
     });
     // No password in the command line the engine shows (docker inspect / ps).
     expect(await sh("docker", ["inspect", "-f", "{{json .Config.Cmd}} {{json .Args}} {{.Path}}", uuid])).not.toContain(creds.password);
+    // The redis-like engines take it from a file only: not in the container's environment either
+    // (the others' images read it from there at initialisation); no engine gets REDISCLI_AUTH.
+    const containerEnv = await sh("docker", ["inspect", "-f", "{{json .Config.Env}}", uuid]);
+    expect(containerEnv).not.toContain("REDISCLI_AUTH");
+    if (REDIS_LIKE[k.engine]) {
+      expect(containerEnv).not.toContain(creds.password);
+      // The file is the server's own (it runs as that user), mode 600.
+      expect(await sh("docker", ["exec", uuid, "stat", "-c", "%a %U", REDIS_LIKE[k.engine]!.file])).toBe(`600 ${REDIS_LIKE[k.engine]!.user}`);
+    }
     expect(await sh("docker", ["inspect", "-f", "{{.HostConfig.RestartPolicy.Name}} {{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}", uuid])).toBe("unless-stopped 536870912 1000000000");
 
     await k.write(onNet, creds, "a");

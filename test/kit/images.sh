@@ -380,8 +380,9 @@ DOCKERFILE
 # NOT Dragonfly (absent from Debian): a stand-in with Dragonfly's image layout (entrypoint.sh
 # dropping to user dfly, CMD dragonfly --logtostderr, /data, redis-cli for probes) whose
 # `dragonfly` runs redis-server configured from the DFLY_<flag> variables Dragonfly reads
-# (port, dir, requirepass) and --flag=value arguments; other flags are ignored. The config
-# file lives in a private temp dir (mode 600).
+# (port, dir, requirepass), --flag=value arguments and the --flag=value lines of a
+# --flagfile (abseil's format); other flags are ignored. The config file lives in a private
+# temp dir (mode 600).
 image_dragonfly-standin() {
   mkdir -p "$work/ctx"
   cat >"$work/ctx/entrypoint.sh" <<'SH'
@@ -397,11 +398,17 @@ SH
 #!/bin/sh
 set -eu
 port=${DFLY_port:-6379} dir=${DFLY_dir:-/data} pass=${DFLY_requirepass:-}
+flag() {
+  case $1 in
+    --port=*) port=${1#--port=} ;;
+    --dir=*) dir=${1#--dir=} ;;
+    --requirepass=*) pass=${1#--requirepass=} ;;
+  esac
+}
 for a in "$@"; do
   case $a in
-    --port=*) port=${a#--port=} ;;
-    --dir=*) dir=${a#--dir=} ;;
-    --requirepass=*) pass=${a#--requirepass=} ;;
+    --flagfile=*) while IFS= read -r line || [ -n "$line" ]; do flag "$line"; done <"${a#--flagfile=}" ;;
+    *) flag "$a" ;;
   esac
 done
 umask 077

@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
+import { Readable } from "node:stream";
 import type { DatabaseEngine, DbDeployPayload } from "@capstan/shared";
 import { describe, expect, it } from "vitest";
+import { readTar, TAR_END, tarHeader } from "../backup/tar.js";
 import type { JobContext } from "../dispatch/types.js";
 import { type ContainerDetails, type CreateContainerSpec, type Engine, EngineError, type NetworkDetails } from "../docker/engine.js";
 import { createHandlers } from "../handlers/index.js";
@@ -13,7 +15,7 @@ interface FakeContainer {
   healthOutput: string | null;
   restartCount: number;
   networks: string[];
-  files: { dir: string; name: string; content: string }[];
+  files: { dir: string; name: string; content: string; mode?: number; uid?: number; gid?: number }[];
 }
 
 /**
@@ -101,6 +103,32 @@ class FakeEngine {
     this.containers.set(spec.name, c);
     this.log.push(`create ${spec.name}`);
     return { id: c.id };
+  }
+  /** The data dir's owner in the image (redis:7's user). */
+  dirUid = 999;
+  /** What an authenticated PING answers, one reply per call, then PONG. */
+  pingReplies: string[] = [];
+  execs: { cmd: string[]; env?: Record<string, string>; stdin: string }[] = [];
+  async getArchive(id: string, path: string) {
+    this.byId(id);
+    return Readable.from([tarHeader(path.replace(/^\//, ""), 0, { mode: 0o755, uid: this.dirUid, gid: this.dirUid }), TAR_END]);
+  }
+  async putArchive(id: string, dir: string, tar: NodeJS.ReadableStream) {
+    const c = this.byId(id);
+    if (c.state !== "created") throw new Error("files must be copied before start");
+    for await (const e of readTar(tar as AsyncIterable<Buffer>)) {
+      const chunks: Buffer[] = [];
+      for await (const b of e.body) chunks.push(b);
+      c.files.push({ dir, name: e.header.name, content: Buffer.concat(chunks).toString("utf8"), mode: e.header.mode, uid: e.header.uid, gid: e.header.gid });
+      this.log.push(`put ${dir}/${e.header.name}`);
+    }
+  }
+  async execStream(_id: string, spec: { cmd: string[]; env?: Record<string, string>; stdin?: NodeJS.ReadableStream | null }) {
+    let stdin = "";
+    for await (const b of (spec.stdin ?? []) as AsyncIterable<Buffer>) stdin += b.toString("utf8");
+    this.execs.push({ cmd: spec.cmd, env: spec.env, stdin });
+    const reply = this.pingReplies.shift() ?? "PONG";
+    return { stdout: Readable.from([Buffer.from(`OK\n${reply}\n`)]), done: Promise.resolve({ exitCode: 0, stderr: "" }) };
   }
   async putFile(id: string, dir: string, name: string, content: Buffer) {
     const c = this.byId(id);
@@ -212,14 +240,32 @@ describe("db.deploy", () => {
     expect(f.containers.get(UUID)!.id).toBe(id);
   });
 
-  it("copies redis's config file (with the password) in before the first start, never into argv", async () => {
+  it("copies redis's config file (with the password) in before the first start, owned like the data dir, never into argv or env", async () => {
     const { f, h } = setup();
     await h["db.deploy"](payload("redis"), job());
     const c = f.containers.get(UUID)!;
     expect(f.log.indexOf("put /data/capstan-redis.conf")).toBeLessThan(f.log.indexOf(`start ${UUID}`));
+    expect(c.files[0]).toMatchObject({ mode: 0o600, uid: 999, gid: 999 });
     expect(c.files[0]!.content).toContain(`requirepass "${PASSWORD}"`);
     expect(c.spec.cmd).toEqual(["redis-server", "/data/capstan-redis.conf"]);
-    expect(JSON.stringify(c.spec.cmd)).not.toContain(PASSWORD);
+    expect(JSON.stringify([c.spec.cmd, c.spec.env])).not.toContain(PASSWORD);
+  });
+
+  it("redis: waits past healthy until the dataset is loaded, asking with AUTH on stdin", async () => {
+    const { f, h } = setup();
+    f.pingReplies = ["LOADING Redis is loading the dataset in memory", "LOADING Redis is loading the dataset in memory"];
+    const ctx = job();
+    expect(await h["db.deploy"](payload("redis"), ctx)).toEqual({ container: UUID, status: "running:healthy" });
+    expect(f.execs).toHaveLength(3);
+    expect(ctx.lines.join("\n")).toMatch(/is loading its dataset; waiting/);
+    for (const e of f.execs) {
+      expect(e.cmd).toEqual(["redis-cli", "-h", "127.0.0.1", "-p", "6379"]);
+      expect(e.env ?? {}).toEqual({});
+      expect(e.stdin).toBe(`AUTH "${PASSWORD}"\n"PING"\n`);
+    }
+    // Any other answer is the deploy's failure reason.
+    f.pingReplies = ["MISCONF something broke"];
+    await expect(h["db.deploy"](payload("redis"), job("job-2"))).rejects.toThrow(/redis-cli PING: MISCONF something broke/);
   });
 
   it("joins the further networks after create, before start", async () => {

@@ -5,9 +5,11 @@ import { isNotFound } from "../docker/engine.js";
 import { containerStatus } from "../docker/status.js";
 import { ensureImage } from "../deploy/image.js";
 import { LABEL_JOB } from "../handlers/labels.js";
+import { dirOwner, putPrivateFile } from "./container-files.js";
 import { dbContainer, removeDbContainers } from "./containers.js";
-import { engineRuntime } from "./engines.js";
+import { type EngineRuntime, engineRuntime } from "./engines.js";
 import { waitHealthy } from "./health.js";
+import { isRedisLike, waitDatasetLoaded } from "./redis-cli.js";
 import { joinDbNetworks, prepareDbNetworks } from "./networks.js";
 import { dbContainerName, dbContainerSpec, dbVolumeLabels, mergeEnv } from "./spec.js";
 
@@ -29,7 +31,9 @@ export interface DbOptions {
  * that can fail without harm comes first (networks, image, volume); then the old container is
  * stopped and removed, and only then the new one is created on the same volume: never two
  * containers on one data dir. Files the engine needs (redis-like config with the password) are
- * copied in between create and start. Waits until the engine's probe says healthy.
+ * copied in between create and start, owned like their directory (the server's user reads
+ * them). Waits until the engine's probe says healthy, and a redis-like server until it loaded
+ * its dataset (its probe cannot tell, engines.ts).
  *
  * Redelivered (the agent restarted mid-job): a running container made by this same job is
  * waited for instead of being replaced.
@@ -43,11 +47,11 @@ export async function deployDatabase(engine: Engine, payload: DbDeployPayload, o
   const existing = await dbContainer(engine, payload.db.uuid, signal);
   if (existing?.running && existing.labels[LABEL_JOB] === ctx.job.id) {
     progress(`container ${name} of this job already runs (earlier delivery); waiting for it`);
-    const c = await waitHealthy(engine, name, runtime, opts, ctx);
+    const c = await waitReady(engine, name, payload, runtime, opts, ctx);
     return { container: name, status: containerStatus(c.state, c.health) };
   }
 
-  const { overridden } = mergeEnv(runtime.env, payload.env);
+  const { overridden } = mergeEnv(runtime.env, payload.env, runtime.reservedEnv);
   if (overridden.length > 0) progress(`variable(s) ${overridden.join(", ")} are set by the platform for ${payload.engine}; the user's value is not used`);
 
   await prepareDbNetworks(engine, payload, netCtx);
@@ -63,7 +67,10 @@ export async function deployDatabase(engine: Engine, payload: DbDeployPayload, o
   const { id } = await engine.createContainer(spec, signal);
   progress(`container ${name} created (${id.slice(0, 12)}) from ${payload.image}`);
   try {
-    for (const f of runtime.files) await engine.putFile(id, f.dir, f.name, Buffer.from(f.content, "utf8"), signal);
+    for (const f of runtime.files) {
+      const owner = await dirOwner(engine, id, f.dir, signal);
+      await putPrivateFile(engine, id, f.dir, f.name, Buffer.from(f.content, "utf8"), owner, signal);
+    }
     await joinDbNetworks(engine, name, payload, netCtx);
     await engine.startContainer(id, signal);
   } catch (err) {
@@ -79,8 +86,15 @@ export async function deployDatabase(engine: Engine, payload: DbDeployPayload, o
       : `container ${name} started (not published); waiting for ${runtime.probe}`,
   );
   // An unhealthy database stays as it is (its logs tell why); the job fails with the probe's output.
-  const c = await waitHealthy(engine, name, runtime, opts, ctx);
+  const c = await waitReady(engine, name, payload, runtime, opts, ctx);
   const status = containerStatus(c.state, c.health);
   progress(`database ${payload.db.name} is up (${status})`);
   return { container: name, status };
+}
+
+/** Healthy by the engine's probe and, for a redis-like engine, its dataset loaded. */
+async function waitReady(engine: Engine, name: string, payload: DbDeployPayload, runtime: EngineRuntime, opts: DbOptions, ctx: JobContext) {
+  const c = await waitHealthy(engine, name, runtime, opts, ctx);
+  if (isRedisLike(payload.engine)) await waitDatasetLoaded(engine, name, payload.engine, payload.credentials.password, opts, ctx);
+  return c;
 }

@@ -1,10 +1,12 @@
 import { DATABASE_ENGINE_FACTS, DATABASE_ENGINES, type DatabaseEngine, type DbCredentials } from "@capstan/shared";
 import { describe, expect, it } from "vitest";
-import { ENGINES, engineRuntime } from "./engines.js";
+import { dragonflyFlag, ENGINES, engineRuntime } from "./engines.js";
 import { redisConfValue } from "./redis-conf.js";
 
 const PASSWORD = 'pw-"quoted"\\back\nline-ünï';
 const ROOT = "root-secret-0123456789";
+/** A Dragonfly flagfile line cannot hold a line break (tested below): the same password without it. */
+const passwordFor = (engine: DatabaseEngine) => (engine === "dragonfly" ? PASSWORD.replace("\n", "-") : PASSWORD);
 const creds = (over: Partial<DbCredentials> = {}): DbCredentials => ({ user: "app", password: PASSWORD, database: "appdb", root_password: ROOT, ...over });
 
 describe("engine table", () => {
@@ -13,7 +15,7 @@ describe("engine table", () => {
   });
 
   it.each(DATABASE_ENGINES)("%s: no password in the command or the health check argv", (engine) => {
-    const r = engineRuntime(engine, creds());
+    const r = engineRuntime(engine, creds({ password: passwordFor(engine) }));
     const argv = [...(r.cmd ?? []), ...r.healthcheck.test];
     for (const secret of [PASSWORD, ROOT, "pw-"]) expect(argv.join(" ")).not.toContain(secret);
     // The probe is bounded and runs from the start: the deploy waits on it.
@@ -24,11 +26,16 @@ describe("engine table", () => {
     expect(r.healthcheck.test.join(" ")).toContain(r.probe);
   });
 
-  it.each(["redis", "keydb", "dragonfly"] as DatabaseEngine[])("%s: the probe authenticates from REDISCLI_AUTH and compares the reply", (engine) => {
-    const r = engineRuntime(engine, creds({ user: null, database: null, root_password: null }));
-    expect(r.env.REDISCLI_AUTH).toBe(PASSWORD);
+  it.each(["redis", "keydb", "dragonfly"] as DatabaseEngine[])("%s: no password in the container's environment; the probe takes PONG or NOAUTH as up", (engine) => {
+    const r = engineRuntime(engine, creds({ user: null, password: passwordFor(engine), database: null, root_password: null }));
+    expect(JSON.stringify(r.env)).not.toContain("pw-");
+    expect(r.env).not.toHaveProperty("REDISCLI_AUTH");
+    expect(r.reservedEnv).toContain("REDISCLI_AUTH");
     expect(r.healthcheck.test[0]).toBe("CMD-SHELL");
-    expect(r.healthcheck.test[1]).toBe(`test "$(${r.probe} -p 6379 ping)" = PONG`);
+    expect(r.healthcheck.test[1]).toBe(`r=$(${r.probe} -h 127.0.0.1 -p 6379 ping 2>&1); case "$r" in PONG|*NOAUTH*) exit 0 ;; esac; echo "$r"; exit 1`);
+    // The password is only in the file the server reads.
+    expect(r.files).toHaveLength(1);
+    expect(r.files[0]!.dir).toBe("/data");
   });
 
   it("postgresql: the official image's variables, PGDATA on the volume, pg_isready over TCP", () => {
@@ -73,7 +80,7 @@ describe("engine table", () => {
     const r = engineRuntime("redis", creds({ user: null, database: null, root_password: null }));
     expect(r.cmd).toEqual(["redis-server", "/data/capstan-redis.conf"]);
     expect(r.files).toEqual([{ dir: "/data", name: "capstan-redis.conf", content: `requirepass ${redisConfValue(PASSWORD)}\ndir "/data"\n` }]);
-    expect(Object.keys(r.env)).toEqual(["REDISCLI_AUTH"]);
+    expect(r.env).toEqual({});
   });
 
   it("keydb: the image's config, then an include with requirepass; keydb-cli probe", () => {
@@ -83,11 +90,20 @@ describe("engine table", () => {
     expect(r.probe).toBe("keydb-cli");
   });
 
-  it("dragonfly: DFLY_requirepass (Dragonfly reads every flag from DFLY_<flag>), the image's command", () => {
-    const r = engineRuntime("dragonfly", creds({ user: null, database: null, root_password: null }));
-    expect(r.env).toEqual({ DFLY_requirepass: PASSWORD, DFLY_dir: "/data", DFLY_df_snapshot_format: "false", DFLY_dbfilename: "dump", REDISCLI_AUTH: PASSWORD });
-    expect(r.cmd).toBeUndefined();
-    expect(r.files).toEqual([]);
+  it("dragonfly: the password in a flagfile on the volume, named by the image's command; the other flags as DFLY_<flag>", () => {
+    const pw = 'pw-"quoted"\\back #x:y';
+    const r = engineRuntime("dragonfly", creds({ user: null, password: pw, database: null, root_password: null }));
+    expect(r.env).toEqual({ DFLY_dir: "/data", DFLY_df_snapshot_format: "false", DFLY_dbfilename: "dump" });
+    expect(r.reservedEnv).toEqual(["REDISCLI_AUTH", "DFLY_requirepass"]);
+    expect(r.cmd).toEqual(["dragonfly", "--logtostderr", "--flagfile=/data/capstan-dragonfly.flags"]);
+    // abseil takes the value after "=" verbatim.
+    expect(r.files).toEqual([{ dir: "/data", name: "capstan-dragonfly.flags", content: `--requirepass=${pw}\n` }]);
+  });
+
+  it("dragonfly: a password a flagfile cannot carry (line break, surrounding whitespace) is refused, not cut", () => {
+    expect(() => dragonflyFlag("requirepass", "a\nb")).toThrow(/cannot be written to a Dragonfly flagfile/);
+    expect(() => dragonflyFlag("requirepass", " padded")).toThrow(/cannot be written/);
+    expect(dragonflyFlag("requirepass", "in side")).toBe("--requirepass=in side\n");
   });
 
   it("clickhouse: CLICKHOUSE_USER / _PASSWORD / _DB with access management; clickhouse-client SELECT 1", () => {

@@ -10,16 +10,23 @@ import { redisConf } from "./redis-conf.js";
  * Passwords never go into argv (visible in `ps` on the host and in `docker inspect`'s Cmd):
  * - postgresql, mysql, mariadb, mongodb, clickhouse: the variables the images' entrypoints read
  *   (POSTGRES_*, MYSQL_*, MARIADB_*, MONGO_INITDB_*, CLICKHOUSE_*).
- * - redis, keydb: Redis reads no password variable, so `requirepass` goes into a config file
- *   the agent copies (mode 600, owner root) into the data dir between create and start; the
- *   images' entrypoints hand every file there to the server's user before dropping root, so
- *   only the server can read it. The command names that file.
- * - dragonfly: reads every flag from `DFLY_<flag>` variables, so DFLY_requirepass.
- * - redis-like probes authenticate with REDISCLI_AUTH, which redis-cli / keydb-cli read.
+ * - redis, keydb, dragonfly: nothing secret in the container's environment either (`docker
+ *   inspect` shows it to anyone with access to the engine). The password goes into a file the
+ *   agent copies into the data dir between create and start (mode 600, owned by the data dir's
+ *   owner, the server's user): `requirepass` in a redis.conf for redis and keydb, named by the
+ *   command; `--requirepass=` in a flagfile for dragonfly (`--flagfile=`, abseil's standard
+ *   flag, documented by Dragonfly). Its other flags stay DFLY_<flag> variables: not secrets.
+ * - redis-like probes run without the password (see pongProbe).
  */
 export interface EngineRuntime {
   /** The engine's own variables; they win over user variables of the same name. */
   env: Record<string, string>;
+  /**
+   * Variables the engine's processes would read as credentials but the platform does not set:
+   * a user variable of that name is dropped (REDISCLI_AUTH would make the probe authenticate
+   * with another password).
+   */
+  reservedEnv?: string[];
   /** undefined: the image's default command. */
   cmd?: string[];
   /** Written into the container after it is created, before it starts. */
@@ -30,7 +37,7 @@ export interface EngineRuntime {
 }
 
 export interface EngineFile {
-  /** Existing directory inside the container (the data dir: the volume receives the file). */
+  /** Existing directory inside the container (the data dir: the volume receives the file, owned like the dir). */
   dir: string;
   name: string;
   content: string;
@@ -42,13 +49,19 @@ const TIMING = { intervalS: 2, timeoutS: 10, retries: 5, startPeriodS: 180 } as 
 const cmdProbe = (...argv: string[]): ContainerHealthcheck => ({ test: ["CMD", ...argv], ...TIMING });
 
 /**
- * redis-cli exits 0 even when the server answers an error (a wrong REDISCLI_AUTH gets NOAUTH),
- * and its -e flag exists only from Redis 7.0 (not in keydb-cli, nor in the redis-tools of
- * Dragonfly's image): the reply itself is compared. A constant script: nothing of the payload
+ * An unauthenticated PING: PONG (no password set) or NOAUTH both mean the server is up and
+ * answering, as `mysqladmin ping` counts "Access denied". The probe has no password, so none is
+ * in the container's environment. The price: Redis checks authentication before loading, so a
+ * server still loading its dataset answers NOAUTH too and counts as healthy; the deploy and the
+ * RDB restore therefore wait for the load themselves with the password (redis-cli.ts,
+ * waitDatasetLoaded). A LOADING reply (a server without a password) is not healthy.
+ * redis-cli exits 0 whatever the server answers, and its -e flag exists only from Redis 7.0
+ * (not in keydb-cli, nor in the redis-tools of Dragonfly's image): the reply itself is
+ * compared, and shown when it is not one of those. A constant script: nothing of the payload
  * is in it.
  */
 const pongProbe = (cli: string): ContainerHealthcheck => ({
-  test: ["CMD-SHELL", `test "$(${cli} -p 6379 ping)" = PONG`],
+  test: ["CMD-SHELL", `r=$(${cli} -h 127.0.0.1 -p 6379 ping 2>&1); case "$r" in PONG|*NOAUTH*) exit 0 ;; esac; echo "$r"; exit 1`],
   ...TIMING,
 });
 
@@ -59,6 +72,19 @@ type Definition = (c: DbCredentials) => EngineRuntime;
 
 const REDIS_CONF = "capstan-redis.conf";
 const KEYDB_CONF = "capstan-keydb.conf";
+const DRAGONFLY_FLAGS = "capstan-dragonfly.flags";
+/** Set by no engine, used by the CLIs: a user's value would be read by the probe. */
+const REDIS_RESERVED = ["REDISCLI_AUTH"];
+
+/**
+ * A Dragonfly flagfile line. abseil reads a flagfile line by line, trims the ends of each and
+ * takes the value after `=` verbatim: a value cannot hold a line break or keep surrounding
+ * whitespace (the API's passwords have neither).
+ */
+export function dragonflyFlag(name: string, value: string): string {
+  if (/[\r\n]/.test(value) || value.trim() !== value) throw new Error(`the value of --${name} cannot be written to a Dragonfly flagfile (line break or surrounding whitespace)`);
+  return `--${name}=${value}\n`;
+}
 
 export const ENGINES: Record<DatabaseEngine, Definition> = {
   postgresql: (c) => {
@@ -118,7 +144,8 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
   }),
 
   redis: (c) => ({
-    env: { REDISCLI_AUTH: c.password },
+    env: {},
+    reservedEnv: REDIS_RESERVED,
     cmd: ["redis-server", `${DATABASE_ENGINE_FACTS.redis.dataDir}/${REDIS_CONF}`],
     files: [{ dir: DATABASE_ENGINE_FACTS.redis.dataDir, name: REDIS_CONF, content: redisConf([["requirepass", c.password], ["dir", DATABASE_ENGINE_FACTS.redis.dataDir]]) }],
     healthcheck: pongProbe("redis-cli"),
@@ -126,7 +153,8 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
   }),
 
   keydb: (c) => ({
-    env: { REDISCLI_AUTH: c.password },
+    env: {},
+    reservedEnv: REDIS_RESERVED,
     // The image's own config first (its Docker defaults), then ours.
     cmd: ["keydb-server", "/etc/keydb/keydb.conf", "--include", `${DATABASE_ENGINE_FACTS.keydb.dataDir}/${KEYDB_CONF}`],
     files: [{ dir: DATABASE_ENGINE_FACTS.keydb.dataDir, name: KEYDB_CONF, content: redisConf([["requirepass", c.password], ["dir", DATABASE_ENGINE_FACTS.keydb.dataDir]]) }],
@@ -136,14 +164,16 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
 
   dragonfly: (c) => ({
     env: {
-      DFLY_requirepass: c.password,
       DFLY_dir: DATABASE_ENGINE_FACTS.dragonfly.dataDir,
       // Snapshots in Redis' RDB format under one fixed name, so backup and restore treat it like Redis.
       DFLY_df_snapshot_format: "false",
       DFLY_dbfilename: "dump",
-      REDISCLI_AUTH: c.password,
     },
-    files: [],
+    // A DFLY_requirepass of the user's would fight the flagfile's.
+    reservedEnv: [...REDIS_RESERVED, "DFLY_requirepass"],
+    // The image's command plus the flagfile (its entrypoint drops to the server's user for "dragonfly").
+    cmd: ["dragonfly", "--logtostderr", `--flagfile=${DATABASE_ENGINE_FACTS.dragonfly.dataDir}/${DRAGONFLY_FLAGS}`],
+    files: [{ dir: DATABASE_ENGINE_FACTS.dragonfly.dataDir, name: DRAGONFLY_FLAGS, content: dragonflyFlag("requirepass", c.password) }],
     healthcheck: pongProbe("redis-cli"),
     probe: "redis-cli",
   }),

@@ -86,23 +86,30 @@ describe("dbContainerSpec", () => {
     expect(none.nanoCpus).toBeUndefined();
   });
 
-  it("mongodb, clickhouse, dragonfly, keydb: their credentials reach the container by env or file, never argv", () => {
+  it("mongodb, clickhouse: their credentials reach the container by env, never argv; redis-like engines by file only", () => {
     const mongo = spec(payload("mongodb"));
     expect(mongo.env).toMatchObject({ MONGO_INITDB_ROOT_USERNAME: "app", MONGO_INITDB_ROOT_PASSWORD: "secret-password-123" });
     const ch = spec(payload("clickhouse"));
     expect(ch.env).toMatchObject({ CLICKHOUSE_USER: "app", CLICKHOUSE_PASSWORD: "secret-password-123", CLICKHOUSE_DB: "appdb" });
     const df = spec(payload("dragonfly"));
-    expect(df.env).toMatchObject({ DFLY_requirepass: "secret-password-123" });
-    expect(df.cmd).toBeUndefined();
+    expect(df.env).toEqual({ TZ: "UTC", DFLY_dir: "/data", DFLY_df_snapshot_format: "false", DFLY_dbfilename: "dump" });
+    expect(df.cmd).toEqual(["dragonfly", "--logtostderr", "--flagfile=/data/capstan-dragonfly.flags"]);
     const kdb = spec(payload("keydb"));
     expect(kdb.cmd).toEqual(["keydb-server", "/etc/keydb/keydb.conf", "--include", "/data/capstan-keydb.conf"]);
-    expect(kdb.env).toEqual({ TZ: "UTC", REDISCLI_AUTH: "secret-password-123" });
+    expect(kdb.env).toEqual({ TZ: "UTC" });
+    for (const s of [df, kdb, spec(payload("redis"))]) expect(JSON.stringify([s.env, s.cmd])).not.toContain("secret-password-123");
   });
 
-  it("a user variable cannot replace an engine variable", () => {
+  it("a user variable cannot replace an engine variable, nor set one the engine reserves", () => {
     const s = spec(payload("postgresql", { env: { POSTGRES_PASSWORD: "other", EXTRA: "1" } }));
     expect(s.env?.POSTGRES_PASSWORD).toBe("secret-password-123");
     expect(s.env?.EXTRA).toBe("1");
     expect(mergeEnv({ A: "engine" }, { A: "user", B: "user" })).toEqual({ env: { A: "engine", B: "user" }, overridden: ["A"] });
+    expect(mergeEnv({ A: "engine" }, { R: "user", B: "user" }, ["R"])).toEqual({ env: { A: "engine", B: "user" }, overridden: ["R"] });
+    // A REDISCLI_AUTH of the user's would make the probe authenticate with it; DFLY_requirepass would fight the flagfile.
+    const df = spec(payload("dragonfly", { env: { REDISCLI_AUTH: "x", DFLY_requirepass: "y", KEEP: "1" } }));
+    expect(df.env).toMatchObject({ KEEP: "1" });
+    expect(df.env).not.toHaveProperty("REDISCLI_AUTH");
+    expect(df.env).not.toHaveProperty("DFLY_requirepass");
   });
 });

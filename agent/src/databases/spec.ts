@@ -67,11 +67,13 @@ export function dbVolumeLabels(db: { uuid: string; name: string }, extraLabels: 
 /**
  * User variables first, the engine's over them: a user variable named like one of the engine's
  * (POSTGRES_PASSWORD, ...) would break the credentials the platform hands out, so it is
- * dropped and reported.
+ * dropped and reported. So is one named like a variable the engine reserves without setting
+ * (REDISCLI_AUTH for the redis-like engines).
  */
-export function mergeEnv(engineEnv: Record<string, string>, userEnv: Record<string, string>): { env: Record<string, string>; overridden: string[] } {
-  const overridden = Object.keys(userEnv).filter((k) => Object.hasOwn(engineEnv, k));
-  return { env: { ...userEnv, ...engineEnv }, overridden };
+export function mergeEnv(engineEnv: Record<string, string>, userEnv: Record<string, string>, reserved: string[] = []): { env: Record<string, string>; overridden: string[] } {
+  const overridden = Object.keys(userEnv).filter((k) => Object.hasOwn(engineEnv, k) || reserved.includes(k));
+  const kept = Object.fromEntries(Object.entries(userEnv).filter(([k]) => !reserved.includes(k)));
+  return { env: { ...kept, ...engineEnv }, overridden };
 }
 
 export interface DbSpecOptions {
@@ -89,7 +91,7 @@ export interface DbSpecOptions {
  */
 export function dbContainerSpec(payload: DbDeployPayload, runtime: EngineRuntime, opts: DbSpecOptions): CreateContainerSpec {
   const facts = DATABASE_ENGINE_FACTS[payload.engine];
-  const { env } = mergeEnv(runtime.env, payload.env);
+  const { env } = mergeEnv(runtime.env, payload.env, runtime.reservedEnv);
   return {
     name: dbContainerName(payload.db.uuid),
     image: payload.image,
