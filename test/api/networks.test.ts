@@ -124,6 +124,8 @@ describe("shared networks: create", () => {
     expect(again.status).toBe(201);
     expect(again.body.data.uuid).not.toBe(r.body.data.uuid);
     expect(await db().network.count({ where: { serverId: server.id, name: "doomed" } })).toBe(1);
+    // Its creation fails too: wait for it, so later tests of this server see settled records.
+    await until(async () => (await db().network.findUnique({ where: { uuid: again.body.data.uuid } }))?.status === "failed");
   });
 
   it("409 for a name the server already has", async () => {
