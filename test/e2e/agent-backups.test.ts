@@ -3,13 +3,16 @@ import { appendFileSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Readable } from "node:stream";
+import { PassThrough, Readable, Writable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DatabaseEngine, DbBackupPayload, DbBackupResult, DbCredentials, DbRestorePayload, S3Target } from "@capstan/shared";
 import { encryptStream } from "../../agent/src/backup/crypto.js";
+import { DRIVERS } from "../../agent/src/backup/engines/index.js";
+import { redisCliInput } from "../../agent/src/databases/redis-cli.js";
 import { runRestore } from "../../agent/src/backup/restore.js";
-import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import { DockerodeEngine, type ExecSpec } from "../../agent/src/docker/engine.js";
 import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
@@ -32,6 +35,20 @@ const NET = `capstan-test-bk-${RUN}`;
 const LABELS = { "capstan.test": "1", "capstan.test.run": RUN };
 
 const engine = new DockerodeEngine();
+/** Every exec the handlers ask the engine for: no password may be in its argv or environment. */
+const execs: { container: string; cmd: string[]; env: Record<string, string> }[] = [];
+const recording = new Proxy(engine, {
+  get(target, prop) {
+    if (prop === "execStream") {
+      return (id: string, spec: ExecSpec, signal?: AbortSignal) => {
+        execs.push({ container: id, cmd: spec.cmd, env: spec.env ?? {} });
+        return target.execStream(id, spec, signal);
+      };
+    }
+    const v = Reflect.get(target, prop, target) as unknown;
+    return typeof v === "function" ? v.bind(target) : v;
+  },
+});
 let handlers: ReturnType<typeof createHandlers>;
 let stateDir: string;
 let s3: S3Server;
@@ -104,7 +121,7 @@ const redisCase = (engineName: "redis" | "keydb" | "dragonfly", image: string, c
       expect(await run(u, c, "FLUSHALL")).toBe("OK");
       await run(u, c, "RPUSH", "t", "after-drop");
     },
-    bad: { credentials: (c) => ({ ...c, password: "wrong-password" }), reason: new RegExp(`${cli} (LASTSAVE|CONFIG): (WRONGPASS|NOAUTH|ERR invalid password)`) },
+    bad: { credentials: (c) => ({ ...c, password: "wrong-password" }), reason: new RegExp(`${cli} CONFIG: AUTH failed: (WRONGPASS|ERR invalid password)`) },
   };
 };
 
@@ -218,7 +235,7 @@ beforeAll(async () => {
   s3 = await startS3Server({ buckets: ["capstan-backups"] });
   target = { endpoint: s3.endpoint, region: "us-east-1", bucket: s3.bucket, path_style: true, access_key: s3.accessKey, secret_key: s3.secretKey, allow_private: true };
   await engine.createNetwork({ name: NET, driver: "bridge", labels: { ...LABELS, "capstan.managed": "true" } });
-  handlers = createHandlers(engine, { extraLabels: LABELS, stateDir, db: { pollMs: 100, stopTimeoutS: 10 } });
+  handlers = createHandlers(recording, { extraLabels: LABELS, stateDir, db: { pollMs: 100, stopTimeoutS: 10 } });
 }, 120_000);
 
 afterAll(async () => {
@@ -298,6 +315,20 @@ describe.each(CASES)("backup and restore: $engine ($what)", (k) => {
     await handlers["db.restore"](restorePayload(k, uuid, creds, { local_path: localPlain, s3: { target, key: plain.s3_key! } }, null), fromS3);
     expect(fromS3.lines.join("\n")).toMatch(/restoring from S3 object/);
     expect(await k.read(uuid, creds)).toBe("a,b");
+
+    // The tools got the password from stdin or a 600 file, never argv or their environment, and
+    // no such file is left in the container.
+    const id = (await engine.inspectContainer(uuid))!.id;
+    const tools = execs.filter((e) => e.container === id);
+    expect(tools.length).toBeGreaterThan(0);
+    for (const e of tools) {
+      for (const secret of [creds.password, creds.root_password].filter((x): x is string => !!x)) {
+        expect(e.cmd.join("\n")).not.toContain(secret);
+        expect(Object.values(e.env).join("\n")).not.toContain(secret);
+      }
+      for (const name of ["PGPASSWORD", "MYSQL_PWD", "REDISCLI_AUTH", "CLICKHOUSE_PASSWORD"]) expect(e.env).not.toHaveProperty(name);
+    }
+    await until("no secret file left in the container", async () => !/capstan-/.test(await sh("docker", ["exec", uuid, "ls", "-a", "/tmp"])), 30_000, 200);
   });
 });
 
@@ -522,6 +553,158 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
     );
     expect(await k.read(uuid, creds)).toBe("after-drop");
     expect(await tools()).toEqual([]);
+  });
+});
+
+describe("redis backups and restores: failures keep their reason and the data", () => {
+  const k = CASES.find((x) => x.engine === "redis")!;
+  const uuid = randomUUID();
+  const creds = k.credentials();
+  const BIG_KEYS = 200_000;
+  /** A command through the container's own CLI, AUTH on stdin (as the agent does it). */
+  const cli = (...args: string[]) => sh("docker", ["exec", "-i", uuid, "redis-cli"], { input: redisCliInput(creds.password, args).toString("utf8") });
+  const dbsize = async () => (await cli("DBSIZE")).split("\n")[1];
+  let bk: DbBackupResult;
+
+  /** The engine with one hook on putArchive (the restore's copy of the RDB file). */
+  function withPutArchive(hook: (tar: NodeJS.ReadableStream, call: number) => NodeJS.ReadableStream) {
+    let calls = 0;
+    const faulty = new Proxy(engine, {
+      get(target, prop) {
+        if (prop === "putArchive") {
+          return (id: string, dir: string, tar: NodeJS.ReadableStream, signal?: AbortSignal) => target.putArchive(id, dir, hook(tar, ++calls), signal);
+        }
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    return createHandlers(faulty, { extraLabels: LABELS, stateDir, db: { pollMs: 100, stopTimeoutS: 10 } });
+  }
+
+  const healthyWith = async (expected: string) => {
+    await until("the database healthy again", async () => (await engine.inspectContainer(uuid))?.health === "healthy", 120_000, 250);
+    expect(await k.read(uuid, creds)).toBe(expected);
+  };
+
+  beforeAll(async () => {
+    await deploy(k, uuid, creds);
+    await k.write(uuid, creds, ["a", "b"]);
+    // Hex values (LZF does not shrink them): an RDB of about 20 MB, copied in many chunks.
+    await cli("EVAL", `for i=1,${BIG_KEYS} do redis.call('SET','big'..i, redis.sha1hex(tostring(i))..redis.sha1hex(tostring(-i))) end`, "0");
+    bk = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-redis", s3: false }), job());
+  }, 600_000);
+
+  it("a dump whose consumer fails keeps the consumer's reason, and the engine's archive stream is closed", async () => {
+    const archives: NodeJS.ReadableStream[] = [];
+    const watching = new Proxy(engine, {
+      get(target, prop) {
+        if (prop === "getArchive") return async (id: string, path: string, signal?: AbortSignal) => archives[archives.push(await target.getArchive(id, path, signal)) - 1]!;
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    const id = (await engine.inspectContainer(uuid))!.id;
+    const target = (signal: AbortSignal) => ({ engine: watching, container: id, name: uuid, kind: "redis" as const, credentials: creds, signal, progress: () => {}, workDir: stateDir, pollMs: 100 });
+
+    // A local failure (the disk filled up, say) after the first chunk.
+    const full = await DRIVERS.redis.dump(target(AbortSignal.timeout(120_000)));
+    const diskFull = new Writable({ write: (_chunk, _enc, cb) => cb(new Error("ENOSPC: no space left on device (test)")) });
+    await expect(pipeline(full.stream, diskFull)).rejects.toThrow(/ENOSPC/);
+    await full.finished(); // no "the RDB file ended after X of Y bytes" in place of ENOSPC
+    await until("the archive stream closed", async () => (archives.at(-1) as unknown as { destroyed: boolean }).destroyed, 10_000, 50);
+
+    // A cancel while the file streams.
+    const ac = new AbortController();
+    const cancelled = await DRIVERS.redis.dump(target(ac.signal));
+    const slow = new Writable({
+      write: (_chunk, _enc, cb) => {
+        ac.abort(new Error("cancelled by the test"));
+        setTimeout(cb, 10);
+      },
+    });
+    await expect(pipeline(cancelled.stream, slow, { signal: ac.signal })).rejects.toThrow(/cancelled by the test|aborted/);
+    await cancelled.finished();
+    await until("the archive stream closed", async () => (archives.at(-1) as unknown as { destroyed: boolean }).destroyed, 10_000, 50);
+  });
+
+  it("a cancel during the copy of the RDB does not cut it short: the database comes back whole, with the restored data", async () => {
+    await k.drop(uuid, creds);
+    const ac = new AbortController();
+    const h = withPutArchive((tar) => {
+      const counted = new PassThrough();
+      let sent = 0;
+      tar.on("data", (chunk: Buffer) => {
+        sent += chunk.length;
+        // Mid-copy: more than the tar header went, far from all of it.
+        if (sent > 1024 * 1024 && !ac.signal.aborted) ac.abort(new Error("cancelled by the test"));
+      });
+      tar.pipe(counted);
+      return counted;
+    });
+    const run = job(ac.signal);
+    await expect(h["db.restore"](restorePayload(k, uuid, creds, { local_path: bk.local_path, s3: null }, null), run)).rejects.toThrow(/cancel/);
+    expect(ac.signal.aborted).toBe(true);
+    await healthyWith("a,b");
+    expect(await dbsize()).toBe(String(BIG_KEYS + 1));
+  });
+
+  it("a copy that fails midway puts the previous RDB back: the database comes back with its old data", async () => {
+    await k.drop(uuid, creds);
+    // The server writes its RDB at shutdown: that file is what must come back.
+    const before = await dbsize();
+    const h = withPutArchive((tar, call) => {
+      if (call > 1) return tar;
+      // The first copy's tar ends inside the file: the engine has replaced dump.rdb by a truncated one.
+      let sent = 0;
+      return Readable.from(
+        (async function* () {
+          for await (const chunk of tar as AsyncIterable<Buffer>) {
+            const room = 2 * 1024 * 1024 - sent;
+            if (room <= 0) break;
+            sent += Math.min(room, chunk.length);
+            yield chunk.subarray(0, room);
+          }
+          (tar as unknown as { destroy(): void }).destroy();
+        })(),
+      );
+    });
+    const run = job();
+    await expect(h["db.restore"](restorePayload(k, uuid, creds, { local_path: bk.local_path, s3: null }, null), run)).rejects.toThrow(
+      /copying the RDB file into the container failed .*; the previous RDB file was put back/,
+    );
+    await healthyWith("after-drop");
+    expect(await dbsize()).toBe(before);
+  });
+});
+
+describe("clickhouse dumps", () => {
+  const k = CASES.find((x) => x.engine === "clickhouse")!;
+  const uuid = randomUUID();
+  const creds = k.credentials();
+
+  beforeAll(async () => {
+    await deploy(k, uuid, creds);
+    await k.write(uuid, creds, ["a"]);
+  }, 240_000);
+
+  it("the dump is a byte stream that buffers little (not whole 8 MiB parts), and its config file goes with it", async () => {
+    // About 24 MB in Native format: several parts.
+    await clickhouseRun(uuid, creds, `CREATE TABLE ${creds.database}.n (x UInt64) ENGINE = MergeTree ORDER BY x; INSERT INTO ${creds.database}.n SELECT number FROM system.numbers LIMIT 3000000`);
+    const id = (await engine.inspectContainer(uuid))!.id;
+    const ac = new AbortController();
+    const src = await DRIVERS.clickhouse.dump({ engine, container: id, name: uuid, kind: "clickhouse", credentials: creds, signal: ac.signal, progress: () => {}, workDir: stateDir, pollMs: 100 });
+    expect(src.stream.readableObjectMode).toBe(false);
+    // Nobody reads: the stream fills its buffer and stops there.
+    const first = await new Promise<Buffer>((resolve) => src.stream.once("readable", () => resolve(src.stream.read(512) as Buffer)));
+    expect(first.subarray(0, 13).toString()).toBe("manifest.json");
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(src.stream.readableLength).toBeGreaterThan(0);
+    expect(src.stream.readableLength).toBeLessThan(1024 * 1024);
+    expect(await sh("docker", ["exec", uuid, "ls", "-a", "/tmp"])).toMatch(/capstan-/);
+    src.stream.destroy();
+    ac.abort();
+    await until("the client config removed", async () => !/capstan-/.test(await sh("docker", ["exec", uuid, "ls", "-a", "/tmp"])), 30_000, 200);
+    await until("no client left running", async () => !/clickhouse-client/.test(await sh("docker", ["top", uuid, "-eo", "pid,args"])), 30_000, 200);
   });
 });
 
