@@ -24,8 +24,8 @@ node scripts/prisma-generate.mjs --check
 step "build (strict TypeScript)"
 npx turbo run build
 
-step "typecheck of the tests and benchmarks (strict TypeScript, like the code)"
-npx tsc -p test/tsconfig.json || status=1
+step "typecheck of the unit tests, end-to-end tests and benchmarks (strict TypeScript, like the code)"
+npm run --silent typecheck || status=1
 
 step "OpenAPI lint"
 npm run --silent lint:openapi || status=1

@@ -31,7 +31,7 @@ if (skipReason) console.warn(`[agent/src/docker/engine-exec.test.ts] SKIPPED: ${
 
 /** The command lines of the container's processes, as the engine sees them (`docker top`). */
 async function processes(id: string): Promise<string[]> {
-  const top = await docker.getContainer(id).top({ ps_args: "-eo pid,args" });
+  const top = (await docker.getContainer(id).top({ ps_args: "-eo pid,args" })) as { Titles: string[]; Processes: string[][] };
   const argsAt = top.Titles.findIndex((t) => /^(COMMAND|ARGS|CMD)$/.test(t));
   return top.Processes.map((p) => p[argsAt]!);
 }
