@@ -171,8 +171,17 @@ export class JobQueue {
   /** Enqueue outside any other state change, deliver, and wait for the outcome. */
   async run<T extends JobType>(serverId: number, type: T, payload: JobPayload<T>, timeoutMs?: number): Promise<FinishedJob<T>> {
     const id = await this.enqueue(this.db, serverId, type, payload, timeoutMs);
-    void this.kick(serverId);
+    this.nudge(serverId);
     return this.wait<T>(id);
+  }
+
+  /**
+   * Delivers a server's new jobs now, after the transaction that wrote them committed. A failed
+   * delivery is logged and left to the pump (its next tick delivers them): never a rejection for
+   * the caller, whose request already succeeded.
+   */
+  nudge(serverId: number): void {
+    this.kick(serverId).catch((err: Error) => this.log.warn({ err: { message: err?.message }, server: serverId }, "job delivery failed; the pump retries"));
   }
 
   /**

@@ -476,7 +476,7 @@ export class ApplicationService {
       // Delivery after commit (the agents hear of the cancels first); a kick that fails is retried by the queue's pump.
       kick: () => {
         void this.jobs.cancelled(cancelled).catch(() => {});
-        for (const serverId of proxies.keys()) void this.jobs.kick(serverId).catch(() => {});
+        for (const serverId of proxies.keys()) this.jobs.nudge(serverId);
       },
     };
   }
@@ -505,7 +505,7 @@ export class ApplicationService {
       await forgetAttachments(tx, "application", [app.id]);
       await tx.application.delete({ where: { id: app.id } });
     });
-    void this.jobs.kick(app.serverId).catch(() => {});
+    this.jobs.nudge(app.serverId);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -537,7 +537,7 @@ export class ApplicationService {
       { app: { uuid: app.uuid, name: app.name }, action, delete_volumes: false, docker_cleanup: false, proxy },
       ACTION_TIMEOUT_MS,
     );
-    void this.jobs.kick(app.serverId).catch(() => {});
+    this.jobs.nudge(app.serverId);
     const words = ACTION_WORDS[action];
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([

@@ -346,7 +346,7 @@ export class BackupService {
       return true;
     });
     if (!deleted) throw notFound("Backup execution");
-    if (removing) this.kick(database.serverId);
+    if (removing) this.deps.jobs.nudge(database.serverId);
     return { removing };
   }
 
@@ -447,7 +447,7 @@ export class BackupService {
     }
     if (claim === "lost") return { kind: "lost" };
     if (typeof claim === "object") return { kind: "refused", reason: claim.refused };
-    if (payload) this.kick(database.serverId);
+    if (payload) this.deps.jobs.nudge(database.serverId);
     return { kind: payload ? "started" : "failed", uuid };
   }
 
@@ -570,7 +570,7 @@ export class BackupService {
     });
     if (claimed === false) throw conflict("This backup is already being restored.");
     if (typeof claimed === "string") throw conflict(claimed);
-    this.kick(database.serverId);
+    this.deps.jobs.nudge(database.serverId);
     return execution.uuid;
   }
 
@@ -586,11 +586,6 @@ export class BackupService {
     if (await db.backupExecution.count({ where: { schedule: { databaseId }, restoreStatus: { in: OPEN } } })) return "Another restore of this database is running.";
     if (await db.backupExecution.count({ where: { schedule: { databaseId }, status: { in: OPEN } } })) return "A backup of this database is running; restore once it has ended.";
     return null;
-  }
-
-  /** Delivers new jobs now rather than on the next pump tick; a failure only delays them until that tick. */
-  private kick(serverId: number): void {
-    this.deps.jobs.kick(serverId).catch((err: Error) => this.log.warn({ err: { message: err.message }, server: serverId }, "job delivery kick failed; the pump delivers"));
   }
 
   // -------------------------------------------------------------------------------------------

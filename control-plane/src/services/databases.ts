@@ -17,6 +17,7 @@ import {
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { lockInTransaction } from "../db/locks.js";
 import type { AuthContext } from "../http/auth.js";
 import { AppError, conflict, invalid, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
@@ -38,8 +39,6 @@ const ACTION_TIMEOUT_MS = 300_000;
 /** Removal waits this long for an agent that is away: it runs once the server is back. */
 const REMOVE_TIMEOUT_MS = 24 * 3600_000;
 const LOGS_TIMEOUT_MS = 30_000;
-/** Serialises public port choices per server on PostgreSQL (several replicas): "DBPT". */
-const PORT_LOCK_NAMESPACE = 0x44425054;
 
 export type DatabaseAction = "start" | "stop" | "restart";
 const ACTION_WORDS: Record<DatabaseAction, { done: string; doing: string }> = {
@@ -311,7 +310,7 @@ export class DatabaseService {
    */
   private withPorts<T>(serverId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
     return this.db.$transaction(async (tx) => {
-      if (this.deps.reader.kind === "postgresql") await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock($1::int, $2::int)`, PORT_LOCK_NAMESPACE, serverId);
+      await lockInTransaction(tx, this.deps.reader.kind, "publicPorts", serverId);
       // Then the server's network lock, before any row is written: a db.deploy written here
       // records the environment's network under it, and an environment's deletion takes it
       // before it deletes anything (the other order could wait on each other on PostgreSQL).
@@ -369,7 +368,7 @@ export class DatabaseService {
       if (input.instant_deploy) await this.deps.jobs.enqueue(tx, where.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, created.id, this.deps.network));
       return created;
     });
-    if (input.instant_deploy) void this.deps.jobs.kick(where.serverId).catch(() => {});
+    if (input.instant_deploy) this.deps.jobs.nudge(where.serverId);
     return { uuid: row.uuid, name: row.name, type: databaseType(engine), internal_db_url: this.internalUrl(engine, uuid, credentials) };
   }
 
@@ -411,7 +410,7 @@ export class DatabaseService {
       await tx.standaloneDatabase.update({ where: { id: ref.id }, data });
       if (redeploying) await this.deps.jobs.enqueue(tx, ref.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, ref.id, this.deps.network));
     });
-    if (redeploying) void this.deps.jobs.kick(ref.serverId).catch(() => {});
+    if (redeploying) this.deps.jobs.nudge(ref.serverId);
     return { redeploying };
   }
 
@@ -456,7 +455,7 @@ export class DatabaseService {
       kick: () => {
         // The agents hear of the cancels before the removals are delivered.
         void this.deps.jobs.cancelled(cancelled).catch(() => {});
-        for (const serverId of servers) void this.deps.jobs.kick(serverId).catch(() => {});
+        for (const serverId of servers) this.deps.jobs.nudge(serverId);
       },
     };
   }
@@ -477,7 +476,7 @@ export class DatabaseService {
       await forgetAttachments(tx, "database", [ref.id]);
       await tx.standaloneDatabase.delete({ where: { id: ref.id } });
     });
-    if (flags.delete_configurations) void this.deps.jobs.kick(ref.serverId).catch(() => {});
+    if (flags.delete_configurations) this.deps.jobs.nudge(ref.serverId);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -515,7 +514,7 @@ export class DatabaseService {
           { db: { uuid: ref.uuid, name: ref.name }, action, delete_volumes: false, docker_cleanup: false },
           ACTION_TIMEOUT_MS,
         );
-    void this.deps.jobs.kick(ref.serverId).catch(() => {});
+    this.deps.jobs.nudge(ref.serverId);
     const words = ACTION_WORDS[action];
     let timer: NodeJS.Timeout | undefined;
     const outcome = await Promise.race([

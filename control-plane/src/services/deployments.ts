@@ -2,6 +2,7 @@ import { BuildResult, DeployResult, OPEN_DEPLOYMENT_STATUSES, type DeployPayload
 import type { Logger } from "pino";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { lockInTransaction } from "../db/locks.js";
 import type { AuthContext } from "../http/auth.js";
 import { AppError, invalid, notFound } from "../http/errors.js";
 import { newUuid } from "../lib/ids.js";
@@ -40,8 +41,6 @@ export interface DeploymentServiceDeps {
 const CLAIM_STALE_MS = 120_000;
 /** The sweep: reconciles finished jobs, requeues stale claims, fails deployments stuck without an agent, starts queued ones. */
 const SWEEP_INTERVAL_MS = 2000;
-/** First key of the PostgreSQL advisory lock pair: "CAPD". The second is the server id. */
-const LOCK_NAMESPACE = 0x43415044;
 
 const OPEN = [...OPEN_DEPLOYMENT_STATUSES];
 
@@ -351,10 +350,7 @@ export class DeploymentService {
   }
 
   private async lockServer(tx: Prisma.TransactionClient, serverId: number): Promise<void> {
-    // SQLite: the adapter runs one transaction at a time, and one process owns the file.
-    if (this.deps.dialect === "postgresql") {
-      await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock($1::int, $2::int)`, LOCK_NAMESPACE, serverId);
-    }
+    await lockInTransaction(tx, this.deps.dialect, "deployments", serverId);
   }
 
   /** The build servers a deployment of this server may use: none without a registry, or when it is one itself. */

@@ -215,7 +215,7 @@ export class NetworkService {
       if (err instanceof NetworkLimitError) throw new AppError(422, err.message, { name: [err.message] });
       throw err;
     } finally {
-      void this.jobs.kick(server.id).catch(() => {});
+      this.jobs.nudge(server.id);
     }
   }
 
@@ -245,7 +245,7 @@ export class NetworkService {
       await this.jobs.enqueue(tx, server.id, "network.remove", { name: row.name }, REMOVE_TIMEOUT_MS);
       return row;
     });
-    void this.jobs.kick(server.id).catch(() => {});
+    this.jobs.nudge(server.id);
     return network;
   }
 
@@ -570,7 +570,7 @@ export class NetworkService {
       kick: () => {
         // The agents hear of the cancels before the removals are delivered.
         void this.jobs.cancelled(cancelled).catch(() => {});
-        for (const serverId of servers) void this.jobs.kick(serverId).catch(() => {});
+        for (const serverId of servers) this.jobs.nudge(serverId);
       },
     };
   }
@@ -642,7 +642,7 @@ export class NetworkService {
       const pending = await this.db.network.findMany({ where: { serverId: job.serverId, name: { in: names }, status: "pending" }, orderBy: { id: "asc" } });
       if (pending.length) {
         await this.jobs.enqueue(this.db, job.serverId, "network.ensure", { networks: pending.map(specOf) }, ENSURE_TIMEOUT_MS);
-        void this.jobs.kick(job.serverId).catch(() => {});
+        this.jobs.nudge(job.serverId);
       }
     }
     await this.proxyLeftovers(job.serverId, p);
@@ -665,6 +665,6 @@ export class NetworkService {
         await this.jobs.enqueue(tx, serverId, "network.connect", { network, containers: [this.config.proxyName], disconnect: true }, ENSURE_TIMEOUT_MS);
       }
     });
-    void this.jobs.kick(serverId).catch(() => {});
+    this.jobs.nudge(serverId);
   }
 }
