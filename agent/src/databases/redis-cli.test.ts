@@ -13,6 +13,7 @@ import { DockerodeEngine } from "../docker/engine.js";
 import { dirOwner, putPrivateFile } from "./container-files.js";
 import { engineRuntime } from "./engines.js";
 import { parseRedisCliOutput, redisCliInput, redisCommand, redisReply, waitDatasetLoaded } from "./redis-cli.js";
+import { engineSkipReason } from "../testing/engine-prerequisites.js";
 
 const IMAGE = "capstan-test/redis:latest";
 const NAME = `capstan-rediscli-it-${randomBytes(3).toString("hex")}`;
@@ -20,17 +21,7 @@ const engine = new DockerodeEngine();
 const run = promisify(execFile);
 const docker = async (...args: string[]) => (await run("docker", args, { timeout: 120_000, maxBuffer: 16 * 1024 * 1024 })).stdout.trim();
 
-async function prerequisites(): Promise<string | null> {
-  try {
-    await engine.ping(AbortSignal.timeout(3000));
-  } catch (err) {
-    return `no Docker Engine answers (${(err as Error).message}); run \`bash test/kit/engine.sh up\``;
-  }
-  return (await engine.imageExists(IMAGE)) ? null : `${IMAGE} is missing; run \`bash test/kit/images.sh redis\``;
-}
-
-const skipReason = await prerequisites();
-if (skipReason) console.warn(`[redis-cli.test.ts] SKIPPED: ${skipReason}`);
+const skipReason = await engineSkipReason(engine, "redis", "agent/src/databases/redis-cli.test.ts");
 
 /** Quotes, backslashes, spaces, a `#`, a non-ASCII letter: all must survive redis.conf and the CLI's line splitting. */
 const PASSWORD = `pw"'\\ #$x-ü-${randomBytes(8).toString("hex")}`;

@@ -11,23 +11,14 @@ import { Readable } from "node:stream";
 import Docker from "dockerode";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { DockerodeEngine, type ExecSession } from "./engine.js";
+import { engineSkipReason } from "../testing/engine-prerequisites.js";
 
 const SOCKET = process.env.DOCKER_SOCKET ?? "/var/run/docker.sock";
 const IMAGE = "capstan-test/busybox:latest";
 const engine = new DockerodeEngine(SOCKET);
 const docker = new Docker({ socketPath: SOCKET });
 
-async function prerequisites(): Promise<string | null> {
-  try {
-    await engine.ping(AbortSignal.timeout(3000));
-  } catch (err) {
-    return `no Docker Engine answers on ${SOCKET} (${(err as Error).message})`;
-  }
-  if (!(await engine.imageExists(IMAGE))) return `image ${IMAGE} is missing (bash test/kit/images.sh busybox)`;
-  return null;
-}
-const skipReason = await prerequisites();
-if (skipReason) console.warn(`[agent/src/docker/engine-exec.test.ts] SKIPPED: ${skipReason}`);
+const skipReason = await engineSkipReason(engine, "busybox", "agent/src/docker/engine-exec.test.ts");
 
 /** The command lines of the container's processes, as the engine sees them (`docker top`). */
 async function processes(id: string): Promise<string[]> {

@@ -6,45 +6,23 @@
  * Everything it creates is labelled capstan.test=1, named capstan-agent-it-<run>-*, and removed
  * afterwards.
  */
-import { execFile } from "node:child_process";
-import { existsSync } from "node:fs";
 import { randomBytes } from "node:crypto";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import Docker from "dockerode";
 import { afterAll, describe, expect, it } from "vitest";
 import { createHandlers } from "../handlers/index.js";
 import type { JobContext } from "../dispatch/types.js";
 import { DockerodeEngine } from "./engine.js";
+import { engineSkipReason } from "../testing/engine-prerequisites.js";
 
 const SOCKET = process.env.DOCKER_SOCKET ?? "/var/run/docker.sock";
 const IMAGE = "capstan-test/busybox:latest";
 const TEST_LABEL = { "capstan.test": "1" };
 const RUN = `capstan-agent-it-${randomBytes(3).toString("hex")}`;
-const imagesScript = fileURLToPath(new URL("../../../test/kit/images.sh", import.meta.url));
 
 const engine = new DockerodeEngine(SOCKET);
 const docker = new Docker({ socketPath: SOCKET });
 
-async function prerequisites(): Promise<string | null> {
-  try {
-    await engine.ping(AbortSignal.timeout(3000));
-  } catch (err) {
-    return `no Docker Engine answers on ${SOCKET} (${(err as Error).message}); run \`bash test/kit/engine.sh up\``;
-  }
-  if (!(await engine.imageExists(IMAGE))) {
-    if (!existsSync(imagesScript)) return `image ${IMAGE} is missing and ${imagesScript} does not exist`;
-    try {
-      await promisify(execFile)("bash", [imagesScript, "busybox"], { timeout: 300_000 });
-    } catch (err) {
-      return `could not build ${IMAGE} with test/kit/images.sh: ${(err as Error).message}`;
-    }
-  }
-  return null;
-}
-
-const skipReason = await prerequisites();
-if (skipReason) console.warn(`[agent/src/docker/engine.test.ts] SKIPPED: ${skipReason}`);
+const skipReason = await engineSkipReason(engine, "busybox", "agent/src/docker/engine.test.ts");
 
 const ctx = (id: string): JobContext => ({ signal: new AbortController().signal, progress: () => {}, job: { id, attempt: 1 } });
 const handlers = createHandlers(engine, { extraLabels: TEST_LABEL });

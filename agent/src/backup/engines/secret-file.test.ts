@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DockerodeEngine } from "../../docker/engine.js";
 import { execOwner, withSecretFile } from "./secret-file.js";
 import type { DbTarget } from "./types.js";
+import { engineSkipReason } from "../../testing/engine-prerequisites.js";
 
 const IMAGE = "capstan-test/busybox:latest";
 const RUN = `capstan-secret-it-${randomBytes(3).toString("hex")}`;
@@ -21,17 +22,7 @@ async function docker(...args: string[]): Promise<string> {
   return (await run("docker", args, { timeout: 60_000 })).stdout.trim();
 }
 
-async function prerequisites(): Promise<string | null> {
-  try {
-    await engine.ping(AbortSignal.timeout(3000));
-  } catch (err) {
-    return `no Docker Engine answers (${(err as Error).message}); run \`bash test/kit/engine.sh up\``;
-  }
-  return (await engine.imageExists(IMAGE)) ? null : `${IMAGE} is missing; run \`bash test/kit/images.sh busybox\``;
-}
-
-const skipReason = await prerequisites();
-if (skipReason) console.warn(`[secret-file.test.ts] SKIPPED: ${skipReason}`);
+const skipReason = await engineSkipReason(engine, "busybox", "agent/src/backup/engines/secret-file.test.ts");
 
 const SECRET = `s3cret "quoted" \\ ${randomBytes(6).toString("hex")}`;
 let asRoot = "";
