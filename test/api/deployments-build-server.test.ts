@@ -109,7 +109,7 @@ describe("a deployment built on a build server", () => {
     const dp = DeployPayload.parse(deploy.payload);
     expect(dp).toMatchObject({
       deployment_uuid: dep,
-      source: { kind: "image", image: builtImage(app), auth: { username: REGISTRY_USER, password: REGISTRY_PASSWORD }, always_pull: true },
+      source: { kind: "image", image: builtImage(app), auth: { username: REGISTRY_USER, password: REGISTRY_PASSWORD }, always_pull: true, built_for_app: true },
       run: { env: { RUNTIME_ONLY: "runtime-secret-value", BUILD_FLAG: "build-time-value" } },
     });
     const deploying = await world.waitFor(dep, "in_progress");

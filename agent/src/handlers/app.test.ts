@@ -338,6 +338,29 @@ describe("app.deploy rollout", () => {
     expect([...engine.builtImages.keys()].sort()).toEqual([r.image, "capstan/app-1:d3", "capstan/other:d1"].sort());
     await rm(stateDir, { recursive: true, force: true });
   });
+
+  it("prunes after deploying an image a build server built for the app, never after a user's own image (no listing at all)", async () => {
+    const labels = { "capstan.managed": "true", "capstan.resource.uuid": APP };
+    const world = () => {
+      const { engine, handlers } = setup();
+      for (const [i, tag] of ["capstan/app-1:d1", "capstan/app-1:d2", "capstan/app-1:d3"].entries()) {
+        engine.builtImages.set(tag, labels);
+        engine.imageCreated.set(tag, 1000 + i);
+      }
+      return { engine, handlers, listed: vi.spyOn(engine, "listImages") };
+    };
+
+    const own = world();
+    await own.handlers["app.deploy"](payload(), job());
+    expect(own.listed).not.toHaveBeenCalled();
+    expect(own.engine.builtImages.size).toBe(3);
+
+    const remote = world();
+    remote.engine.images.add("capstan/app-1:d3");
+    await remote.handlers["app.deploy"](payload({ source: { kind: "image", image: "capstan/app-1:d3", built_for_app: true } }), job());
+    expect(remote.listed).toHaveBeenCalledTimes(1);
+    expect([...remote.engine.builtImages.keys()].sort()).toEqual(["capstan/app-1:d2", "capstan/app-1:d3"]);
+  });
 });
 
 describe("app.deploy of a compose app", () => {

@@ -1,7 +1,6 @@
 import { PassThrough } from "node:stream";
 import Docker from "dockerode";
 import { EngineError } from "../docker/engine.js";
-import { singleFileTar } from "./tar.js";
 
 /**
  * The engine calls only the proxy needs (published ports, a data volume, joining several
@@ -128,26 +127,19 @@ export class ProxyDocker {
     );
   }
 
-  /** Writes one file (mode 600, root) into an existing directory of the container. */
-  async putFile(containerId: string, dir: string, name: string, content: string, signal?: AbortSignal): Promise<void> {
-    const tar = singleFileTar(name, Buffer.from(content, "utf8"));
-    await this.call(`copy ${name} into ${containerId.slice(0, 12)}`, () =>
-      this.docker.getContainer(containerId).putArchive(tar, { path: dir, abortSignal: signal }),
-    );
-  }
-
   /**
-   * Runs argv in the container (no shell) and collects its output (capped). Bounded by
-   * timeoutMs and signal; on either, the stream is dropped and the call throws (the command
-   * itself should carry its own `timeout` so it does not outlive us inside the container).
+   * Runs argv in the container (no shell) and collects its output (capped); `stdin`, when
+   * given, is its whole input (then end of input). Bounded by timeoutMs and signal; on either,
+   * the stream is dropped and the call throws (the command itself should carry its own
+   * `timeout` so it does not outlive us inside the container).
    */
-  async exec(containerId: string, argv: string[], timeoutMs: number, signal?: AbortSignal): Promise<ExecResult> {
+  async exec(containerId: string, argv: string[], timeoutMs: number, signal?: AbortSignal, stdin?: string): Promise<ExecResult> {
     const what = `exec ${argv[0]} in ${containerId.slice(0, 12)}`;
     const container = this.docker.getContainer(containerId);
     const exec = await this.call(what, () =>
-      container.exec({ Cmd: argv, AttachStdout: true, AttachStderr: true, AttachStdin: false, Tty: false, abortSignal: signal } as Docker.ExecCreateOptions),
+      container.exec({ Cmd: argv, AttachStdout: true, AttachStderr: true, AttachStdin: stdin !== undefined, Tty: false, abortSignal: signal } as Docker.ExecCreateOptions),
     );
-    const stream = await this.call(what, () => exec.start({ hijack: true, stdin: false, abortSignal: signal }));
+    const stream = await this.call(what, () => exec.start({ hijack: true, stdin: stdin !== undefined, abortSignal: signal }));
     const out = new PassThrough();
     const err = new PassThrough();
     const chunks = { out: [] as Buffer[], err: [] as Buffer[], size: 0 };
@@ -159,6 +151,8 @@ export class ProxyDocker {
     out.on("data", keep(chunks.out));
     err.on("data", keep(chunks.err));
     this.docker.modem.demuxStream(stream, out, err);
+    // Half-close: the process reads its input to the end, and its output still comes back.
+    if (stdin !== undefined) stream.end(stdin);
     await new Promise<void>((resolve, reject) => {
       const done = (e?: Error) => {
         clearTimeout(timer);

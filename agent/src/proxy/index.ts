@@ -20,8 +20,6 @@ export const PROXY_COMPONENT = "proxy";
 const DATA_DIR = "/data";
 /** Caddy's copy of the last config it loaded (XDG_CONFIG_HOME=/config); `--resume` boots from it. */
 const AUTOSAVE = "/config/caddy/autosave.json";
-const CONFIG_DIR = "/tmp";
-const CONFIG_FILE = "capstan-caddy.json";
 
 const EXEC_TIMEOUT_MS = 40_000;
 /** A freshly started Caddy opens its admin API within a second or two; give it this long. */
@@ -67,8 +65,8 @@ function dockerFor(engine: Engine): ProxyDocker {
  * Caddy already runs that exact config. Calls for one proxy run one at a time.
  *
  * The admin API listens on 127.0.0.1 inside the proxy container only (see render.ts), so the
- * agent drives it with `docker exec <proxy> caddy reload` (argv, no shell) after copying the
- * config file in with the engine's archive API; the proxy never gets the Docker socket.
+ * agent drives it with `docker exec <proxy> caddy reload`, the config on its stdin (argv, no
+ * shell); the proxy never gets the Docker socket.
  */
 export function syncProxy(engine: Engine, settings: ProxySettings, ctx: ProxyContext, opts: ProxyOptions = {}): Promise<SyncResult> {
   const parsed = ProxySettings.safeParse(settings);
@@ -137,8 +135,7 @@ async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, 
     return { routes: selection.routes.length, reloaded: false, warnings };
   }
   lastLoaded.delete(proxy.id);
-  await docker.putFile(proxy.id, CONFIG_DIR, CONFIG_FILE, config, signal);
-  await reload(docker, proxy.id, opts.name, signal);
+  await reload(docker, proxy.id, opts.name, config, signal);
   lastLoaded.set(proxy.id, config);
   progress(`proxy: loaded ${selection.routes.length} route${selection.routes.length === 1 ? "" : "s"}`);
   return { routes: selection.routes.length, reloaded: true, warnings };
@@ -266,16 +263,18 @@ async function loadedConfig(docker: ProxyDocker, id: string, signal: AbortSignal
 }
 
 /**
- * `caddy reload` inside the proxy container POSTs the file to the admin API on its loopback.
+ * `caddy reload` inside the proxy container reads the config from its stdin and POSTs it to the
+ * admin API on its loopback (no copy of the file into the container first: that was an archive
+ * upload of ~100 ms on every deploy; a restarted Caddy resumes from its own autosave).
  * Retried (bounded) while the admin API is not up yet, e.g. right after the container started.
  */
-async function reload(docker: ProxyDocker, id: string, name: string, signal: AbortSignal): Promise<void> {
-  const argv = ["timeout", "30", "caddy", "reload", "--config", `${CONFIG_DIR}/${CONFIG_FILE}`, "--address", ADMIN_LISTEN];
+async function reload(docker: ProxyDocker, id: string, name: string, config: string, signal: AbortSignal): Promise<void> {
+  const argv = ["timeout", "30", "caddy", "reload", "--config", "/dev/stdin", "--address", ADMIN_LISTEN];
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
     let reason: string;
     try {
-      const r = await docker.exec(id, argv, EXEC_TIMEOUT_MS, signal);
+      const r = await docker.exec(id, argv, EXEC_TIMEOUT_MS, signal, config);
       if (r.exitCode === 0) return;
       reason = caddyError(r.stderr) ?? `caddy reload exited with ${r.exitCode}`;
       if (!/connection refused|connect: no such file|EOF/i.test(reason)) {

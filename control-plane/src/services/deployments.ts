@@ -593,7 +593,7 @@ export class DeploymentService {
       payload = await buildDeployPayload(
         this.deps.spec,
         { uuid: d.uuid, applicationId: d.applicationId, force: d.force, commit: result.data.commit ?? d.commit },
-        { source: { kind: "image", image: result.data.image, auth: registry?.auth ?? null, always_pull: true }, record: false },
+        { source: { kind: "image", image: result.data.image, auth: registry?.auth ?? null, always_pull: true, built_for_app: true }, record: false },
       );
     } catch (err) {
       if (!(err instanceof DeploySpecError)) this.log.error({ err: { message: (err as Error).message }, deployment: d.uuid }, "building a deploy payload failed");

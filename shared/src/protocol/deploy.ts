@@ -64,6 +64,11 @@ export const ImageSource = z.object({
   auth: RegistryAuth.nullable().optional(),
   /** Pull even when the engine has an image of that name (the registry holds the truth). */
   always_pull: z.boolean().optional(),
+  /**
+   * A build server built it for this application: older ones are pruned after the rollout, as
+   * images the agent builds itself are. Absent for a user's own image (nothing to prune).
+   */
+  built_for_app: z.boolean().optional(),
 });
 export const DockerfileSource = z.object({ kind: z.literal("dockerfile"), dockerfile: z.string().min(1).max(1_048_576) });
 export const GitSource = z.object({ kind: z.literal("git"), url: GitUrl, branch: GitBranch, commit: CommitSha.nullable(), auth: GitAuth });
