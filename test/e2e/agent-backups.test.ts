@@ -172,6 +172,17 @@ const CASES: Case[] = [
   },
 ];
 
+/** A database of engine `k` with `rows` in it, deployed before the enclosing describe's tests. */
+function databaseWithRows(k: Case, rows: string[]): { uuid: string; creds: DbCredentials } {
+  const uuid = randomUUID();
+  const creds = k.credentials();
+  beforeAll(async () => {
+    await deploy(k, uuid, creds);
+    await k.write(uuid, creds, rows);
+  }, 240_000);
+  return { uuid, creds };
+}
+
 async function deploy(k: Case, uuid: string, credentials: DbCredentials): Promise<void> {
   const res = await handlers["db.deploy"](
     {
@@ -334,13 +345,7 @@ describe.each(CASES)("backup and restore: $engine ($what)", (k) => {
 
 describe("backups of postgresql: failures, retention, deletion", () => {
   const k = CASES[0]!;
-  const uuid = randomUUID();
-  const creds = k.credentials();
-
-  beforeAll(async () => {
-    await deploy(k, uuid, creds);
-    await k.write(uuid, creds, ["x"]);
-  }, 240_000);
+  const { uuid, creds } = databaseWithRows(k, ["x"]);
 
   it("a failing dump fails with the tool's reason, uploads nothing and leaves no file", async () => {
     const schedule = "schedule-fail";
@@ -432,8 +437,7 @@ describe("backups of postgresql: failures, retention, deletion", () => {
 
 describe("postgresql restores: a cancel rolls back and leaves no tool running; success needs the whole backup read", () => {
   const k = CASES[0]!;
-  const uuid = randomUUID();
-  const creds = k.credentials();
+  const { uuid, creds } = databaseWithRows(k, ["a", "b"]);
   const psql = (sql: string) =>
     sh("docker", ["exec", "-e", "PGPASSWORD", uuid, "psql", "-h", "127.0.0.1", "-U", creds.user!, "-d", creds.database!, "-v", "ON_ERROR_STOP=1", "-qAtc", sql], {
       env: { PGPASSWORD: creds.password },
@@ -451,8 +455,6 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
   };
 
   beforeAll(async () => {
-    await deploy(k, uuid, creds);
-    await k.write(uuid, creds, ["a", "b"]);
     // Large enough that its COPY runs for a while: a cancel lands in the middle of it.
     await psql("CREATE TABLE big AS SELECT md5(g::text) || md5((g * 7)::text) AS v FROM generate_series(1, 1500000) g");
     big = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-big", s3: false }), job());
@@ -558,8 +560,7 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
 
 describe("redis backups and restores: failures keep their reason and the data", () => {
   const k = CASES.find((x) => x.engine === "redis")!;
-  const uuid = randomUUID();
-  const creds = k.credentials();
+  const { uuid, creds } = databaseWithRows(k, ["a", "b"]);
   const BIG_KEYS = 200_000;
   /** A command through the container's own CLI, AUTH on stdin (as the agent does it). */
   const cli = (...args: string[]) => sh("docker", ["exec", "-i", uuid, "redis-cli"], { input: redisCliInput(creds.password, args).toString("utf8") });
@@ -587,8 +588,6 @@ describe("redis backups and restores: failures keep their reason and the data", 
   };
 
   beforeAll(async () => {
-    await deploy(k, uuid, creds);
-    await k.write(uuid, creds, ["a", "b"]);
     // Hex values (LZF does not shrink them): an RDB of about 20 MB, copied in many chunks.
     await cli("EVAL", `for i=1,${BIG_KEYS} do redis.call('SET','big'..i, redis.sha1hex(tostring(i))..redis.sha1hex(tostring(-i))) end`, "0");
     bk = await handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-redis", s3: false }), job());
@@ -679,13 +678,7 @@ describe("redis backups and restores: failures keep their reason and the data", 
 
 describe("clickhouse dumps", () => {
   const k = CASES.find((x) => x.engine === "clickhouse")!;
-  const uuid = randomUUID();
-  const creds = k.credentials();
-
-  beforeAll(async () => {
-    await deploy(k, uuid, creds);
-    await k.write(uuid, creds, ["a"]);
-  }, 240_000);
+  const { uuid, creds } = databaseWithRows(k, ["a"]);
 
   it("the dump is a byte stream that buffers little (not whole 8 MiB parts), and its config file goes with it", async () => {
     // About 24 MB in Native format: several parts.
@@ -710,13 +703,7 @@ describe("clickhouse dumps", () => {
 
 describe("postgresql backups: what is stored is what was uploaded; retention problems do not fail a stored backup", () => {
   const k = CASES[0]!;
-  const uuid = randomUUID();
-  const creds = k.credentials();
-
-  beforeAll(async () => {
-    await deploy(k, uuid, creds);
-    await k.write(uuid, creds, ["x"]);
-  }, 240_000);
+  const { uuid, creds } = databaseWithRows(k, ["x"]);
 
   it("a backup file that changes while it is uploaded fails the run, and neither the object nor the file is kept", async () => {
     const schedule = "schedule-changed";
