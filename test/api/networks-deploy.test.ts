@@ -509,6 +509,80 @@ describe("environment deletion and the deployments around it", () => {
   });
 });
 
+describe.skipIf(!process.env.CAPSTAN_TEST_PG_URL)("environment deletion racing a deployment's start (PostgreSQL, network management off)", () => {
+  const m = new ModeWorld({});
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  /** Until `n` backends of this database wait on a lock (a transaction blocked where the test means it to be). */
+  const lockWaiters = (n: number, what: string) =>
+    until(
+      async () => {
+        const [row] = await m.db.$queryRawUnsafe<{ n: bigint }[]>(`SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+        return Number(row!.n) >= n;
+      },
+      20_000,
+      what,
+    );
+
+  it("a deploy job bound while the deletion is under way is cancelled with the environment, not left to run after the removal", async () => {
+    const { server, agent } = await m.server("race-start");
+    agent.serve("app.deploy", () => ({ hold: true }));
+    await m.environment("racing");
+    const app = await m.app(server, "racing-app", { environment: "racing" });
+
+    // A trigger stops the deployment's start transaction right after it bound its job, until
+    // the test lets go of an advisory lock it holds itself: the job is written, not committed.
+    const HOLD = 0x484f4c44;
+    await m.db.$executeRawUnsafe(`CREATE FUNCTION capstan_test_hold() RETURNS trigger AS $$ BEGIN PERFORM pg_advisory_xact_lock(${HOLD}, 1); RETURN NEW; END $$ LANGUAGE plpgsql`);
+    await m.db.$executeRawUnsafe(`CREATE TRIGGER capstan_test_hold AFTER UPDATE OF "jobId" ON "Deployment" FOR EACH ROW WHEN (NEW."jobId" IS NOT NULL) EXECUTE FUNCTION capstan_test_hold()`);
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let held!: () => void;
+    const holds = new Promise<void>((r) => (held = r));
+    const holding = m.db.$transaction(
+      async (tx) => {
+        await tx.$executeRawUnsafe(`SELECT pg_advisory_xact_lock(${HOLD}, 1)`);
+        held();
+        await released;
+      },
+      { timeout: 60_000 },
+    );
+    await holds;
+
+    // The deployment is asked for after the deletion checked that none is open, and before its transaction.
+    const svc = m.t.instance.services.applications;
+    const original = svc.planRemoval;
+    let deployment = "";
+    svc.planRemoval = async function (this: typeof svc, ...args: Parameters<typeof original>) {
+      const plan = await original.apply(this, args);
+      deployment = await m.world.deploy(app, undefined, m.team.api);
+      await lockWaiters(1, "the deployment's start held after binding its job");
+      return plan;
+    } as typeof original;
+    try {
+      const deleting = m.team.api.delete(`/projects/${m.world.projectUuid}/environments/racing`);
+      await lockWaiters(2, "the deletion waiting for the deployment's start");
+      release();
+      await holding;
+      const r = await deleting;
+      expect(r.status, JSON.stringify(r.body)).toBe(200);
+    } finally {
+      svc.planRemoval = original;
+      release();
+      await m.db.$executeRawUnsafe(`DROP TRIGGER IF EXISTS capstan_test_hold ON "Deployment"`);
+    }
+
+    // The only deployment of this server (job payloads are encrypted at rest).
+    expect(deployment).not.toBe("");
+    const jobs = await m.db.job.findMany({ where: { serverId: server.id, type: "app.deploy" } });
+    expect(jobs, "the deployment's job was written").toHaveLength(1);
+    const [job] = jobs;
+    expect(job).toMatchObject({ status: "cancelled", error: "cancelled: the application's environment was deleted" });
+    await until(async () => agent.jobs.some((j) => j.type === "app.action"), 10_000, "the application's removal delivered");
+  });
+});
+
 describe("a network record is pending only while a job that ensures it exists", () => {
   const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true" });
   beforeAll(() => m.init());

@@ -11,7 +11,7 @@ import { DEADLINE_EXCEEDED, type JobQueue, type JobRow } from "../jobs/queue.js"
 import type { AccessService } from "./access.js";
 import type { BuildRegistryConfig } from "../config.js";
 import { buildDeployPayload, buildPayloadOf, DeploySpecError, needsBuild, pushTarget, type DeploySpecDeps } from "./deploy-spec.js";
-import { assertPlannedNetworksFit, NetworkLimitError, NetworkPlanGoneError, recordPlannedNetworks, type NetworkPlanContext } from "./network-plan.js";
+import { assertPlannedNetworksFit, NetworkLimitError, NetworkPlanGoneError, lockServersNetworks, recordPlannedNetworks, type NetworkPlanContext } from "./network-plan.js";
 
 export interface DeploySchedulerSettings {
   /** Deadline of a started deployment (its app.deploy job), and how long queued ones wait for an absent agent. */
@@ -485,7 +485,8 @@ export class DeploymentService {
     }
     const bound = await this.db
       .$transaction(async (tx) => {
-        // First (it takes the server's network lock): the records exist exactly when the job does.
+        await this.lockAgainstEnvironmentRemoval(tx, d.serverId);
+        // The records exist exactly when the job does.
         if (!remote) await this.recordNetworks(tx, d.serverId, d.teamId, payload);
         const jobId = await write(tx);
         const r = await tx.deployment.updateMany({
@@ -503,6 +504,17 @@ export class DeploymentService {
       });
     if (bound) await this.deps.jobs.kick(runsOn);
     return bound;
+  }
+
+  /**
+   * The first statement of a transaction that writes a deployment's build or deploy job. An
+   * environment's removal takes the same lock on every server of its team before it cancels the
+   * jobs of its applications, so it either sees this job committed (and cancels it) or deletes
+   * the deployment first (and this transaction binds nothing). Without it, under READ COMMITTED,
+   * a job written at the same moment would run after the application's removal job.
+   */
+  private lockAgainstEnvironmentRemoval(tx: Prisma.TransactionClient, serverId: number): Promise<void> {
+    return lockServersNetworks(tx, this.deps.dialect, [serverId]);
   }
 
   private planCtx(db: NetworkPlanContext["db"]): NetworkPlanContext {
@@ -604,6 +616,7 @@ export class DeploymentService {
     const log = `${built?.log ?? ""}${NOTE}built ${result.data.image}; deploying it on the application's server ${target}\n`;
     const bound = await this.db
       .$transaction(async (tx) => {
+        await this.lockAgainstEnvironmentRemoval(tx, d.serverId);
         await this.recordNetworks(tx, d.serverId, d.teamId, payload);
         const jobId = await this.deps.jobs.enqueue(tx, d.serverId, "app.deploy", payload, timeoutMs, { log });
         const r = await tx.deployment.updateMany({
