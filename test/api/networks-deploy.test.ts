@@ -485,6 +485,36 @@ describe("environment deletion and the deployments around it", () => {
     await until(async () => agent.jobs.some((j) => j.type === "network.remove" && (j.payload as { name: string }).name === name));
   });
 
+  it("an application created while the deletion is being prepared refuses the deletion (409, nothing deleted); a retry removes both", async () => {
+    const { server, agent } = await m.server("late-app-env");
+    await m.environment("late");
+    const first = await m.app(server, "late-first", { environment: "late" });
+    const svc = m.t.instance.services.applications;
+    const original = svc.planRemoval;
+    let second = "";
+    svc.planRemoval = async function (this: typeof svc, ...args: Parameters<typeof original>) {
+      const plan = await original.apply(this, args);
+      second = await m.app(server, "late-second", { environment: "late" });
+      return plan;
+    } as typeof original;
+    let refused;
+    try {
+      refused = await m.team.api.delete(`/projects/${m.world.projectUuid}/environments/late`);
+    } finally {
+      svc.planRemoval = original;
+    }
+    expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+    expect(refused.body.message).toMatch(/created in this environment while it was being deleted/);
+    expect((await m.team.api.get(`/applications/${first}`)).status).toBe(200);
+    expect((await m.team.api.get(`/applications/${second}`)).status).toBe(200);
+    expect(await m.db.job.count({ where: { serverId: server.id, type: "app.action" } })).toBe(0);
+
+    expect((await m.team.api.delete(`/projects/${m.world.projectUuid}/environments/late`)).status).toBe(200);
+    await until(async () => agent.jobs.filter((j) => j.type === "app.action").length === 2, 10_000, "both applications' removals delivered");
+    const removed = agent.jobs.filter((j) => j.type === "app.action").map((j) => (j.payload as { app: { uuid: string } }).app.uuid);
+    expect(removed.sort()).toEqual([first, second].sort());
+  });
+
   it("its databases' deployments still queued or running are cancelled with it; the agent hears of the cancel before the network's removal", async () => {
     const { server, agent } = await m.server("cancel-env");
     const seen = arrivals(agent);

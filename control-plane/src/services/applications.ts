@@ -456,6 +456,11 @@ export class ApplicationService {
         // A deployment admitted after the check above (its record goes with the application)
         // must not run afterwards: its build or deploy job ends with the environment, here.
         const now = await tx.application.findMany({ where: { environmentId: { in: where.environmentIds } }, select: { uuid: true, teamId: true } });
+        // One created after the read above would go with the environment without a removal job
+        // (its server's proxy settings were not read): the whole deletion is refused instead.
+        const planned = new Set(apps.map((a) => a.uuid));
+        const added = now.find((a) => !planned.has(a.uuid));
+        if (added) throw conflict("An application was created in this environment while it was being deleted; nothing was deleted, try again.");
         if (now.length) {
           const uuids = new Set(now.map((a) => a.uuid));
           const servers = await tx.server.findMany({ where: { teamId: now[0]!.teamId }, select: { id: true } }); // build servers too
