@@ -77,7 +77,7 @@ describe("mongodb backup driver", () => {
     expect(files).toHaveLength(1);
     expect(files[0]).toMatchObject({ dir: "/tmp", mode: 0o600, uid: 999 });
     const path = `/tmp/${files[0]!.name}`;
-    expect(path).toMatch(/^\/tmp\/capstan-[0-9a-f]{16}\/mongo\.yaml$/);
+    expect(path).toMatch(/^\/tmp\/capstan-[0-9a-f]{8}-[0-9a-f]{16}\/mongo\.yaml$/);
     // A JSON string is a YAML double-quoted scalar: the password round-trips as one value.
     expect(JSON.parse(files[0]!.content.replace(/^password: /, "").trim())).toBe(PASSWORD);
 

@@ -57,7 +57,7 @@ describe.skipIf(skipReason !== null)("withSecretFile (real Docker Engine)", { ti
 
   it("puts the file, mode 600 and owned by the exec user (root), in a root-owned directory of its own; removes it afterwards", async () => {
     const seen = await withSecretFile(target(asRoot), { name: "pgpass", content: SECRET }, async (path) => {
-      expect(path).toMatch(/^\/tmp\/capstan-[0-9a-f]{16}\/pgpass$/);
+      expect(path).toMatch(/^\/tmp\/capstan-[0-9a-f]{8}-[0-9a-f]{16}\/pgpass$/);
       const dir = path.slice(0, path.lastIndexOf("/"));
       return {
         path,
@@ -108,6 +108,33 @@ describe.skipIf(skipReason !== null)("withSecretFile (real Docker Engine)", { ti
     gone.abort(new Error("cancelled before"));
     await expect(withSecretFile(target(asRoot, gone.signal), { name: "f", content: SECRET }, async () => "never")).rejects.toThrow("cancelled before");
     expect(await leftovers(asRoot)).toEqual([]);
+  });
+
+  it("removes what an earlier agent process left (a crash mid-job), never this process's own directories in use nor other files", async () => {
+    // As a crashed process would have left them: one of another process's mark, one named before marks existed.
+    for (const stale of ["capstan-0badc0de-00112233aabbccdd", "capstan-0123456789abcdef"]) {
+      await docker("exec", asRoot, "sh", "-c", `mkdir -p /tmp/${stale} && echo old > /tmp/${stale}/pgpass && chmod 600 /tmp/${stale}/pgpass`);
+    }
+    await docker("exec", asRoot, "touch", "/tmp/not-ours");
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const inUse = await withSecretFile(target(asRoot), { name: "f", content: SECRET }, async (p) => p, { holdUntil: () => held });
+    try {
+      const lines: string[] = [];
+      await withSecretFile(target(asRoot, undefined, lines), { name: "g", content: SECRET }, async () => {
+        // This call's directory and the one still in use; the stale ones are gone.
+        const left = await leftovers(asRoot);
+        expect(left).toHaveLength(2);
+        expect(left).toContain(inUse.split("/")[2]);
+        for (const d of left) expect(d).toMatch(/^capstan-[0-9a-f]{8}-[0-9a-f]{16}$/);
+        expect(await docker("exec", asRoot, "cat", inUse)).toBe(SECRET);
+      });
+      expect(lines).toEqual([]);
+      expect(await docker("exec", asRoot, "ls", "/tmp/not-ours")).toBe("/tmp/not-ours");
+    } finally {
+      release();
+    }
+    await expect.poll(() => leftovers(asRoot), { timeout: 10_000 }).toEqual([]);
   });
 
   it("with holdUntil, stays until that settles (a dump tool still reading it), without holding up the caller", async () => {
