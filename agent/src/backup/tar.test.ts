@@ -23,6 +23,14 @@ describe("tar", () => {
     expect(readFileSync(join(dir, "dump.rdb")).equals(body)).toBe(true);
   });
 
+  it("writes owner ids above octal's seven digits in base-256, which GNU tar reads back", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "capstan-tar-"));
+    const tar = await collect(singleFileTarStream("f", 3, Readable.from([Buffer.from("abc")]), { uid: 100_000_000, gid: 2_097_152 }));
+    writeFileSync(join(dir, "a.tar"), tar);
+    expect(execFileSync("tar", ["-tvf", join(dir, "a.tar"), "--numeric-owner"]).toString()).toMatch(/^-rw------- 100000000\/2097152 +3 .* f\n$/);
+    await expect(collect(singleFileTarStream("f", 0, Readable.from([]), { uid: -1 }))).rejects.toThrow(/unsupported owner id -1/);
+  });
+
   it("refuses a body whose size differs from the header's", async () => {
     await expect(collect(singleFileTarStream("x", 10, Readable.from([Buffer.alloc(9)])))).rejects.toThrow(/9 bytes, 10 expected/);
     await expect(collect(singleFileTarStream("x", 10, Readable.from([Buffer.alloc(11)])))).rejects.toThrow(/grew/);

@@ -171,6 +171,22 @@ export async function firstFile(source: AsyncIterable<Buffer | Uint8Array | stri
 }
 
 /** A ustar header for a regular file of `size` bytes. */
+/**
+ * A uid or gid in its 8-byte field: octal up to 7 digits, above that GNU's base-256 form (high
+ * bit set, big-endian), which GNU tar and the Docker Engine's archive reader both accept; an
+ * image may run its database as a uid of a user namespace range, far above 2097151.
+ */
+function putId(header: Buffer, offset: number, id: number): void {
+  if (!Number.isSafeInteger(id) || id < 0 || id > 0xffffffff) throw new Error(`tar: unsupported owner id ${id}`);
+  if (id < 8 ** 7) {
+    header.write(id.toString(8).padStart(7, "0") + "\0", offset, 8, "ascii");
+    return;
+  }
+  header.fill(0, offset, offset + 8);
+  header[offset] = 0x80;
+  header.writeUInt32BE(id, offset + 4);
+}
+
 export function tarHeader(name: string, size: number, opts: { mode?: number; uid?: number; gid?: number; mtime?: Date } = {}): Buffer {
   if (Buffer.byteLength(name) > 100 || !/^[A-Za-z0-9._\/-]+$/.test(name)) throw new Error(`tar: unsupported entry name ${JSON.stringify(name)}`);
   if (size >= 8 ** 11) throw new Error("tar: entry too large for a ustar header");
@@ -179,8 +195,8 @@ export function tarHeader(name: string, size: number, opts: { mode?: number; uid
   const octal = (n: number, width: number) => n.toString(8).padStart(width - 1, "0") + "\0";
   put(0, 100, name);
   put(100, 8, octal(opts.mode ?? 0o600, 8));
-  put(108, 8, octal(opts.uid ?? 0, 8));
-  put(116, 8, octal(opts.gid ?? 0, 8));
+  putId(header, 108, opts.uid ?? 0);
+  putId(header, 116, opts.gid ?? 0);
   put(124, 12, octal(size, 12));
   put(136, 12, octal(Math.floor((opts.mtime ?? new Date()).getTime() / 1000), 12));
   put(148, 8, "        ");
