@@ -12,7 +12,7 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: "unit", include: ["shared/src/**/*.test.ts", "control-plane/src/**/*.test.ts", "agent/src/**/*.test.ts"] },
+        test: { name: "unit", include: ["shared/src/**/*.test.ts", "control-plane/src/**/*.test.ts", "agent/src/**/*.test.ts", "test/support/**/*.test.ts"] },
       },
       {
         extends: true,

@@ -20,10 +20,10 @@
  */
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Child, summarize, type LatencySummary, type MemorySample, type Stall } from "./ipc.js";
+import { freePort } from "../../test/support/ports.js";
 
 const int = (name: string, dflt: number): number => {
   const raw = process.env[name];
@@ -87,18 +87,6 @@ function spawnChild(name: string, script: string, env: Record<string, string>, n
   children.add(c);
   void c.exited.then(() => children.delete(c));
   return c;
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once("error", reject);
-    s.listen(0, "127.0.0.1", () => {
-      const addr = s.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

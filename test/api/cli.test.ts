@@ -5,13 +5,13 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { client } from "./harness.js";
 import { freshPostgresDatabase } from "./support/database.js";
+import { freePort } from "../support/ports.js";
 
 const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const BIN = join(ROOT, "control-plane/bin/capstan.js");
@@ -48,18 +48,6 @@ async function ok(args: string[]): Promise<string> {
   const r = await capstan(args);
   if (r.code !== 0) throw new Error(`capstan ${args.join(" ")} exited ${r.code}: ${r.stderr}`);
   return r.stdout;
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const s = createServer();
-    s.once("error", fail);
-    s.listen(0, "127.0.0.1", () => {
-      const addr = s.address();
-      const port = typeof addr === "object" && addr ? addr.port : 0;
-      s.close(() => done(port));
-    });
-  });
 }
 
 /** `capstan serve` as a child process. */

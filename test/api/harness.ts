@@ -91,14 +91,7 @@ export interface StartOptions {
   port?: number;
 }
 
-/** A port that is free now on all addresses. */
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "0.0.0.0", r));
-  const addr = s.address();
-  await new Promise((r) => s.close(r));
-  return typeof addr === "object" && addr ? addr.port : 0;
-}
+export { freePort } from "../support/ports.js";
 
 export async function startTestInstance(env: Record<string, string> = {}, opts: StartOptions = {}): Promise<TestInstance> {
   const dir = mkdtempSync(join(tmpdir(), "capstan-api-"));

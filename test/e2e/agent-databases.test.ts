@@ -1,11 +1,12 @@
 import { randomBytes, randomUUID } from "node:crypto";
-import { connect, createServer } from "node:net";
+import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DatabaseEngine, DbCredentials, DbDeployPayload, JobPayload } from "@capstan/shared";
 import { DockerodeEngine } from "../../agent/src/docker/engine.js";
 import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { sh, until } from "./support/kit.js";
+import { freePort } from "../support/ports.js";
 
 /**
  * The db.deploy / db.action handlers on the real local engine, with the test images of
@@ -35,14 +36,6 @@ function job(signal: AbortSignal = AbortSignal.timeout(240_000)): JobContext & {
 
 /** A password with the characters config files and SQL quote: the agent and the images must carry it intact. */
 const password = () => `pw"'\\ #$x-${randomBytes(12).toString("hex")}`;
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const addr = s.address();
-  await new Promise((r) => s.close(r));
-  return typeof addr === "object" && addr ? addr.port : 0;
-}
 
 /** Can a TCP connection to 127.0.0.1:port be opened? (refused = false) */
 function tcpOpen(port: number): Promise<boolean> {

@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +10,7 @@ import { createHandlers } from "../../agent/src/handlers/index.js";
 import { GitRepos, startHttpGit, type HttpGitServer } from "../support/git-server.js";
 import { sh, until } from "./support/kit.js";
 import { viaProxyAt } from "./support/http.js";
+import { freePort } from "../support/ports.js";
 
 /**
  * The app.deploy / app.action / app.logs handlers on the real local engine: real builds
@@ -37,14 +37,6 @@ let handlers: ReturnType<typeof createHandlers>;
 let repos: GitRepos;
 let gitServer: HttpGitServer;
 const GIT_TOKEN = "git-token-e2e-0123456789";
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const addr = s.address();
-  await new Promise((r) => s.close(r));
-  return typeof addr === "object" && addr ? addr.port : 0;
-}
 
 /** GET through the proxy on loopback with the app's Host header. */
 const get = (host = HOST, path = "/") => viaProxyAt("127.0.0.1", httpPort, host, path);

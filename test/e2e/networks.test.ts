@@ -1,6 +1,5 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { mkdtemp, rm } from "node:fs/promises";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,6 +11,7 @@ import { parseCompose, rewriteCompose } from "../../control-plane/src/compose/in
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { loadImages, onHost, sh, startHosts, stopHosts, until } from "./support/kit.js";
 import { fetchFrom, viaProxyAt } from "./support/http.js";
+import { freePort } from "../support/ports.js";
 
 /**
  * Network management on the agent, proven with real traffic on the local engine: the
@@ -48,14 +48,6 @@ let stateDir: string;
 let httpPort: number;
 let httpsPort: number;
 const extraContainers: string[] = [];
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
-  const addr = s.address();
-  await new Promise((r) => s.close(r));
-  return typeof addr === "object" && addr ? addr.port : 0;
-}
 
 function job(): JobContext & { lines: string[] } {
   const lines: string[] = [];
