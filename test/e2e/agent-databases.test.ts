@@ -126,11 +126,14 @@ const clickhouse: Pick<Case, "write" | "read"> = (() => {
   };
 })();
 
-/** Where each redis-like engine's password file is, and the user its server runs as. */
-const REDIS_LIKE: Partial<Record<DatabaseEngine, { file: string; user: string }>> = {
-  redis: { file: "/data/capstan-redis.conf", user: "redis" },
-  keydb: { file: "/data/capstan-keydb.conf", user: "keydb" },
-  dragonfly: { file: "/data/capstan-dragonfly.flags", user: "dfly" },
+/** Where each engine's password files are, and the user its server runs as (ClickHouse: in its env). */
+const PASSWORD_FILES: Partial<Record<DatabaseEngine, { files: string[]; user: string }>> = {
+  postgresql: { files: ["/capstan-init/postgres_password"], user: "postgres" },
+  mysql: { files: ["/capstan-init/mysql_root_password", "/capstan-init/mysql_password"], user: "mysql" },
+  mariadb: { files: ["/capstan-init/mariadb_root_password", "/capstan-init/mariadb_password"], user: "mysql" },
+  redis: { files: ["/data/capstan-redis.conf"], user: "redis" },
+  keydb: { files: ["/data/capstan-keydb.conf"], user: "keydb" },
+  dragonfly: { files: ["/data/capstan-dragonfly.flags"], user: "dfly" },
 };
 
 const CASES: Case[] = [
@@ -285,14 +288,15 @@ describe.each(CASES)("db.deploy $engine ($what)", (k) => {
     });
     // No password in the command line the engine shows (docker inspect / ps).
     expect(await sh("docker", ["inspect", "-f", "{{json .Config.Cmd}} {{json .Args}} {{.Path}}", uuid])).not.toContain(creds.password);
-    // The redis-like engines take it from a file only: not in the container's environment either
-    // (the others' images read it from there at initialisation); no engine gets REDISCLI_AUTH.
+    // All but ClickHouse take it from a file only: not in the container's environment either
+    // (the images' entrypoints read <VAR>_FILE); no engine gets REDISCLI_AUTH.
     const containerEnv = await sh("docker", ["inspect", "-f", "{{json .Config.Env}}", uuid]);
     expect(containerEnv).not.toContain("REDISCLI_AUTH");
-    if (REDIS_LIKE[k.engine]) {
-      expect(containerEnv).not.toContain(creds.password);
-      // The file is the server's own (it runs as that user), mode 600.
-      expect(await sh("docker", ["exec", uuid, "stat", "-c", "%a %U", REDIS_LIKE[k.engine]!.file])).toBe(`600 ${REDIS_LIKE[k.engine]!.user}`);
+    const secretFiles = PASSWORD_FILES[k.engine];
+    if (secretFiles) {
+      for (const p of [creds.password, creds.root_password]) if (p) expect(containerEnv).not.toContain(p);
+      // Each file is the server's own (it runs as that user), mode 600.
+      for (const file of secretFiles.files) expect(await sh("docker", ["exec", uuid, "stat", "-c", "%a %U", file])).toBe(`600 ${secretFiles.user}`);
     }
     expect(await sh("docker", ["inspect", "-f", "{{.HostConfig.RestartPolicy.Name}} {{.HostConfig.Memory}} {{.HostConfig.NanoCpus}}", uuid])).toBe("unless-stopped 536870912 1000000000");
 

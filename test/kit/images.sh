@@ -211,15 +211,34 @@ image_registry() {
 # exercised as it is in production. The data dirs stay empty in the image: a new named volume
 # is filled from the image's content at the mount point, which would otherwise pre-seed it.
 
-# PostgreSQL 15 like postgres:*: initdb on an empty $PGDATA with POSTGRES_USER / _PASSWORD /
-# _DB (password from a file descriptor, never argv), password auth for network clients,
-# listening on all addresses, server run as postgres; psql / pg_dump / pg_isready on PATH.
+# The official images' <VAR>_FILE convention: the variable's value is read from the named file
+# (as root, before the entrypoint drops to the server's user); setting both is an error.
+file_env_function() {
+  cat <<'SH'
+file_env() {
+  local var=$1 file=${1}_FILE
+  if [ -n "${!var:-}" ] && [ -n "${!file:-}" ]; then
+    echo "error: both $var and $file are set (but are exclusive)" >&2
+    exit 1
+  fi
+  if [ -n "${!file:-}" ]; then export "$var=$(<"${!file}")"; fi
+  unset "$file"
+}
+SH
+}
+
+# PostgreSQL 15 like postgres:*: initdb on an empty $PGDATA with POSTGRES_USER / _PASSWORD
+# (or _PASSWORD_FILE) / _DB (password from a file descriptor, never argv), password auth for
+# network clients, listening on all addresses, server run as postgres; psql / pg_dump /
+# pg_isready on PATH.
 image_postgres() {
   mkdir -p "$work/ctx"
-  cat >"$work/ctx/entrypoint.sh" <<'SH'
-#!/bin/bash
-set -Eeuo pipefail
+  {
+    printf '#!/bin/bash\nset -Eeuo pipefail\n'
+    file_env_function
+    cat <<'SH'
 if [ "${1:0:1}" = '-' ]; then set -- postgres "$@"; fi
+if [ "$1" = postgres ]; then file_env POSTGRES_PASSWORD; fi
 if [ "$1" = postgres ] && [ "$(id -u)" = 0 ]; then
   mkdir -p "$PGDATA" /var/run/postgresql
   chown postgres:postgres "$PGDATA" /var/run/postgresql
@@ -245,6 +264,7 @@ if [ "$1" = postgres ] && [ ! -s "$PGDATA/PG_VERSION" ]; then
 fi
 exec "$@"
 SH
+  } >"$work/ctx/entrypoint.sh"
   debian_packages "postgresql-15" \
     "pg_dropcluster 15 main && rm -rf /var/lib/postgresql/15 && mkdir -p /var/lib/postgresql/data && chown postgres:postgres /var/lib/postgresql/data && chmod 700 /var/lib/postgresql/data && sed -ri \"s!^#?(listen_addresses)\\s*=\\s*\\S+.*!\\1 = '*'!\" /usr/share/postgresql/15/postgresql.conf.sample && grep -qF \"listen_addresses = '*'\" /usr/share/postgresql/15/postgresql.conf.sample" \
     "ENV PATH=/usr/lib/postgresql/15/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin PGDATA=/var/lib/postgresql/data LANG=C.UTF-8" \
@@ -259,9 +279,11 @@ SH
 # the mysql / mysqldump / mysqladmin names.
 image_mariadb() {
   mkdir -p "$work/ctx"
-  cat >"$work/ctx/entrypoint.sh" <<'SH'
-#!/bin/bash
-set -Eeuo pipefail
+  {
+    printf '#!/bin/bash\nset -Eeuo pipefail\n'
+    file_env_function
+    cat <<'SH'
+for v in ROOT_PASSWORD PASSWORD; do file_env "MARIADB_$v"; file_env "MYSQL_$v"; done
 for v in ROOT_PASSWORD ROOT_HOST USER PASSWORD DATABASE ALLOW_EMPTY_ROOT_PASSWORD RANDOM_ROOT_PASSWORD; do
   m=MARIADB_$v y=MYSQL_$v
   if [ -z "${!m:-}" ] && [ -n "${!y:-}" ]; then export "$m=${!y}"; fi
@@ -321,6 +343,7 @@ if [ "$1" = mariadbd ] || [ "$1" = mysqld ]; then
 fi
 exec "$@"
 SH
+  } >"$work/ctx/entrypoint.sh"
   printf '[mariadbd]\nbind-address = 0.0.0.0\nskip-name-resolve\n' >"$work/ctx/99-capstan-test.cnf"
   debian_packages "mariadb-server mariadb-client" \
     "rm -rf /var/lib/mysql && mkdir -p /var/lib/mysql /run/mysqld && chown mysql:mysql /var/lib/mysql /run/mysqld && for n in mysql:mariadb mysqldump:mariadb-dump mysqladmin:mariadb-admin; do command -v \${n%%:*} >/dev/null || ln -s \${n#*:} /usr/bin/\${n%%:*}; done" \

@@ -224,7 +224,7 @@ describe("db.deploy", () => {
     await h["db.deploy"](payload(), job("job-1"));
     f.log = [];
     await h["db.deploy"](payload("postgresql", { memory: "256m" }), job("job-2"));
-    expect(f.log).toEqual([`stop ${UUID}`, `remove ${UUID}`, `create ${UUID}`, `start ${UUID}`]);
+    expect(f.log).toEqual([`stop ${UUID}`, `remove ${UUID}`, `create ${UUID}`, "put //capstan-init/postgres_password", `start ${UUID}`]);
     expect(f.maxOnVolume).toBe(1);
     expect(f.containers.get(UUID)!.spec.memoryBytes).toBe(256 * 1024 * 1024);
   });
@@ -248,6 +248,16 @@ describe("db.deploy", () => {
     expect(c.files[0]).toMatchObject({ mode: 0o600, uid: 999, gid: 999 });
     expect(c.files[0]!.content).toContain(`requirepass "${PASSWORD}"`);
     expect(c.spec.cmd).toEqual(["redis-server", "/data/capstan-redis.conf"]);
+    expect(JSON.stringify([c.spec.cmd, c.spec.env])).not.toContain(PASSWORD);
+  });
+
+  it("postgresql: the password goes in a file outside the volume before the first start, owned like the data dir; the env names the file", async () => {
+    const { f, h } = setup();
+    await h["db.deploy"](payload("postgresql"), job());
+    const c = f.containers.get(UUID)!;
+    expect(f.log.indexOf("put //capstan-init/postgres_password")).toBeLessThan(f.log.indexOf(`start ${UUID}`));
+    expect(c.files).toEqual([{ dir: "/", name: "capstan-init/postgres_password", content: PASSWORD, mode: 0o600, uid: 999, gid: 999 }]);
+    expect(c.spec.env).toMatchObject({ POSTGRES_PASSWORD_FILE: "/capstan-init/postgres_password" });
     expect(JSON.stringify([c.spec.cmd, c.spec.env])).not.toContain(PASSWORD);
   });
 

@@ -30,9 +30,8 @@ export interface DbOptions {
  * db.deploy: the database's one container, (re)created in place from the payload. Everything
  * that can fail without harm comes first (networks, image, volume); then the old container is
  * stopped and removed, and only then the new one is created on the same volume: never two
- * containers on one data dir. Files the engine needs (redis-like config with the password) are
- * copied in between create and start, owned like their directory (the server's user reads
- * them). Waits until the engine's probe says healthy, and a redis-like server until it loaded
+ * containers on one data dir. Files the engine needs (password files, redis-like config) are
+ * copied in between create and start, owned like the data dir (the server's user reads them). Waits until the engine's probe says healthy, and a redis-like server until it loaded
  * its dataset (its probe cannot tell, engines.ts).
  *
  * Redelivered (the agent restarted mid-job): a running container made by this same job is
@@ -68,7 +67,7 @@ export async function deployDatabase(engine: Engine, payload: DbDeployPayload, o
   progress(`container ${name} created (${id.slice(0, 12)}) from ${payload.image}`);
   try {
     for (const f of runtime.files) {
-      const owner = await dirOwner(engine, id, f.dir, signal);
+      const owner = await dirOwner(engine, id, f.ownerOf, signal);
       await putPrivateFile(engine, id, f.dir, f.name, Buffer.from(f.content, "utf8"), owner, signal);
     }
     await joinDbNetworks(engine, name, payload, netCtx);

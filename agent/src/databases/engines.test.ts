@@ -38,11 +38,26 @@ describe("engine table", () => {
     expect(r.files[0]!.dir).toBe("/data");
   });
 
+  it.each(DATABASE_ENGINES.filter((e) => e !== "clickhouse"))("%s: no password anywhere in the container's environment", (engine) => {
+    const r = engineRuntime(engine, creds({ password: passwordFor(engine) }));
+    const env = JSON.stringify(r.env);
+    for (const secret of [passwordFor(engine), ROOT]) expect(env).not.toContain(secret);
+    // It is in a file the server reads (quoted for the redis-like engines' config syntax).
+    expect(r.files.length).toBeGreaterThan(0);
+  });
+
   it("postgresql: the official image's variables, PGDATA on the volume, pg_isready over TCP", () => {
     const r = engineRuntime("postgresql", creds());
-    expect(r.env).toEqual({ POSTGRES_USER: "app", POSTGRES_PASSWORD: PASSWORD, POSTGRES_DB: "appdb", PGDATA: DATABASE_ENGINE_FACTS.postgresql.dataDir });
+    expect(r.env).toEqual({
+      POSTGRES_USER: "app",
+      POSTGRES_PASSWORD_FILE: "/capstan-init/postgres_password",
+      POSTGRES_DB: "appdb",
+      PGDATA: DATABASE_ENGINE_FACTS.postgresql.dataDir,
+    });
     expect(r.cmd).toBeUndefined();
-    expect(r.files).toEqual([]);
+    // Outside the volume (initdb wants an empty data dir), owned like the data dir.
+    expect(r.files).toEqual([{ dir: "/", name: "capstan-init/postgres_password", content: PASSWORD, ownerOf: DATABASE_ENGINE_FACTS.postgresql.dataDir }]);
+    expect(r.reservedEnv).toEqual(["POSTGRES_PASSWORD"]);
     expect(r.healthcheck.test).toEqual(["CMD", "pg_isready", "--host=127.0.0.1", "--port=5432", "--username=app", "--dbname=appdb"]);
   });
 
@@ -53,33 +68,59 @@ describe("engine table", () => {
 
   it("mysql: MYSQL_* with the root password; mysqladmin ping over TCP", () => {
     const r = engineRuntime("mysql", creds());
-    expect(r.env).toEqual({ MYSQL_ROOT_PASSWORD: ROOT, MYSQL_USER: "app", MYSQL_PASSWORD: PASSWORD, MYSQL_DATABASE: "appdb" });
+    expect(r.env).toEqual({
+      MYSQL_ROOT_PASSWORD_FILE: "/capstan-init/mysql_root_password",
+      MYSQL_USER: "app",
+      MYSQL_PASSWORD_FILE: "/capstan-init/mysql_password",
+      MYSQL_DATABASE: "appdb",
+    });
+    expect(r.files.map((f) => [f.dir, f.name, f.content, f.ownerOf])).toEqual([
+      ["/", "capstan-init/mysql_root_password", ROOT, "/var/lib/mysql"],
+      ["/", "capstan-init/mysql_password", PASSWORD, "/var/lib/mysql"],
+    ]);
+    expect(r.reservedEnv).toEqual(["MYSQL_ROOT_PASSWORD", "MYSQL_PASSWORD"]);
     expect(r.healthcheck.test).toEqual(["CMD", "mysqladmin", "ping", "--host=127.0.0.1", "--port=3306"]);
   });
 
   it("mariadb: MARIADB_*; mariadb-admin (mariadb:11 has no mysql* names)", () => {
     const r = engineRuntime("mariadb", creds());
-    expect(r.env).toEqual({ MARIADB_ROOT_PASSWORD: ROOT, MARIADB_USER: "app", MARIADB_PASSWORD: PASSWORD, MARIADB_DATABASE: "appdb" });
+    expect(r.env).toEqual({
+      MARIADB_ROOT_PASSWORD_FILE: "/capstan-init/mariadb_root_password",
+      MARIADB_USER: "app",
+      MARIADB_PASSWORD_FILE: "/capstan-init/mariadb_password",
+      MARIADB_DATABASE: "appdb",
+    });
+    expect(r.files.map((f) => [f.name, f.content])).toEqual([
+      ["capstan-init/mariadb_root_password", ROOT],
+      ["capstan-init/mariadb_password", PASSWORD],
+    ]);
+    // The image falls back to the MYSQL_* names: a user's would fight the platform's.
+    expect(r.reservedEnv).toEqual(expect.arrayContaining(["MARIADB_ROOT_PASSWORD", "MARIADB_PASSWORD", "MYSQL_ROOT_PASSWORD", "MYSQL_PASSWORD_FILE"]));
     expect(r.healthcheck.test.slice(0, 3)).toEqual(["CMD", "mariadb-admin", "ping"]);
   });
 
   it.each(["mysql", "mariadb"] as DatabaseEngine[])("%s: user root is the root account (the images refuse *_USER=root)", (engine) => {
     const r = engineRuntime(engine, creds({ user: "root", root_password: null }));
     const prefix = engine === "mysql" ? "MYSQL" : "MARIADB";
-    expect(r.env).toEqual({ [`${prefix}_ROOT_PASSWORD`]: PASSWORD, [`${prefix}_DATABASE`]: "appdb" });
+    expect(r.env).toEqual({ [`${prefix}_ROOT_PASSWORD_FILE`]: `/capstan-init/${prefix.toLowerCase()}_root_password`, [`${prefix}_DATABASE`]: "appdb" });
+    expect(r.files.map((f) => f.content)).toEqual([PASSWORD]);
   });
 
   it("mongodb: MONGO_INITDB_*; mongosh ping (no credentials needed)", () => {
     const r = engineRuntime("mongodb", creds({ root_password: null }));
-    expect(r.env).toEqual({ MONGO_INITDB_ROOT_USERNAME: "app", MONGO_INITDB_ROOT_PASSWORD: PASSWORD, MONGO_INITDB_DATABASE: "appdb" });
+    expect(r.env).toEqual({ MONGO_INITDB_ROOT_USERNAME: "app", MONGO_INITDB_ROOT_PASSWORD_FILE: "/capstan-init/mongo_initdb_root_password", MONGO_INITDB_DATABASE: "appdb" });
+    expect(r.files).toEqual([{ dir: "/", name: "capstan-init/mongo_initdb_root_password", content: PASSWORD, ownerOf: "/data/db" }]);
     expect(r.healthcheck.test).toEqual(["CMD", "mongosh", "--quiet", "--norc", "--eval", "db.adminCommand({ ping: 1 }).ok"]);
-    expect(engineRuntime("mongodb", creds({ user: null, database: null })).env).toEqual({ MONGO_INITDB_ROOT_USERNAME: "root", MONGO_INITDB_ROOT_PASSWORD: PASSWORD });
+    expect(engineRuntime("mongodb", creds({ user: null, database: null })).env).toEqual({
+      MONGO_INITDB_ROOT_USERNAME: "root",
+      MONGO_INITDB_ROOT_PASSWORD_FILE: "/capstan-init/mongo_initdb_root_password",
+    });
   });
 
   it("redis: requirepass in a config file on the volume, named by the command", () => {
     const r = engineRuntime("redis", creds({ user: null, database: null, root_password: null }));
     expect(r.cmd).toEqual(["redis-server", "/data/capstan-redis.conf"]);
-    expect(r.files).toEqual([{ dir: "/data", name: "capstan-redis.conf", content: `requirepass ${redisConfValue(PASSWORD)}\ndir "/data"\n` }]);
+    expect(r.files).toEqual([{ dir: "/data", name: "capstan-redis.conf", content: `requirepass ${redisConfValue(PASSWORD)}\ndir "/data"\n`, ownerOf: "/data" }]);
     expect(r.env).toEqual({});
   });
 
@@ -97,7 +138,7 @@ describe("engine table", () => {
     expect(r.reservedEnv).toEqual(["REDISCLI_AUTH", "DFLY_requirepass"]);
     expect(r.cmd).toEqual(["dragonfly", "--logtostderr", "--flagfile=/data/capstan-dragonfly.flags"]);
     // abseil takes the value after "=" verbatim.
-    expect(r.files).toEqual([{ dir: "/data", name: "capstan-dragonfly.flags", content: `--requirepass=${pw}\n` }]);
+    expect(r.files).toEqual([{ dir: "/data", name: "capstan-dragonfly.flags", content: `--requirepass=${pw}\n`, ownerOf: "/data" }]);
   });
 
   it("dragonfly: a password a flagfile cannot carry (line break, surrounding whitespace) is refused, not cut", () => {

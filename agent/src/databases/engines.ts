@@ -7,15 +7,19 @@ import { redisConf } from "./redis-conf.js";
  * image's own environment conventions), the command when the image's default will not do, files
  * it needs before its first start, and a health probe that tells "accepts connections".
  *
- * Passwords never go into argv (visible in `ps` on the host and in `docker inspect`'s Cmd):
- * - postgresql, mysql, mariadb, mongodb, clickhouse: the variables the images' entrypoints read
- *   (POSTGRES_*, MYSQL_*, MARIADB_*, MONGO_INITDB_*, CLICKHOUSE_*).
- * - redis, keydb, dragonfly: nothing secret in the container's environment either (`docker
- *   inspect` shows it to anyone with access to the engine). The password goes into a file the
- *   agent copies into the data dir between create and start (mode 600, owned by the data dir's
- *   owner, the server's user): `requirepass` in a redis.conf for redis and keydb, named by the
- *   command; `--requirepass=` in a flagfile for dragonfly (`--flagfile=`, abseil's standard
+ * Passwords never go into argv (visible in `ps` on the host and in `docker inspect`'s Cmd), and
+ * only ClickHouse's goes into the container's environment (which `docker inspect` shows to anyone
+ * with access to the engine). The others are in files that the agent copies in between create
+ * and start. Each file is mode 600 and owned by the data dir's owner, the server's user:
+ * - postgresql, mysql, mariadb, mongodb: the images' entrypoints read their password variables
+ *   from files named by `<VAR>_FILE` (POSTGRES_PASSWORD_FILE, ...). The files are in
+ *   INIT_SECRETS, outside the volume: initdb and mysqld --initialize refuse a data dir that is
+ *   not empty.
+ * - redis, keydb: `requirepass` in a redis.conf on the volume, named by the command.
+ * - dragonfly: `--requirepass=` in a flagfile on the volume (`--flagfile=`, abseil's standard
  *   flag, documented by Dragonfly). Its other flags stay DFLY_<flag> variables: not secrets.
+ * - clickhouse: CLICKHOUSE_PASSWORD. Its probe, clickhouse-client, reads the password from the
+ *   environment.
  * - redis-like probes run without the password (see pongProbe).
  */
 export interface EngineRuntime {
@@ -37,10 +41,30 @@ export interface EngineRuntime {
 }
 
 export interface EngineFile {
-  /** Existing directory inside the container (the data dir: the volume receives the file, owned like the dir). */
+  /** Existing directory inside the container. */
   dir: string;
+  /** May have one leading directory, which the engine creates (root-owned, mode 755). */
   name: string;
   content: string;
+  /** The directory whose owner gets the file (the server's user): the data dir. */
+  ownerOf: string;
+}
+
+/** Where init-time password files go: the container's own filesystem, not the volume. */
+const INIT_SECRETS = "capstan-init";
+
+/**
+ * `<VAR>_FILE` variables that name init-time password files, and the files themselves. A user
+ * variable named like the plain variable is reserved: the images refuse to start when both
+ * `<VAR>` and `<VAR>_FILE` are set.
+ */
+function initSecrets(engine: DatabaseEngine, secrets: Record<string, string>): Pick<EngineRuntime, "env" | "files" | "reservedEnv"> {
+  const vars = Object.keys(secrets);
+  return {
+    env: Object.fromEntries(vars.map((v) => [`${v}_FILE`, `/${INIT_SECRETS}/${v.toLowerCase()}`])),
+    files: vars.map((v) => ({ dir: "/", name: `${INIT_SECRETS}/${v.toLowerCase()}`, content: secrets[v]!, ownerOf: DATABASE_ENGINE_FACTS[engine].dataDir })),
+    reservedEnv: vars,
+  };
 }
 
 /** Probe timing: every 2 s; up to 3 min to initialise a fresh data dir before failures count. */
@@ -73,6 +97,8 @@ type Definition = (c: DbCredentials) => EngineRuntime;
 const REDIS_CONF = "capstan-redis.conf";
 const KEYDB_CONF = "capstan-keydb.conf";
 const DRAGONFLY_FLAGS = "capstan-dragonfly.flags";
+/** The MYSQL_* names the mariadb image reads when its MARIADB_* ones are not set. */
+const MARIADB_FALLBACKS = ["MYSQL_ROOT_PASSWORD", "MYSQL_ROOT_PASSWORD_FILE", "MYSQL_PASSWORD", "MYSQL_PASSWORD_FILE"];
 /** Set by no engine, used by the CLIs: a user's value would be read by the probe. */
 const REDIS_RESERVED = ["REDISCLI_AUTH"];
 
@@ -90,10 +116,12 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
   postgresql: (c) => {
     const user = c.user ?? "postgres";
     const db = c.database ?? user;
+    const secrets = initSecrets("postgresql", { POSTGRES_PASSWORD: c.password });
     return {
       // PGDATA explicitly: postgres 18+ images default elsewhere, off the volume.
-      env: { POSTGRES_USER: user, POSTGRES_PASSWORD: c.password, POSTGRES_DB: db, PGDATA: DATABASE_ENGINE_FACTS.postgresql.dataDir },
-      files: [],
+      env: { POSTGRES_USER: user, POSTGRES_DB: db, PGDATA: DATABASE_ENGINE_FACTS.postgresql.dataDir, ...secrets.env },
+      files: secrets.files,
+      reservedEnv: secrets.reservedEnv,
       // TCP, not the socket: during initialisation the image's temporary server listens on the socket only.
       healthcheck: cmdProbe("pg_isready", "--host=127.0.0.1", "--port=5432", `--username=${user}`, `--dbname=${db}`),
       probe: "pg_isready",
@@ -102,13 +130,11 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
 
   mysql: (c) => {
     const user = regularUser(c);
+    const secrets = initSecrets("mysql", { MYSQL_ROOT_PASSWORD: c.root_password ?? c.password, ...(user ? { MYSQL_PASSWORD: c.password } : {}) });
     return {
-      env: {
-        MYSQL_ROOT_PASSWORD: c.root_password ?? c.password,
-        ...(user ? { MYSQL_USER: user, MYSQL_PASSWORD: c.password } : {}),
-        ...(c.database ? { MYSQL_DATABASE: c.database } : {}),
-      },
-      files: [],
+      env: { ...(user ? { MYSQL_USER: user } : {}), ...(c.database ? { MYSQL_DATABASE: c.database } : {}), ...secrets.env },
+      files: secrets.files,
+      reservedEnv: secrets.reservedEnv,
       // ping exits 0 whenever the server answers, "Access denied" included: no password needed.
       // TCP: the image's initialisation server runs with --skip-networking.
       healthcheck: cmdProbe("mysqladmin", "ping", "--host=127.0.0.1", "--port=3306"),
@@ -118,36 +144,35 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
 
   mariadb: (c) => {
     const user = regularUser(c);
+    const secrets = initSecrets("mariadb", { MARIADB_ROOT_PASSWORD: c.root_password ?? c.password, ...(user ? { MARIADB_PASSWORD: c.password } : {}) });
     return {
-      env: {
-        MARIADB_ROOT_PASSWORD: c.root_password ?? c.password,
-        ...(user ? { MARIADB_USER: user, MARIADB_PASSWORD: c.password } : {}),
-        ...(c.database ? { MARIADB_DATABASE: c.database } : {}),
-      },
-      files: [],
+      env: { ...(user ? { MARIADB_USER: user } : {}), ...(c.database ? { MARIADB_DATABASE: c.database } : {}), ...secrets.env },
+      files: secrets.files,
+      // The image falls back to the MYSQL_* names: a user's MYSQL_ROOT_PASSWORD would fight ours.
+      reservedEnv: [...secrets.reservedEnv!, ...MARIADB_FALLBACKS],
       // mariadb:11 no longer ships the mysql* names.
       healthcheck: cmdProbe("mariadb-admin", "ping", "--host=127.0.0.1", "--port=3306"),
       probe: "mariadb-admin",
     };
   },
 
-  mongodb: (c) => ({
-    env: {
-      MONGO_INITDB_ROOT_USERNAME: c.user ?? "root",
-      MONGO_INITDB_ROOT_PASSWORD: c.password,
-      ...(c.database ? { MONGO_INITDB_DATABASE: c.database } : {}),
-    },
-    files: [],
-    // ping needs no authentication.
-    healthcheck: cmdProbe("mongosh", "--quiet", "--norc", "--eval", "db.adminCommand({ ping: 1 }).ok"),
-    probe: "mongosh",
-  }),
+  mongodb: (c) => {
+    const secrets = initSecrets("mongodb", { MONGO_INITDB_ROOT_PASSWORD: c.password });
+    return {
+      env: { MONGO_INITDB_ROOT_USERNAME: c.user ?? "root", ...(c.database ? { MONGO_INITDB_DATABASE: c.database } : {}), ...secrets.env },
+      files: secrets.files,
+      reservedEnv: secrets.reservedEnv,
+      // ping needs no authentication.
+      healthcheck: cmdProbe("mongosh", "--quiet", "--norc", "--eval", "db.adminCommand({ ping: 1 }).ok"),
+      probe: "mongosh",
+    };
+  },
 
   redis: (c) => ({
     env: {},
     reservedEnv: REDIS_RESERVED,
     cmd: ["redis-server", `${DATABASE_ENGINE_FACTS.redis.dataDir}/${REDIS_CONF}`],
-    files: [{ dir: DATABASE_ENGINE_FACTS.redis.dataDir, name: REDIS_CONF, content: redisConf([["requirepass", c.password], ["dir", DATABASE_ENGINE_FACTS.redis.dataDir]]) }],
+    files: [{ dir: DATABASE_ENGINE_FACTS.redis.dataDir, name: REDIS_CONF, content: redisConf([["requirepass", c.password], ["dir", DATABASE_ENGINE_FACTS.redis.dataDir]]), ownerOf: DATABASE_ENGINE_FACTS.redis.dataDir }],
     healthcheck: pongProbe("redis-cli"),
     probe: "redis-cli",
   }),
@@ -157,7 +182,7 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
     reservedEnv: REDIS_RESERVED,
     // The image's own config first (its Docker defaults), then ours.
     cmd: ["keydb-server", "/etc/keydb/keydb.conf", "--include", `${DATABASE_ENGINE_FACTS.keydb.dataDir}/${KEYDB_CONF}`],
-    files: [{ dir: DATABASE_ENGINE_FACTS.keydb.dataDir, name: KEYDB_CONF, content: redisConf([["requirepass", c.password], ["dir", DATABASE_ENGINE_FACTS.keydb.dataDir]]) }],
+    files: [{ dir: DATABASE_ENGINE_FACTS.keydb.dataDir, name: KEYDB_CONF, content: redisConf([["requirepass", c.password], ["dir", DATABASE_ENGINE_FACTS.keydb.dataDir]]), ownerOf: DATABASE_ENGINE_FACTS.keydb.dataDir }],
     healthcheck: pongProbe("keydb-cli"),
     probe: "keydb-cli",
   }),
@@ -173,7 +198,7 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
     reservedEnv: [...REDIS_RESERVED, "DFLY_requirepass"],
     // The image's command plus the flagfile (its entrypoint drops to the server's user for "dragonfly").
     cmd: ["dragonfly", "--logtostderr", `--flagfile=${DATABASE_ENGINE_FACTS.dragonfly.dataDir}/${DRAGONFLY_FLAGS}`],
-    files: [{ dir: DATABASE_ENGINE_FACTS.dragonfly.dataDir, name: DRAGONFLY_FLAGS, content: dragonflyFlag("requirepass", c.password) }],
+    files: [{ dir: DATABASE_ENGINE_FACTS.dragonfly.dataDir, name: DRAGONFLY_FLAGS, content: dragonflyFlag("requirepass", c.password), ownerOf: DATABASE_ENGINE_FACTS.dragonfly.dataDir }],
     healthcheck: pongProbe("redis-cli"),
     probe: "redis-cli",
   }),

@@ -86,9 +86,10 @@ describe("dbContainerSpec", () => {
     expect(none.nanoCpus).toBeUndefined();
   });
 
-  it("mongodb, clickhouse: their credentials reach the container by env, never argv; redis-like engines by file only", () => {
+  it("clickhouse's credentials reach the container by env, never argv; the others' passwords by file only", () => {
     const mongo = spec(payload("mongodb"));
-    expect(mongo.env).toMatchObject({ MONGO_INITDB_ROOT_USERNAME: "app", MONGO_INITDB_ROOT_PASSWORD: "secret-password-123" });
+    expect(mongo.env).toMatchObject({ MONGO_INITDB_ROOT_USERNAME: "app", MONGO_INITDB_ROOT_PASSWORD_FILE: "/capstan-init/mongo_initdb_root_password" });
+    expect(JSON.stringify(mongo.env)).not.toContain("secret-password-123");
     const ch = spec(payload("clickhouse"));
     expect(ch.env).toMatchObject({ CLICKHOUSE_USER: "app", CLICKHOUSE_PASSWORD: "secret-password-123", CLICKHOUSE_DB: "appdb" });
     const df = spec(payload("dragonfly"));
@@ -101,9 +102,13 @@ describe("dbContainerSpec", () => {
   });
 
   it("a user variable cannot replace an engine variable, nor set one the engine reserves", () => {
-    const s = spec(payload("postgresql", { env: { POSTGRES_PASSWORD: "other", EXTRA: "1" } }));
-    expect(s.env?.POSTGRES_PASSWORD).toBe("secret-password-123");
+    const s = spec(payload("postgresql", { env: { POSTGRES_PASSWORD_FILE: "/elsewhere", EXTRA: "1" } }));
+    expect(s.env?.POSTGRES_PASSWORD_FILE).toBe("/capstan-init/postgres_password");
     expect(s.env?.EXTRA).toBe("1");
+    // POSTGRES_PASSWORD beside POSTGRES_PASSWORD_FILE would stop the image's entrypoint.
+    expect(spec(payload("postgresql", { env: { POSTGRES_PASSWORD: "other" } })).env).not.toHaveProperty("POSTGRES_PASSWORD");
+    const maria = spec(payload("mariadb", { env: { MYSQL_ROOT_PASSWORD: "other", MARIADB_PASSWORD: "other" } }));
+    expect(JSON.stringify(maria.env)).not.toContain("other");
     expect(mergeEnv({ A: "engine" }, { A: "user", B: "user" })).toEqual({ env: { A: "engine", B: "user" }, overridden: ["A"] });
     expect(mergeEnv({ A: "engine" }, { R: "user", B: "user" }, ["R"])).toEqual({ env: { A: "engine", B: "user" }, overridden: ["R"] });
     // A REDISCLI_AUTH of the user's would make the probe authenticate with it; DFLY_requirepass would fight the flagfile.
