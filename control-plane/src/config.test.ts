@@ -49,6 +49,21 @@ describe("network settings (docs/networks.md)", () => {
     expect(load({ PLATFORM_NETWORK_ISOLATION_MODE: "none", PLATFORM_PROXY_ISOLATION: "false" }).network.management).toBe(false);
   });
 
+  it("refuses PLATFORM_OVERLAY_ENCRYPTION=true without network management (no overlay would be created to encrypt)", () => {
+    for (const off of [{}, { PLATFORM_NETWORK_MANAGEMENT: "false" }]) {
+      expect(refusal({ ...off, PLATFORM_OVERLAY_ENCRYPTION: "true" })).toMatch(
+        /PLATFORM_OVERLAY_ENCRYPTION=true needs PLATFORM_NETWORK_MANAGEMENT=true \(without it the platform creates no overlay network to encrypt\)/,
+      );
+    }
+    // Every problem is named at once.
+    const both = refusal({ PLATFORM_PROXY_ISOLATION: "true", PLATFORM_OVERLAY_ENCRYPTION: "yes" });
+    expect(both).toMatch(/PLATFORM_PROXY_ISOLATION=true needs/);
+    expect(both).toMatch(/PLATFORM_OVERLAY_ENCRYPTION=true needs/);
+    // Off is fine without management; on is fine with it.
+    expect(load({ PLATFORM_OVERLAY_ENCRYPTION: "false" }).network.overlayEncryption).toBe(false);
+    expect(load({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_OVERLAY_ENCRYPTION: "true" }).network.overlayEncryption).toBe(true);
+  });
+
   it("refuses bad values with the variable's name and what it takes", () => {
     expect(refusal({ PLATFORM_NETWORK_ISOLATION_MODE: "per-team" })).toMatch(/PLATFORM_NETWORK_ISOLATION_MODE: must be none, environment or strict/);
     expect(refusal({ PLATFORM_NETWORK_MANAGEMENT: "on" })).toMatch(/PLATFORM_NETWORK_MANAGEMENT/);

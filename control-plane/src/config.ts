@@ -203,7 +203,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
  * would do nothing, or contradict each other, stop the start with the reason rather than run
  * with less isolation than the operator asked for:
  * - strict mode with PLATFORM_PROXY_ISOLATION=false (strict is proxy isolation enforced);
- * - strict mode or PLATFORM_PROXY_ISOLATION=true without PLATFORM_NETWORK_MANAGEMENT=true.
+ * - strict mode, PLATFORM_PROXY_ISOLATION=true or PLATFORM_OVERLAY_ENCRYPTION=true without
+ *   PLATFORM_NETWORK_MANAGEMENT=true (without management the platform creates no network, so
+ *   there is no overlay to encrypt).
  * Strict mode with PLATFORM_PROXY_ISOLATION unset turns proxy isolation on.
  */
 function networkConfig(e: z.infer<typeof EnvSchema>): NetworkConfig {
@@ -215,6 +217,9 @@ function networkConfig(e: z.infer<typeof EnvSchema>): NetworkConfig {
   if (!e.PLATFORM_NETWORK_MANAGEMENT) {
     if (strict) problems.push("PLATFORM_NETWORK_ISOLATION_MODE=strict needs PLATFORM_NETWORK_MANAGEMENT=true");
     if (e.PLATFORM_PROXY_ISOLATION === true) problems.push("PLATFORM_PROXY_ISOLATION=true needs PLATFORM_NETWORK_MANAGEMENT=true");
+    if (e.PLATFORM_OVERLAY_ENCRYPTION) {
+      problems.push("PLATFORM_OVERLAY_ENCRYPTION=true needs PLATFORM_NETWORK_MANAGEMENT=true (without it the platform creates no overlay network to encrypt)");
+    }
   }
   if (problems.length) throw new ConfigError(`Invalid configuration:\n${problems.map((p) => `  ${p}`).join("\n")}`);
   return {
