@@ -121,6 +121,13 @@ describe("selectRoutes: the routing network (capstan.proxy.network)", () => {
     expect(warnings).toEqual([expect.stringMatching(/internal-1: network capstan-env-2 is not one the proxy joins; not routed/)]);
   });
 
+  it("routes on a network both share when the labelled one is no longer the proxy's (settings changed since the deploy)", () => {
+    const c = { ...app("web-3", { network: "capstan-proxy-net" }), networks: ["capstan-env-1", "capstan-proxy-net"] };
+    const { routes, warnings } = selectRoutes([c], ["capstan", "capstan-env-1"]);
+    expect(routes.map((r) => r.dial)).toEqual(["web-3.capstan-env-1:8080"]);
+    expect(warnings).toEqual([expect.stringMatching(/web-3: network capstan-proxy-net is not one the proxy joins; routed on capstan-env-1 until it is redeployed/)]);
+  });
+
   it("skips, with the reason, a container not attached to its labelled network (a hand-set label)", () => {
     const c = { ...app("web-2", { network: "capstan-proxy-net" }), networks: ["capstan-env-1"] };
     const { routes, warnings } = selectRoutes([c], ["capstan-env-1", "capstan-proxy-net"]);

@@ -126,10 +126,18 @@ export function selectRoutes(candidates: Candidate[], networks: readonly string[
       warnings.push(`container ${c.name}: its name cannot be used as an upstream host; not routed`);
       continue;
     }
-    const network = c.labels[LABEL_PROXY_NETWORK];
+    let network = c.labels[LABEL_PROXY_NETWORK];
     if (network && !networks.includes(network)) {
-      warnings.push(`container ${c.name}: network ${network} is not one the proxy joins; not routed`);
-      continue;
+      // The label was written under other network settings (proxy isolation switched off since,
+      // say). A network both are on still reaches it without widening anything, so routing
+      // does not stop until the container is redeployed with the label the settings give now.
+      const common = c.networks?.find((n) => networks.includes(n));
+      if (!common) {
+        warnings.push(`container ${c.name}: network ${network} is not one the proxy joins; not routed`);
+        continue;
+      }
+      warnings.push(`container ${c.name}: network ${network} is not one the proxy joins; routed on ${common} until it is redeployed`);
+      network = common;
     }
     if (network && c.networks && !c.networks.includes(network)) {
       warnings.push(`container ${c.name}: it is not attached to network ${network} (its ${LABEL_PROXY_NETWORK} label); not routed`);
