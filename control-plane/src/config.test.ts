@@ -50,8 +50,9 @@ describe("network settings (docs/networks.md)", () => {
   });
 
   it("refuses PLATFORM_OVERLAY_ENCRYPTION=true without network management (no overlay would be created to encrypt)", () => {
-    for (const off of [{}, { PLATFORM_NETWORK_MANAGEMENT: "false" }]) {
-      expect(refusal({ ...off, PLATFORM_OVERLAY_ENCRYPTION: "true" })).toMatch(
+    const off: Record<string, string>[] = [{}, { PLATFORM_NETWORK_MANAGEMENT: "false" }];
+    for (const unset of off) {
+      expect(refusal({ ...unset, PLATFORM_OVERLAY_ENCRYPTION: "true" })).toMatch(
         /PLATFORM_OVERLAY_ENCRYPTION=true needs PLATFORM_NETWORK_MANAGEMENT=true \(without it the platform creates no overlay network to encrypt\)/,
       );
     }
