@@ -339,7 +339,7 @@ describe("sync", () => {
     const gone = await make("gone", "active");
     const neverMade = await make("never-made", "pending");
     const engine = [
-      engineNetwork("kept", { id: "engine-kept" }),
+      engineNetwork("kept", { id: "engine-kept", labels: { "capstan.managed": "true", "capstan.network.scope": "shared" } }),
       engineNetwork("bridge", { id: "engine-bridge", labels: {} }),
       engineNetwork("capstan", { id: "engine-capstan" }),
       engineNetwork("hand-made", { id: "engine-hand", labels: { owner: "ops" } }),
@@ -375,6 +375,74 @@ describe("sync", () => {
     engine.push(engineNetwork("hand-made", { id: "engine-hand-2", labels: {} }));
     expect((await team.api.post(`/networks/${server.uuid}/sync`)).body.data).toMatchObject({ discovered: 0, verified: 7 });
     expect(await db().network.findFirstOrThrow({ where: { serverId: server.id, name: "hand-made" } })).toMatchObject({ status: "active", containerEngineId: "engine-hand-2" });
+  });
+
+  it("a record whose name a network not made by the platform holds becomes failed with the reason, never active; it cannot be attached", async () => {
+    const { server, agent } = await serverWithAgent("sync-foreign");
+    const env = await db().environment.findFirstOrThrow({ where: { project: { uuid: world.projectUuid }, name: "production" } });
+    const make = (name: string, scope: string, status: string, extra: object = {}) =>
+      db().network.create({ data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name, scope, driver: "bridge", status, ...extra } });
+    const handShared = await make("bus-by-hand", "shared", "active", { containerEngineId: "engine-old-bus" });
+    const envNet = await make(`capstan-env-${env.uuid}`, "environment", "pending", { environmentId: env.id });
+    const proxyNet = await make("capstan-proxy-net", "proxy", "pending", { isProxyNetwork: true });
+    const otherScope = await make("scoped-elsewhere", "shared", "failed", { reason: "creation failed" });
+    const deleted = await make("long-gone", "shared", "deleted");
+    const system = await make("ops-net", "system", "active");
+    const engine = [
+      engineNetwork("bus-by-hand", { id: "engine-hand-bus", labels: {} }),
+      engineNetwork(`capstan-env-${env.uuid}`, { id: "engine-hand-env", labels: { owner: "ops" } }),
+      engineNetwork("capstan-proxy-net", { id: "engine-hand-proxy", labels: { "capstan.managed": "true" } }),
+      engineNetwork("scoped-elsewhere", { id: "engine-env-scoped", labels: { "capstan.managed": "true", "capstan.network.scope": "environment" } }),
+      engineNetwork("long-gone", { id: "engine-hand-gone", labels: {} }),
+      engineNetwork("ops-net", { id: "engine-ops", labels: {} }),
+    ];
+    agent.serve("networks.list", () => ({ ok: true, result: { networks: engine } }));
+    const r = await team.api.post(`/networks/${server.uuid}/sync`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    // Only the system record is verified; three records become failed (the fourth was failed already and gets the reason).
+    expect(r.body.data).toEqual({ total: 6, discovered: 0, verified: 1, deleted: 0, failed: 3 });
+    const row = (id: number) => db().network.findUniqueOrThrow({ where: { id } });
+    expect(await row(handShared.id)).toMatchObject({
+      status: "failed",
+      containerEngineId: null,
+      reason: "a network named bus-by-hand exists on the server that the platform did not create (no capstan.managed=true label); remove or rename it",
+    });
+    expect(await row(envNet.id)).toMatchObject({ status: "failed", containerEngineId: null, reason: expect.stringMatching(/^a network named capstan-env-.* that the platform did not create/) });
+    expect(await row(proxyNet.id)).toMatchObject({ status: "failed", reason: expect.stringMatching(/did not create as its proxy network \(capstan.network.scope is not set\); remove or rename it/) });
+    expect(await row(otherScope.id)).toMatchObject({ status: "failed", reason: expect.stringMatching(/did not create as its shared network \(capstan.network.scope is environment\)/) });
+    // Deleted stays deleted: the platform's network of that name is gone.
+    expect(await row(deleted.id)).toMatchObject({ status: "deleted", reason: null });
+    // System records describe what was found: unaffected.
+    expect(await row(system.id)).toMatchObject({ status: "active", containerEngineId: "engine-ops" });
+
+    const app = await world.imageApp(server, "foreign-user");
+    const attach = await team.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: handShared.uuid });
+    expect(attach.status).toBe(422);
+    expect(attach.body.errors.network_uuid).toEqual(["Network bus-by-hand is failed; create it again first."]);
+
+    // Again: nothing changes, nothing is counted twice.
+    const before = await rowsOf(server.id);
+    expect((await team.api.post(`/networks/${server.uuid}/sync`)).body.data).toEqual({ total: 6, discovered: 0, verified: 1, deleted: 0, failed: 0 });
+    expect(await rowsOf(server.id)).toEqual(before);
+
+    // The hand-made network replaced by the platform's own: active again.
+    engine[0] = engineNetwork("bus-by-hand", { id: "engine-new-bus", labels: { "capstan.managed": "true", "capstan.network.scope": "shared" } });
+    expect((await team.api.post(`/networks/${server.uuid}/sync`)).body.data).toMatchObject({ verified: 2, failed: 0 });
+    expect(await row(handShared.id)).toMatchObject({ status: "active", containerEngineId: "engine-new-bus", reason: null });
+  });
+
+  it("a capstan-proxy-net without the proxy scope label is not recorded as the proxy network", async () => {
+    const { server, agent } = await serverWithAgent("sync-proxy-unlabelled");
+    agent.serve("networks.list", () => ({ ok: true, result: { networks: [engineNetwork("capstan-proxy-net", { labels: { "capstan.managed": "true" } })] } }));
+    expect((await team.api.post(`/networks/${server.uuid}/sync`)).body.data.discovered).toBe(1);
+    expect(await db().network.findFirstOrThrow({ where: { serverId: server.id, name: "capstan-proxy-net" } })).toMatchObject({ scope: "system", isProxyNetwork: false, status: "active" });
+    const labelled = await serverWithAgent("sync-proxy-labelled");
+    labelled.agent.serve("networks.list", () => ({
+      ok: true,
+      result: { networks: [engineNetwork("capstan-proxy-net", { labels: { "capstan.managed": "true", "capstan.network.scope": "proxy" } })] },
+    }));
+    expect((await team.api.post(`/networks/${labelled.server.uuid}/sync`)).status).toBe(200);
+    expect(await db().network.findFirstOrThrow({ where: { serverId: labelled.server.id, name: "capstan-proxy-net" } })).toMatchObject({ scope: "proxy", isProxyNetwork: true });
   });
 
   it("503 when the agent is away or fails, and nothing changes", async () => {

@@ -18,6 +18,7 @@ import { newUuid } from "../lib/ids.js";
 import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
 import type { AccessService, Need } from "./access.js";
 import { ServerService } from "./servers.js";
+import { foreignNetworkReason } from "./network-ownership.js";
 import {
   LIVE_STATUSES,
   NetworkLimitError,
@@ -260,7 +261,9 @@ export class NetworkService {
    * agent listed) is left as it is, and a deleted record whose removal is still queued or
    * running is not brought back. A shared record with a name reserved for the platform's own
    * networks is not a user's shared network (an earlier sync took a compose application's own
-   * network for one): it becomes system and loses its attachments.
+   * network for one): it becomes system and loses its attachments. An environment, shared or
+   * proxy record found as a network the platform did not make (foreignNetworkReason) becomes
+   * failed, never active: sync is no way around the agent's refusal to take such a network over.
    */
   async sync(auth: AuthContext, serverUuid: string) {
     this.access.requireTeamAdmin(auth, "manage networks");
@@ -285,15 +288,19 @@ export class NetworkService {
         seen.add(n.name);
         const row = byName.get(n.name);
         if (row) {
-          counts.verified++;
+          const reclassify = row.scope === "shared" && isReservedNetworkName(row.name);
+          const foreign = reclassify ? null : foreignNetworkReason(row, n);
+          if (foreign === null) counts.verified++;
           if (changedSince(row) || (row.status === "deleted" && removing.has(row.name))) continue;
-          // A platform name can never be a user's shared network (POST refuses it): an earlier sync took one for it.
-          if (row.scope === "shared" && isReservedNetworkName(row.name)) {
+          if (reclassify) {
+            // A platform name can never be a user's shared network (POST refuses it): an earlier sync took one for it.
             await tx.networkAttachment.deleteMany({ where: { networkId: row.id } });
             await tx.network.update({
               where: { id: row.id },
               data: { scope: "system", status: "active", containerEngineId: n.id, reason: "reclassified by sync: a platform network, not a shared one (it cannot be attached or deleted)" },
             });
+          } else if (foreign !== null) {
+            if (await this.refuseForeign(tx, row, foreign)) counts.failed++;
           } else if (row.status !== "active" || row.containerEngineId !== n.id || row.reason !== null) {
             await tx.network.update({ where: { id: row.id }, data: { status: "active", containerEngineId: n.id, reason: null } });
           }
@@ -332,6 +339,20 @@ export class NetworkService {
   }
 
   /**
+   * A platform record whose name a network not made by the platform holds on the engine: never
+   * active (it would be attached and joined as the platform's), failed with the reason instead.
+   * A deleted record stays deleted: the platform's network of that name is gone, which is what
+   * it says. The engine's id is dropped, as it is not this record's network. True when the
+   * record became failed here.
+   */
+  private async refuseForeign(tx: Tx, row: NetworkRow, reason: string): Promise<boolean> {
+    if (row.status === "deleted") return false;
+    if (row.status === "failed" && row.reason === reason && row.containerEngineId === null) return false;
+    await tx.network.update({ where: { id: row.id }, data: { status: "failed", reason, containerEngineId: null } });
+    return row.status !== "failed";
+  }
+
+  /**
    * The scope of a network found on the engine without a record. Only what the platform
    * labelled for a scope gets it: shared needs capstan.network.scope=shared (a user's shared
    * network); an environment network needs its label and an environment of the team. Every
@@ -343,7 +364,8 @@ export class NetworkService {
     const platform = n.labels[LABEL_MANAGED] === "true";
     const scope = n.labels[LABEL_NETWORK_SCOPE];
     if (!platform || destinations.has(n.name)) return { scope: "system", environmentId: null };
-    if (n.name === PROXY_NETWORK) return { scope: "proxy", environmentId: null };
+    // Labelled as verification (foreignNetworkReason) expects, so the next sync keeps it active.
+    if (n.name === PROXY_NETWORK && scope === "proxy") return { scope: "proxy", environmentId: null };
     const envUuid = environmentUuidOf(n.name);
     if (envUuid && scope === "environment") {
       const env = await tx.environment.findFirst({ where: { uuid: envUuid, project: { teamId: server.teamId } }, select: { id: true } });

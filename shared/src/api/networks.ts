@@ -102,11 +102,11 @@ export const NetworkSyncResult = z
       total: z.number().int(),
       /** Found on the engine without a record: recorded (system, or shared when made by the platform). */
       discovered: z.number().int(),
-      /** Records confirmed present: active, with the engine's id. */
+      /** Records confirmed present: active, with the engine's id (system records, and platform records found as the platform's network). */
       verified: z.number().int(),
       /** Active records whose network is gone: deleted. */
       deleted: z.number().int(),
-      /** Pending records whose network never appeared: failed. */
+      /** Records marked failed: pending ones whose network never appeared, and platform records whose name a network the platform did not make holds. */
       failed: z.number().int(),
     }),
   })
