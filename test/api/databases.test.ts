@@ -103,6 +103,39 @@ describe("create, one path per engine", () => {
     expect(redis.internal_db_url).toBe(`redis://default:redis-pass-1@${redis.uuid}:6379/0`);
     const ch = await createDb(w, "clickhouse", { clickhouse_admin_user: "analyst", clickhouse_admin_password: "click-pass-1" });
     expect(ch.internal_db_url).toBe(`clickhouse://analyst:click-pass-1@${ch.uuid}:9000/default`);
+    const events = await createDb(w, "clickhouse", { clickhouse_admin_user: "analyst", clickhouse_admin_password: "click-pass-1", clickhouse_db: "events_2024" });
+    expect(events.internal_db_url).toBe(`clickhouse://analyst:click-pass-1@${events.uuid}:9000/events_2024`);
+    expect((await w.api.get(`/databases/${events.uuid}`)).body.credentials).toEqual({
+      clickhouse_admin_user: "analyst",
+      clickhouse_admin_password: "click-pass-1",
+      clickhouse_db: "events_2024",
+    });
+  });
+
+  it("clickhouse_db reaches the agent: the deploy's and the backup's credentials name it", async () => {
+    const res = await w.api.post("/databases/clickhouse", { ...placement(w), clickhouse_db: "analytics" });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const uuid = res.body.uuid as string;
+    const deploy = await answerJob(agent, "db.deploy", deployed(uuid));
+    expect((deploy.payload as any).credentials).toMatchObject({ user: "default", database: "analytics" });
+    const schedule = await w.api.post(`/databases/${uuid}/backups`, { frequency: "@daily" });
+    expect(schedule.status, JSON.stringify(schedule.body)).toBe(201);
+    const run = await w.api.post(`/databases/${uuid}/backups/${schedule.body.data.uuid}/execute`);
+    expect(run.status, JSON.stringify(run.body)).toBe(200);
+    const backup = await answerJob(agent, "db.backup", { error: "not run in this test" });
+    expect((backup.payload as any).credentials).toMatchObject({ database: "analytics" });
+  });
+
+  it("a clickhouse database stored without a database name shows ClickHouse's default", async () => {
+    const ch = await createDb(w, "clickhouse", { clickhouse_admin_password: "click-pass-1" });
+    const box = t.instance.box;
+    await prisma().standaloneDatabase.update({
+      where: { uuid: ch.uuid },
+      data: { credentials: box.seal(JSON.stringify({ user: "default", password: "click-pass-1", database: null, root_password: null })) },
+    });
+    const detail = (await w.api.get(`/databases/${ch.uuid}`)).body;
+    expect(detail.credentials.clickhouse_db).toBe("default");
+    expect(detail.internal_db_url).toBe(`clickhouse://default:click-pass-1@${ch.uuid}:9000/default`);
   });
 
   it("generates different strong passwords for every database, sealed at rest", async () => {
@@ -148,6 +181,9 @@ describe("refused create requests change nothing", () => {
     ["a password with a control character", "keydb", { keydb_password: "abcdefgh\n" }, "keydb_password"],
     ["a password that is too long", "dragonfly", { dragonfly_password: "x".repeat(129) }, "dragonfly_password"],
     ["a password that is not a string", "clickhouse", { clickhouse_admin_password: 12345678 }, "clickhouse_admin_password"],
+    ["a ClickHouse database name that is not an identifier", "clickhouse", { clickhouse_db: "web-events" }, "clickhouse_db"],
+    ["a ClickHouse database name too long", "clickhouse", { clickhouse_db: "d".repeat(65) }, "clickhouse_db"],
+    ["ClickHouse's system database", "clickhouse", { clickhouse_db: "system" }, "clickhouse_db"],
     ["a bad image reference", "postgresql", { image: "Postgres:17 alpine" }, "image"],
     ["an option-like image", "mongodb", { image: "-v/:/host" }, "image"],
     ["is_public without a port", "postgresql", { is_public: true }, "public_port"],
@@ -171,7 +207,8 @@ describe("refused create requests change nothing", () => {
     for (const [engine, extra, key] of [
       ["postgresql", { postgres_pasword: "typo-in-the-name" }, "postgres_pasword"],
       ["redis", { postgres_password: "not-for-redis-1" }, "postgres_password"],
-      ["clickhouse", { clickhouse_db: "x" }, "clickhouse_db"],
+      ["clickhouse", { postgres_db: "x" }, "postgres_db"],
+      ["postgresql", { clickhouse_db: "x" }, "clickhouse_db"],
       ["mysql", { fqdn: "db.example.com" }, "fqdn"],
     ] as const) {
       const res = await w.api.post(`/databases/${engine}`, { ...placement(w), ...extra });

@@ -45,6 +45,8 @@ interface EngineCase {
   engine: string;
   image: string;
   body: Record<string, unknown>;
+  /** the database internal_db_url must name, when the body names one */
+  database?: string;
   /** argv run in the client container to execute `statement` against the database; `input` goes to its stdin */
   client(url: URL, statement: string): { image: string; argv: string[]; input?: string };
   write: string[];
@@ -82,6 +84,7 @@ const CASES: EngineCase[] = [
     engine: "postgresql",
     image: "capstan-test/postgres:latest",
     body: { postgres_user: "app", postgres_db: "appdb" },
+    database: "appdb",
     client: (url, statement) => ({ image: "capstan-test/postgres:latest", argv: ["psql", url.toString(), "-v", "ON_ERROR_STOP=1", "-tA", "-c", statement] }),
     write: ["CREATE TABLE notes (id int primary key, body text)", "INSERT INTO notes SELECT g, 'note ' || g FROM generate_series(1, 500) g"],
     read: "SELECT count(*) || ':' || max(body) FROM notes",
@@ -92,6 +95,7 @@ const CASES: EngineCase[] = [
     engine: "mariadb",
     image: "capstan-test/mariadb:latest",
     body: { mariadb_user: "app", mariadb_database: "appdb" },
+    database: "appdb",
     client: mysqlClient("mariadb"),
     write: ["CREATE TABLE notes (id int primary key, body text)", "INSERT INTO notes VALUES (1, 'first'), (2, 'second'), (3, 'third')"],
     read: "SELECT CONCAT(COUNT(*), ':', MAX(body)) FROM notes",
@@ -103,6 +107,7 @@ const CASES: EngineCase[] = [
     engine: "mysql",
     image: "capstan-test/mariadb:latest",
     body: { mysql_user: "app", mysql_database: "appdb" },
+    database: "appdb",
     client: mysqlClient("mysql"),
     write: ["CREATE TABLE notes (id int primary key, body text)", "INSERT INTO notes VALUES (1, 'alpha'), (2, 'beta')"],
     read: "SELECT CONCAT(COUNT(*), ':', MAX(body)) FROM notes",
@@ -143,15 +148,22 @@ const CASES: EngineCase[] = [
     expect: /hello-dragonfly/,
   },
   {
-    // ClickHouse 18.16 from Debian: the clickhouse path with the engine's own dump and restore.
+    // ClickHouse 18.16 from Debian: the clickhouse path with the engine's own dump and restore,
+    // on a database of its own (clickhouse_db): the image creates it at first start, the backup
+    // dumps it and the restore puts the rows back there. The statements name it, so rows that
+    // landed in `default` would not count; the read also shows `default` has no such table.
     engine: "clickhouse",
     image: "capstan-test/clickhouse:latest",
-    body: { clickhouse_admin_user: "app" },
+    body: { clickhouse_admin_user: "app", clickhouse_db: "analytics" },
+    database: "analytics",
     client: clickhouseClient,
-    write: ["CREATE TABLE notes (id UInt32, body String) ENGINE = MergeTree ORDER BY id", "INSERT INTO notes VALUES (1, 'one'), (2, 'two'), (3, 'three')"],
-    read: "SELECT concat(toString(count()), ':', max(body)) FROM notes",
-    drop: "DROP TABLE notes",
-    expect: /^3:two$/m,
+    write: [
+      "CREATE TABLE analytics.notes (id UInt32, body String) ENGINE = MergeTree ORDER BY id",
+      "INSERT INTO analytics.notes VALUES (1, 'one'), (2, 'two'), (3, 'three')",
+    ],
+    read: "SELECT concat(toString(count()), ':', max(body), ':', toString((SELECT count() FROM system.tables WHERE database = 'default' AND name = 'notes'))) FROM analytics.notes",
+    drop: "DROP TABLE analytics.notes",
+    expect: /^3:two:0$/m,
   },
 ];
 
@@ -316,6 +328,7 @@ describe.each(CASES)("$engine through the API on a real engine", (c) => {
       const db = created.body.uuid as string;
       const url = new URL(created.body.internal_db_url as string);
       expect(url.hostname).toBe(db);
+      if (c.database) expect(decodeURIComponent(url.pathname.slice(1))).toBe(c.database);
       await healthy(db);
       expect((await database(db)).last_error).toBeNull();
       // The server's resources give it the spec's type, read from what the engine runs (its labels).

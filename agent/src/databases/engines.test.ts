@@ -152,6 +152,9 @@ describe("engine table", () => {
     expect(r.env).toEqual({ CLICKHOUSE_USER: "app", CLICKHOUSE_PASSWORD: PASSWORD, CLICKHOUSE_DB: "appdb", CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT: "1" });
     expect(r.healthcheck.test).toEqual(["CMD", "clickhouse-client", "--query", "SELECT 1"]);
     expect(engineRuntime("clickhouse", creds({ user: null, database: null })).env).toMatchObject({ CLICKHOUSE_USER: "default" });
+    // `default` exists anyway: no CLICKHOUSE_DB, so the image does not run its first-start init for it.
+    expect(engineRuntime("clickhouse", creds({ database: "default" })).env).not.toHaveProperty("CLICKHOUSE_DB");
+    expect(engineRuntime("clickhouse", creds({ database: null })).env).not.toHaveProperty("CLICKHOUSE_DB");
   });
 });
 

@@ -12,6 +12,7 @@ describe("databaseUrl", () => {
     expect(databaseUrl("redis", { user: null, password: "x", database: null }, "2001:db8::1", 6380)).toBe("redis://default:x@[2001:db8::1]:6380/0");
     expect(databaseUrl("mongodb", { user: "root", password: "x", database: "events" }, "h", 27017)).toBe("mongodb://root:x@h:27017/events?authSource=admin");
     expect(databaseUrl("clickhouse", { user: "default", password: "x", database: null }, "h", 9000)).toBe("clickhouse://default:x@h:9000/default");
+    expect(databaseUrl("clickhouse", { user: "default", password: "x", database: "analytics" }, "h", 9000)).toBe("clickhouse://default:x@h:9000/analytics");
   });
 
   it("round-trips through URL parsing for every engine", () => {
@@ -31,6 +32,18 @@ describe("create bodies", () => {
     const { common, credentials } = splitCreateBody("mysql", body as Record<string, unknown>);
     expect(credentials).toEqual({ user: "app", password: "secret-pw", database: "db", root_password: "root-pw-1" });
     expect(common).toEqual({ ...where, is_public: false, instant_deploy: true });
+  });
+
+  it("clickhouse takes clickhouse_db: an identifier of at most 64 characters, not one of ClickHouse's own databases", () => {
+    const body = CREATE_DATABASE_BODIES.clickhouse.parse({ ...where, clickhouse_admin_user: "app", clickhouse_db: "analytics" });
+    expect(splitCreateBody("clickhouse", body as Record<string, unknown>).credentials).toEqual({ user: "app", password: undefined, database: "analytics", root_password: undefined });
+    expect(splitCreateBody("clickhouse", CREATE_DATABASE_BODIES.clickhouse.parse(where) as Record<string, unknown>).credentials.database).toBeUndefined();
+    expect(CREATE_DATABASE_BODIES.clickhouse.safeParse({ ...where, clickhouse_db: "d".repeat(64) }).success).toBe(true);
+    for (const bad of ["d".repeat(65), "1st", "a-b", "a`b", "", "system", "INFORMATION_SCHEMA", "information_schema", "_temporary_and_external_tables"]) {
+      const r = CREATE_DATABASE_BODIES.clickhouse.safeParse({ ...where, clickhouse_db: bad });
+      expect(r.success, bad).toBe(false);
+      expect([...new Set(r.error!.issues.map((i) => i.path.join(".")))], bad).toEqual(["clickhouse_db"]);
+    }
   });
 
   it("are strict: unknown fields are named in one message", () => {

@@ -63,7 +63,7 @@ export const DATABASE_ENGINE_PARAMS: Record<DatabaseEngine, EngineParams> = {
   clickhouse: {
     user: { param: "clickhouse_admin_user", default: "default", max: 64 },
     password: "clickhouse_admin_password",
-    database: null,
+    database: { param: "clickhouse_db", default: "default", max: 64 },
     rootPassword: null,
   },
 };
@@ -77,7 +77,8 @@ export const defaultDatabaseImage = (engine: DatabaseEngine) => DATABASE_ENGINE_
 /**
  * The connection URL of a database: `<scheme>://<user>:<password>@<host>:<port>/<database>`.
  * User and password are percent-encoded. Redis-like engines: user `default`, database 0;
- * MongoDB authenticates its root user against `admin`; ClickHouse's URL names its `default` database.
+ * MongoDB authenticates its root user against `admin`. A ClickHouse database stored before
+ * clickhouse_db existed has no database name: the engine's `default`, which its backups use too.
  */
 export function databaseUrl(
   engine: DatabaseEngine,
@@ -202,9 +203,28 @@ export const CreateMongodbDatabaseBody = z
 export const CreateRedisDatabaseBody = z.strictObject({ ...CommonCreate, redis_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
 export const CreateKeydbDatabaseBody = z.strictObject({ ...CommonCreate, keydb_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
 export const CreateDragonflyDatabaseBody = z.strictObject({ ...CommonCreate, dragonfly_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
+/**
+ * ClickHouse's own databases: a backup lists the tables of clickhouse_db and its restore drops and
+ * recreates them, which must never touch the server's system tables.
+ */
+const CLICKHOUSE_RESERVED_DATABASES = ["system", "information_schema", "_temporary_and_external_tables"];
+const notClickhouseSystemDatabase = (b: { clickhouse_db?: string | undefined }, ctx: z.RefinementCtx) => {
+  if (b.clickhouse_db !== undefined && CLICKHOUSE_RESERVED_DATABASES.includes(b.clickhouse_db.toLowerCase())) {
+    ctx.addIssue({ code: "custom", path: ["clickhouse_db"], message: `${b.clickhouse_db} is a database of ClickHouse itself; choose another name.` });
+  }
+};
 export const CreateClickhouseDatabaseBody = z
-  .strictObject({ ...CommonCreate, clickhouse_admin_user: user("clickhouse"), clickhouse_admin_password: password }, unknownFieldsRefused)
-  .superRefine(publicNeedsPort);
+  .strictObject(
+    {
+      ...CommonCreate,
+      clickhouse_admin_user: user("clickhouse"),
+      clickhouse_admin_password: password,
+      clickhouse_db: database("clickhouse").meta({ description: "Created at first start; internal_db_url names it and backups dump it. Default default (ClickHouse's own)" }),
+    },
+    unknownFieldsRefused,
+  )
+  .superRefine(publicNeedsPort)
+  .superRefine(notClickhouseSystemDatabase);
 
 /** The create body of each engine's path (POST /databases/{engine}). */
 export const CREATE_DATABASE_BODIES = {

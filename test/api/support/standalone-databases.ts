@@ -29,7 +29,7 @@ export const ENGINES: Record<DatabaseEngine, EngineCase> = {
   redis: { scheme: "redis:", port: 6379, user: "default", path: "/0", search: "", userParam: null, passwordParam: "redis_password", databaseParam: null, rootPasswordParam: null, image: "redis:7-alpine" },
   keydb: { scheme: "redis:", port: 6379, user: "default", path: "/0", search: "", userParam: null, passwordParam: "keydb_password", databaseParam: null, rootPasswordParam: null, image: "eqalpha/keydb:latest" },
   dragonfly: { scheme: "redis:", port: 6379, user: "default", path: "/0", search: "", userParam: null, passwordParam: "dragonfly_password", databaseParam: null, rootPasswordParam: null, image: "docker.dragonflydb.io/dragonflydb/dragonfly:latest" },
-  clickhouse: { scheme: "clickhouse:", port: 9000, user: "default", path: "/default", search: "", userParam: "clickhouse_admin_user", passwordParam: "clickhouse_admin_password", databaseParam: null, rootPasswordParam: null, image: "clickhouse/clickhouse-server:latest" },
+  clickhouse: { scheme: "clickhouse:", port: 9000, user: "default", path: "/default", search: "", userParam: "clickhouse_admin_user", passwordParam: "clickhouse_admin_password", databaseParam: "clickhouse_db", rootPasswordParam: null, image: "clickhouse/clickhouse-server:latest" },
 };
 export const ENGINE_NAMES = Object.keys(ENGINES) as DatabaseEngine[];
 

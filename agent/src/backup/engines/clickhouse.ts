@@ -8,9 +8,10 @@ import { type SecretFile, withSecretFile } from "./secret-file.js";
 import type { BackupDriver, DbTarget } from "./types.js";
 
 /**
- * ClickHouse: a logical dump of the one database made with clickhouse-client only (no server
- * configuration needed, unlike BACKUP ... TO Disk, and it works on old servers too), written as
- * a tar stream (the `native.tar` of the file name):
+ * ClickHouse: a logical dump of the one database of the credentials (clickhouse_db; `default`
+ * for a database stored before that parameter existed) made with clickhouse-client only (no
+ * server configuration needed, unlike BACKUP ... TO Disk, and it works on old servers too),
+ * written as a tar stream (the `native.tar` of the file name):
  *
  *   manifest.json                      {format, database, tables: [{dir, name, engine, data}]}
  *   tables/0001/schema.sql             SHOW CREATE TABLE of each table and view

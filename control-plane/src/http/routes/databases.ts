@@ -67,7 +67,8 @@ function credentialsDto(engine: DatabaseEngine, c: DbCredentials, reveal: boolea
   const out: Record<string, string | null> = {};
   if (p.user) out[p.user.param] = c.user;
   out[p.password] = reveal ? c.password : null;
-  if (p.database) out[p.database.param] = c.database;
+  // A ClickHouse database stored before clickhouse_db existed has none: it runs on the default.
+  if (p.database) out[p.database.param] = c.database ?? p.database.default;
   if (p.rootPassword) out[p.rootPassword] = reveal ? c.root_password : null;
   return out;
 }
