@@ -5,6 +5,7 @@
  * label on compose applications, the limit on deploy, environment deletion, and proxy
  * isolation migrate -> redeploy -> cleanup. Real traffic on real engines: test/e2e/networks.test.ts.
  */
+import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeployPayload, EV, type EngineNetwork, type JobEnvelope, type ManagedContainer, type NetworkSpec } from "@capstan/shared";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
@@ -187,16 +188,53 @@ describe("mode environment (limit 2 networks per server here)", () => {
     expect(await m.db.network.count({ where: { serverId: server.id } })).toBe(2);
   });
 
-  it("an environment network beyond PLATFORM_MAX_NETWORKS fails the deployment with the reason; nothing is recorded", async () => {
+  it("a deploy that would need an environment network beyond PLATFORM_MAX_NETWORKS is a 422: no deployment, no job, nothing recorded", async () => {
     const { server } = await m.server("env-full");
     await m.deploy(await m.app(server, "a", { environment: "production" }));
     await m.deploy(await m.app(server, "b", { environment: "staging" }));
     const qa = await m.environment("qa");
-    const jobsBefore = m.deploys.length;
-    const failed = await m.deployFails(await m.app(server, "c", { environment: "qa" }));
-    expect(failed.reason).toMatch(/environment network cannot be created: Server env-full has reached its limit of 2 networks \(PLATFORM_MAX_NETWORKS\)/);
+    const jobsBefore = await m.db.job.count({ where: { serverId: server.id } });
+    const c = await m.app(server, "c", { environment: "qa" });
+    const r = await m.team.api.post(`/applications/${c}/deploy`);
+    expect(r.status, JSON.stringify(r.body)).toBe(422);
+    const message = "The application's environment network cannot be created: Server env-full has reached its limit of 2 networks (PLATFORM_MAX_NETWORKS); delete networks it no longer needs or raise the limit.";
+    expect(r.body).toEqual({ message, errors: { environment_name: [message] } });
+    expect(await m.db.deployment.count({ where: { application: { uuid: c } } })).toBe(0);
+    expect(await m.db.job.count({ where: { serverId: server.id } })).toBe(jobsBefore);
     expect(await m.db.network.count({ where: { serverId: server.id, name: `capstan-env-${qa.uuid}` } })).toBe(0);
-    expect(m.deploys.length).toBe(jobsBefore);
+    // An environment whose network is recorded already needs no room: its deploys go on.
+    await m.deploy(await m.app(server, "a2", { environment: "production" }));
+  });
+
+  it("a webhook's deployment at the limit is queued and fails with the reason (a git provider cannot show a 422 to anyone)", async () => {
+    const { server } = await m.server("env-full-hook");
+    await m.deploy(await m.app(server, "ha", { environment: "production" }));
+    await m.deploy(await m.app(server, "hb", { environment: "staging" }));
+    const hooked = await m.environment("hooked");
+    const created = await m.team.api.post("/applications/public", {
+      project_uuid: m.world.projectUuid,
+      environment_name: "hooked",
+      server_uuid: server.uuid,
+      destination_uuid: server.destinationUuid,
+      name: "hooked-app",
+      git_repository: "https://git.example.test/org/repo.git",
+      git_branch: "main",
+      build_pack: "builder_a",
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const secret = (await m.team.api.post(`/applications/${created.body.uuid}/webhook-secret`)).body.secret as string;
+    const sha = "0123456789abcdef0123456789abcdef01234567";
+    const body = JSON.stringify({ ref: "refs/heads/main", after: sha, head_commit: { id: sha, message: "push" }, repository: { full_name: "org/repo" } });
+    const res = await fetch(`${m.t.url}/api/v1/webhooks/applications/${created.body.uuid}/github`, {
+      method: "POST",
+      body,
+      headers: { "Content-Type": "application/json", "X-GitHub-Event": "push", "X-Hub-Signature-256": `sha256=${createHmac("sha256", secret).update(body).digest("hex")}` },
+    });
+    expect(res.status).toBe(200);
+    const { deployment_uuid } = (await res.json()) as { deployment_uuid: string };
+    const failed = await m.world.waitFor(deployment_uuid, "failed");
+    expect(failed.reason).toMatch(/environment network cannot be created: Server env-full-hook has reached its limit of 2 networks \(PLATFORM_MAX_NETWORKS\)/);
+    expect(await m.db.network.count({ where: { serverId: server.id, name: `capstan-env-${hooked.uuid}` } })).toBe(0);
   });
 
   it("attached shared networks are joined on the next deployment, and left after a detach", async () => {
@@ -245,6 +283,21 @@ describe("mode environment (limit 2 networks per server here)", () => {
     expect(refused.body.message).toMatch(/database's environment network cannot be created: .*PLATFORM_MAX_NETWORKS/);
     expect(refused.body.errors).toEqual({ environment_name: [refused.body.message] });
     expect(await m.db.standaloneDatabase.count()).toBe(before);
+    expect(await m.db.network.count({ where: { serverId: server.id } })).toBe(2);
+
+    // Starting (or restarting) a database whose environment has no network on the server yet:
+    // the same 422, and no db.deploy is queued.
+    const idle = await m.team.api.post("/databases/postgresql", { ...where("qa-db"), instant_deploy: false });
+    expect(idle.status, JSON.stringify(idle.body)).toBe(201);
+    const jobsBefore = await m.db.job.count({ where: { serverId: server.id } });
+    for (const action of ["start", "restart"]) {
+      const r = await m.team.api.post(`/databases/${idle.body.uuid}/${action}`);
+      expect(r.status, `${action} ${JSON.stringify(r.body)}`).toBe(422);
+      expect(r.body.message).toMatch(/database's environment network cannot be created: .*PLATFORM_MAX_NETWORKS/);
+      expect(r.body.errors).toEqual({ environment_name: [r.body.message] });
+    }
+    expect(await m.db.job.count({ where: { serverId: server.id } })).toBe(jobsBefore);
+    expect(dbDeploys).toHaveLength(1);
     expect(await m.db.network.count({ where: { serverId: server.id } })).toBe(2);
   });
 

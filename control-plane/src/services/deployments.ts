@@ -11,7 +11,7 @@ import { DEADLINE_EXCEEDED, type JobQueue, type JobRow } from "../jobs/queue.js"
 import type { AccessService } from "./access.js";
 import type { BuildRegistryConfig } from "../config.js";
 import { buildDeployPayload, buildPayloadOf, DeploySpecError, needsBuild, pushTarget, type DeploySpecDeps } from "./deploy-spec.js";
-import { assertPlannedNetworksFit, NetworkLimitError, NetworkPlanGoneError, lockServersNetworks, recordPlannedNetworks, type NetworkPlanContext } from "./network-plan.js";
+import { assertEnvironmentNetworkFits, assertPlannedNetworksFit, NetworkLimitError, NetworkPlanGoneError, lockServersNetworks, recordPlannedNetworks, type NetworkPlanContext } from "./network-plan.js";
 
 export interface DeploySchedulerSettings {
   /** Deadline of a started deployment (its app.deploy job), and how long queued ones wait for an absent agent. */
@@ -109,11 +109,23 @@ export class DeploymentService {
   // -------------------------------------------------------------------------------------------
   // Triggers
 
-  /** POST /applications/{uuid}/deploy: the caller needs deploy on the application's environment. */
+  /**
+   * POST /applications/{uuid}/deploy: the caller needs deploy on the application's environment.
+   * 422 when the server has no room for the environment network the deployment would create
+   * (PLATFORM_MAX_NETWORKS): nothing is queued. Webhooks (enqueue) skip this check: their
+   * caller is a git provider, so the deployment fails with the reason where the team sees it.
+   */
   async deploy(auth: AuthContext, applicationUuid: string, input: { force: boolean; commitSha: string | null }) {
     const app = await this.visibleApplication(auth, applicationUuid, "deploy");
     if (input.commitSha && !app.gitBranch) {
       throw invalid({ commit_sha: ["Only applications deployed from a git repository have commits."] });
+    }
+    try {
+      await assertEnvironmentNetworkFits(this.planCtx(this.db), { serverId: app.serverId, environmentId: app.environmentId });
+    } catch (err) {
+      if (!(err instanceof NetworkLimitError)) throw err;
+      // Named under environment_name, as a database's: the environment whose network has no room.
+      throw new AppError(422, limitReason(err), { environment_name: [limitReason(err)] });
     }
     return this.enqueue(app, { trigger: "api", force: input.force, commit: input.commitSha });
   }
@@ -768,9 +780,11 @@ export class DeploymentService {
 
 class Unbound extends Error {}
 
+const limitReason = (err: NetworkLimitError) => `The application's environment network cannot be created: ${err.message}`;
+
 /** Why a deployment's networks cannot be recorded, as its reason; null for any other error. */
 function networkFailure(err: unknown): string | null {
-  if (err instanceof NetworkLimitError) return `The application's environment network cannot be created: ${err.message}`;
+  if (err instanceof NetworkLimitError) return limitReason(err);
   if (err instanceof NetworkPlanGoneError) return err.message;
   return null;
 }

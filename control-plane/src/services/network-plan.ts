@@ -251,10 +251,25 @@ export async function recordPlannedNetworks(
 export async function assertPlannedNetworksFit(ctx: NetworkPlanContext, p: { serverId: number; specs: readonly NetworkSpec[] }): Promise<void> {
   if (!ctx.network.management) return;
   for (const spec of p.specs) {
-    if (spec.labels[LABEL_NETWORK_SCOPE] !== "environment") continue;
-    const row = await ctx.db.network.findUnique({ where: { serverId_name: { serverId: p.serverId, name: spec.name } } });
-    if (!row || !LIVE_STATUSES.includes(row.status)) await assertBelowLimit(ctx.db, ctx.network, p.serverId);
+    if (spec.labels[LABEL_NETWORK_SCOPE] === "environment") await assertRecordedOrFits(ctx, p.serverId, spec.name);
   }
+}
+
+/**
+ * The same check before a resource deployment is admitted (NetworkLimitError when the
+ * environment's network on the server is not recorded and would be one too many now), so the
+ * request is refused while the caller is there to read why, instead of a deployment that can
+ * only fail. Nothing is locked or written: the check when the job is written still decides.
+ */
+export async function assertEnvironmentNetworkFits(ctx: NetworkPlanContext, p: { serverId: number; environmentId: number }): Promise<void> {
+  if (!ctx.network.management || ctx.network.isolation === "none") return;
+  const env = await ctx.db.environment.findUnique({ where: { id: p.environmentId }, select: { uuid: true } });
+  if (env) await assertRecordedOrFits(ctx, p.serverId, environmentNetworkName(env.uuid));
+}
+
+async function assertRecordedOrFits(ctx: NetworkPlanContext, serverId: number, name: string): Promise<void> {
+  const row = await ctx.db.network.findUnique({ where: { serverId_name: { serverId, name } }, select: { status: true } });
+  if (!row || !LIVE_STATUSES.includes(row.status)) await assertBelowLimit(ctx.db, ctx.network, serverId);
 }
 
 /**

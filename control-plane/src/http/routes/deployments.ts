@@ -60,6 +60,7 @@ export const deploymentRoutes = [
     description:
       "`force` and `commit_sha` may be sent in the query string or in a JSON body (or both, with the same values). " +
       "Answers 429 with Retry-After when the server's deploy queue is full (PLATFORM_DEPLOY_QUEUE_LIMIT). " +
+      "Answers 422 (nothing queued) when the deployment would create its environment's network on a server at PLATFORM_MAX_NETWORKS. " +
       "The member needs the deploy permission on the application's environment.",
     scope: "deploy",
     params: DeployParams,
@@ -70,7 +71,7 @@ export const deploymentRoutes = [
       401: ERR[401],
       403: ERR[403],
       404: ERR[404],
-      422: ERR[422],
+      422: { description: "Invalid parameters, or the server has no room for the environment's network (PLATFORM_MAX_NETWORKS)" },
       429: { description: "The server's deploy queue is full (or the rate limit was exceeded); see Retry-After" },
     },
     async handler({ auth, services, params, query, body }) {
