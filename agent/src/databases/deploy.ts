@@ -10,6 +10,7 @@ import { dbContainer, removeDbContainers } from "./containers.js";
 import { type EngineRuntime, engineRuntime } from "./engines.js";
 import { waitHealthy } from "./health.js";
 import { isRedisLike, waitDatasetLoaded } from "./redis-cli.js";
+import { ensureDatabase as ensureClickhouseDatabase } from "../backup/engines/clickhouse.js";
 import { joinDbNetworks, prepareDbNetworks } from "./networks.js";
 import { dbContainerName, dbContainerSpec, dbVolumeLabels, mergeEnv } from "./spec.js";
 
@@ -91,9 +92,12 @@ export async function deployDatabase(engine: Engine, payload: DbDeployPayload, o
   return { container: name, status };
 }
 
-/** Healthy by the engine's probe and, for a redis-like engine, its dataset loaded. */
+/** Healthy by the engine's probe; a redis-like engine's dataset loaded; ClickHouse's database there. */
 async function waitReady(engine: Engine, name: string, payload: DbDeployPayload, runtime: EngineRuntime, opts: DbOptions, ctx: JobContext) {
   const c = await waitHealthy(engine, name, runtime, opts, ctx);
   if (isRedisLike(payload.engine)) await waitDatasetLoaded(engine, name, payload.engine, payload.credentials.password, opts, ctx);
+  if (payload.engine === "clickhouse") {
+    await ensureClickhouseDatabase({ engine, container: name, credentials: payload.credentials, signal: ctx.signal, progress: ctx.progress });
+  }
   return c;
 }

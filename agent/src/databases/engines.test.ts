@@ -147,14 +147,12 @@ describe("engine table", () => {
     expect(dragonflyFlag("requirepass", "in side")).toBe("--requirepass=in side\n");
   });
 
-  it("clickhouse: CLICKHOUSE_USER / _PASSWORD / _DB with access management; clickhouse-client SELECT 1", () => {
+  it("clickhouse: CLICKHOUSE_USER / _PASSWORD with access management, never CLICKHOUSE_DB (the agent creates it); clickhouse-client SELECT 1", () => {
     const r = engineRuntime("clickhouse", creds({ root_password: null }));
-    expect(r.env).toEqual({ CLICKHOUSE_USER: "app", CLICKHOUSE_PASSWORD: PASSWORD, CLICKHOUSE_DB: "appdb", CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT: "1" });
+    expect(r.env).toEqual({ CLICKHOUSE_USER: "app", CLICKHOUSE_PASSWORD: PASSWORD, CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT: "1" });
     expect(r.healthcheck.test).toEqual(["CMD", "clickhouse-client", "--query", "SELECT 1"]);
     expect(engineRuntime("clickhouse", creds({ user: null, database: null })).env).toMatchObject({ CLICKHOUSE_USER: "default" });
-    // `default` exists anyway: no CLICKHOUSE_DB, so the image does not run its first-start init for it.
     expect(engineRuntime("clickhouse", creds({ database: "default" })).env).not.toHaveProperty("CLICKHOUSE_DB");
-    expect(engineRuntime("clickhouse", creds({ database: null })).env).not.toHaveProperty("CLICKHOUSE_DB");
   });
 });
 

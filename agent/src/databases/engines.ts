@@ -207,9 +207,7 @@ export const ENGINES: Record<DatabaseEngine, Definition> = {
     env: {
       CLICKHOUSE_USER: c.user ?? "default",
       CLICKHOUSE_PASSWORD: c.password,
-      // `default` always exists: naming it would only make the image start and stop a temporary
-      // server at the first start to create it.
-      ...(c.database && c.database !== "default" ? { CLICKHOUSE_DB: c.database } : {}),
+      // No CLICKHOUSE_DB: the agent creates the database itself once the server is up (deploy.ts).
       // The admin user may create users and grants (SQL-driven access control).
       CLICKHOUSE_DEFAULT_ACCESS_MANAGEMENT: "1",
     },

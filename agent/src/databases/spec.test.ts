@@ -91,7 +91,8 @@ describe("dbContainerSpec", () => {
     expect(mongo.env).toMatchObject({ MONGO_INITDB_ROOT_USERNAME: "app", MONGO_INITDB_ROOT_PASSWORD_FILE: "/capstan-init/mongo_initdb_root_password" });
     expect(JSON.stringify(mongo.env)).not.toContain("secret-password-123");
     const ch = spec(payload("clickhouse"));
-    expect(ch.env).toMatchObject({ CLICKHOUSE_USER: "app", CLICKHOUSE_PASSWORD: "secret-password-123", CLICKHOUSE_DB: "appdb" });
+    expect(ch.env).toMatchObject({ CLICKHOUSE_USER: "app", CLICKHOUSE_PASSWORD: "secret-password-123" });
+    expect(ch.env).not.toHaveProperty("CLICKHOUSE_DB");
     const df = spec(payload("dragonfly"));
     expect(df.env).toEqual({ TZ: "UTC", DFLY_dir: "/data", DFLY_df_snapshot_format: "false", DFLY_dbfilename: "dump" });
     expect(df.cmd).toEqual(["dragonfly", "--logtostderr", "--flagfile=/data/capstan-dragonfly.flags"]);

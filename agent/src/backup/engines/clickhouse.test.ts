@@ -3,7 +3,7 @@ import type { DbCredentials } from "@capstan/shared";
 import { describe, expect, it } from "vitest";
 import type { Engine, ExecSpec } from "../../docker/engine.js";
 import { readTar } from "../tar.js";
-import { clickhouseDriver } from "./clickhouse.js";
+import { clickhouseDriver, ensureDatabase } from "./clickhouse.js";
 import type { DbTarget } from "./types.js";
 
 /**
@@ -105,5 +105,32 @@ describe("clickhouse backup driver", () => {
     const other = recordingEngine();
     await expect(clickhouseDriver.restore(target(other.engine, "default"), Readable.from([bytes]))).rejects.toThrow("the backup is of database analytics, not default");
     expect(other.queries()).toEqual([]);
+  });
+});
+
+describe("clickhouse: the database of clickhouse_db at deploy", () => {
+  it("is created by the agent, quoted, with the credentials in a config file and not in argv", async () => {
+    const { engine, queries } = recordingEngine();
+    const argv: string[][] = [];
+    const recording = {
+      ...engine,
+      putArchive: (engine as unknown as { putArchive: Engine["putArchive"] }).putArchive,
+      execStream: (id: string, spec: ExecSpec, signal: AbortSignal) => {
+        argv.push(spec.cmd);
+        return engine.execStream(id, spec, signal);
+      },
+    } as unknown as Engine;
+    await ensureDatabase(target(recording, "an`alytics"));
+    expect(queries().map((c) => c.query)).toEqual(["CREATE DATABASE IF NOT EXISTS `an\\`alytics`"]);
+    const client = argv.find((a) => a[0] === "clickhouse-client")!;
+    expect(client.some((a) => a.startsWith("--config-file=/tmp/capstan-"))).toBe(true);
+    expect(JSON.stringify(argv)).not.toContain("secret-password-1");
+  });
+
+  it("does nothing for default, which always exists", async () => {
+    const { engine, queries } = recordingEngine();
+    await ensureDatabase(target(engine, "default"));
+    await ensureDatabase(target(engine, null));
+    expect(queries()).toEqual([]);
   });
 });

@@ -4,7 +4,7 @@ import type { DbCredentials } from "@capstan/shared";
 import type { ExecSpec } from "../../docker/engine.js";
 import { BackupToolError, execCollect, execFeed, toolFailure, type DumpSource } from "../exec.js";
 import { readTar, TAR_END, tarHeader, tarPadding, type TarEntry } from "../tar.js";
-import { type SecretFile, withSecretFile } from "./secret-file.js";
+import { type SecretFile, type SecretFileTarget, withSecretFile } from "./secret-file.js";
 import type { BackupDriver, DbTarget } from "./types.js";
 
 /**
@@ -70,6 +70,20 @@ export function clientConfig(c: DbCredentials): SecretFile {
 /** One clickhouse-client run; `config` is the path of the client config file. */
 function client(c: DbCredentials, config: string, query: string): ExecSpec {
   return { cmd: ["clickhouse-client", `--config-file=${config}`, "--host=127.0.0.1", "--port=9000", `--user=${c.user ?? "default"}`, `--query=${query}`] };
+}
+
+/**
+ * Creates the credentials' database once the server is up, when it is missing (a first start).
+ * The agent does this instead of the image's CLICKHOUSE_DB: the official image's first-start
+ * init runs its client with the password in argv (seen by every process of the host), and its
+ * temporary server on 127.0.0.1 answers the health probe meanwhile, so the database would look
+ * healthy before other containers can connect. Idempotent: every deploy runs it.
+ */
+export async function ensureDatabase(t: SecretFileTarget & { credentials: DbCredentials }): Promise<void> {
+  const db = database(t.credentials);
+  if (db === "default") return;
+  await withSecretFile(t, clientConfig(t.credentials), (config) => execCollect(t.engine, t.container, client(t.credentials, config, `CREATE DATABASE IF NOT EXISTS ${quoteIdent(db)}`), t.signal));
+  t.progress(`clickhouse: database ${db} is there`);
 }
 
 async function listTables(t: DbTarget, config: string, db: string): Promise<TableInfo[]> {

@@ -28,6 +28,9 @@ const PROCESS_MARK = randomBytes(4).toString("hex");
  */
 const SWEEP_SCRIPT = 'for d in /tmp/capstan-*; do case "$d" in "/tmp/capstan-$1-"*) ;; *) if [ -e "$d" ]; then rm -rf -- "$d"; fi ;; esac; done';
 
+/** What putting a secret file in place needs of a database's container. */
+export type SecretFileTarget = Pick<DbTarget, "engine" | "container" | "signal" | "progress">;
+
 export interface SecretFile {
   /** File name inside the private directory (letters, digits, `.`, `_`, `-`). */
   name: string;
@@ -52,7 +55,7 @@ export async function execOwner(engine: Engine, container: string, signal: Abort
 }
 
 /** Runs a removal as root (the directories belong to root even when the tool runs as another user); reports a failure, never throws. */
-async function removeAsRoot(t: DbTarget, cmd: string[], what: string): Promise<void> {
+async function removeAsRoot(t: SecretFileTarget, cmd: string[], what: string): Promise<void> {
   try {
     const s = await t.engine.execStream(t.container, { cmd, user: "0" }, AbortSignal.timeout(REMOVE_TIMEOUT_MS));
     s.stdout.resume();
@@ -63,10 +66,10 @@ async function removeAsRoot(t: DbTarget, cmd: string[], what: string): Promise<v
   }
 }
 
-const removeDir = (t: DbTarget, dir: string) => removeAsRoot(t, ["rm", "-rf", "--", dir], dir);
+const removeDir = (t: SecretFileTarget, dir: string) => removeAsRoot(t, ["rm", "-rf", "--", dir], dir);
 
 /** The private directories earlier agent processes left in this container (a crash mid-job). */
-const sweepEarlierProcesses = (t: DbTarget) => removeAsRoot(t, ["sh", "-c", SWEEP_SCRIPT, "sh", PROCESS_MARK], "what earlier agent processes left in /tmp");
+const sweepEarlierProcesses = (t: SecretFileTarget) => removeAsRoot(t, ["sh", "-c", SWEEP_SCRIPT, "sh", PROCESS_MARK], "what earlier agent processes left in /tmp");
 
 /**
  * Puts the file in place, runs `fn` with its path, and removes it again. `holdUntil`: for a
@@ -74,7 +77,7 @@ const sweepEarlierProcesses = (t: DbTarget) => removeAsRoot(t, ["sh", "-c", SWEE
  * that promise (settled either way) and does not hold up the caller.
  */
 export async function withSecretFile<T>(
-  t: DbTarget,
+  t: SecretFileTarget,
   file: SecretFile,
   fn: (path: string) => Promise<T>,
   opts: { holdUntil?: (result: T) => Promise<unknown> } = {},
