@@ -11,6 +11,7 @@ import { DeployPayload, EV, type EngineNetwork, type JobEnvelope, type ManagedCo
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { DeployWorld, deployResult, until, type ServerFixture } from "./support/deployments.js";
 import { sampleFacts, type ScriptedAgent } from "./support/fake-agent.js";
+import { Prisma } from "../../control-plane/src/db/generated/sqlite/client.js";
 
 const PROXY_NET = "capstan-proxy-net";
 
@@ -37,6 +38,11 @@ class ModeWorld {
   /** A server whose agent answers deployments (recording them) and network jobs. */
   async server(name: string, facts = sampleFacts): Promise<{ server: ServerFixture; agent: ScriptedAgent }> {
     const server = await this.world.server(name);
+    return { server, agent: await this.reconnect(server, facts) };
+  }
+
+  /** The server's agent connected (again, after a restart of the control plane cut it off), with the same answers. */
+  async reconnect(server: ServerFixture, facts = sampleFacts): Promise<ScriptedAgent> {
     const agent = await this.world.agent(server, (job) => {
       this.deploys.push(job);
       return { ok: true, result: deployResult(null, "running:healthy") };
@@ -44,7 +50,7 @@ class ModeWorld {
     if (facts !== sampleFacts) await agent.hello(facts);
     agent.serve("app.action", () => ({ ok: true, result: { status: "exited" } }));
     agent.serve("network.remove", () => ({ ok: true, result: { removed: true, disconnected: [] } }));
-    return { server, agent };
+    return agent;
   }
 
   async environment(name: string): Promise<{ id: number; uuid: string }> {
@@ -104,9 +110,33 @@ async function sharedNetwork(m: ModeWorld, server: ServerFixture, name: string):
   return row.uuid;
 }
 
-async function attach(m: ModeWorld, app: string, network: string) {
-  const r = await m.team.api.post(`/networks/resource/application/${app}/attach`, { network_uuid: network });
+async function attach(m: ModeWorld, app: string, network: string, type = "application") {
+  const r = await m.team.api.post(`/networks/resource/${type}/${app}/attach`, { network_uuid: network });
   expect(r.status, JSON.stringify(r.body)).toBe(200);
+}
+
+/** The Prisma calls (one statement each) made while `request` runs, as model.method. */
+async function prismaCalls(m: ModeWorld, request: () => Promise<unknown>): Promise<string[]> {
+  const seen: string[] = [];
+  const client = m.db as unknown as Record<string, Record<string, unknown> | undefined>;
+  const undo: (() => void)[] = [];
+  for (const model of Object.values(Prisma.ModelName)) {
+    const key = model[0]!.toLowerCase() + model.slice(1);
+    const delegate = client[key];
+    if (!delegate) continue;
+    for (const method of ["findFirst", "findFirstOrThrow", "findUnique", "findUniqueOrThrow", "findMany", "count", "groupBy", "aggregate"]) {
+      const original = delegate[method];
+      if (typeof original !== "function") continue;
+      delegate[method] = (...args: unknown[]) => (seen.push(`${key}.${method}`), original.apply(delegate, args));
+      undo.push(() => (delegate[method] = original));
+    }
+  }
+  try {
+    await request();
+  } finally {
+    for (const u of undo) u();
+  }
+  return seen;
 }
 
 describe("network management off (the default): one bridge per server", () => {
@@ -377,6 +407,144 @@ describe("mode strict: environment isolation plus proxy isolation", () => {
     expect(own.status, JSON.stringify(own.body)).toBe(201);
     const q = await m.deploy(own.body.uuid);
     expect(JSON.parse((q.source as { compose: string }).compose).services[`${own.body.uuid}-web`].labels["capstan.proxy.network"]).toBe("my-routing");
+  });
+});
+
+describe("resource_count (strict mode: environment networks and proxy isolation)", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_NETWORK_ISOLATION_MODE: "strict" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  const database = async (server: ServerFixture, environment: string): Promise<string> => {
+    const r = await m.team.api.post("/databases/postgresql", {
+      project_uuid: m.world.projectUuid,
+      environment_name: environment,
+      server_uuid: server.uuid,
+      destination_uuid: server.destinationUuid,
+      instant_deploy: false,
+    });
+    expect(r.status, JSON.stringify(r.body)).toBe(201);
+    return r.body.uuid;
+  };
+
+  it("environment network: its environment's resources on the server; proxy network: the public applications; shared: the attachments", async () => {
+    const { server, agent } = await m.server("counts");
+    const { server: elsewhere } = await m.server("counts-elsewhere");
+    const prod = await m.environment("production");
+    const staging = await m.environment("staging");
+    const pub = await m.app(server, "c-public", { fqdn: "https://c.example.test" });
+    const internal = await m.app(server, "c-internal");
+    const stagingApp = await m.app(server, "c-staging", { environment: "staging" });
+    const db = await database(server, "production");
+    // The same environment on another server: not on this server's networks.
+    await m.app(elsewhere, "c-elsewhere", { fqdn: "https://elsewhere.example.test" });
+    await database(elsewhere, "production");
+    await m.deploy(pub);
+    await m.deploy(stagingApp);
+    const bus = await sharedNetwork(m, server, "c-bus");
+    await attach(m, internal, bus);
+    await attach(m, db, bus, "database");
+
+    const list = await m.team.api.get(`/networks/${server.uuid}`);
+    expect(list.status).toBe(200);
+    const counts = Object.fromEntries(list.body.data.map((n: { container_network_name: string; resource_count: number }) => [n.container_network_name, n.resource_count]));
+    expect(counts).toEqual({ [`capstan-env-${prod.uuid}`]: 3, [`capstan-env-${staging.uuid}`]: 1, [PROXY_NET]: 1, "c-bus": 2 });
+    // The detail counts the same way.
+    agent.serve("networks.list", () => ({ ok: true, result: { networks: [] } }));
+    for (const n of list.body.data as { uuid: string; resource_count: number }[]) {
+      const detail = await m.team.api.get(`/networks/${server.uuid}/${n.uuid}`);
+      expect(detail.status, JSON.stringify(detail.body)).toBe(200);
+      expect(detail.body.resource_count).toBe(n.resource_count);
+    }
+  });
+
+  it("the list takes the same statements however many networks and resources the server has (no query per network)", async () => {
+    const { server } = await m.server("counts-scale");
+    const pub = await m.app(server, "s-public", { fqdn: "https://s.example.test" });
+    await m.deploy(pub);
+    const bus = await sharedNetwork(m, server, "s-bus");
+    await attach(m, pub, bus);
+    const list = () => m.team.api.get(`/networks/${server.uuid}`);
+    const one = await prismaCalls(m, list);
+    expect(one).toContain("network.findMany");
+    expect((await list()).body.data).toHaveLength(3);
+
+    for (let i = 0; i < 6; i++) {
+      const env = await m.environment(`scale-${i}`);
+      const app = await m.app(server, `s-app-${i}`, { environment: `scale-${i}`, ...(i % 2 ? { fqdn: `https://s${i}.example.test` } : {}) });
+      await database(server, `scale-${i}`);
+      await m.db.network.create({
+        data: { uuid: crypto.randomUUID(), teamId: m.team.teamId, serverId: server.id, name: `capstan-env-${env.uuid}`, scope: "environment", environmentId: env.id, driver: "bridge", status: "active" },
+      });
+      await attach(m, app, await sharedNetwork(m, server, `s-bus-${i}`));
+    }
+    const many = await prismaCalls(m, list);
+    const body = (await list()).body;
+    expect(body.data).toHaveLength(15);
+    expect(body.data.filter((n: { scope: string; resource_count: number }) => n.scope === "environment" && n.resource_count === 2)).toHaveLength(6);
+    expect(body.data.find((n: { container_network_name: string }) => n.container_network_name === PROXY_NET).resource_count).toBe(4);
+    expect(many).toEqual(one);
+  });
+});
+
+describe("proxy isolation switched off, then on again: a server's phase is reset to none by what runs while it is off", () => {
+  const m = new ModeWorld({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_PROXY_ISOLATION: "true" });
+  beforeAll(() => m.init());
+  afterAll(() => m.close());
+
+  const shown = async (server: ServerFixture) => (await m.team.api.get(`/networks/${server.uuid}`)).body.proxy_isolation;
+
+  it("a deployment or proxy sync with isolation off resets the phase; back on, the proxy keeps the networks it routes those containers on", async () => {
+    const prod = await m.environment("production");
+    const envNet = `capstan-env-${prod.uuid}`;
+    const servers: ServerFixture[] = [];
+    const apps: string[] = [];
+    for (const name of ["deployed", "acted", "idle"]) {
+      const { server } = await m.server(`off-${name}`);
+      servers.push(server);
+      apps.push(await m.app(server, `off-${name}-app`, { fqdn: `https://${name}.example.test` }));
+    }
+    const [deployed, acted, idle] = servers as [ServerFixture, ServerFixture, ServerFixture];
+    const [deployedApp, actedApp, idleApp] = apps as [string, string, string];
+    // Fresh servers start cleaned: the proxy on the proxy network only.
+    for (const app of apps) expect((await m.deploy(app)).proxy.networks).toEqual([PROXY_NET]);
+    expect(await shown(deployed)).toEqual({ enabled: true, phase: "cleaned" });
+
+    await m.t.restart(100, { PLATFORM_PROXY_ISOLATION: "false" });
+    for (const s of servers) await m.reconnect(s);
+    // Nothing written under the new setting yet: the recorded phase is still true.
+    expect(await shown(deployed)).toEqual({ enabled: false, phase: "cleaned" });
+    const off = await m.deploy(deployedApp);
+    expect(off.run).toMatchObject({ network: envNet, networks: [], proxy_network: null });
+    expect(off.proxy.networks).toEqual(["capstan", envNet]);
+    expect(await shown(deployed)).toEqual({ enabled: false, phase: "none" });
+    // An action's proxy sync (stop) puts the proxy back on the old networks too.
+    expect((await m.team.api.post(`/applications/${actedApp}/stop`)).status).toBeLessThan(300);
+    expect(await shown(acted)).toEqual({ enabled: false, phase: "none" });
+    expect(await m.db.server.findUniqueOrThrow({ where: { id: idle.id } })).toMatchObject({ proxyIsolation: "cleaned" });
+
+    await m.t.restart(100, { PLATFORM_PROXY_ISOLATION: "true" });
+    for (const s of servers) await m.reconnect(s);
+    // The container deployed while off is routed on its environment network: the proxy stays
+    // there (and joins the proxy network) until migrate, redeploy and cleanup.
+    expect(await shown(deployed)).toEqual({ enabled: true, phase: "none" });
+    const on = await m.deploy(deployedApp);
+    expect(on.proxy.networks).toEqual(["capstan", envNet, PROXY_NET]);
+    expect(on.run.proxy_network).toBe(PROXY_NET);
+    // Nothing ran on this one while isolation was off: its containers are still routed on the proxy network.
+    expect(await shown(idle)).toEqual({ enabled: true, phase: "cleaned" });
+    expect((await m.deploy(idleApp)).proxy.networks).toEqual([PROXY_NET]);
+  });
+
+  it("with network management switched off as well, the same", async () => {
+    await m.t.restart(100, {}); // the instance's own settings, whatever the test before left; 100 ms: idle keep-alive connections see the close
+    const { server } = await m.server("mgmt-off");
+    const app = await m.app(server, "mgmt-off-app", { fqdn: "https://mgmt-off.example.test" });
+    expect((await m.deploy(app)).proxy.networks).toEqual([PROXY_NET]);
+    await m.t.restart(100, { PLATFORM_NETWORK_MANAGEMENT: "false", PLATFORM_PROXY_ISOLATION: "false" });
+    await m.reconnect(server);
+    expect((await m.deploy(app)).proxy.networks).toEqual(["capstan"]);
+    expect(await shown(server)).toEqual({ enabled: false, phase: "none" });
   });
 });
 

@@ -4,7 +4,7 @@
  * scopes and permissions. Deploy payloads per mode and proxy migration: networks-deploy.test.ts.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type EngineNetwork, type JobEnvelope, NetworkSpec } from "@capstan/shared";
+import { type EngineNetwork, type JobEnvelope, NetworkList, NetworkSpec } from "@capstan/shared";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { DeployWorld, until, type ServerFixture } from "./support/deployments.js";
 import { sampleFacts, type ScriptedAgent } from "./support/fake-agent.js";
@@ -200,6 +200,50 @@ describe("shared networks: create", () => {
     expect(page.status).toBe(200);
     expect(page.body.data).toHaveLength(1);
     expect(page.body.meta).toEqual({ current_page: 1, per_page: 1, total: 2, last_page: 2 });
+    expect(page.body.proxy_isolation).toEqual({ enabled: false, phase: "none" });
+  });
+});
+
+describe("GET /networks/{serverUuid}: proxy_isolation", () => {
+  it("says whether proxy isolation is in effect (the instance's setting, off here) and the server's recorded phase, in the documented shape", async () => {
+    const { server } = await serverWithAgent("phase-shown");
+    const r = await team.api.get(`/networks/${server.uuid}`);
+    expect(r.status).toBe(200);
+    expect(r.body).toEqual({ data: [], proxy_isolation: { enabled: false, phase: "none" } });
+    expect(NetworkList.parse(r.body)).toEqual(r.body);
+    await db().server.update({ where: { id: server.id }, data: { proxyIsolation: "migrated" } });
+    expect((await team.api.get(`/networks/${server.uuid}`)).body.proxy_isolation).toEqual({ enabled: false, phase: "migrated" });
+    // Paged lists carry it too.
+    expect((await team.api.get(`/networks/${server.uuid}`, { page: 1, per_page: 5 })).body).toMatchObject({ data: [], meta: { total: 0 }, proxy_isolation: { phase: "migrated" } });
+    // The OpenAPI document (generated from the route table) describes it with the shared schema.
+    const doc = (await (await fetch(`${t.url}/api/v1/openapi.json`)).json()) as any;
+    const listed = doc.paths["/networks/{serverUuid}"].get.responses["200"].content["application/json"].schema;
+    expect(listed.required).toEqual(expect.arrayContaining(["data", "proxy_isolation"]));
+    expect(listed.properties.proxy_isolation).toEqual({ $ref: "#/components/schemas/ProxyIsolationState" });
+    expect(doc.components.schemas.ProxyIsolationState).toMatchObject({
+      required: ["enabled", "phase"],
+      properties: { enabled: { type: "boolean" }, phase: { enum: ["none", "migrated", "cleaned"] } },
+    });
+    // Another team's server is not found, and its phase is not shown.
+    const other = await t.newTeam();
+    const foreign = await other.api.get(`/networks/${server.uuid}`);
+    expect(foreign.status).toBe(404);
+    expect(foreign.body).toEqual({ message: "Server not found." });
+  });
+});
+
+describe("resource_count without proxy isolation", () => {
+  it("an environment network counts its environment's applications and databases on the server; a proxy network left from before counts none", async () => {
+    const { server } = await serverWithAgent("counts-plain");
+    const env = await db().environment.findFirstOrThrow({ where: { project: { uuid: world.projectUuid }, name: "production" } });
+    await world.imageApp(server, "count-public", { fqdn: "https://count.example.test" });
+    await world.imageApp(server, "count-internal");
+    const make = (name: string, scope: string, extra: object = {}) =>
+      db().network.create({ data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: server.id, name, scope, driver: "bridge", status: "active", ...extra } });
+    await make(`capstan-env-${env.uuid}`, "environment", { environmentId: env.id });
+    await make("capstan-proxy-net", "proxy", { isProxyNetwork: true });
+    const counts = Object.fromEntries((await team.api.get(`/networks/${server.uuid}`)).body.data.map((n: any) => [n.scope, n.resource_count]));
+    expect(counts).toEqual({ environment: 2, proxy: 0 });
   });
 });
 
@@ -629,7 +673,7 @@ describe("with network management off", () => {
       const server = await offWorld.server("off");
       const agent = await offWorld.agent(server);
       agent.serve("networks.list", () => ({ ok: true, result: { networks: [engineNetwork("capstan")] } }));
-      expect((await offTeam.api.get(`/networks/${server.uuid}`)).body).toEqual({ data: [] });
+      expect((await offTeam.api.get(`/networks/${server.uuid}`)).body).toEqual({ data: [], proxy_isolation: { enabled: false, phase: "none" } });
       expect((await offTeam.api.post(`/networks/${server.uuid}/sync`)).body.data.discovered).toBe(1);
       const create = await offTeam.api.post(`/networks/${server.uuid}`, { name: "nope" });
       expect(create.status).toBe(409);

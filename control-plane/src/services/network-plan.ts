@@ -1,4 +1,4 @@
-import { LABEL_NETWORK_SCOPE, type NetworkDriver, type NetworkScope, type NetworkSpec } from "@capstan/shared";
+import { LABEL_NETWORK_SCOPE, type NetworkDriver, type NetworkScope, type NetworkSpec, type ProxyIsolationPhase } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { lockInTransaction } from "../db/locks.js";
 import type { NetworkConfig } from "../config.js";
@@ -212,13 +212,15 @@ export class NetworkPlanGoneError extends Error {}
  * NetworkPlanGoneError when its environment was deleted meanwhile) and the proxy network
  * (exempt). `proxyNetworks` (ProxySettings.networks): a payload that put the proxy on the proxy
  * network only while the server's phase is still none was built for a fresh server, which is
- * recorded cleaned here.
+ * recorded cleaned here; proxy settings built with proxy isolation off reset the phase to none
+ * (clearProxyPhase).
  */
 export async function recordPlannedNetworks(
   ctx: NetworkPlanContext,
   p: { teamId: number; serverId: number; specs: readonly NetworkSpec[]; proxyNetworks?: readonly string[] },
 ): Promise<void> {
   const cfg = ctx.network;
+  if (!cfg.proxyIsolation && p.proxyNetworks) await clearProxyPhase(ctx.db, p.serverId);
   if (!cfg.management) return;
   await withServerNetworks(ctx, p.serverId, async (tx) => {
     const inTx = { ...ctx, db: tx };
@@ -290,20 +292,30 @@ export async function lockServersNetworks(tx: Tx, dialect: NetworkPlanContext["d
  * - cleaned: POST .../proxy/cleanup ran, or the server had nothing deployed when isolation
  *   first applied to it: the proxy is on the proxy network only.
  */
-export type ProxyPhase = "none" | "migrated" | "cleaned";
+export type ProxyPhase = ProxyIsolationPhase;
+
+/** The phase a Server.proxyIsolation value stands for (anything unknown is none: the proxy keeps its old networks). */
+export const phaseOf = (stored: string | null | undefined): ProxyPhase => (stored === "migrated" || stored === "cleaned" ? stored : "none");
 
 export async function proxyPhase(db: Db | Tx, serverUuid: string): Promise<ProxyPhase> {
   const row = await db.server.findUnique({ where: { uuid: serverUuid }, select: { proxyIsolation: true } });
-  return row?.proxyIsolation === "migrated" || row?.proxyIsolation === "cleaned" ? row.proxyIsolation : "none";
+  return phaseOf(row?.proxyIsolation);
 }
 
 export async function setProxyPhase(db: Db | Tx, serverUuid: string, phase: Exclude<ProxyPhase, "none">): Promise<void> {
   await db.server.update({ where: { uuid: serverUuid }, data: { proxyIsolation: phase } });
 }
 
-/** Forgets a server's phase (the server left management). */
-export async function clearProxyPhase(db: Db | Tx, serverUuid: string): Promise<void> {
-  await db.server.updateMany({ where: { uuid: serverUuid }, data: { proxyIsolation: "none" } });
+/**
+ * Forgets a server's phase when proxy settings are written with proxy isolation off. Such a
+ * proxy sync puts the proxy back on the old networks and such a deployment labels its
+ * container to be routed there, so a migrated or cleaned phase is no longer true; kept, a
+ * later switch back on would take the server for cleaned and put the proxy on the proxy
+ * network only, leaving those containers unrouted. Done with the write that makes it untrue
+ * (not once at start), so a replica started with other settings cannot leave it stale.
+ */
+export async function clearProxyPhase(db: Db | Tx, serverId: number): Promise<void> {
+  await db.server.updateMany({ where: { id: serverId, proxyIsolation: { not: "none" } }, data: { proxyIsolation: "none" } });
 }
 
 /** Applications with an fqdn: the resources the proxy routes to. */
@@ -355,7 +367,8 @@ async function isFreshServer(db: Db | Tx, serverId: number): Promise<boolean> {
 
 /**
  * ProxySettings.networks and ensure_networks of a server. With `record`, the proxy network is
- * recorded as requested, and a fresh server's phase as cleaned; without, nothing is written
+ * recorded as requested, and a fresh server's phase as cleaned (with proxy isolation off, the
+ * phase is reset to none: clearProxyPhase); without, nothing is written
  * but the answer is the same (recordPlannedNetworks records it when the job is written).
  * `planned`: the environment network of the deployment these settings go with, which counts
  * as the server's although it is not recorded yet.
@@ -366,9 +379,12 @@ export async function proxyNetworks(
   opts: { record?: boolean; planned?: PlannedEnvironmentNetwork } = {},
 ): Promise<{ networks: string[]; ensure_networks: NetworkSpec[] }> {
   const shared = await sharedProxyNetworks(ctx, serverId, opts.planned);
-  if (!ctx.network.management || !ctx.network.proxyIsolation) return { networks: shared, ensure_networks: [] };
-  const server = await ctx.db.server.findUniqueOrThrow({ where: { id: serverId }, select: { uuid: true, teamId: true } });
   const record = opts.record ?? true;
+  if (!ctx.network.management || !ctx.network.proxyIsolation) {
+    if (record) await clearProxyPhase(ctx.db, serverId);
+    return { networks: shared, ensure_networks: [] };
+  }
+  const server = await ctx.db.server.findUniqueOrThrow({ where: { id: serverId }, select: { uuid: true, teamId: true } });
   let spec: NetworkSpec;
   if (record) {
     spec = specOf(await requestNetwork(ctx, { teamId: server.teamId, serverId, name: PROXY_NETWORK, scope: "proxy", exempt: true }));

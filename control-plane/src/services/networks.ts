@@ -8,6 +8,7 @@ import {
   type NetworkDriver,
   type NetworkResourceType,
   type NetworkScope,
+  type ProxyIsolationState,
   isReservedNetworkName,
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
@@ -19,6 +20,7 @@ import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
 import type { AccessService, Need } from "./access.js";
 import { ServerService } from "./servers.js";
 import { foreignNetworkReason } from "./network-ownership.js";
+import { withResourceCounts } from "./network-usage.js";
 import {
   LIVE_STATUSES,
   NetworkLimitError,
@@ -26,6 +28,7 @@ import {
   assertBelowLimit,
   environmentUuidOf,
   lockServersNetworks,
+  phaseOf,
   proxyPhase,
   publicApplicationWhere,
   requestNetwork,
@@ -43,6 +46,8 @@ type Window = { skip?: number; take?: number };
 
 export type NetworkRow = Awaited<ReturnType<Db["network"]["findFirstOrThrow"]>>;
 export type NetworkWithCount = NetworkRow & { _count: { attachments: number } };
+/** A network as the API shows it: resourceCount is services/network-usage.ts's. */
+export type NetworkView = NetworkWithCount & { resourceCount: number };
 
 /** How long a request waits for the agent's answer (inspection, sync, migrate, cleanup steps). */
 export const NETWORK_WAIT_MS = { inspect: 15_000, list: 30_000, ensure: 60_000, connect: 120_000 };
@@ -151,24 +156,33 @@ export class NetworkService {
   // -------------------------------------------------------------------------------------------
   // Reads
 
+  /** Whether proxy isolation is in effect on the server: the instance's setting and the server's recorded phase. */
+  async proxyIsolation(auth: AuthContext, serverUuid: string): Promise<ProxyIsolationState> {
+    const server = await this.db.server.findFirst({ where: { uuid: serverUuid, teamId: auth.teamId }, select: { proxyIsolation: true } });
+    if (!server) throw notFound("Server");
+    return { enabled: this.config.network.proxyIsolation, phase: phaseOf(server.proxyIsolation) };
+  }
+
   async count(auth: AuthContext, serverUuid: string): Promise<number> {
     const server = await this.server(auth, serverUuid);
     return this.db.network.count({ where: { serverId: server.id } });
   }
 
-  /** A page of the server's networks by id; resource_count comes with each row from the same query. */
-  async list(auth: AuthContext, serverUuid: string, window: Window): Promise<NetworkWithCount[]> {
+  /** A page of the server's networks by id, with the resources using each (a fixed number of statements per page). */
+  async list(auth: AuthContext, serverUuid: string, window: Window): Promise<NetworkView[]> {
     const server = await this.server(auth, serverUuid);
-    return this.db.network.findMany({ where: { serverId: server.id }, orderBy: { id: "asc" }, include: withCount, ...window });
+    const rows = await this.db.network.findMany({ where: { serverId: server.id }, orderBy: { id: "asc" }, include: withCount, ...window });
+    return withResourceCounts(this.db, this.config.network, server, rows);
   }
 
   /**
    * One network with what the engine reports about it now (the agent answers within
    * NETWORK_WAIT_MS.inspect). inspection is null when the network is not on the server.
    */
-  async detail(auth: AuthContext, serverUuid: string, networkUuid: string): Promise<{ network: NetworkWithCount; inspection: ReturnType<typeof inspectionOf> | null }> {
+  async detail(auth: AuthContext, serverUuid: string, networkUuid: string): Promise<{ network: NetworkView; inspection: ReturnType<typeof inspectionOf> | null }> {
     const server = await this.server(auth, serverUuid);
-    const network = await this.network(server.id, networkUuid);
+    const [network] = await withResourceCounts(this.db, this.config.network, server, [await this.network(server.id, networkUuid)]);
+    if (!network) throw notFound("Network");
     if (network.status === "deleted") return { network, inspection: null };
     this.requireAgent(server);
     const job = await this.jobs.run(server.id, "networks.list", { names: [network.name] }, NETWORK_WAIT_MS.inspect);

@@ -57,7 +57,13 @@ export const Network = z
     environment_id: z.number().int().nullable(),
     container_engine_id: z.string().nullable(),
     is_proxy_network: z.boolean(),
-    /** Resources attached by users (attach/detach). */
+    /**
+     * The team's resources (applications and databases) using the network under the settings in
+     * effect: an environment network's are its environment's resources on the server (while
+     * resources are placed on environment networks); the proxy network's, the applications with
+     * an fqdn on the server (while proxy isolation is on); a shared network's, the resources
+     * attached to it. 0 for system networks.
+     */
     resource_count: z.number().int(),
     encrypted: z.boolean(),
     /** Why the last creation, removal or verification failed; null otherwise. */
@@ -163,5 +169,26 @@ export const NetworkResourceParams = z.object({
 });
 export const NetworkResourceItemParams = NetworkResourceParams.extend({ networkUuid: resourceId("network", Uuid) });
 
-export const NetworkList = listOf(Network);
+/** Spec section 1, rule 5: where a server's proxy stands with proxy isolation (docs/networks.md). */
+export const PROXY_ISOLATION_PHASES = ["none", "migrated", "cleaned"] as const;
+export const ProxyIsolationPhase = z.enum(PROXY_ISOLATION_PHASES);
+export type ProxyIsolationPhase = z.infer<typeof ProxyIsolationPhase>;
+
+/** Whether proxy isolation is in effect on a server (GET /networks/{serverUuid}, beside data). */
+export const ProxyIsolationState = z
+  .object({
+    /** The instance's setting as it applies to this server: PLATFORM_PROXY_ISOLATION, or strict mode, with network management on. */
+    enabled: z.boolean(),
+    /**
+     * none: never migrated (the proxy keeps its old networks next to the proxy network);
+     * migrated: proxy/migrate ran; cleaned: proxy/cleanup ran, or the server ran no application
+     * when isolation first applied to it (the proxy is on the proxy network only). A
+     * deployment or proxy sync while enabled is false resets it to none.
+     */
+    phase: ProxyIsolationPhase,
+  })
+  .meta({ id: "ProxyIsolationState" });
+export type ProxyIsolationState = z.infer<typeof ProxyIsolationState>;
+
+export const NetworkList = listOf(Network).extend({ proxy_isolation: ProxyIsolationState });
 export const ResourceNetworkList = listOf(ResourceNetwork);

@@ -20,9 +20,9 @@ import {
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
-import type { NetworkWithCount, ResourceNetworkView } from "../../services/networks.js";
+import type { NetworkView, ResourceNetworkView } from "../../services/networks.js";
 
-const networkDto = (n: NetworkWithCount) => ({
+const networkDto = (n: NetworkView) => ({
   uuid: n.uuid,
   container_network_name: n.name,
   scope: n.scope as NetworkScope,
@@ -32,7 +32,7 @@ const networkDto = (n: NetworkWithCount) => ({
   environment_id: n.scope === "environment" ? n.environmentId : null,
   container_engine_id: n.containerEngineId,
   is_proxy_network: n.isProxyNetwork,
-  resource_count: n._count.attachments,
+  resource_count: n.resourceCount,
   encrypted: n.encrypted,
   reason: n.reason,
   created_at: iso(n.createdAt),
@@ -115,15 +115,18 @@ export const networkRoutes = [
     summary: "List the server's networks",
     params: NetworkServerParams,
     query: PaginationQuery,
+    description:
+      "Beside `data`, `proxy_isolation` says whether proxy isolation is in effect on the server: `enabled` (the instance's setting) and " +
+      "the server's `phase` (none, migrated after proxy/migrate, cleaned after proxy/cleanup or when the server ran no application before).",
     responses: { 200: { description: "Networks", schema: NetworkList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ auth, services, params, query }) {
-      return {
-        body: await paginate(
-          query,
-          () => services.networks.count(auth, params.serverUuid),
-          async (w) => (await services.networks.list(auth, params.serverUuid, w)).map(networkDto),
-        ),
-      };
+      const proxyIsolation = await services.networks.proxyIsolation(auth, params.serverUuid);
+      const page = await paginate(
+        query,
+        () => services.networks.count(auth, params.serverUuid),
+        async (w) => (await services.networks.list(auth, params.serverUuid, w)).map(networkDto),
+      );
+      return { body: { ...page, proxy_isolation: proxyIsolation } };
     },
   }),
   route({
