@@ -14,7 +14,10 @@ export const REFUSED_SERVICE_KEYS: Readonly<Record<string, string>> = {
   uts: "sharing the server's UTS namespace is not allowed",
   userns_mode: "turning off user-namespace remapping is not allowed",
   network_mode: "the platform manages networks; the host's or another container's network would bypass it",
-  networks: "the platform manages networks: every service joins the application's own network (where services reach each other by service name) and the server's destination network",
+  networks:
+    "the platform manages networks: every service joins the application's own network (where services reach each other by service name) and the application's primary network " +
+    "(its environment's network with environment isolation, else the server's destination network); only the public service joins the proxy network under proxy isolation; " +
+    "to reach other applications, attach a shared network to the application",
   cgroup: "sharing the server's cgroup namespace is not allowed",
   cgroup_parent: "containers stay in the engine's cgroups",
   sysctls: "kernel parameters are not set by applications",
@@ -40,7 +43,9 @@ export const REFUSED_TOP_LEVEL_KEYS: Readonly<Record<string, string>> = {
   include: "compose cannot read other files on the server",
   secrets: "compose secrets read files or variables of the server; use the application's environment variables",
   configs: "compose configs read files or variables of the server; use the application's environment variables",
-  networks: "the platform manages networks: every service joins the application's own network and the server's destination network",
+  networks:
+    "the platform manages networks: every service joins the application's own network and the application's primary network " +
+    "(its environment's network with environment isolation, else the server's destination network); to reach other applications, attach a shared network to the application",
 };
 
 export const REFUSED_VOLUME_KEYS: Readonly<Record<string, string>> = {

@@ -87,7 +87,9 @@ const APP_UUID = /^[a-z0-9-]{1,64}$/;
 /**
  * The compose file the agent runs for one deployment: project capstan-<app uuid>, containers
  * `<app uuid>-<service>`, named volumes `<app uuid>-<volume>`, every service on the
- * application's own network and on the destination network, platform labels everywhere,
+ * application's own network and on its primary network (ctx.network: the environment's or the
+ * destination's) and the further ones (ctx.networks; a public-only one, the proxy network,
+ * on the public service alone), platform labels everywhere,
  * proxy labels on the public service, variables resolved from `ctx.env` and every `$`
  * escaped. Throws AppError 422 {docker_compose_raw} when a resolved value is invalid or a
  * `${VAR:?}` variable is missing.
