@@ -48,6 +48,8 @@ interface Stack {
   manual: string[];
   /** applications created, whose containers removeEverything waits for */
   apps: string[];
+  /** databases created (their container is named after the uuid), waited for likewise */
+  databases: string[];
 }
 
 const stacks: Stack[] = [];
@@ -87,6 +89,7 @@ async function startStack(label: string, env: Record<string, string>): Promise<S
     stateDir,
     manual: [],
     apps: [],
+    databases: [],
   };
   stacks.push(s);
   await reachable(s);
@@ -113,10 +116,19 @@ async function stopStack(s: Stack): Promise<void> {
 
 /** Deletes the stack's project through the API and waits until its containers are gone. */
 async function removeEverything(s: Stack): Promise<void> {
+  // Databases first, keeping their image: the project's delete would clean up the image of a
+  // database as nothing else uses it, and that image is the kit's, which other files need.
+  for (const db of s.databases) {
+    const res = await s.team.api.delete(`/databases/${db}?delete_volumes=true&docker_cleanup=false`);
+    expect([200, 404], JSON.stringify(res.body)).toContain(res.status);
+  }
   const res = await s.team.api.delete(`/projects/${s.project}`);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
   for (const app of s.apps) {
     await until(`the containers of ${app} to be removed`, async () => (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.resource.uuid=${app}`])) === "", 60_000, 500);
+  }
+  for (const db of s.databases) {
+    await until(`the container of database ${db} to be removed`, async () => (await sh("docker", ["ps", "-aq", "--filter", `name=^${db}$`])) === "", 60_000, 500);
   }
 }
 
@@ -186,6 +198,10 @@ async function networksOf(name: string): Promise<string[]> {
 }
 
 const viaProxy = (s: Stack, host: string) => viaProxyAt("127.0.0.1", s.proxyPort, host);
+
+/** A redis PING from inside a container with busybox nc, bounded to 3 s: what the server answered ("" when nothing). */
+const redisPing = (from: string, url: URL) =>
+  sh("docker", ["exec", from, "sh", "-c", 'printf "PING\\r\\n" | timeout 3 nc "$0" "$1"; true', url.hostname, url.port], { timeoutMs: 15_000 });
 
 
 const served = (s: Stack, host: string, name: string) =>
@@ -363,6 +379,53 @@ describe("strict mode: environment isolation and proxy isolation", () => {
     expect(again.body.data.deleted).toBe(0);
     expect((await networkRecords(s)).find((n) => n.container_network_name === foreign)?.status).toBe("active");
     await sh("docker", ["network", "rm", foreign]);
+  });
+
+  it("a database joins only its environment's network: its internal_db_url answers from that environment, not from another", async () => {
+    const created = await s.team.api.post("/databases/redis", {
+      project_uuid: s.project,
+      environment_name: "production",
+      server_uuid: s.server.uuid,
+      destination_uuid: s.server.destination,
+      name: "db-a",
+      image: "capstan-test/redis:latest",
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const db = created.body.uuid as string;
+    s.databases.push(db);
+    const url = new URL(created.body.internal_db_url as string);
+    await until(
+      `database ${db} to be running:healthy`,
+      async () => (await s.team.api.get(`/databases/${db}`)).body.status === "running:healthy",
+      DEPLOY_TIMEOUT_S * 1000,
+      500,
+    );
+    const envNet = (await networksOf(await container(intA)))[0]!;
+    expect(await networksOf(db)).toEqual([envNet]);
+    // Positive control: from its own environment the host name of the URL resolves and the
+    // engine answers (it wants the password first, which proves it is the engine talking).
+    expect(await redisPing(await container(intA), url)).toMatch(/NOAUTH/);
+    expect(await redisPing(await container(intB), url)).not.toMatch(/NOAUTH/);
+    for (const ip of await ipsOf(db)) {
+      expect(await redisPing(await container(intB), new URL(`redis://${ip}:${url.port}`)), `int-b -> db-a at ${ip}`).not.toMatch(/NOAUTH/);
+    }
+  });
+
+  it("deleting an environment removes its containers and its network from the engine; the other environment keeps serving", async () => {
+    const staging = (await s.team.api.get(`/projects/${s.project}/staging`)).body;
+    expect(staging.uuid, JSON.stringify(staging)).toBeTruthy();
+    const stagingNet = `capstan-env-${staging.uuid as string}`;
+    expect(await networksOf(await container(intB))).toContain(stagingNet);
+    const removed = await s.team.api.delete(`/projects/${s.project}/environments/staging`);
+    expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+    await until(`the containers of ${intB} to be removed`, async () => (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.resource.uuid=${intB}`])) === "", 60_000, 500);
+    await until(`${stagingNet} to be removed from the engine`, async () => (await sh("docker", ["network", "ls", "-q", "--filter", `name=^${stagingNet}$`])) === "", 60_000, 500);
+    const record = (await networkRecords(s)).find((n) => n.container_network_name === stagingNet);
+    expect(record?.status).toBe("deleted");
+    // The production environment's network and its public app are untouched.
+    const prodNet = (await networksOf(await container(intA)))[0]!;
+    expect(await sh("docker", ["network", "ls", "-q", "--filter", `name=^${prodNet}$`])).not.toBe("");
+    await served(s, hostA, "pub-a");
   });
 });
 
