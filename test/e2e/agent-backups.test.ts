@@ -442,6 +442,20 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
     sh("docker", ["exec", "-e", "PGPASSWORD", uuid, "psql", "-h", "127.0.0.1", "-U", creds.user!, "-d", creds.database!, "-v", "ON_ERROR_STOP=1", "-qAtc", sql], {
       env: { PGPASSWORD: creds.password },
     });
+  /**
+   * The test's session holds its lock on the table: granted, not merely asked for. LOCK TABLE
+   * can itself wait a moment (for autovacuum's analyze of a freshly loaded table), and a waiting
+   * holder would pass for the tool waiting behind it.
+   */
+  const lockHeld = (table: string) =>
+    until(
+      `the test's lock on ${table}`,
+      async () => (await psql(`SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = '${table}' AND l.mode = 'AccessExclusiveLock' AND l.granted`)) === "1",
+      30_000,
+      100,
+    );
+  /** Client sessions other than the test's own that wait for a lock, by application name (pg_dump, psql). */
+  const waitingFor = (app: string) => psql(`SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND wait_event_type = 'Lock' AND application_name = '${app}'`);
   /** Restore and dump tools still running in the database's container (the agent's psql is the one in one transaction). */
   const tools = async () => (await sh("docker", ["top", uuid, "-eo", "pid,args"])).split("\n").filter((l) => /\bpg_dump\b|\bpsql\b.*--single-transaction/.test(l));
   let big: DbBackupResult;
@@ -483,7 +497,7 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
       env: { PGPASSWORD: creds.password },
       timeoutMs: 60_000,
     });
-    await until("the lock holder", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK TABLE t%'")) === "1", 30_000, 100);
+    await lockHeld("t");
     const ac = new AbortController();
     const lines: string[] = [];
     const restoring = runRestore(engine, restorePayload(k, uuid, creds, { local_path: big.local_path, s3: null }, null), { stateDir, pollMs: 100, abortGraceMs: 2000 }, {
@@ -491,7 +505,7 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
       progress: (l) => void lines.push(l),
     });
     restoring.catch(() => undefined);
-    await until("psql waiting for the lock", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")) === "1", 60_000, 100);
+    await until("psql waiting for the lock", async () => (await waitingFor("psql")) === "1", 60_000, 100);
     const started = Date.now();
     ac.abort(new Error("deadline exceeded"));
     await expect(restoring).rejects.toThrow(/the restore was cancelled \(deadline exceeded\); the restore tool was stopped/);
@@ -507,11 +521,11 @@ describe("postgresql restores: a cancel rolls back and leaves no tool running; s
       env: { PGPASSWORD: creds.password },
       timeoutMs: 60_000,
     });
-    await until("the lock holder", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'BEGIN; LOCK TABLE big%'")) === "1", 30_000, 100);
+    await lockHeld("big");
     const ac = new AbortController();
     const backingUp = handlers["db.backup"](backupPayload(k, uuid, creds, { schedule: "schedule-cancel", s3: false }), job(ac.signal));
     backingUp.catch(() => undefined);
-    await until("pg_dump waiting for the lock", async () => (await psql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")) === "1", 60_000, 100);
+    await until("pg_dump waiting for the lock", async () => (await waitingFor("pg_dump")) === "1", 60_000, 100);
     expect((await tools()).join("\n")).toMatch(/pg_dump/);
     ac.abort(new Error("cancelled by the test"));
     await expect(backingUp).rejects.toThrow();
