@@ -1,6 +1,6 @@
-import { type EngineNetwork, LABEL_NETWORK_SCOPE, type NetworkSpec } from "@capstan/shared";
+import { type EngineNetwork, LABEL_NETWORK_SCOPE, type NetworkSpec, networkOwnership } from "@capstan/shared";
 import type { CreateNetworkSpec, NetworkDetails } from "../docker/engine.js";
-import { LABEL_MANAGED, MANAGED } from "../handlers/labels.js";
+import { MANAGED } from "../handlers/labels.js";
 
 /** The engine's overlay driver option that turns on IPsec for traffic between nodes. */
 export const ENCRYPTED_OPTION = "encrypted";
@@ -41,7 +41,7 @@ export function createSpecFor(spec: NetworkSpec, extraLabels: Record<string, str
 }
 
 /** Is this network one the platform made (so the platform may detach from or remove it)? */
-export const isPlatformNetwork = (n: { labels: Record<string, string> }): boolean => n.labels[LABEL_MANAGED] === "true";
+export const isPlatformNetwork = (n: { labels: Record<string, string> }): boolean => networkOwnership(n.labels, null).ok;
 
 /** The platform scope a network carries (capstan.network.scope), or null. */
 export const scopeOf = (n: { labels: Record<string, string> }): string | null => n.labels[LABEL_NETWORK_SCOPE] ?? null;

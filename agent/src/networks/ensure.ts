@@ -1,7 +1,7 @@
-import { type EngineNetwork, NetworkSpec, type SwarmRole } from "@capstan/shared";
+import { type EngineNetwork, NetworkSpec, networkOwnership, type SwarmRole } from "@capstan/shared";
 import { type Engine, EngineError, isConflict, type NetworkDetails } from "../docker/engine.js";
 import { KeyedMutex } from "../handlers/mutex.js";
-import { createSpecFor, ENCRYPTED_OPTION, isPlatformNetwork, scopeOf, toEngineNetwork } from "./engine-network.js";
+import { createSpecFor, ENCRYPTED_OPTION, scopeOf, toEngineNetwork } from "./engine-network.js";
 import { wasRemoved } from "./removed.js";
 import type { NetworkCtx } from "./types.js";
 
@@ -54,16 +54,16 @@ async function ensureOne(engine: Engine, spec: NetworkSpec, ctx: NetworkCtx, swa
   }
   const existing = await findNetwork(engine, spec.name, signal);
   if (existing) {
-    if (!isPlatformNetwork(existing)) {
+    const owned = networkOwnership(existing.labels, scopeOf(spec));
+    if (!owned.ok && !owned.madeByPlatform) {
       throw new EngineError(
         `network ${spec.name} already exists on this server but was not created by the platform (no capstan.managed=true label); not taking it over: remove or rename it, or use another name`,
         409,
       );
     }
-    const asked = scopeOf(spec);
-    if (asked !== null && scopeOf(existing) !== asked) {
+    if (!owned.ok) {
       throw new EngineError(
-        `network ${spec.name} already exists on this server as a platform network of scope ${scopeOf(existing) ?? "(none)"}, not ${asked}; not taking it over`,
+        `network ${spec.name} already exists on this server as a platform network of scope ${owned.scope ?? "(none)"}, not ${scopeOf(spec)}; not taking it over`,
         409,
       );
     }

@@ -1,4 +1,4 @@
-import { type EngineNetwork, LABEL_MANAGED, LABEL_NETWORK_SCOPE } from "@capstan/shared";
+import { type EngineNetwork, LABEL_MANAGED, LABEL_NETWORK_SCOPE, networkOwnership } from "@capstan/shared";
 
 /** Scopes of records that stand for a network the platform creates itself; system records only describe what was found. */
 const PLATFORM_MADE = new Set(["environment", "shared", "proxy"]);
@@ -13,12 +13,10 @@ const PLATFORM_MADE = new Set(["environment", "shared", "proxy"]);
  */
 export function foreignNetworkReason(record: { name: string; scope: string }, engine: Pick<EngineNetwork, "labels">): string | null {
   if (!PLATFORM_MADE.has(record.scope)) return null;
-  if (engine.labels[LABEL_MANAGED] !== "true") {
+  const owned = networkOwnership(engine.labels, record.scope);
+  if (owned.ok) return null;
+  if (!owned.madeByPlatform) {
     return `a network named ${record.name} exists on the server that the platform did not create (no ${LABEL_MANAGED}=true label); remove or rename it`;
   }
-  const scope = engine.labels[LABEL_NETWORK_SCOPE];
-  if (scope !== record.scope) {
-    return `a network named ${record.name} exists on the server that the platform did not create as its ${record.scope} network (${LABEL_NETWORK_SCOPE} is ${scope ?? "not set"}); remove or rename it`;
-  }
-  return null;
+  return `a network named ${record.name} exists on the server that the platform did not create as its ${record.scope} network (${LABEL_NETWORK_SCOPE} is ${owned.scope ?? "not set"}); remove or rename it`;
 }
