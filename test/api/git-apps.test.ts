@@ -4,6 +4,18 @@ import { startTestInstance, type TeamFixture, type TestInstance } from "./harnes
 import { KeyFactory } from "./support/ssh.js";
 import { startFakeGitHub, type FakeGitHub } from "./support/fake-github.js";
 import { appWorld, ok, placement } from "./support/applications.js";
+import { errorResponse } from "../../control-plane/src/http/errors.js";
+
+/** How a service's failure reaches a client: its status (through the one error mapping) and message. */
+async function failure(p: Promise<unknown>): Promise<{ status: number | undefined; message: string }> {
+  const err = await p.then(
+    () => {
+      throw new Error("expected a failure");
+    },
+    (e: unknown) => e as Error,
+  );
+  return { status: errorResponse(err)?.status, message: err.message };
+}
 
 let t: TestInstance;
 let gh: FakeGitHub;
@@ -261,17 +273,17 @@ describe("installation tokens, as GitHub specifies them", () => {
   it("fails with a clear reason: wrong key, wrong installation, unreachable API", async () => {
     const svc = t.instance.services.gitApps;
     const wrongKey = await ok(team.api.post("/github-apps", body({ name: "wrong key", private_key: OTHER_KEY })), "git app");
-    await expect(svc.installationToken(await gitAppId(wrongKey.uuid))).rejects.toMatchObject({
+    expect(await failure(svc.installationToken(await gitAppId(wrongKey.uuid)))).toMatchObject({
       status: 502,
       message: expect.stringMatching(/^Git app wrong key: could not get an installation token: the API answered 401: .+\(check app_id and the private key\)$/),
     });
     const wrongInstallation = await ok(team.api.post("/github-apps", body({ name: "wrong inst", installation_id: 999 })), "git app");
-    await expect(svc.installationToken(await gitAppId(wrongInstallation.uuid))).rejects.toMatchObject({
+    expect(await failure(svc.installationToken(await gitAppId(wrongInstallation.uuid)))).toMatchObject({
       status: 502,
       message: expect.stringMatching(/answered 404: Not Found \(check installation_id/),
     });
     const unreachable = await ok(team.api.post("/github-apps", body({ name: "gone", api_url: "http://127.0.0.1:9" })), "git app");
-    await expect(svc.installationToken(await gitAppId(unreachable.uuid))).rejects.toMatchObject({
+    expect(await failure(svc.installationToken(await gitAppId(unreachable.uuid)))).toMatchObject({
       status: 502,
       message: expect.stringMatching(/http:\/\/127\.0\.0\.1:9 is not reachable/),
     });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { AppError } from "../http/errors.js";
+import { Invalid } from "../domain/errors.js";
+import { errorResponse } from "../http/errors.js";
 import { parseCompose } from "./parse.js";
 import { LIMITS } from "./schema.js";
 
@@ -8,9 +9,9 @@ function refusal(raw: string): string[] {
   try {
     parseCompose(raw);
   } catch (err) {
-    expect(err).toBeInstanceOf(AppError);
-    const e = err as AppError;
-    expect(e.status).toBe(422);
+    expect(err).toBeInstanceOf(Invalid);
+    const e = err as Invalid;
+    expect(errorResponse(e)?.status).toBe(422);
     expect(Object.keys(e.errors ?? {})).toEqual(["docker_compose_raw"]);
     return e.errors!.docker_compose_raw!;
   }

@@ -1,6 +1,6 @@
 import { isAlias, isNode, parseDocument, visit } from "yaml";
 import { z } from "zod";
-import { AppError, invalid } from "../http/errors.js";
+import { Invalid } from "../domain/errors.js";
 import { REFUSED_TOP_LEVEL_KEYS } from "./refused.js";
 import {
   type DependsCondition,
@@ -66,7 +66,7 @@ export interface ComposeDoc {
 const fail = (reasons: string[]): never => {
   const shown = reasons.slice(0, MAX_REPORTED);
   if (reasons.length > MAX_REPORTED) shown.push(`... and ${reasons.length - MAX_REPORTED} more problems`);
-  throw invalid({ [FIELD]: shown });
+  throw new Invalid({ [FIELD]: shown });
 };
 
 /** YAML text -> plain data, with the document-level limits (size, aliases, tags, one document). */
@@ -96,7 +96,7 @@ function load(raw: string): unknown {
     const expanded = JSON.stringify(data ?? null).length;
     if (expanded > LIMITS.expandedChars) fail([`the compose file expands to ${expanded} characters through YAML aliases; the limit is ${LIMITS.expandedChars}`]);
   } catch (err) {
-    if (err instanceof AppError) throw err;
+    if (err instanceof Invalid) throw err;
     fail([`YAML: ${yamlMessage(err as Error)}`]);
   }
   return data;
@@ -121,7 +121,7 @@ const plainObject = (v: unknown): v is Record<string, unknown> => typeof v === "
 
 /**
  * Parses and checks a compose file against the subset Capstan runs (docs/compose.md).
- * Throws AppError 422 `{docker_compose_raw: [reasons]}` for YAML errors and anything unsafe or
+ * Throws Invalid `{docker_compose_raw: [reasons]}` for YAML errors and anything unsafe or
  * unsupported; reserved labels (`capstan.`, `com.docker.compose.`) are dropped silently.
  */
 export function parseCompose(raw: string): ComposeDoc {

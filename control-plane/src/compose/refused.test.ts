@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { AppError } from "../http/errors.js";
+import { Invalid } from "../domain/errors.js";
 import { parseCompose } from "./parse.js";
 
 function reasons(raw: string): string[] {
   try {
     parseCompose(raw);
   } catch (err) {
-    expect(err).toBeInstanceOf(AppError);
-    return (err as AppError).errors?.docker_compose_raw ?? [];
+    expect(err).toBeInstanceOf(Invalid);
+    return (err as Invalid).errors.docker_compose_raw ?? [];
   }
   throw new Error(`accepted:\n${raw}`);
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { parseDocument } from "yaml";
-import { AppError } from "../http/errors.js";
+import { Invalid } from "../domain/errors.js";
+import { errorResponse } from "../http/errors.js";
 import { parseCompose } from "./parse.js";
 import { type RewriteContext, rewriteCompose } from "./rewrite.js";
 
@@ -193,11 +194,11 @@ describe("rewriteCompose", () => {
       try {
         rewriteCompose(doc, ctx({ routes: [], env: { IMAGE: "alpine --privileged", RUN_AS: "0:0; id", DIR: "relative" } }));
       } catch (e) {
-        return e as AppError;
+        return e as Invalid;
       }
       throw new Error("accepted");
     })();
-    expect(err.status).toBe(422);
+    expect(errorResponse(err)?.status).toBe(422);
     expect(err.errors!.docker_compose_raw).toEqual([
       'services.app: image "alpine --privileged" is not an image reference',
       'services.app: working_dir "relative" must be an absolute path',
@@ -206,11 +207,11 @@ describe("rewriteCompose", () => {
   });
 
   it("refuses a deploy whose required variable is missing", () => {
-    expect(() => rewriteCompose(parseCompose(RAW), ctx({ env: {} }))).toThrow(AppError);
+    expect(() => rewriteCompose(parseCompose(RAW), ctx({ env: {} }))).toThrow(Invalid);
     try {
       rewriteCompose(parseCompose(RAW), ctx({ env: {} }));
     } catch (e) {
-      expect((e as AppError).errors!.docker_compose_raw).toContain("services.db.environment.POSTGRES_PASSWORD: variable DB_PASSWORD is required: set DB_PASSWORD");
+      expect((e as Invalid).errors!.docker_compose_raw).toContain("services.db.environment.POSTGRES_PASSWORD: variable DB_PASSWORD is required: set DB_PASSWORD");
     }
   });
 
@@ -220,7 +221,7 @@ describe("rewriteCompose", () => {
       rewriteCompose(doc, ctx({ routes: [], env: { BROKEN: "half \ud800 pair" } }));
       throw new Error("accepted");
     } catch (e) {
-      expect((e as AppError).errors!.docker_compose_raw).toEqual([
+      expect((e as Invalid).errors!.docker_compose_raw).toEqual([
         "services.app.environment.BROKEN: the resolved value contains unpaired surrogate characters",
         "services.app.environment.VIA: the resolved value contains unpaired surrogate characters",
       ]);
@@ -229,7 +230,7 @@ describe("rewriteCompose", () => {
 
   it("needs a port for the proxy when the application has domains", () => {
     const doc = parseCompose("services:\n  app:\n    image: nginx\n");
-    expect(() => rewriteCompose(doc, ctx())).toThrow(AppError);
+    expect(() => rewriteCompose(doc, ctx())).toThrow(Invalid);
     const noDomains = asCompose(rewriteCompose(doc, ctx({ routes: [] })));
     expect(noDomains.services[`${APP}-app`]!.labels).toMatchObject({ "capstan.proxy.routes": "[]", "capstan.proxy.port": "", "capstan.domains": "" });
     expect(asCompose(rewriteCompose(doc, ctx({ port: 80 }))).services[`${APP}-app`]!.labels["capstan.proxy.port"]).toBe("80");
@@ -285,7 +286,7 @@ describe("rewriteCompose: networks (services/network-plan.ts)", () => {
       rewriteCompose(parseCompose(raw), ctx());
       throw new Error("accepted");
     } catch (e) {
-      expect((e as AppError).errors!.docker_compose_raw).toEqual(["services.web.labels.capstan.proxy.network: must name a Docker network (letters, digits, _ . -)"]);
+      expect((e as Invalid).errors!.docker_compose_raw).toEqual(["services.web.labels.capstan.proxy.network: must name a Docker network (letters, digits, _ . -)"]);
     }
   });
 });

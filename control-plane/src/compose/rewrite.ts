@@ -15,7 +15,7 @@ import {
   type ProxyRoute,
   VolumeName,
 } from "@capstan/shared";
-import { invalid } from "../http/errors.js";
+import { Invalid } from "../domain/errors.js";
 import { TemplateError, interpolate } from "./interpolate.js";
 import { type ComposeDoc, type ComposeService, FIELD } from "./parse.js";
 import { renderCompose } from "./render.js";
@@ -91,7 +91,7 @@ const APP_UUID = /^[a-z0-9-]{1,64}$/;
  * destination's) and the further ones (ctx.networks; a public-only one, the proxy network,
  * on the public service alone), platform labels everywhere,
  * proxy labels on the public service, variables resolved from `ctx.env` and every `$`
- * escaped. Throws AppError 422 {docker_compose_raw} when a resolved value is invalid or a
+ * escaped. Throws Invalid {docker_compose_raw} when a resolved value is invalid or a
  * `${VAR:?}` variable is missing.
  */
 export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
@@ -229,7 +229,7 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
     doc.volumes.map((v) => [v.name, Object.fromEntries(Object.entries(v.labels).map(([k, val]) => [k, resolveAt(`volumes.${v.name}.labels.${k}`, val)]))]),
   );
 
-  if (reasons.length) throw invalid({ [FIELD]: reasons.slice(0, 20) }, "The compose file cannot be deployed with the application's current settings.");
+  if (reasons.length) throw new Invalid({ [FIELD]: reasons.slice(0, 20) }, "The compose file cannot be deployed with the application's current settings.");
 
   const meta: RenderedMeta = {
     project: projectName(ctx.appUuid),
@@ -256,7 +256,7 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
       : {}),
   });
   if (Buffer.byteLength(rendered) > MAX_RENDERED) {
-    throw invalid({ [FIELD]: [`the rendered compose file is larger than ${MAX_RENDERED} bytes; reduce the variables it references`] });
+    throw new Invalid({ [FIELD]: [`the rendered compose file is larger than ${MAX_RENDERED} bytes; reduce the variables it references`] });
   }
   return rendered;
 }

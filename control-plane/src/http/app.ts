@@ -3,7 +3,8 @@ import { randomUUID } from "node:crypto";
 import type { z } from "zod";
 import type { Logger } from "pino";
 import type { Services } from "../services/index.js";
-import { AppError, errorMiddleware, fieldErrorsOf, invalid, unknownRoute, type FieldErrors } from "./errors.js";
+import { Invalid, type FieldErrors } from "../domain/errors.js";
+import { HttpError, errorMiddleware, fieldErrorsOf, unknownRoute } from "./errors.js";
 import { requireAuth, requireScope, resolveToken } from "./auth.js";
 import { expressPath, type AnyRoute } from "./route.js";
 import { routes as defaultRoutes } from "./routes/index.js";
@@ -48,7 +49,7 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
       const params = parsePart(r.params, req.params, errors);
       const query = parsePart(r.query, req.query, errors);
       const body = r.body ? parsePart(r.body, req.body ?? {}, errors) : undefined;
-      if (Object.keys(errors).length) throw invalid(errors);
+      if (Object.keys(errors).length) throw new Invalid(errors);
       const version = req.teamVersion;
       let key: string | undefined;
       if (cache !== undefined && auth !== undefined && version !== undefined && cache.active) {
@@ -93,7 +94,7 @@ function tokenGate(maxBodyBytes: number): RequestHandler {
     const hasBody = (length !== undefined && Number(length) > 0) || req.headers["transfer-encoding"] !== undefined;
     if (!hasBody) return next();
     if (!req.is("application/json") && !req.is("application/*+json")) {
-      return next(new AppError(415, "Send the request body as JSON with Content-Type: application/json."));
+      return next(new HttpError(415, "Send the request body as JSON with Content-Type: application/json."));
     }
     json(req, res, next);
   };

@@ -3,7 +3,7 @@ import type { TeamRole, TokenScope } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import { toDate, toInt, type SqlReader } from "../db/reader.js";
 import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
-import { AppError } from "./errors.js";
+import { Forbidden, Unauthenticated } from "../domain/errors.js";
 import { requiredScope, type AnyRoute } from "./route.js";
 
 export interface AuthContext {
@@ -106,10 +106,10 @@ export function resolveToken(db: Db, reader: SqlReader): RequestHandler {
 }
 
 export function requireAuth(req: { auth?: AuthContext }): AuthContext {
-  if (!req.auth) throw new AppError(401, "Unauthenticated.");
+  if (!req.auth) throw new Unauthenticated("Unauthenticated.");
   return req.auth;
 }
 
 export function requireScope(auth: AuthContext, r: AnyRoute): void {
-  if (!auth.scopes.has(requiredScope(r))) throw new AppError(403, "Invalid ability provided.");
+  if (!auth.scopes.has(requiredScope(r))) throw new Forbidden("Invalid ability provided.");
 }

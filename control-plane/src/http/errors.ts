@@ -1,25 +1,58 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { z } from "zod";
 import type { Logger } from "pino";
+import { Busy, DomainError, Invalid, NotFound, type DomainErrorKind, type FieldErrors } from "../domain/errors.js";
 
-export type FieldErrors = Record<string, string[]>;
+export type { FieldErrors };
 
-/** The one error type handlers throw; the error middleware turns it into {message, errors?}. */
-export class AppError extends Error {
+/**
+ * The status of each kind of domain error (domain/errors.ts): the one place where what went wrong
+ * becomes an HTTP status. Exhaustive: a new kind does not compile until it has its status here.
+ */
+export const STATUS_OF: Record<DomainErrorKind, number> = {
+  rejected: 400,
+  unauthenticated: 401,
+  payment_required: 402,
+  forbidden: 403,
+  not_found: 404,
+  conflict: 409,
+  invalid: 422,
+  busy: 429,
+  internal: 500,
+  upstream_failed: 502,
+  unavailable: 503,
+};
+
+/**
+ * Failures only the HTTP edge knows (a request body in the wrong media type): everything a rule
+ * decides is a domain error instead.
+ */
+export class HttpError extends Error {
   constructor(
     readonly status: number,
     message: string,
-    readonly errors?: FieldErrors,
-    readonly headers?: Record<string, string>,
   ) {
     super(message);
   }
 }
 
-export const notFound = (what = "Resource") => new AppError(404, `${what} not found.`);
-export const forbidden = (message = "You do not have permission to perform this action.") => new AppError(403, message);
-export const conflict = (message: string) => new AppError(409, message);
-export const invalid = (errors: FieldErrors, message = "The given data was invalid.") => new AppError(422, message, errors);
+export interface ErrorResponse {
+  status: number;
+  body: { message: string; errors?: FieldErrors };
+  headers?: Record<string, string>;
+}
+
+/** The response for a domain or edge error; null for anything else (an unexpected error: a bare 500). */
+export function errorResponse(err: unknown): ErrorResponse | null {
+  if (err instanceof DomainError) {
+    const out: ErrorResponse = { status: STATUS_OF[err.kind], body: { message: err.message } };
+    if (err instanceof Invalid) out.body.errors = err.errors;
+    if (err instanceof Busy) out.headers = { "Retry-After": String(err.retryAfterSeconds) };
+    return out;
+  }
+  if (err instanceof HttpError) return { status: err.status, body: { message: err.message } };
+  return null;
+}
 
 /** Field errors keyed by dotted path; prefix distinguishes path/query parameters where it matters. */
 export function fieldErrorsOf(error: z.ZodError): FieldErrors {
@@ -33,17 +66,18 @@ export function fieldErrorsOf(error: z.ZodError): FieldErrors {
   return out;
 }
 
-export const unknownRoute: RequestHandler = (_req, _res, next) => next(new AppError(404, "Not found."));
+export const unknownRoute: RequestHandler = (_req, _res, next) => next(new NotFound("Route", "Not found."));
 
-/** Maps body-parser failures to clear client errors; everything unknown becomes a bare 500. */
+/** Domain and edge errors as errorResponse says; body-parser failures as clear client errors; everything unknown a bare 500. */
 export function errorMiddleware(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     let status = 500;
     let body: { message: string; errors?: FieldErrors } = { message: "Internal server error." };
-    if (err instanceof AppError) {
-      status = err.status;
-      body = err.errors ? { message: err.message, errors: err.errors } : { message: err.message };
-      if (err.headers) res.set(err.headers);
+    const known = errorResponse(err);
+    if (known) {
+      status = known.status;
+      body = known.body;
+      if (known.headers) res.set(known.headers);
     } else if (err?.type === "entity.parse.failed") {
       status = 400;
       body = { message: "Malformed JSON in request body." };

@@ -2,7 +2,7 @@ import type { RequestHandler } from "express";
 import pg from "pg";
 import { RateLimiterMemory, RateLimiterPostgres, RateLimiterRes, type RateLimiterAbstract } from "rate-limiter-flexible";
 import type { DatabaseConfig } from "../config.js";
-import { AppError } from "./errors.js";
+import { Busy } from "../domain/errors.js";
 
 const WINDOW_SECONDS = 60;
 const TABLE = "rate_limits";
@@ -55,8 +55,9 @@ export async function createRateLimiter(db: DatabaseConfig, pointsPerMinute: num
       next();
     } catch (err) {
       if (err instanceof RateLimiterRes) {
-        const h = headers(err);
-        next(new AppError(429, "Too many requests.", undefined, { ...h, "Retry-After": String(Math.ceil(err.msBeforeNext / 1000)) }));
+        // The limit's own headers here; Retry-After comes with the error (http/errors.ts).
+        for (const [name, value] of Object.entries(headers(err))) res.setHeader(name, value);
+        next(new Busy(Math.ceil(err.msBeforeNext / 1000), "Too many requests."));
       } else {
         next(err);
       }

@@ -7,7 +7,8 @@ import { openDatabase, type Database, type Db } from "../db/client.js";
 import { migrate } from "../db/migrate.js";
 import type { DatabaseConfig } from "../config.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError } from "../http/errors.js";
+import { DomainError, Forbidden } from "../domain/errors.js";
+import { errorResponse } from "../http/errors.js";
 import { AccessService, type Need } from "./access.js";
 
 /**
@@ -69,8 +70,8 @@ async function status(p: Promise<unknown>): Promise<number> {
     await p;
     return 200;
   } catch (err) {
-    expect(err).toBeInstanceOf(AppError);
-    return (err as AppError).status;
+    expect(err).toBeInstanceOf(DomainError);
+    return errorResponse(err)!.status;
   }
 }
 
@@ -144,8 +145,8 @@ describe("AccessService: role bypass", () => {
       } catch (e) {
         err = e;
       }
-      expect(err).toBeInstanceOf(AppError);
-      expect((err as AppError).status).toBe(403);
+      expect(err).toBeInstanceOf(DomainError);
+      expect(errorResponse(err)!.status).toBe(403);
     }
   });
 });
@@ -163,7 +164,7 @@ describe("AccessService: member with project-level grants", () => {
     expect(await projectStatuses(ctx, p.id)).toEqual([404, 404, 404, 404]);
     expect(await environmentStatuses(ctx, p.env("production"))).toEqual([404, 404, 404, 404]);
     const err = await access.assertProject(ctx(), { id: p.id }, "view").catch((e: unknown) => e);
-    expect((err as AppError).message).toBe("Project not found.");
+    expect((err as DomainError).message).toBe("Project not found.");
   });
 
   it("view_only: view passes; deploy, manage and delete are 403", async () => {
@@ -188,8 +189,8 @@ describe("AccessService: member with project-level grants", () => {
     expect(await access.projectLevel(ctx(), p.id)).toBe("deploy");
     await expect(access.assertEnvironment(ctx(), p.env("production"), "deploy")).resolves.toBeUndefined();
     const err = await access.assertEnvironment(ctx(), p.env("production"), "manage").catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(AppError);
-    expect((err as AppError).status).toBe(403);
+    expect(err).toBeInstanceOf(DomainError);
+    expect(errorResponse(err)!.status).toBe(403);
     expect(await projectStatuses(ctx, p.id)).toEqual([200, 200, 403, 403]);
     expect(await environmentStatuses(ctx, p.env("staging"))).toEqual([200, 200, 403, 403]);
   });
@@ -270,7 +271,7 @@ describe("AccessService: environment overrides", () => {
     expect(await environmentStatuses(ctx, p.env("production"))).toEqual([200, 200, 200, 200]);
   });
 
-  it("a deploy override: deploy passes, manage is a 403 AppError", async () => {
+  it("a deploy override: deploy passes, manage is a 403 (Forbidden)", async () => {
     const p = await project(teamA);
     const m = await user(teamA, "member");
     await grant(p.id, m, "view_only");
@@ -278,8 +279,8 @@ describe("AccessService: environment overrides", () => {
     const ctx = () => as(teamA, m, "member");
     expect(await access.environmentLevel(ctx(), p.env("production"))).toBe("deploy");
     await expect(access.assertEnvironment(ctx(), p.env("production"), "deploy")).resolves.toBeUndefined();
-    await expect(access.assertEnvironment(ctx(), p.env("production"), "manage")).rejects.toMatchObject({ status: 403 });
-    await expect(access.assertEnvironment(ctx(), p.env("staging"), "deploy")).rejects.toMatchObject({ status: 403 });
+    await expect(access.assertEnvironment(ctx(), p.env("production"), "manage")).rejects.toBeInstanceOf(Forbidden);
+    await expect(access.assertEnvironment(ctx(), p.env("staging"), "deploy")).rejects.toBeInstanceOf(Forbidden);
   });
 
   it("an override alone makes the project visible with that environment only", async () => {

@@ -1,7 +1,7 @@
 import type { PermissionLevel } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { forbidden, notFound } from "../http/errors.js";
+import { NotFound, Forbidden } from "../domain/errors.js";
 
 /** What an action needs, in the terms of the spec's ability table. */
 export type Need = "view" | "deploy" | "manage" | "delete";
@@ -51,7 +51,7 @@ export class AccessService {
   }
 
   requireTeamAdmin(auth: AuthContext, what: string): void {
-    if (!this.isTeamAdmin(auth)) throw forbidden(`Only team owners and admins can ${what}.`);
+    if (!this.isTeamAdmin(auth)) throw new Forbidden(`Only team owners and admins can ${what}.`);
   }
 
   private grants(auth: AuthContext): Promise<Grants> {
@@ -116,16 +116,16 @@ export class AccessService {
   }
 
   async assertProject(auth: AuthContext, project: ProjectRef, need: Need, what = "Project"): Promise<void> {
-    if (!(await this.canSeeProject(auth, project.id))) throw notFound(what);
+    if (!(await this.canSeeProject(auth, project.id))) throw new NotFound(what);
     if (need === "view") return;
     const level = await this.projectLevel(auth, project.id);
-    if (!level || !LEVEL_ALLOWS[level].has(need)) throw forbidden();
+    if (!level || !LEVEL_ALLOWS[level].has(need)) throw new Forbidden();
   }
 
   async assertEnvironment(auth: AuthContext, env: EnvironmentRef, need: Need, what = "Environment"): Promise<void> {
     const level = await this.environmentLevel(auth, env);
-    if (!level) throw notFound(what);
-    if (!LEVEL_ALLOWS[level].has(need)) throw forbidden();
+    if (!level) throw new NotFound(what);
+    if (!LEVEL_ALLOWS[level].has(need)) throw new Forbidden();
   }
 
   /** Filter for list queries: null means "no restriction inside the team". */

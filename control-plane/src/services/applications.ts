@@ -19,7 +19,7 @@ import type { z } from "zod";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, conflict, invalid, notFound, type FieldErrors } from "../http/errors.js";
+import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed, type FieldErrors } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { CancelledJob, JobQueue } from "../jobs/queue.js";
@@ -158,7 +158,7 @@ export class ApplicationService {
    */
   async find(auth: AuthContext, uuid: string, need: Need): Promise<ApplicationRef> {
     const app = await this.db.application.findFirst({ where: { uuid, teamId: auth.teamId }, include: withEnvironment });
-    if (!app) throw notFound("Application");
+    if (!app) throw new NotFound("Application");
     await this.access.assertEnvironment(auth, app.environment, need, "Application");
     return app;
   }
@@ -235,21 +235,21 @@ export class ApplicationService {
 
   private async placement(auth: AuthContext, input: CreateApplicationCommon) {
     const project = await this.db.project.findFirst({ where: { uuid: input.project_uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw notFound("Project");
+    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
     const environment = await this.db.environment.findFirst({ where: { projectId: project.id, name: input.environment_name } });
-    if (!environment) throw notFound("Environment");
+    if (!environment) throw new NotFound("Environment");
     await this.access.assertEnvironment(auth, environment, "manage");
     const server = await this.db.server.findFirst({ where: { uuid: input.server_uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!server) throw notFound("Server");
+    if (!server) throw new NotFound("Server");
     const destination = await this.db.destination.findFirst({ where: { uuid: input.destination_uuid, serverId: server.id }, select: { id: true } });
-    if (!destination) throw notFound("Destination");
+    if (!destination) throw new NotFound("Destination");
     return { environmentId: environment.id, serverId: server.id, destinationId: destination.id };
   }
 
   /** fqdn and its alias domains: one value, or a 422 when both are given and differ. */
   private domainsOf(input: { fqdn?: string | null | undefined; domains?: string | null | undefined }): string | null | undefined {
     if (input.fqdn !== undefined && input.domains !== undefined && input.fqdn !== input.domains) {
-      throw invalid({ domains: ["Give fqdn or domains (its alias), not both with different values."] });
+      throw new Invalid({ domains: ["Give fqdn or domains (its alias), not both with different values."] });
     }
     return input.fqdn !== undefined ? input.fqdn : input.domains;
   }
@@ -268,7 +268,7 @@ export class ApplicationService {
     for (const other of others) {
       for (const e of this.entries(other.fqdn!)) {
         if (wanted.has(`${e.host}${e.path}`)) {
-          throw conflict(`${e.host}${e.path === "/" ? "" : e.path} is already served by application ${other.name} on this server.`);
+          throw new Conflict(`${e.host}${e.path === "/" ? "" : e.path} is already served by application ${other.name} on this server.`);
         }
       }
     }
@@ -306,7 +306,7 @@ export class ApplicationService {
 
   private image(name: string, tag: string | undefined): string {
     const r = imageReference(name, tag);
-    if ("error" in r) throw invalid({ docker_registry_image_tag: [r.error] });
+    if ("error" in r) throw new Invalid({ docker_registry_image_tag: [r.error] });
     return r.ref;
   }
 
@@ -329,14 +329,14 @@ export class ApplicationService {
         let url = input.git_repository;
         if (input.source === "private_git_app") {
           const gitApp = await this.db.gitApp.findFirst({ where: { uuid: input.git_app_uuid, teamId: auth.teamId } });
-          if (!gitApp) throw notFound("Git app");
+          if (!gitApp) throw new NotFound("Git app");
           source.gitAppId = gitApp.id;
           url = gitAppCloneUrl(gitApp.htmlUrl, input.git_repository);
-          if (!GitUrl.safeParse(url).success) throw invalid({ git_repository: [`The git app's html_url and this repository do not form a valid clone URL (${url}).`] });
+          if (!GitUrl.safeParse(url).success) throw new Invalid({ git_repository: [`The git app's html_url and this repository do not form a valid clone URL (${url}).`] });
         }
         if (input.source === "private_deploy_key") {
           const key = await this.db.privateKey.findFirst({ where: { uuid: input.private_key_uuid, teamId: auth.teamId }, select: { id: true } });
-          if (!key) throw notFound("Private key");
+          if (!key) throw new NotFound("Private key");
           source.privateKeyId = key.id;
         }
         source.gitRepository = url;
@@ -401,7 +401,7 @@ export class ApplicationService {
       this.checkCompose(input.docker_compose_raw!);
       data.composeRaw = input.docker_compose_raw!;
     }
-    if (Object.keys(errors).length) throw invalid(errors);
+    if (Object.keys(errors).length) throw new Invalid(errors);
     if (data.fqdn !== undefined) await this.assertDomainsFree(app.serverId, data.fqdn as string | null, app.id);
     await this.db.application.update({ where: { id: app.id }, data });
   }
@@ -431,7 +431,7 @@ export class ApplicationService {
       where: { applicationId: { in: appIds }, status: { in: [...OPEN_DEPLOYMENT_STATUSES] } },
       select: { application: { select: { name: true } } },
     });
-    if (open) throw conflict(`Application ${open.application.name} has a deployment queued or in progress; cancel it or wait for it to end first.`);
+    if (open) throw new Conflict(`Application ${open.application.name} has a deployment queued or in progress; cancel it or wait for it to end first.`);
   }
 
   private removalPayload(app: { uuid: string; name: string }, flags: Omit<DeleteFlags, "delete_configurations">, proxy: ProxySettings) {
@@ -460,7 +460,7 @@ export class ApplicationService {
         // (its server's proxy settings were not read): the whole deletion is refused instead.
         const planned = new Set(apps.map((a) => a.uuid));
         const added = now.find((a) => !planned.has(a.uuid));
-        if (added) throw conflict("An application was created in this environment while it was being deleted; nothing was deleted, try again.");
+        if (added) throw new Conflict("An application was created in this environment while it was being deleted; nothing was deleted, try again.");
         if (now.length) {
           const uuids = new Set(now.map((a) => a.uuid));
           const servers = await tx.server.findMany({ where: { teamId: now[0]!.teamId }, select: { id: true } }); // build servers too
@@ -494,7 +494,7 @@ export class ApplicationService {
   async remove(auth: AuthContext, uuid: string, flags: DeleteFlags): Promise<void> {
     const app = await this.find(auth, uuid, "delete");
     if (!flags.delete_configurations && flags.delete_volumes) {
-      throw invalid({ delete_volumes: ["Volumes are deleted only together with the containers (delete_configurations=true)."] });
+      throw new Invalid({ delete_volumes: ["Volumes are deleted only together with the containers (delete_configurations=true)."] });
     }
     await this.assertNoOpenDeployment([app.id]);
     if (!flags.delete_configurations) {
@@ -518,7 +518,7 @@ export class ApplicationService {
 
   private requireAgent(app: ApplicationRef): void {
     if (!ServerService.agentConnected(app.server)) {
-      throw new AppError(503, `Server ${app.server.name} is unreachable: its agent is not connected.`);
+      throw new Unavailable(`Server ${app.server.name} is unreachable: its agent is not connected.`);
     }
   }
 
@@ -531,7 +531,7 @@ export class ApplicationService {
     await this.assertNoOpenDeployment([app.id]);
     if (action !== "stop") {
       const deployed = await this.db.deployment.findFirst({ where: { applicationId: app.id, status: "finished" }, select: { id: true } });
-      if (!deployed) throw conflict(`Application ${app.name} has not been deployed yet: deploy it first (POST /applications/${app.uuid}/deploy).`);
+      if (!deployed) throw new Conflict(`Application ${app.name} has not been deployed yet: deploy it first (POST /applications/${app.uuid}/deploy).`);
     }
     this.requireAgent(app);
     const proxy = await this.proxy(app.serverId);
@@ -554,7 +554,7 @@ export class ApplicationService {
     if (!outcome) {
       return { status: 202, message: `${words.doing} ${app.name}: the agent is still at it; the status will follow.`, appStatus: app.status };
     }
-    if (outcome.status !== "succeeded") throw new AppError(502, `${words.doing} ${app.name} failed: ${outcome.error}`);
+    if (outcome.status !== "succeeded") throw new UpstreamFailed(`${words.doing} ${app.name} failed: ${outcome.error}`);
     return { status: 200, message: `Application ${words.done}.`, appStatus: outcome.result.status };
   }
 
@@ -562,7 +562,7 @@ export class ApplicationService {
     const app = await this.find(auth, uuid, "view");
     this.requireAgent(app);
     const job = await this.jobs.run(app.serverId, "app.logs", { app: { uuid: app.uuid, name: app.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
-    if (job.status !== "succeeded") throw new AppError(502, `Reading the logs of ${app.name} failed: ${job.error}`);
+    if (job.status !== "succeeded") throw new UpstreamFailed(`Reading the logs of ${app.name} failed: ${job.error}`);
     return job.result;
   }
 }

@@ -19,7 +19,7 @@ import { chunks } from "../db/chunks.js";
 import { isUniqueViolation } from "../db/errors.js";
 import { lockInTransaction } from "../db/locks.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { Logger } from "../lib/log.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -129,7 +129,7 @@ export class BackupService {
 
   private async database(auth: AuthContext, uuid: string, need: Need): Promise<DatabaseRef> {
     const db = await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: auth.teamId }, include: withPlace });
-    if (!db) throw notFound("Database");
+    if (!db) throw new NotFound("Database");
     await this.deps.access.assertEnvironment(auth, db.environment, need, "Database");
     return db;
   }
@@ -137,14 +137,14 @@ export class BackupService {
   private async schedule(auth: AuthContext, dbUuid: string, backupUuid: string, need: Need): Promise<{ database: DatabaseRef; schedule: ScheduleRow }> {
     const database = await this.database(auth, dbUuid, need);
     const schedule = await this.db.backupSchedule.findFirst({ where: { uuid: backupUuid, databaseId: database.id, teamId: auth.teamId } });
-    if (!schedule) throw notFound("Backup schedule");
+    if (!schedule) throw new NotFound("Backup schedule");
     return { database, schedule };
   }
 
   private async execution(auth: AuthContext, dbUuid: string, backupUuid: string, executionUuid: string, need: Need) {
     const found = await this.schedule(auth, dbUuid, backupUuid, need);
     const execution = await this.db.backupExecution.findFirst({ where: { uuid: executionUuid, scheduleId: found.schedule.id } });
-    if (!execution) throw notFound("Backup execution");
+    if (!execution) throw new NotFound("Backup execution");
     return { ...found, execution };
   }
 
@@ -187,7 +187,7 @@ export class BackupService {
     if (s.s3StorageId === null && s.remote !== null) {
       errors.number_of_backups_remote = ["Only with an S3 storage (s3_storage_id)."];
     }
-    if (Object.keys(errors).length) throw invalid(errors);
+    if (Object.keys(errors).length) throw new Invalid(errors);
   }
 
   async createSchedule(auth: AuthContext, dbUuid: string, input: CreateBackupScheduleBody): Promise<BackupScheduleDto> {
@@ -333,8 +333,8 @@ export class BackupService {
    */
   async deleteExecution(auth: AuthContext, dbUuid: string, backupUuid: string, executionUuid: string): Promise<{ removing: boolean }> {
     const { database, execution } = await this.execution(auth, dbUuid, backupUuid, executionUuid, "manage");
-    if (OPEN.includes(execution.status as BackupExecutionStatus)) throw conflict("This backup is still running; delete it once it has ended.");
-    if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw conflict("This backup is being restored; delete it once the restore has ended.");
+    if (OPEN.includes(execution.status as BackupExecutionStatus)) throw new Conflict("This backup is still running; delete it once it has ended.");
+    if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw new Conflict("This backup is being restored; delete it once the restore has ended.");
     const location = await this.location(execution);
     const removing = location.local_path !== null || location.s3 !== null;
     // Nothing in these transactions throws on a lost race: on SQLite a rollback would also undo
@@ -345,7 +345,7 @@ export class BackupService {
       if (removing) await this.deps.jobs.enqueue(tx, database.serverId, "backup.delete", location, DELETE_TIMEOUT_MS);
       return true;
     });
-    if (!deleted) throw notFound("Backup execution");
+    if (!deleted) throw new NotFound("Backup execution");
     if (removing) this.deps.jobs.nudge(database.serverId);
     return { removing };
   }
@@ -367,8 +367,8 @@ export class BackupService {
   async execute(auth: AuthContext, dbUuid: string, backupUuid: string): Promise<string> {
     const { database, schedule } = await this.schedule(auth, dbUuid, backupUuid, "deploy");
     const started = await this.start(schedule, database, { trigger: "manual", scheduledFor: null });
-    if (started.kind === "refused") throw conflict(started.reason);
-    if (started.kind === "lost") throw conflict("Cannot back up now: another run was just claimed.");
+    if (started.kind === "refused") throw new Conflict(started.reason);
+    if (started.kind === "lost") throw new Conflict("Cannot back up now: another run was just claimed.");
     return started.uuid;
   }
 
@@ -518,15 +518,15 @@ export class BackupService {
    */
   async restore(auth: AuthContext, dbUuid: string, backupUuid: string, executionUuid: string, body: RestoreBackupBody): Promise<string> {
     const { database, execution } = await this.execution(auth, dbUuid, backupUuid, executionUuid, "manage");
-    if (execution.status !== "success") throw conflict("Only a successful backup can be restored.");
-    if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw conflict("This backup is already being restored.");
+    if (execution.status !== "success") throw new Conflict("Only a successful backup can be restored.");
+    if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw new Conflict("This backup is already being restored.");
     const location = await this.location(execution);
     if (location.local_path === null && location.s3 === null) {
-      throw conflict("The backup's file is gone: it is neither on the server nor in the S3 storage (retention removed it).");
+      throw new Conflict("The backup's file is gone: it is neither on the server nor in the S3 storage (retention removed it).");
     }
     const clash = await this.restoreClash(this.db, database.id);
-    if (clash) throw conflict(clash);
-    if (!ServerService.agentConnected(database.server)) throw conflict(`The server ${database.server.name} is not reachable (its agent is not connected).`);
+    if (clash) throw new Conflict(clash);
+    if (!ServerService.agentConnected(database.server)) throw new Conflict(`The server ${database.server.name} is not reachable (its agent is not connected).`);
 
     let passphrase: string | null = null;
     if (execution.isEncrypted) {
@@ -534,18 +534,18 @@ export class BackupService {
       // The passphrase of the storage the backup went to (it was encrypted with that one's).
       if (passphrase === null && execution.s3StorageId !== null) passphrase = (await this.deps.storages.destinationById(execution.s3StorageId))?.passphrase ?? null;
       if (passphrase === null) {
-        throw invalid({ passphrase: ["This backup is encrypted and its storage has no passphrase now: give the passphrase it was encrypted with."] });
+        throw new Invalid({ passphrase: ["This backup is encrypted and its storage has no passphrase now: give the passphrase it was encrypted with."] });
       }
     }
     const full = await this.db.standaloneDatabase.findUnique({ where: { id: database.id } });
-    if (!full) throw notFound("Database");
+    if (!full) throw new NotFound("Database");
     const engine = DatabaseEngine.safeParse(full.engine);
-    if (!engine.success) throw new AppError(409, `Unknown database engine ${full.engine}.`);
+    if (!engine.success) throw new Conflict(`Unknown database engine ${full.engine}.`);
     let credentials: DbCredentials;
     try {
       credentials = this.credentials(full.credentials);
     } catch (err) {
-      throw new AppError(409, `Cannot restore: ${(err as Error).message}.`);
+      throw new Conflict(`Cannot restore: ${(err as Error).message}.`);
     }
     // Under the database's run lock, a backup or restore claimed since the check above is seen
     // here; the restore slot is taken before anything is written, so a lost race writes nothing.
@@ -568,8 +568,8 @@ export class BackupService {
       await tx.backupExecution.update({ where: { id: execution.id }, data: { restoreJobId: jobId } });
       return true;
     });
-    if (claimed === false) throw conflict("This backup is already being restored.");
-    if (typeof claimed === "string") throw conflict(claimed);
+    if (claimed === false) throw new Conflict("This backup is already being restored.");
+    if (typeof claimed === "string") throw new Conflict(claimed);
     this.deps.jobs.nudge(database.serverId);
     return execution.uuid;
   }

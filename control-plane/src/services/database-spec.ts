@@ -1,7 +1,7 @@
 import { DbCredentials, DbDeployPayload, type DatabaseEngine } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import { AppError } from "../http/errors.js";
+import { NotFound, Invalid, Internal } from "../domain/errors.js";
 import { NetworkLimitError, resourceNetworks, type NetworkPlanSettings } from "./network-plan.js";
 
 type Reader = Db | Prisma.TransactionClient;
@@ -12,10 +12,10 @@ export function openCredentials(box: SecretBox, sealed: string): DbCredentials {
   try {
     json = JSON.parse(box.open(sealed));
   } catch {
-    throw new AppError(500, "The database's credentials cannot be decrypted with this instance's key.");
+    throw new Internal("The database's credentials cannot be decrypted with this instance's key.");
   }
   const parsed = DbCredentials.safeParse(json);
-  if (!parsed.success) throw new AppError(500, "The database's stored credentials are malformed.");
+  if (!parsed.success) throw new Internal("The database's stored credentials are malformed.");
   return parsed.data;
 }
 
@@ -51,7 +51,7 @@ export async function databaseNetworks(db: Reader, settings: NetworkPlanSettings
     if (err instanceof NetworkLimitError) {
       const message = `The database's environment network cannot be created: ${err.message}`;
       // Named under environment_name: the environment whose network the server has no room for.
-      throw new AppError(422, message, { environment_name: [message] });
+      throw new Invalid({ environment_name: [message] }, message);
     }
     throw err;
   }
@@ -67,13 +67,13 @@ export async function buildDbDeployPayload(db: Reader, box: SecretBox, databaseI
     where: { id: databaseId },
     include: { destination: { select: { networkName: true } }, envs: { where: { isPreview: false }, orderBy: { id: "asc" } } },
   });
-  if (!row) throw new AppError(404, "Database not found.");
+  if (!row) throw new NotFound("Database");
   const env: Record<string, string> = {};
   for (const v of row.envs) {
     try {
       env[v.key] = box.open(v.value);
     } catch {
-      throw new AppError(500, `Environment variable ${v.key} cannot be decrypted with this instance's key.`);
+      throw new Internal(`Environment variable ${v.key} cannot be decrypted with this instance's key.`);
     }
   }
   const networks = await databaseNetworks(db, network, {
@@ -98,7 +98,7 @@ export async function buildDbDeployPayload(db: Reader, box: SecretBox, databaseI
   if (!parsed.success) {
     // Field names only: values may be secrets.
     const fields = [...new Set(parsed.error.issues.map((i) => i.path.join(".") || "payload"))].join(", ");
-    throw new AppError(500, `The database's settings do not form a valid deployment (${fields}).`);
+    throw new Internal(`The database's settings do not form a valid deployment (${fields}).`);
   }
   return parsed.data;
 }

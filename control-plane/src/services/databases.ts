@@ -19,7 +19,7 @@ import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import { lockInTransaction } from "../db/locks.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
@@ -196,7 +196,7 @@ export class DatabaseService {
    */
   async find(auth: AuthContext, uuid: string, need: Need): Promise<DatabaseRef> {
     const row = await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: auth.teamId }, include: withPlace });
-    if (!row) throw notFound("Database");
+    if (!row) throw new NotFound("Database");
     await this.deps.access.assertEnvironment(auth, row.environment, need, "Database");
     return row;
   }
@@ -282,14 +282,14 @@ export class DatabaseService {
 
   private async placement(auth: AuthContext, input: CreateDatabaseCommon) {
     const project = await this.db.project.findFirst({ where: { uuid: input.project_uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!project || !(await this.deps.access.canSeeProject(auth, project.id))) throw notFound("Project");
+    if (!project || !(await this.deps.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
     const environment = await this.db.environment.findFirst({ where: { projectId: project.id, name: input.environment_name } });
-    if (!environment) throw notFound("Environment");
+    if (!environment) throw new NotFound("Environment");
     await this.deps.access.assertEnvironment(auth, environment, "manage");
     const server = await this.db.server.findFirst({ where: { uuid: input.server_uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!server) throw notFound("Server");
+    if (!server) throw new NotFound("Server");
     const destination = await this.db.destination.findFirst({ where: { uuid: input.destination_uuid, serverId: server.id }, select: { id: true } });
-    if (!destination) throw notFound("Destination");
+    if (!destination) throw new NotFound("Destination");
     return { environmentId: environment.id, serverId: server.id, destinationId: destination.id };
   }
 
@@ -331,12 +331,12 @@ export class DatabaseService {
       [this.deps.proxyPorts.https, "the reverse proxy's HTTPS port"],
       [server.port, "the server's SSH port"],
     ];
-    for (const [p, what] of reserved) if (p === port) throw invalid({ public_port: [`Port ${port} is ${what} on server ${server.name}; choose another.`] });
+    for (const [p, what] of reserved) if (p === port) throw new Invalid({ public_port: [`Port ${port} is ${what} on server ${server.name}; choose another.`] });
     const other = await tx.standaloneDatabase.findFirst({
       where: { serverId, isPublic: true, publicPort: port, ...(exceptId ? { id: { not: exceptId } } : {}) },
       select: { name: true },
     });
-    if (other) throw conflict(`Port ${port} of server ${server.name} is already published by database ${other.name}; choose another public_port.`);
+    if (other) throw new Conflict(`Port ${port} of server ${server.name} is already published by database ${other.name}; choose another public_port.`);
   }
 
   async create(
@@ -386,7 +386,7 @@ export class DatabaseService {
     const isPublic = input.is_public ?? ref.isPublic;
     const publicPort = input.public_port !== undefined ? input.public_port : ref.publicPort;
     if (isPublic && publicPort === null) {
-      throw invalid({ public_port: [input.public_port === null ? "Cannot be null while the database is public." : "Required when is_public is true."] });
+      throw new Invalid({ public_port: [input.public_port === null ? "Cannot be null while the database is public." : "Required when is_public is true."] });
     }
     const data: Prisma.StandaloneDatabaseUncheckedUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
@@ -468,7 +468,7 @@ export class DatabaseService {
   async remove(auth: AuthContext, uuid: string, flags: DeleteFlags): Promise<void> {
     const ref = await this.find(auth, uuid, "delete");
     if (!flags.delete_configurations && flags.delete_volumes) {
-      throw invalid({ delete_volumes: ["The volume is deleted only together with the container (delete_configurations=true)."] });
+      throw new Invalid({ delete_volumes: ["The volume is deleted only together with the container (delete_configurations=true)."] });
     }
     await this.deps.backups?.beforeDatabaseDelete(ref.id);
     await this.db.$transaction(async (tx) => {
@@ -484,7 +484,7 @@ export class DatabaseService {
 
   private requireAgent(ref: DatabaseRef): void {
     if (!ServerService.agentConnected(ref.server)) {
-      throw new AppError(503, `Server ${ref.server.name} is unreachable: its agent is not connected.`);
+      throw new Unavailable(`Server ${ref.server.name} is unreachable: its agent is not connected.`);
     }
   }
 
@@ -526,7 +526,7 @@ export class DatabaseService {
     if (!outcome) {
       return { status: 202, message: `${words.doing} ${ref.name}: the agent is still at it; the status will follow.`, dbStatus: ref.status };
     }
-    if (outcome.status !== "succeeded") throw new AppError(502, `${words.doing} ${ref.name} failed: ${outcome.error}`);
+    if (outcome.status !== "succeeded") throw new UpstreamFailed(`${words.doing} ${ref.name} failed: ${outcome.error}`);
     return { status: 200, message: `Database ${words.done}.`, dbStatus: outcome.result.status };
   }
 
@@ -535,7 +535,7 @@ export class DatabaseService {
     const ref = await this.find(auth, uuid, "view");
     this.requireAgent(ref);
     const job = await this.deps.jobs.run(ref.serverId, "app.logs", { app: { uuid: ref.uuid, name: ref.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
-    if (job.status !== "succeeded") throw new AppError(502, `Reading the logs of ${ref.name} failed: ${job.error}`);
+    if (job.status !== "succeeded") throw new UpstreamFailed(`Reading the logs of ${ref.name} failed: ${job.error}`);
     return job.result;
   }
 }

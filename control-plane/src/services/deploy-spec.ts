@@ -2,7 +2,7 @@ import { BuildPayload, DeployPayload, ProxySettings, parseDomains, parsePortList
 import type { Db } from "../db/client.js";
 import type { Config } from "../config.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import { AppError } from "../http/errors.js";
+import { DomainError, Invalid } from "../domain/errors.js";
 import { parseCompose, rewriteCompose, type ExtraNetwork } from "../compose/index.js";
 import { NetworkLimitError, proxyNetworks, resourceNetworks, type NetworkPlanContext, type PlannedEnvironmentNetwork, type ResourceNetworkPlan } from "./network-plan.js";
 
@@ -233,7 +233,7 @@ async function sourceOf(
       try {
         token = (await deps.gitAppToken(gitApp.id)).token;
       } catch (err) {
-        throw new DeploySpecError(err instanceof AppError ? err.message : "Could not get an installation token from the git app.");
+        throw new DeploySpecError(err instanceof DomainError ? err.message : "Could not get an installation token from the git app.");
       }
       return {
         kind: "git",
@@ -266,8 +266,8 @@ async function sourceOf(
           rollout: Date.now(),
         });
       } catch (err) {
-        if (err instanceof AppError) {
-          const details = Object.values(err.errors ?? {}).flat().slice(0, 5).join(" ");
+        if (err instanceof Invalid) {
+          const details = Object.values(err.errors).flat().slice(0, 5).join(" ");
           throw new DeploySpecError(`The compose file cannot be deployed: ${details || err.message}`);
         }
         throw err;

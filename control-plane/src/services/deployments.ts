@@ -4,7 +4,7 @@ import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import { lockInTransaction } from "../db/locks.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Busy, Rejected } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { chunks } from "../db/chunks.js";
 import { DEADLINE_EXCEEDED, type JobQueue, type JobRow } from "../jobs/queue.js";
@@ -23,6 +23,9 @@ export interface DeploySchedulerSettings {
   /** Where build servers push images (PLATFORM_BUILD_REGISTRY); null: build servers are not used. */
   registry?: BuildRegistryConfig | null;
 }
+
+/** When a client refused for a full deploy queue may try again (Retry-After). */
+const RETRY_FULL_QUEUE_S = 30;
 
 /** Lines the control plane writes into a deployment's log (the agents' lines have no such prefix). */
 const NOTE = "[capstan] ";
@@ -118,14 +121,14 @@ export class DeploymentService {
   async deploy(auth: AuthContext, applicationUuid: string, input: { force: boolean; commitSha: string | null }) {
     const app = await this.visibleApplication(auth, applicationUuid, "deploy");
     if (input.commitSha && !app.gitBranch) {
-      throw invalid({ commit_sha: ["Only applications deployed from a git repository have commits."] });
+      throw new Invalid({ commit_sha: ["Only applications deployed from a git repository have commits."] });
     }
     try {
       await assertEnvironmentNetworkFits(this.planCtx(this.db), { serverId: app.serverId, environmentId: app.environmentId });
     } catch (err) {
       if (!(err instanceof NetworkLimitError)) throw err;
       // Named under environment_name, as a database's: the environment whose network has no room.
-      throw new AppError(422, limitReason(err), { environment_name: [limitReason(err)] });
+      throw new Invalid({ environment_name: [limitReason(err)] }, limitReason(err));
     }
     return this.enqueue(app, { trigger: "api", force: input.force, commit: input.commitSha });
   }
@@ -145,11 +148,9 @@ export class DeploymentService {
         await this.lockServer(tx, app.serverId);
         const waiting = await tx.deployment.count({ where: { serverId: app.serverId, status: "queued" } });
         if (waiting >= queueLimit) {
-          throw new AppError(
-            429,
+          throw new Busy(
+            RETRY_FULL_QUEUE_S,
             `The deploy queue of this application's server is full (${waiting} deployments waiting, limit ${queueLimit}). Retry later or cancel queued deployments.`,
-            undefined,
-            { "Retry-After": "30" },
           );
         }
         await tx.deployment.create({
@@ -181,7 +182,7 @@ export class DeploymentService {
       where: { uuid, teamId: auth.teamId },
       include: { environment: { select: { id: true, projectId: true } } },
     });
-    if (!app) throw notFound("Application");
+    if (!app) throw new NotFound("Application");
     await this.access.assertEnvironment(auth, app.environment, need, "Application");
     return app;
   }
@@ -240,7 +241,7 @@ export class DeploymentService {
   /** One deployment of the caller's team in an environment it can see (404 otherwise). */
   private async find(auth: AuthContext, uuid: string, need: "view" | "deploy"): Promise<DeploymentRow> {
     const d = await this.db.deployment.findFirst({ where: { uuid, teamId: auth.teamId }, include: withApp });
-    if (!d) throw notFound("Deployment");
+    if (!d) throw new NotFound("Deployment");
     const env = await this.db.environment.findUniqueOrThrow({ where: { id: d.application.environmentId }, select: { id: true, projectId: true } });
     await this.access.assertEnvironment(auth, env, need, "Deployment");
     return d;
@@ -316,7 +317,7 @@ export class DeploymentService {
       this.kickTeam(d.teamId, d.serverId);
       if (d.status === "cancelled") return;
     }
-    throw new AppError(400, `The deployment is ${d.status.replace("_", " ")}; only queued or in_progress deployments can be cancelled.`);
+    throw new Rejected(`The deployment is ${d.status.replace("_", " ")}; only queued or in_progress deployments can be cancelled.`);
   }
 
   // -------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 import { MAX_ENVS } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -77,7 +77,7 @@ export class EnvVarService {
   async create(auth: AuthContext, ownerUuid: string, input: { key: string; value: string; is_build_time?: boolean; is_preview?: boolean }): Promise<EnvView> {
     const ref = await this.resolve(auth, ownerUuid, "manage");
     const count = await this.db.envVar.count({ where: ref.owner });
-    if (count >= MAX_ENVS) throw invalid({ key: [`${ref.noun} has at most ${MAX_ENVS} variables.`] });
+    if (count >= MAX_ENVS) throw new Invalid({ key: [`${ref.noun} has at most ${MAX_ENVS} variables.`] });
     const isPreview = input.is_preview ?? false;
     try {
       const row = await this.db.envVar.create({
@@ -92,7 +92,7 @@ export class EnvVarService {
       });
       return this.view(row, false);
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`Variable ${label(input.key, isPreview)} already exists; change it with PATCH .../envs${"databaseId" in ref.owner ? "/bulk" : ""}.`);
+      if (isUniqueViolation(err)) throw new Conflict(`Variable ${label(input.key, isPreview)} already exists; change it with PATCH .../envs${"databaseId" in ref.owner ? "/bulk" : ""}.`);
       throw err;
     }
   }
@@ -101,7 +101,7 @@ export class EnvVarService {
   async update(auth: AuthContext, ownerUuid: string, input: { key: string; value?: string | undefined; is_build_time?: boolean | undefined; is_preview: boolean }): Promise<EnvView> {
     const ref = await this.resolve(auth, ownerUuid, "manage");
     const row = await this.db.envVar.findFirst({ where: { ...ref.owner, key: input.key, isPreview: input.is_preview } });
-    if (!row) throw notFound(`Variable ${label(input.key, input.is_preview)}`);
+    if (!row) throw new NotFound(`Variable ${label(input.key, input.is_preview)}`);
     const updated = await this.db.envVar.update({
       where: { id: row.id },
       data: {
@@ -126,7 +126,7 @@ export class EnvVarService {
       const existing = await tx.envVar.findMany({ where: ref.owner });
       const byKey = new Map(existing.map((e) => [`${e.key}\u0000${e.isPreview}`, e]));
       const added = variables.filter((v) => !byKey.has(`${v.key}\u0000${v.is_preview ?? false}`)).length;
-      if (existing.length + added > MAX_ENVS) throw invalid({ variables: [`${ref.noun} has at most ${MAX_ENVS} variables; this would make ${existing.length + added}.`] });
+      if (existing.length + added > MAX_ENVS) throw new Invalid({ variables: [`${ref.noun} has at most ${MAX_ENVS} variables; this would make ${existing.length + added}.`] });
       const out: EnvRow[] = [];
       for (const v of variables) {
         const current = byKey.get(`${v.key}\u0000${v.is_preview ?? false}`);
@@ -160,7 +160,7 @@ export class EnvVarService {
   async remove(auth: AuthContext, ownerUuid: string, envUuid: string): Promise<void> {
     const ref = await this.resolve(auth, ownerUuid, "manage");
     const row = await this.db.envVar.findFirst({ where: { uuid: envUuid, ...ref.owner }, select: { id: true } });
-    if (!row) throw notFound("Environment variable");
+    if (!row) throw new NotFound("Environment variable");
     await this.db.envVar.delete({ where: { id: row.id } });
   }
 }

@@ -3,7 +3,7 @@ import { createPrivateKey, sign, type KeyObject } from "node:crypto";
 import type { CreateGitAppBody, UpdateGitAppBody } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { AccessService } from "./access.js";
@@ -71,13 +71,13 @@ export class GitAppService {
 
   async get(auth: AuthContext, uuid: string) {
     const app = await this.db.gitApp.findFirst({ where: { uuid, teamId: auth.teamId } });
-    if (!app) throw notFound("Git app");
+    if (!app) throw new NotFound("Git app");
     return app;
   }
 
   private sealKey(pem: string): string {
     const parsed = parseAppKey(pem);
-    if ("error" in parsed) throw invalid({ private_key: [parsed.error] });
+    if ("error" in parsed) throw new Invalid({ private_key: [parsed.error] });
     return this.box.seal(pem.trim() + "\n");
   }
 
@@ -117,7 +117,7 @@ export class GitAppService {
     this.access.requireTeamAdmin(auth, "manage git apps");
     const app = await this.get(auth, uuid);
     const users = await this.db.application.count({ where: { gitAppId: app.id } });
-    if (users > 0) throw conflict(`This git app is used by ${users} application(s); delete them first.`);
+    if (users > 0) throw new Conflict(`This git app is used by ${users} application(s); delete them first.`);
     await this.db.gitApp.delete({ where: { id: app.id } });
     this.tokens.delete(app.id);
   }
@@ -130,11 +130,11 @@ export class GitAppService {
 
   /**
    * An installation access token for cloning: cached until 5 minutes before it expires,
-   * one request at a time per app. Fails with a 502 AppError whose message says why.
+   * one request at a time per app. Fails with UpstreamFailed, whose message says why.
    */
   async installationToken(gitAppId: number): Promise<InstallationToken> {
     const app = await this.db.gitApp.findUnique({ where: { id: gitAppId } });
-    if (!app) throw notFound("Git app");
+    if (!app) throw new NotFound("Git app");
     // A changed key, id or URL makes a cached token stale.
     const version = `${app.updatedAt.getTime()}`;
     const cached = this.tokens.get(app.id);
@@ -152,7 +152,7 @@ export class GitAppService {
   }
 
   private async requestToken(app: { name: string; appId: number; installationId: number; privateKey: string; apiUrl: string }): Promise<InstallationToken> {
-    const fail = (why: string) => new AppError(502, `Git app ${app.name}: could not get an installation token: ${why}`);
+    const fail = (why: string) => new UpstreamFailed(`Git app ${app.name}: could not get an installation token: ${why}`);
     const parsed = parseAppKey(this.box.open(app.privateKey));
     if ("error" in parsed) throw fail(parsed.error);
     const url = `${app.apiUrl}/app/installations/${app.installationId}/access_tokens`;

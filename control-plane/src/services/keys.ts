@@ -1,6 +1,6 @@
 import type { Db } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { parsePrivateKey } from "../crypto/ssh-key.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -22,7 +22,7 @@ export class PrivateKeyService {
 
   private parse(text: string) {
     const parsed = parsePrivateKey(text);
-    if ("error" in parsed) throw invalid({ private_key: [parsed.error] });
+    if ("error" in parsed) throw new Invalid({ private_key: [parsed.error] });
     return parsed;
   }
 
@@ -36,14 +36,14 @@ export class PrivateKeyService {
 
   async get(auth: AuthContext, uuid: string) {
     const key = await this.db.privateKey.findFirst({ where: { uuid, teamId: auth.teamId } });
-    if (!key) throw notFound("Private key");
+    if (!key) throw new NotFound("Private key");
     return key;
   }
 
   /** The decrypted key, for server connections and git clones inside the control plane. */
   async reveal(teamId: number, uuid: string): Promise<string> {
     const key = await this.db.privateKey.findFirst({ where: { uuid, teamId } });
-    if (!key) throw notFound("Private key");
+    if (!key) throw new NotFound("Private key");
     return this.box.open(key.privateKeyEncrypted);
   }
 
@@ -86,9 +86,9 @@ export class PrivateKeyService {
     this.access.requireTeamAdmin(auth, "manage private keys");
     const key = await this.get(auth, uuid);
     const users = await this.db.server.count({ where: { privateKeyId: key.id } });
-    if (users > 0) throw conflict(`This key is used by ${users} server(s); assign them another key first.`);
+    if (users > 0) throw new Conflict(`This key is used by ${users} server(s); assign them another key first.`);
     const apps = await this.db.application.count({ where: { privateKeyId: key.id } });
-    if (apps > 0) throw conflict(`This key is the deploy key of ${apps} application(s); delete them first.`);
+    if (apps > 0) throw new Conflict(`This key is the deploy key of ${apps} application(s); delete them first.`);
     await this.db.privateKey.delete({ where: { id: key.id } });
   }
 }

@@ -14,7 +14,7 @@ import {
 import type { Db, Prisma } from "../db/client.js";
 import type { Config } from "../config.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict, Unavailable } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
 import type { AccessService, Need } from "./access.js";
@@ -126,30 +126,30 @@ export class NetworkService {
 
   private async server(auth: AuthContext, uuid: string) {
     const server = await this.db.server.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true, uuid: true, name: true, status: true, teamId: true } });
-    if (!server) throw notFound("Server");
+    if (!server) throw new NotFound("Server");
     return server;
   }
 
   private async network(serverId: number, uuid: string): Promise<NetworkWithCount> {
     const row = await this.db.network.findFirst({ where: { uuid, serverId }, include: withCount });
-    if (!row) throw notFound("Network");
+    if (!row) throw new NotFound("Network");
     return row;
   }
 
   private requireAgent(server: { status: string; name: string }): void {
-    if (!ServerService.agentConnected(server)) throw new AppError(503, `Server ${server.name} is unreachable: its agent is not connected.`);
+    if (!ServerService.agentConnected(server)) throw new Unavailable(`Server ${server.name} is unreachable: its agent is not connected.`);
   }
 
   private requireManagement(what: string): void {
     if (!this.config.network.management) {
-      throw conflict(`Network management is disabled on this instance (PLATFORM_NETWORK_MANAGEMENT=false): ${what} is not possible.`);
+      throw new Conflict(`Network management is disabled on this instance (PLATFORM_NETWORK_MANAGEMENT=false): ${what} is not possible.`);
     }
   }
 
   private requireProxyIsolation(): void {
     this.requireManagement("proxy isolation");
     if (!this.config.network.proxyIsolation) {
-      throw conflict("Proxy isolation is not enabled on this instance: set PLATFORM_PROXY_ISOLATION=true or PLATFORM_NETWORK_ISOLATION_MODE=strict.");
+      throw new Conflict("Proxy isolation is not enabled on this instance: set PLATFORM_PROXY_ISOLATION=true or PLATFORM_NETWORK_ISOLATION_MODE=strict.");
     }
   }
 
@@ -159,7 +159,7 @@ export class NetworkService {
   /** Whether proxy isolation is in effect on the server: the instance's setting and the server's recorded phase. */
   async proxyIsolation(auth: AuthContext, serverUuid: string): Promise<ProxyIsolationState> {
     const server = await this.db.server.findFirst({ where: { uuid: serverUuid, teamId: auth.teamId }, select: { proxyIsolation: true } });
-    if (!server) throw notFound("Server");
+    if (!server) throw new NotFound("Server");
     return { enabled: this.config.network.proxyIsolation, phase: phaseOf(server.proxyIsolation) };
   }
 
@@ -182,11 +182,11 @@ export class NetworkService {
   async detail(auth: AuthContext, serverUuid: string, networkUuid: string): Promise<{ network: NetworkView; inspection: ReturnType<typeof inspectionOf> | null }> {
     const server = await this.server(auth, serverUuid);
     const [network] = await withResourceCounts(this.db, this.config.network, server, [await this.network(server.id, networkUuid)]);
-    if (!network) throw notFound("Network");
+    if (!network) throw new NotFound("Network");
     if (network.status === "deleted") return { network, inspection: null };
     this.requireAgent(server);
     const job = await this.jobs.run(server.id, "networks.list", { names: [network.name] }, NETWORK_WAIT_MS.inspect);
-    if (job.status !== "succeeded") throw new AppError(503, `Inspecting network ${network.name} on server ${server.name} failed: ${job.error}`);
+    if (job.status !== "succeeded") throw new Unavailable(`Inspecting network ${network.name} on server ${server.name} failed: ${job.error}`);
     // By id when the engine knows it (a name can be held twice on a swarm), else by name.
     const found =
       job.result.networks.find((n) => network.containerEngineId !== null && n.id === network.containerEngineId) ?? job.result.networks.find((n) => n.name === network.name);
@@ -207,7 +207,7 @@ export class NetworkService {
     const facts = ServerService.facts(await this.db.server.findUniqueOrThrow({ where: { id: server.id }, select: { facts: true } }));
     const role = facts?.engine.swarm_role;
     if (input.driver === "overlay" && role && role !== "manager") {
-      throw invalid({ driver: [`Overlay networks need a swarm manager; server ${server.name} is ${role === "inactive" ? "not in a swarm" : "a swarm worker"}. Use bridge.`] });
+      throw new Invalid({ driver: [`Overlay networks need a swarm manager; server ${server.name} is ${role === "inactive" ? "not in a swarm" : "a swarm worker"}. Use bridge.`] });
     }
     const driver: NetworkDriver = input.driver ?? (await serverDriver(this.db, server.id));
     const encrypted = driver === "overlay" && this.config.network.overlayEncryption;
@@ -215,7 +215,7 @@ export class NetworkService {
       return await withServerNetworks(this.ctx, server.id, async (tx) => {
         const existing = await tx.network.findUnique({ where: { serverId_name: { serverId: server.id, name: input.name } } });
         if (existing && (LIVE_STATUSES.includes(existing.status) || existing.scope !== "shared")) {
-          throw conflict(`Server ${server.name} already has a network named ${input.name} (scope ${existing.scope}, status ${existing.status}).`);
+          throw new Conflict(`Server ${server.name} already has a network named ${input.name} (scope ${existing.scope}, status ${existing.status}).`);
         }
         await assertBelowLimit(tx, this.config.network, server.id);
         // A deleted or failed shared network of that name gives way to the new one.
@@ -227,7 +227,7 @@ export class NetworkService {
         return row;
       });
     } catch (err) {
-      if (err instanceof NetworkLimitError) throw new AppError(422, err.message, { name: [err.message] });
+      if (err instanceof NetworkLimitError) throw new Invalid({ name: [err.message] }, err.message);
       throw err;
     } finally {
       this.jobs.nudge(server.id);
@@ -253,8 +253,8 @@ export class NetworkService {
         system: "it was not created by the platform as a shared network (system network)",
       };
       const orphan = row.scope === "environment" && row.environmentId === null;
-      if (refusal[row.scope] && !orphan) throw conflict(`Network ${row.name} cannot be deleted: ${refusal[row.scope]}.`);
-      if (row.status === "deleted") throw conflict(`Network ${row.name} is already deleted.`);
+      if (refusal[row.scope] && !orphan) throw new Conflict(`Network ${row.name} cannot be deleted: ${refusal[row.scope]}.`);
+      if (row.status === "deleted") throw new Conflict(`Network ${row.name} is already deleted.`);
       await tx.networkAttachment.deleteMany({ where: { networkId: row.id } });
       await tx.network.update({ where: { id: row.id }, data: { status: "deleted", reason: null } });
       await this.jobs.enqueue(tx, server.id, "network.remove", { name: row.name }, REMOVE_TIMEOUT_MS);
@@ -285,7 +285,7 @@ export class NetworkService {
     this.requireAgent(server);
     const listedAt = new Date();
     const job = await this.jobs.run(server.id, "networks.list", {}, NETWORK_WAIT_MS.list);
-    if (job.status !== "succeeded") throw new AppError(503, `Listing the networks of server ${server.name} failed: ${job.error}`);
+    if (job.status !== "succeeded") throw new Unavailable(`Listing the networks of server ${server.name} failed: ${job.error}`);
     const engine = job.result.networks;
     const destinations = new Set((await this.db.destination.findMany({ where: { serverId: server.id }, select: { networkName: true } })).map((d) => d.networkName));
     const counts = { total: engine.length, discovered: 0, verified: 0, deleted: 0, failed: 0 };
@@ -404,11 +404,11 @@ export class NetworkService {
     this.requireAgent(server);
     const network = await requestNetwork(this.ctx, { teamId: server.teamId, serverId: server.id, name: PROXY_NETWORK, scope: "proxy", exempt: true });
     const ensured = await this.jobs.run(server.id, "network.ensure", { networks: [specOf(network)] }, NETWORK_WAIT_MS.ensure);
-    if (ensured.status !== "succeeded") throw new AppError(503, `Creating the proxy network on server ${server.name} failed: ${ensured.error}`);
+    if (ensured.status !== "succeeded") throw new Unavailable(`Creating the proxy network on server ${server.name} failed: ${ensured.error}`);
 
     const containers = [this.config.proxyName, ...(await this.publicContainers(server.id)).map((c) => c.name)];
     const connected = await this.jobs.run(server.id, "network.connect", { network: PROXY_NETWORK, containers, disconnect: false }, NETWORK_WAIT_MS.connect);
-    if (connected.status !== "succeeded") throw new AppError(503, `Connecting containers to the proxy network on server ${server.name} failed: ${connected.error}`);
+    if (connected.status !== "succeeded") throw new Unavailable(`Connecting containers to the proxy network on server ${server.name} failed: ${connected.error}`);
     if ((await proxyPhase(this.db, server.uuid)) !== "cleaned") await setProxyPhase(this.db, server.uuid, "migrated");
     const fresh = await this.db.network.findUniqueOrThrow({ where: { id: network.id } });
     return { network: fresh, connected: connected.result.changed };
@@ -424,7 +424,7 @@ export class NetworkService {
     const server = await this.server(auth, serverUuid);
     this.requireProxyIsolation();
     if ((await proxyPhase(this.db, server.uuid)) === "none") {
-      throw conflict(`Proxy isolation has not been migrated on server ${server.name}: run POST /networks/${server.uuid}/proxy/migrate, redeploy every resource, then clean up.`);
+      throw new Conflict(`Proxy isolation has not been migrated on server ${server.name}: run POST /networks/${server.uuid}/proxy/migrate, redeploy every resource, then clean up.`);
     }
     this.requireAgent(server);
     // Every network the proxy may have joined before: the destinations' and all environment networks.
@@ -436,7 +436,7 @@ export class NetworkService {
     const stale = (await this.publicContainers(server.id)).filter((c) => leaving.includes(c.labels[LABEL_PROXY_NETWORK] ?? ""));
     if (stale.length) {
       const names = stale.slice(0, 10).map((c) => c.name);
-      throw conflict(
+      throw new Conflict(
         `${stale.length} routed container(s) on server ${server.name} still use a network the proxy would leave; redeploy their resources first: ${names.join(", ")}${stale.length > names.length ? ", ..." : ""}.`,
       );
     }
@@ -449,7 +449,7 @@ export class NetworkService {
     const disconnectedFrom: string[] = [];
     for (const network of leaving) {
       const job = await this.jobs.run(server.id, "network.connect", { network, containers: [this.config.proxyName], disconnect: true }, NETWORK_WAIT_MS.connect);
-      if (job.status !== "succeeded") throw new AppError(503, `Disconnecting the proxy from network ${network} on server ${server.name} failed: ${job.error}`);
+      if (job.status !== "succeeded") throw new Unavailable(`Disconnecting the proxy from network ${network} on server ${server.name} failed: ${job.error}`);
       if (job.result.changed.length) disconnectedFrom.push(network);
     }
     return { disconnectedFrom };
@@ -461,7 +461,7 @@ export class NetworkService {
     if (!apps.length) return [];
     const uuids = new Set(apps.map((a) => a.uuid));
     const job = await this.jobs.run(serverId, "containers.list", {}, NETWORK_WAIT_MS.list);
-    if (job.status !== "succeeded") throw new AppError(503, `Listing the server's containers failed: ${job.error}`);
+    if (job.status !== "succeeded") throw new Unavailable(`Listing the server's containers failed: ${job.error}`);
     // A compose application's internal services carry an empty domains label: not routed.
     return job.result.containers.filter((c) => uuids.has(c.labels[LABEL_RESOURCE_UUID] ?? "") && (c.labels[LABEL_DOMAINS] ?? "") !== "");
   }
@@ -471,13 +471,13 @@ export class NetworkService {
 
   /** The resource in the caller's team with `need` on its environment; services do not exist yet. */
   private async resource(auth: AuthContext, type: NetworkResourceType, uuid: string, need: Need): Promise<ResourceRef> {
-    if (type === "service") throw new AppError(404, "Services are not available on this instance yet, so no service has networks.");
+    if (type === "service") throw new NotFound("Service", "Services are not available on this instance yet, so no service has networks.");
     if (type === "application") {
       const app = await this.db.application.findFirst({
         where: { uuid, teamId: auth.teamId },
         include: { environment: { select: { id: true, uuid: true, projectId: true } }, destination: { select: { networkName: true } } },
       });
-      if (!app) throw notFound("Application");
+      if (!app) throw new NotFound("Application");
       await this.access.assertEnvironment(auth, app.environment, need, "Application");
       return {
         type,
@@ -494,7 +494,7 @@ export class NetworkService {
       where: { uuid, teamId: auth.teamId },
       include: { environment: { select: { id: true, uuid: true, projectId: true } }, destination: { select: { networkName: true } } },
     });
-    if (!db) throw notFound("Database");
+    if (!db) throw new NotFound("Database");
     await this.access.assertEnvironment(auth, db.environment, need, "Database");
     return { type, id: db.id, name: db.name, teamId: db.teamId, serverId: db.serverId, environment: db.environment, destinationNetwork: db.destination.networkName, isPublic: false };
   }
@@ -531,21 +531,21 @@ export class NetworkService {
   async attach(auth: AuthContext, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
     const r = await this.resource(auth, type, uuid, "manage");
     const network = await this.db.network.findFirst({ where: { uuid: networkUuid, teamId: auth.teamId } });
-    if (!network) throw notFound("Network");
+    if (!network) throw new NotFound("Network");
     this.requireManagement("attaching networks");
-    if (network.serverId !== r.serverId) throw invalid({ network_uuid: [`Network ${network.name} is on another server than the ${r.type}.`] });
-    if (network.scope !== "shared") throw invalid({ network_uuid: [`Only shared networks can be attached; ${network.name} is a ${network.scope} network.`] });
-    if (!LIVE_STATUSES.includes(network.status)) throw invalid({ network_uuid: [`Network ${network.name} is ${network.status}; create it again first.`] });
+    if (network.serverId !== r.serverId) throw new Invalid({ network_uuid: [`Network ${network.name} is on another server than the ${r.type}.`] });
+    if (network.scope !== "shared") throw new Invalid({ network_uuid: [`Only shared networks can be attached; ${network.name} is a ${network.scope} network.`] });
+    if (!LIVE_STATUSES.includes(network.status)) throw new Invalid({ network_uuid: [`Network ${network.name} is ${network.status}; create it again first.`] });
     // The count and the insert are one step under the server's network lock (a resource's
     // networks are all on its server), so concurrent attaches cannot pass the cap together.
     await withServerNetworks(this.ctx, r.serverId, async (tx) => {
       const already = await tx.networkAttachment.findFirst({ where: { networkId: network.id, resourceType: r.type, resourceId: r.id }, select: { id: true } });
-      if (already) throw conflict(`Network ${network.name} is already attached to this ${r.type}.`);
+      if (already) throw new Conflict(`Network ${network.name} is already attached to this ${r.type}.`);
       const existing = await tx.networkAttachment.count({ where: { resourceType: r.type, resourceId: r.id } });
-      if (existing >= MAX_ATTACHMENTS) throw invalid({ network_uuid: [`A resource can be attached to at most ${MAX_ATTACHMENTS} networks.`] });
+      if (existing >= MAX_ATTACHMENTS) throw new Invalid({ network_uuid: [`A resource can be attached to at most ${MAX_ATTACHMENTS} networks.`] });
       // Deleted meanwhile (DELETE takes the same lock): nothing to attach to.
       const live = await tx.network.findUnique({ where: { id: network.id }, select: { status: true } });
-      if (!live || !LIVE_STATUSES.includes(live.status)) throw invalid({ network_uuid: [`Network ${network.name} is ${live?.status ?? "deleted"}; create it again first.`] });
+      if (!live || !LIVE_STATUSES.includes(live.status)) throw new Invalid({ network_uuid: [`Network ${network.name} is ${live?.status ?? "deleted"}; create it again first.`] });
       await tx.networkAttachment.create({ data: { networkId: network.id, resourceType: r.type, resourceId: r.id } });
     });
     return { resource: r, network };
@@ -554,9 +554,9 @@ export class NetworkService {
   async detach(auth: AuthContext, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
     const r = await this.resource(auth, type, uuid, "manage");
     const network = await this.db.network.findFirst({ where: { uuid: networkUuid, teamId: auth.teamId } });
-    if (!network) throw notFound("Network");
+    if (!network) throw new NotFound("Network");
     const removed = await this.db.networkAttachment.deleteMany({ where: { networkId: network.id, resourceType: r.type, resourceId: r.id } });
-    if (removed.count === 0) throw notFound(`Attachment of network ${network.name} to this ${r.type}`);
+    if (removed.count === 0) throw new NotFound(`Attachment of network ${network.name} to this ${r.type}`);
     return { resource: r, network };
   }
 

@@ -2,7 +2,7 @@ import type { PermissionLevel } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { AuthContext } from "../http/auth.js";
-import { conflict, notFound } from "../http/errors.js";
+import { NotFound, Conflict } from "../domain/errors.js";
 import type { AccessService } from "./access.js";
 
 const projectPermissionInclude = {
@@ -36,19 +36,19 @@ export class PermissionService {
 
   private async teamProject(auth: AuthContext, uuid: string) {
     const p = await this.db.project.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!p) throw notFound("Project");
+    if (!p) throw new NotFound("Project");
     return p;
   }
 
   private async teamEnvironment(auth: AuthContext, id: number) {
     const e = await this.db.environment.findFirst({ where: { id, project: { teamId: auth.teamId } }, select: { id: true } });
-    if (!e) throw notFound("Environment");
+    if (!e) throw new NotFound("Environment");
     return e;
   }
 
   private async teamMember(auth: AuthContext, userId: number) {
     const m = await this.db.membership.findUnique({ where: { teamId_userId: { teamId: auth.teamId, userId } } });
-    if (!m) throw notFound("User");
+    if (!m) throw new NotFound("User");
     return m;
   }
 
@@ -81,7 +81,7 @@ export class PermissionService {
       where: { id, ...this.projectWhere(auth, {}) },
       include: projectPermissionInclude,
     });
-    if (!row) throw notFound("Permission");
+    if (!row) throw new NotFound("Permission");
     return row;
   }
 
@@ -95,7 +95,7 @@ export class PermissionService {
         include: projectPermissionInclude,
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict("User already has access to this project.");
+      if (isUniqueViolation(err)) throw new Conflict("User already has access to this project.");
       throw err;
     }
   }
@@ -182,7 +182,7 @@ export class PermissionService {
         include: environmentPermissionInclude,
       });
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict("User already has an override for this environment.");
+      if (isUniqueViolation(err)) throw new Conflict("User already has an override for this environment.");
       throw err;
     }
   }
@@ -190,7 +190,7 @@ export class PermissionService {
   async revokeEnvironment(auth: AuthContext, id: number): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage permissions");
     const row = await this.db.environmentPermission.findFirst({ where: { id, ...this.environmentWhere(auth, {}) } });
-    if (!row) throw notFound("Permission");
+    if (!row) throw new NotFound("Permission");
     await this.db.environmentPermission.delete({ where: { id: row.id } });
   }
 }

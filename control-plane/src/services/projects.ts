@@ -1,7 +1,7 @@
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import type { AuthContext } from "../http/auth.js";
-import { conflict, forbidden, notFound } from "../http/errors.js";
+import { NotFound, Forbidden, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { AccessService } from "./access.js";
@@ -123,7 +123,7 @@ export class ProjectService {
   /** One project for reading (GET): as find, through the plain read path. */
   async view(auth: AuthContext, uuid: string): Promise<ProjectView> {
     const [project] = await this.read(auth, { uuid });
-    if (!project) throw notFound("Project");
+    if (!project) throw new NotFound("Project");
     return project;
   }
 
@@ -142,13 +142,13 @@ export class ProjectService {
   /** Finds a project of the caller's team that the caller may see, or 404. */
   async find(auth: AuthContext, uuid: string): Promise<ProjectWithEnvironments> {
     const project = await this.db.project.findFirst({ where: { uuid, teamId: auth.teamId }, include: withEnvironments });
-    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw notFound("Project");
+    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
     const [filtered] = await this.filterEnvironments(auth, [project]);
     return filtered!;
   }
 
   async create(auth: AuthContext, input: { name: string; description?: string | undefined }) {
-    if (auth.role === "viewer") throw forbidden("Viewers cannot create projects.");
+    if (auth.role === "viewer") throw new Forbidden("Viewers cannot create projects.");
     return this.db.$transaction(async (tx) => {
       const project = await tx.project.create({
         data: {
@@ -207,11 +207,11 @@ export class ProjectService {
   /** Environment of a visible project by name or uuid; 404 when the caller cannot see it. */
   async findEnvironment(auth: AuthContext, projectUuid: string, nameOrUuid: string) {
     const project = await this.db.project.findFirst({ where: { uuid: projectUuid, teamId: auth.teamId } });
-    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw notFound("Project");
+    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
     const env = await this.db.environment.findFirst({
       where: { projectId: project.id, OR: [{ name: nameOrUuid }, { uuid: nameOrUuid }] },
     });
-    if (!env || !(await this.access.canSeeEnvironment(auth, env))) throw notFound("Environment");
+    if (!env || !(await this.access.canSeeEnvironment(auth, env))) throw new NotFound("Environment");
     return { project, environment: env };
   }
 
@@ -221,7 +221,7 @@ export class ProjectService {
     try {
       return await this.db.environment.create({ data: { uuid: newUuid(), projectId: project.id, name } });
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict(`Environment ${name} already exists in this project.`);
+      if (isUniqueViolation(err)) throw new Conflict(`Environment ${name} already exists in this project.`);
       throw err;
     }
   }

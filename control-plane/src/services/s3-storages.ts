@@ -2,7 +2,7 @@ import { isIP } from "node:net";
 import type { CreateS3StorageBody, S3Target, UpdateS3StorageBody } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isRefusedAddress } from "@capstan/shared/net";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -68,14 +68,14 @@ export class S3StorageService {
 
   async get(auth: AuthContext, id: number): Promise<S3StorageRecord> {
     const s = await this.db.s3Storage.findFirst({ where: { id, teamId: auth.teamId }, include: withCount });
-    if (!s) throw notFound("S3 storage");
+    if (!s) throw new NotFound("S3 storage");
     return s;
   }
 
   /** A storage of the team by id, for a backup schedule naming it (404 when not the team's). */
   async findForTeam(teamId: number, id: number): Promise<{ id: number }> {
     const s = await this.db.s3Storage.findFirst({ where: { id, teamId }, select: { id: true } });
-    if (!s) throw notFound("S3 storage");
+    if (!s) throw new NotFound("S3 storage");
     return s;
   }
 
@@ -91,7 +91,7 @@ export class S3StorageService {
     const host = new URL(endpoint).hostname.replace(/^\[|\]$/g, "").replace(/\.+$/, "").toLowerCase();
     const literal = isIP(host) !== 0;
     if ((literal && isRefusedAddress(host)) || host === "localhost" || host.endsWith(".localhost")) {
-      throw invalid({
+      throw new Invalid({
         endpoint: [`${host} is a loopback, link-local or metadata address; refused (the instance setting PLATFORM_ALLOW_PRIVATE_ENDPOINTS allows it).`],
       });
     }
@@ -165,8 +165,8 @@ export class S3StorageService {
       if (refusal) return { refusal, deleted: 0 };
       return { refusal: null, deleted: (await tx.s3Storage.deleteMany({ where: { id: s.id } })).count };
     });
-    if (outcome.refusal) throw conflict(outcome.refusal);
-    if (outcome.deleted === 0) throw notFound("S3 storage");
+    if (outcome.refusal) throw new Conflict(outcome.refusal);
+    if (outcome.deleted === 0) throw new NotFound("S3 storage");
   }
 
   /** The storage as the agent (and the test) uses it: secrets opened, allow_private from the instance. */

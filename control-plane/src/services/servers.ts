@@ -1,7 +1,7 @@
 import type { HostFacts } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { AccessService } from "./access.js";
@@ -76,13 +76,13 @@ export class ServerService {
 
   async get(auth: AuthContext, uuid: string): Promise<ServerWithDetail> {
     const server = await this.db.server.findFirst({ where: { uuid, teamId: auth.teamId }, include: withDetail });
-    if (!server) throw notFound("Server");
+    if (!server) throw new NotFound("Server");
     return server;
   }
 
   private async teamKey(auth: AuthContext, uuid: string) {
     const key = await this.db.privateKey.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!key) throw notFound("Private key");
+    if (!key) throw new NotFound("Private key");
     return key;
   }
 
@@ -139,9 +139,9 @@ export class ServerService {
     const server = await this.get(auth, uuid);
     // Applications keep their server (and its destinations): removing it would orphan them.
     const apps = await this.db.application.count({ where: { serverId: server.id } });
-    if (apps > 0) throw conflict(`Server ${server.name} has ${apps} application(s); delete them or their environments first.`);
+    if (apps > 0) throw new Conflict(`Server ${server.name} has ${apps} application(s); delete them or their environments first.`);
     const databases = await this.db.standaloneDatabase.count({ where: { serverId: server.id } });
-    if (databases > 0) throw conflict(`Server ${server.name} has ${databases} database(s); delete them or their environments first.`);
+    if (databases > 0) throw new Conflict(`Server ${server.name} has ${databases} database(s); delete them or their environments first.`);
     await this.db.server.delete({ where: { id: server.id } });
     this.agents?.standDown(server.id, "server removed from management");
   }
@@ -174,7 +174,7 @@ export class ServerService {
         agentToken,
       );
     } catch (err) {
-      throw new AppError(502, (err as Error).message);
+      throw new UpstreamFailed((err as Error).message);
     }
     if (result.exitCode === 0) {
       await this.db.server.update({
@@ -188,7 +188,7 @@ export class ServerService {
 
   private requireAgent(server: { status: string; name: string }): void {
     if (!ServerService.agentConnected(server)) {
-      throw new AppError(503, `Server ${server.name} is unreachable: its agent is not connected.`);
+      throw new Unavailable(`Server ${server.name} is unreachable: its agent is not connected.`);
     }
   }
 
@@ -197,16 +197,16 @@ export class ServerService {
     const server = await this.get(auth, uuid);
     if (!ServerService.agentConnected(server)) {
       await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
-      throw invalid({ server: ["The agent is not connected."] }, `Server ${server.name} is not usable: the agent is not connected.`);
+      throw new Invalid({ server: ["The agent is not connected."] }, `Server ${server.name} is not usable: the agent is not connected.`);
     }
     const job = await this.jobs.run(server.id, "server.validate", {});
     if (job.status !== "succeeded") {
       await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
-      throw invalid({ server: [job.error] }, `Server ${server.name} is not usable: ${job.error}`);
+      throw new Invalid({ server: [job.error] }, `Server ${server.name} is not usable: ${job.error}`);
     }
     if (!job.result.compose_version) {
       await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
-      throw invalid({ server: ["Docker Compose is not available."] }, `Server ${server.name} is not usable: Docker Compose is not available.`);
+      throw new Invalid({ server: ["Docker Compose is not available."] }, `Server ${server.name} is not usable: Docker Compose is not available.`);
     }
     await this.db.server.update({ where: { id: server.id }, data: { isUsable: true } });
     return { dockerVersion: job.result.docker_version };
@@ -217,7 +217,7 @@ export class ServerService {
     const server = await this.get(auth, uuid);
     this.requireAgent(server);
     const job = await this.jobs.run(server.id, "containers.list", {});
-    if (job.status !== "succeeded") throw new AppError(503, `Reading the server's containers failed: ${job.error}`);
+    if (job.status !== "succeeded") throw new Unavailable(`Reading the server's containers failed: ${job.error}`);
     return job.result.containers;
   }
 

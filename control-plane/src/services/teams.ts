@@ -1,23 +1,23 @@
 import type { Db } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { notFound } from "../http/errors.js";
+import { NotFound } from "../domain/errors.js";
 
 /** Read-only team views (spec 4.1). A token sees exactly one team: its own. */
 export class TeamService {
   constructor(private readonly db: Db) {}
 
   async get(auth: AuthContext, teamId: number) {
-    if (teamId !== auth.teamId) throw notFound("Team");
+    if (teamId !== auth.teamId) throw new NotFound("Team");
     const team = await this.db.team.findUnique({
       where: { id: teamId },
       include: { _count: { select: { memberships: true } } },
     });
-    if (!team) throw notFound("Team");
+    if (!team) throw new NotFound("Team");
     return team;
   }
 
   async members(auth: AuthContext, teamId: number, window: { skip?: number; take?: number }) {
-    if (teamId !== auth.teamId) throw notFound("Team");
+    if (teamId !== auth.teamId) throw new NotFound("Team");
     return this.db.membership.findMany({
       where: { teamId },
       orderBy: { id: "asc" },

@@ -1,7 +1,7 @@
 import { MAX_STORAGES } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import type { AuthContext } from "../http/auth.js";
-import { conflict, invalid, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { ApplicationService } from "./applications.js";
@@ -29,9 +29,9 @@ export class VolumeService {
   async create(auth: AuthContext, appUuid: string, input: { name: string; mount_path: string; host_path?: string | null | undefined }) {
     const app = await this.apps.find(auth, appUuid, "manage");
     const existing = await this.db.volume.findMany({ where: { applicationId: app.id }, select: { name: true, mountPath: true } });
-    if (existing.length >= MAX_STORAGES) throw invalid({ name: [`An application has at most ${MAX_STORAGES} storages.`] });
-    if (existing.some((v) => v.name === input.name)) throw conflict(`A storage named ${input.name} already exists on this application.`);
-    if (existing.some((v) => v.mountPath === input.mount_path)) throw conflict(`Something is already mounted at ${input.mount_path} in this application.`);
+    if (existing.length >= MAX_STORAGES) throw new Invalid({ name: [`An application has at most ${MAX_STORAGES} storages.`] });
+    if (existing.some((v) => v.name === input.name)) throw new Conflict(`A storage named ${input.name} already exists on this application.`);
+    if (existing.some((v) => v.mountPath === input.mount_path)) throw new Conflict(`Something is already mounted at ${input.mount_path} in this application.`);
     try {
       const row = await this.db.volume.create({
         data: { uuid: newUuid(), applicationId: app.id, name: input.name, mountPath: input.mount_path, hostPath: input.host_path ?? null },
@@ -39,7 +39,7 @@ export class VolumeService {
       return { app, row };
     } catch (err) {
       // A concurrent create of the same name or path.
-      if (isUniqueViolation(err)) throw conflict(`A storage with this name or mount path already exists on this application.`);
+      if (isUniqueViolation(err)) throw new Conflict(`A storage with this name or mount path already exists on this application.`);
       throw err;
     }
   }
@@ -47,7 +47,7 @@ export class VolumeService {
   async remove(auth: AuthContext, appUuid: string, storageUuid: string): Promise<void> {
     const app = await this.apps.find(auth, appUuid, "manage");
     const row = await this.db.volume.findFirst({ where: { uuid: storageUuid, applicationId: app.id }, select: { id: true } });
-    if (!row) throw notFound("Storage");
+    if (!row) throw new NotFound("Storage");
     await this.db.volume.delete({ where: { id: row.id } });
   }
 }

@@ -3,7 +3,7 @@ import { CommitSha, webhookUrls, type WebhookProvider } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { AuthContext } from "../http/auth.js";
-import { AppError, notFound } from "../http/errors.js";
+import { NotFound, Invalid, Busy, Rejected, Unauthenticated } from "../domain/errors.js";
 import type { AccessService } from "./access.js";
 import type { DeploymentService } from "./deployments.js";
 import { gitAppCloneUrl } from "./applications.js";
@@ -120,11 +120,11 @@ export function pushesOf(provider: WebhookProvider, payload: unknown): PushEvent
 function parseBody(body: Buffer, contentType: string | undefined): unknown {
   const text = body.toString("utf8");
   const json = /application\/x-www-form-urlencoded/i.test(contentType ?? "") ? new URLSearchParams(text).get("payload") : text;
-  if (json === null) throw new AppError(400, "The form-encoded webhook has no payload field.");
+  if (json === null) throw new Rejected("The form-encoded webhook has no payload field.");
   try {
     return JSON.parse(json);
   } catch {
-    throw new AppError(400, "The webhook payload is not valid JSON.");
+    throw new Rejected("The webhook payload is not valid JSON.");
   }
 }
 
@@ -159,7 +159,7 @@ export class WebhookService {
       }
     }
     const verified = verifySignature(provider, secret, headers, body);
-    if (!app || secret === this.decoy || !verified) throw new AppError(401, BAD_SIGNATURE);
+    if (!app || secret === this.decoy || !verified) throw new Unauthenticated(BAD_SIGNATURE);
 
     const { push, event } = isPush(provider, headers);
     if (event === "ping" || event === "diagnostics:ping") return { message: "Webhook received: pong." };
@@ -172,7 +172,7 @@ export class WebhookService {
       return { message: pushes.length ? `Ignored: the push is not to the application's branch ${app.gitBranch}.` : "Ignored: the push updated no branch." };
     }
     const commit = CommitSha.safeParse(match.commit);
-    if (!commit.success) throw new AppError(422, "The push names no valid commit id.", { commit: ["Use a hexadecimal commit id."] });
+    if (!commit.success) throw new Invalid({ commit: ["Use a hexadecimal commit id."] }, "The push names no valid commit id.");
     const { uuid } = await this.deployments.enqueue(app, {
       trigger: "webhook",
       force: false,
@@ -199,7 +199,7 @@ export class WebhookService {
       }
     }
     const verified = verifySignature("github", secret, headers, body);
-    if (!gitApp || secret === this.decoy || !verified) throw new AppError(401, BAD_SIGNATURE);
+    if (!gitApp || secret === this.decoy || !verified) throw new Unauthenticated(BAD_SIGNATURE);
 
     const { push, event } = isPush("github", headers);
     if (event === "ping") return { message: "Webhook received: pong.", deployment_uuids: [] };
@@ -209,7 +209,7 @@ export class WebhookService {
     const [pushed] = pushesOf("github", payload);
     if (!repo || !pushed) return { message: "Ignored: the push updated no branch.", deployment_uuids: [] };
     const commit = CommitSha.safeParse(pushed.commit);
-    if (!commit.success) throw new AppError(422, "The push names no valid commit id.", { commit: ["Use a hexadecimal commit id."] });
+    if (!commit.success) throw new Invalid({ commit: ["Use a hexadecimal commit id."] }, "The push names no valid commit id.");
 
     // GitHub treats owner and repository names without regard to case.
     const cloneUrl = gitAppCloneUrl(gitApp.htmlUrl, repo).toLowerCase();
@@ -222,7 +222,7 @@ export class WebhookService {
     ).filter((a) => a.gitRepository?.toLowerCase() === cloneUrl);
     if (!apps.length) return { message: `Ignored: no application deploys ${repo} from ${pushed.branch}.`, deployment_uuids: [] };
     const uuids: string[] = [];
-    let full: AppError | null = null;
+    let full: Busy | null = null;
     for (const app of apps) {
       try {
         const { uuid } = await this.deployments.enqueue(app, {
@@ -234,7 +234,7 @@ export class WebhookService {
         uuids.push(uuid);
       } catch (err) {
         // One application's full queue does not keep the others from deploying.
-        if (!(err instanceof AppError && err.status === 429)) throw err;
+        if (!(err instanceof Busy)) throw err;
         full ??= err;
       }
     }
@@ -252,7 +252,7 @@ export class WebhookService {
       where: { uuid: applicationUuid, teamId: auth.teamId },
       select: { id: true, uuid: true, environment: { select: { id: true, projectId: true } } },
     });
-    if (!app) throw notFound("Application");
+    if (!app) throw new NotFound("Application");
     await this.access.assertEnvironment(auth, app.environment, "manage", "Application");
     const secret = randomBytes(32).toString("hex");
     await this.db.application.update({ where: { id: app.id }, data: { webhookSecret: this.box.seal(secret) } });

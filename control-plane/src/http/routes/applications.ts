@@ -41,7 +41,7 @@ import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
-import { invalid } from "../errors.js";
+import { Invalid } from "../../domain/errors.js";
 import type { ApplicationListItem, ApplicationWithDetail, CreateSource, DeleteFlags } from "../../services/applications.js";
 import type { EnvView } from "../../services/env-vars.js";
 import { dockerVolumeName } from "../../services/volumes.js";
@@ -187,7 +187,7 @@ export function deleteFlags(query: z.output<typeof DeleteApplicationQuery>, body
     if (q !== undefined && b !== undefined && q !== b) errors[k] = ["Given in the query string and the body with different values."];
     out[k] = b ?? q ?? DELETE_DEFAULTS[k];
   }
-  if (Object.keys(errors).length) throw invalid(errors);
+  if (Object.keys(errors).length) throw new Invalid(errors);
   return out;
 }
 

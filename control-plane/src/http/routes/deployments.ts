@@ -11,7 +11,7 @@ import {
   PaginationQuery,
 } from "@capstan/shared";
 import { ERR } from "../dto.js";
-import { invalid, type FieldErrors } from "../errors.js";
+import { Invalid, type FieldErrors } from "../../domain/errors.js";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import type { DeploymentDetailRow, DeploymentListRow } from "../../services/deployments.js";
@@ -78,7 +78,7 @@ export const deploymentRoutes = [
       const errors: FieldErrors = {};
       const force = merge("force", query.force, body.force, errors) ?? false;
       const commitSha = merge("commit_sha", query.commit_sha, body.commit_sha, errors) ?? null;
-      if (Object.keys(errors).length) throw invalid(errors);
+      if (Object.keys(errors).length) throw new Invalid(errors);
       const d = await services.deployments.deploy(auth, params.uuid, { force, commitSha });
       return { body: { message: "Deployment queued.", deployment_uuid: d.uuid } };
     },
