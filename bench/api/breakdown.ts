@@ -7,7 +7,8 @@ import type { Request, RequestHandler, Response } from "express";
 import Sqlite from "better-sqlite3";
 import type { Config } from "../../control-plane/src/config.js";
 import type { Instance } from "../../control-plane/src/instance.js";
-import { resolveToken, type AuthContext } from "../../control-plane/src/http/auth.js";
+import { resolveToken } from "../../control-plane/src/http/auth.js";
+import type { Caller } from "../../control-plane/src/domain/caller.js";
 import { createRateLimiter } from "../../control-plane/src/http/rate-limit.js";
 import { routes } from "../../control-plane/src/http/routes/index.js";
 import { hashApiToken } from "../../control-plane/src/crypto/api-token.js";
@@ -46,7 +47,7 @@ export async function breakdown(instance: Instance, config: Config, token: strin
   const db = instance.database.prisma;
   const auth = resolveToken(db, instance.database.reader);
   const headers = { authorization: `Bearer ${token}` };
-  const probe: { headers: object; auth?: AuthContext } = { headers };
+  const probe: { headers: object; auth?: Caller } = { headers };
   await call(auth, probe);
   const ctx = probe.auth!;
   const limiter = await createRateLimiter(config.database, 1_000_000);

@@ -1,23 +1,16 @@
 import type { RequestHandler } from "express";
 import type { TeamRole, TokenScope } from "@capstan/shared";
+import type { Caller } from "../domain/caller.js";
 import type { Db } from "../db/client.js";
 import { toDate, toInt, type SqlReader } from "../db/reader.js";
 import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
 import { Forbidden, Unauthenticated } from "../domain/errors.js";
 import { requiredScope, type AnyRoute } from "./route.js";
 
-export interface AuthContext {
-  tokenId: number;
-  teamId: number;
-  /** null for a team automation token (created without --user): full access inside its team */
-  userId: number | null;
-  role: TeamRole;
-  scopes: ReadonlySet<TokenScope>;
-}
-
 declare module "express-serve-static-core" {
   interface Request {
-    auth?: AuthContext;
+    /** The caller behind the bearer token, when it is valid (resolveToken). */
+    auth?: Caller;
     /** request id, set by the request logger */
     id?: string;
     /**
@@ -105,11 +98,11 @@ export function resolveToken(db: Db, reader: SqlReader): RequestHandler {
   };
 }
 
-export function requireAuth(req: { auth?: AuthContext }): AuthContext {
+export function requireAuth(req: { auth?: Caller }): Caller {
   if (!req.auth) throw new Unauthenticated("Unauthenticated.");
   return req.auth;
 }
 
-export function requireScope(auth: AuthContext, r: AnyRoute): void {
+export function requireScope(auth: Caller, r: AnyRoute): void {
   if (!auth.scopes.has(requiredScope(r))) throw new Forbidden("Invalid ability provided.");
 }

@@ -1,7 +1,7 @@
 import type { Request, Response } from "express";
 import { z } from "zod";
 import type { TokenScope } from "@capstan/shared";
-import type { AuthContext } from "./auth.js";
+import type { Caller } from "../domain/caller.js";
 import type { Services } from "../services/index.js";
 
 export type HttpMethod = "get" | "post" | "patch" | "put" | "delete";
@@ -13,7 +13,7 @@ export interface HandlerInput<P, Q, B> {
   params: Infer<P>;
   query: Infer<Q>;
   body: Infer<B>;
-  auth: AuthContext;
+  auth: Caller;
   services: Services;
   req: Request;
   res: Response;

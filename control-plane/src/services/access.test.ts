@@ -6,14 +6,14 @@ import type { PermissionLevel, TeamRole } from "@capstan/shared";
 import { openDatabase, type Database, type Db } from "../db/client.js";
 import { migrate } from "../db/migrate.js";
 import type { DatabaseConfig } from "../config.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { DomainError, Forbidden } from "../domain/errors.js";
 import { errorResponse } from "../http/errors.js";
 import { AccessService, type Need } from "./access.js";
 
 /**
  * AccessService against a real (migrated) SQLite database. Grants are rows; every check
- * builds a fresh AuthContext because the service caches grants per request context.
+ * builds a fresh Caller because the service caches grants per request context.
  */
 
 let dir: string;
@@ -57,7 +57,7 @@ const override = (environmentId: number, userId: number, level: PermissionLevel)
   db.environmentPermission.create({ data: { environmentId, userId, level } });
 
 /** A fresh request context (the grant cache is per context). */
-const as = (teamId: number, userId: number | null, role: TeamRole): AuthContext => ({
+const as = (teamId: number, userId: number | null, role: TeamRole): Caller => ({
   tokenId: 1,
   teamId,
   userId,
@@ -78,12 +78,12 @@ async function status(p: Promise<unknown>): Promise<number> {
 const NEEDS: Need[] = ["view", "deploy", "manage", "delete"];
 
 /** The status assertProject / assertEnvironment give for each need, in NEEDS order. */
-async function projectStatuses(auth: () => AuthContext, projectId: number) {
+async function projectStatuses(auth: () => Caller, projectId: number) {
   const out: number[] = [];
   for (const need of NEEDS) out.push(await status(access.assertProject(auth(), { id: projectId }, need)));
   return out;
 }
-async function environmentStatuses(auth: () => AuthContext, env: { id: number; projectId: number }) {
+async function environmentStatuses(auth: () => Caller, env: { id: number; projectId: number }) {
   const out: number[] = [];
   for (const need of NEEDS) out.push(await status(access.assertEnvironment(auth(), env, need)));
   return out;

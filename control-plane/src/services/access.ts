@@ -1,6 +1,6 @@
 import type { PermissionLevel } from "@capstan/shared";
 import type { Db } from "../db/client.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Forbidden } from "../domain/errors.js";
 
 /** What an action needs, in the terms of the spec's ability table. */
@@ -37,24 +37,24 @@ export interface EnvironmentRef {
  * when the caller may not even see the object and 403 when it may see but not act.
  */
 export class AccessService {
-  private readonly cache = new WeakMap<AuthContext, Promise<Grants>>();
+  private readonly cache = new WeakMap<Caller, Promise<Grants>>();
 
   constructor(private readonly db: Db) {}
 
   /** Owner and admin (and team automation tokens) bypass every permission check. */
-  bypasses(auth: AuthContext): boolean {
+  bypasses(auth: Caller): boolean {
     return auth.userId === null || auth.role === "owner" || auth.role === "admin";
   }
 
-  isTeamAdmin(auth: AuthContext): boolean {
+  isTeamAdmin(auth: Caller): boolean {
     return this.bypasses(auth);
   }
 
-  requireTeamAdmin(auth: AuthContext, what: string): void {
+  requireTeamAdmin(auth: Caller, what: string): void {
     if (!this.isTeamAdmin(auth)) throw new Forbidden(`Only team owners and admins can ${what}.`);
   }
 
-  private grants(auth: AuthContext): Promise<Grants> {
+  private grants(auth: Caller): Promise<Grants> {
     let p = this.cache.get(auth);
     if (!p) {
       p = this.loadGrants(auth);
@@ -63,7 +63,7 @@ export class AccessService {
     return p;
   }
 
-  private async loadGrants(auth: AuthContext): Promise<Grants> {
+  private async loadGrants(auth: Caller): Promise<Grants> {
     const grants: Grants = { projects: new Map(), environments: new Map() };
     if (auth.userId === null) return grants;
     const [projects, environments] = await Promise.all([
@@ -87,19 +87,19 @@ export class AccessService {
    * A viewer is read-only everywhere in its team: grants never lift it above view_only, and it
    * sees every project without one (docs/decisions.md).
    */
-  private cap(auth: AuthContext, level: PermissionLevel | null): PermissionLevel | null {
+  private cap(auth: Caller, level: PermissionLevel | null): PermissionLevel | null {
     if (auth.role === "viewer") return "view_only";
     return level;
   }
 
-  async projectLevel(auth: AuthContext, projectId: number): Promise<PermissionLevel | null> {
+  async projectLevel(auth: Caller, projectId: number): Promise<PermissionLevel | null> {
     if (this.bypasses(auth)) return "full_access";
     const g = await this.grants(auth);
     return this.cap(auth, g.projects.get(projectId) ?? null);
   }
 
   /** The environment override when one exists, else the project-level permission. */
-  async environmentLevel(auth: AuthContext, env: EnvironmentRef): Promise<PermissionLevel | null> {
+  async environmentLevel(auth: Caller, env: EnvironmentRef): Promise<PermissionLevel | null> {
     if (this.bypasses(auth)) return "full_access";
     const g = await this.grants(auth);
     const override = g.environments.get(env.id);
@@ -107,7 +107,7 @@ export class AccessService {
   }
 
   /** A project is visible with a project-level grant or with a visible environment in it. */
-  async canSeeProject(auth: AuthContext, projectId: number): Promise<boolean> {
+  async canSeeProject(auth: Caller, projectId: number): Promise<boolean> {
     if (this.seesWholeTeam(auth)) return true;
     const g = await this.grants(auth);
     if (g.projects.has(projectId)) return true;
@@ -115,21 +115,21 @@ export class AccessService {
     return false;
   }
 
-  async assertProject(auth: AuthContext, project: ProjectRef, need: Need, what = "Project"): Promise<void> {
+  async assertProject(auth: Caller, project: ProjectRef, need: Need, what = "Project"): Promise<void> {
     if (!(await this.canSeeProject(auth, project.id))) throw new NotFound(what);
     if (need === "view") return;
     const level = await this.projectLevel(auth, project.id);
     if (!level || !LEVEL_ALLOWS[level].has(need)) throw new Forbidden();
   }
 
-  async assertEnvironment(auth: AuthContext, env: EnvironmentRef, need: Need, what = "Environment"): Promise<void> {
+  async assertEnvironment(auth: Caller, env: EnvironmentRef, need: Need, what = "Environment"): Promise<void> {
     const level = await this.environmentLevel(auth, env);
     if (!level) throw new NotFound(what);
     if (!LEVEL_ALLOWS[level].has(need)) throw new Forbidden();
   }
 
   /** Filter for list queries: null means "no restriction inside the team". */
-  async visibleProjectIds(auth: AuthContext): Promise<number[] | null> {
+  async visibleProjectIds(auth: Caller): Promise<number[] | null> {
     if (this.seesWholeTeam(auth)) return null;
     const g = await this.grants(auth);
     const ids = new Set(g.projects.keys());
@@ -138,7 +138,7 @@ export class AccessService {
   }
 
   /** Owner, admin, automation token and viewer see every project and environment of the team. */
-  seesWholeTeam(auth: AuthContext): boolean {
+  seesWholeTeam(auth: Caller): boolean {
     return this.bypasses(auth) || auth.role === "viewer";
   }
 
@@ -147,7 +147,7 @@ export class AccessService {
    * "*" for those who see the whole team, else the member's own grants decide ("u<id>").
    * The response cache (http/response-cache.ts) keys bodies with it.
    */
-  visibilityKey(auth: AuthContext): string {
+  visibilityKey(auth: Caller): string {
     return this.seesWholeTeam(auth) ? "*" : `u${auth.userId}`;
   }
 
@@ -159,7 +159,7 @@ export class AccessService {
    * Grants need no team check of their own: they are matched on p (or on an environment of
    * p), and the query already restricts p to the caller's team.
    */
-  visibilitySql(auth: AuthContext): { project: SqlFragment; environment: SqlFragment } | null {
+  visibilitySql(auth: Caller): { project: SqlFragment; environment: SqlFragment } | null {
     if (this.seesWholeTeam(auth)) return null;
     const user = auth.userId ?? -1;
     return {
@@ -180,7 +180,7 @@ export class AccessService {
   }
 
   /** Whether the caller sees one environment of a project it can see. */
-  async canSeeEnvironment(auth: AuthContext, env: EnvironmentRef): Promise<boolean> {
+  async canSeeEnvironment(auth: Caller, env: EnvironmentRef): Promise<boolean> {
     return (await this.environmentLevel(auth, env)) !== null;
   }
 }

@@ -18,7 +18,7 @@ import {
 import type { z } from "zod";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed, type FieldErrors } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -156,7 +156,7 @@ export class ApplicationService {
    * An application of the caller's team that the caller may act on with `need`: 404 when it
    * does not exist or its environment is invisible to the caller, 403 when visible but not enough.
    */
-  async find(auth: AuthContext, uuid: string, need: Need): Promise<ApplicationRef> {
+  async find(auth: Caller, uuid: string, need: Need): Promise<ApplicationRef> {
     const app = await this.db.application.findFirst({ where: { uuid, teamId: auth.teamId }, include: withEnvironment });
     if (!app) throw new NotFound("Application");
     await this.access.assertEnvironment(auth, app.environment, need, "Application");
@@ -164,7 +164,7 @@ export class ApplicationService {
   }
 
   /** Whether the caller may see environment variable values of the application. */
-  async canManage(auth: AuthContext, app: ApplicationRef): Promise<boolean> {
+  async canManage(auth: Caller, app: ApplicationRef): Promise<boolean> {
     return (await this.access.environmentLevel(auth, app.environment)) === "full_access";
   }
 
@@ -172,7 +172,7 @@ export class ApplicationService {
    * The caller's applications, one SQL statement: the team, the environment visibility rule
    * of AccessService, the page window. No IN list, no per-row query.
    */
-  async list(auth: AuthContext, window: Window, filter: { environmentId?: number } = {}): Promise<ApplicationListItem[]> {
+  async list(auth: Caller, window: Window, filter: { environmentId?: number } = {}): Promise<ApplicationListItem[]> {
     const { where, params } = this.listFilter(auth, filter);
     let sql = `SELECT a."uuid", a."name", a."fqdn", a."status", a."buildPack", a."gitRepository", a."gitBranch", a."createdAt",
         p."uuid", e."name", s."uuid"
@@ -201,7 +201,7 @@ export class ApplicationService {
     }));
   }
 
-  async count(auth: AuthContext): Promise<number> {
+  async count(auth: Caller): Promise<number> {
     const { where, params } = this.listFilter(auth);
     const [row] = await this.reader.all<{ n: unknown }>(
       `SELECT COUNT(*) AS "n" FROM "Application" a JOIN "Environment" e ON e."id" = a."environmentId" WHERE ${where}`,
@@ -210,7 +210,7 @@ export class ApplicationService {
     return toInt(row!.n);
   }
 
-  private listFilter(auth: AuthContext, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
+  private listFilter(auth: Caller, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
     const vis = this.access.visibilitySql(auth);
     let where = `a."teamId" = ?`;
     const params: (string | number)[] = [auth.teamId];
@@ -225,7 +225,7 @@ export class ApplicationService {
     return { where, params };
   }
 
-  async detail(auth: AuthContext, uuid: string): Promise<ApplicationWithDetail> {
+  async detail(auth: Caller, uuid: string): Promise<ApplicationWithDetail> {
     const app = await this.find(auth, uuid, "view");
     return this.db.application.findUniqueOrThrow({ where: { id: app.id }, include: withDetail });
   }
@@ -233,7 +233,7 @@ export class ApplicationService {
   // -------------------------------------------------------------------------------------------
   // Create and update
 
-  private async placement(auth: AuthContext, input: CreateApplicationCommon) {
+  private async placement(auth: Caller, input: CreateApplicationCommon) {
     const project = await this.db.project.findFirst({ where: { uuid: input.project_uuid, teamId: auth.teamId }, select: { id: true } });
     if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
     const environment = await this.db.environment.findFirst({ where: { projectId: project.id, name: input.environment_name } });
@@ -310,7 +310,7 @@ export class ApplicationService {
     return r.ref;
   }
 
-  async create(auth: AuthContext, input: CreateApplicationCommon & CreateSource): Promise<{ uuid: string; name: string; fqdn: string | null }> {
+  async create(auth: Caller, input: CreateApplicationCommon & CreateSource): Promise<{ uuid: string; name: string; fqdn: string | null }> {
     const where = await this.placement(auth, input);
     const source: Prisma.ApplicationUncheckedCreateInput = {
       uuid: newUuid(),
@@ -372,7 +372,7 @@ export class ApplicationService {
   }
 
   /** PATCH: only the fields given change; each must fit the application's source. */
-  async update(auth: AuthContext, uuid: string, input: UpdateApplicationBody): Promise<void> {
+  async update(auth: Caller, uuid: string, input: UpdateApplicationBody): Promise<void> {
     const ref = await this.find(auth, uuid, "manage");
     const app = await this.db.application.findUniqueOrThrow({ where: { id: ref.id }, include: { gitApp: { select: { htmlUrl: true } } } });
     const data = this.settings(input);
@@ -491,7 +491,7 @@ export class ApplicationService {
    * delete_configurations, a removal job for the server is written in the same transaction;
    * without, what runs on the server is left untouched.
    */
-  async remove(auth: AuthContext, uuid: string, flags: DeleteFlags): Promise<void> {
+  async remove(auth: Caller, uuid: string, flags: DeleteFlags): Promise<void> {
     const app = await this.find(auth, uuid, "delete");
     if (!flags.delete_configurations && flags.delete_volumes) {
       throw new Invalid({ delete_volumes: ["Volumes are deleted only together with the containers (delete_configurations=true)."] });
@@ -526,7 +526,7 @@ export class ApplicationService {
    * Runs start/stop/restart on the server and waits up to 30 s for the agent's answer. The
    * answer carries the new status; a slower agent gets a 202 and the status follows later.
    */
-  async action(auth: AuthContext, uuid: string, action: AppAction): Promise<{ status: number; message: string; appStatus: string }> {
+  async action(auth: Caller, uuid: string, action: AppAction): Promise<{ status: number; message: string; appStatus: string }> {
     const app = await this.find(auth, uuid, "deploy");
     await this.assertNoOpenDeployment([app.id]);
     if (action !== "stop") {
@@ -558,7 +558,7 @@ export class ApplicationService {
     return { status: 200, message: `Application ${words.done}.`, appStatus: outcome.result.status };
   }
 
-  async logs(auth: AuthContext, uuid: string, since: number, tail: number) {
+  async logs(auth: Caller, uuid: string, since: number, tail: number) {
     const app = await this.find(auth, uuid, "view");
     this.requireAgent(app);
     const job = await this.jobs.run(app.serverId, "app.logs", { app: { uuid: app.uuid, name: app.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);

@@ -18,7 +18,7 @@ import type { Database, Db, Prisma } from "../db/client.js";
 import { chunks } from "../db/chunks.js";
 import { isUniqueViolation } from "../db/errors.js";
 import { lockInTransaction } from "../db/locks.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { Logger } from "../lib/log.js";
@@ -127,21 +127,21 @@ export class BackupService {
   // -------------------------------------------------------------------------------------------
   // Lookups: every id inside the caller's team, 404 for anything else.
 
-  private async database(auth: AuthContext, uuid: string, need: Need): Promise<DatabaseRef> {
+  private async database(auth: Caller, uuid: string, need: Need): Promise<DatabaseRef> {
     const db = await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: auth.teamId }, include: withPlace });
     if (!db) throw new NotFound("Database");
     await this.deps.access.assertEnvironment(auth, db.environment, need, "Database");
     return db;
   }
 
-  private async schedule(auth: AuthContext, dbUuid: string, backupUuid: string, need: Need): Promise<{ database: DatabaseRef; schedule: ScheduleRow }> {
+  private async schedule(auth: Caller, dbUuid: string, backupUuid: string, need: Need): Promise<{ database: DatabaseRef; schedule: ScheduleRow }> {
     const database = await this.database(auth, dbUuid, need);
     const schedule = await this.db.backupSchedule.findFirst({ where: { uuid: backupUuid, databaseId: database.id, teamId: auth.teamId } });
     if (!schedule) throw new NotFound("Backup schedule");
     return { database, schedule };
   }
 
-  private async execution(auth: AuthContext, dbUuid: string, backupUuid: string, executionUuid: string, need: Need) {
+  private async execution(auth: Caller, dbUuid: string, backupUuid: string, executionUuid: string, need: Need) {
     const found = await this.schedule(auth, dbUuid, backupUuid, need);
     const execution = await this.db.backupExecution.findFirst({ where: { uuid: executionUuid, scheduleId: found.schedule.id } });
     if (!execution) throw new NotFound("Backup execution");
@@ -151,12 +151,12 @@ export class BackupService {
   // -------------------------------------------------------------------------------------------
   // Schedules
 
-  async countSchedules(auth: AuthContext, dbUuid: string): Promise<number> {
+  async countSchedules(auth: Caller, dbUuid: string): Promise<number> {
     const database = await this.database(auth, dbUuid, "view");
     return this.db.backupSchedule.count({ where: { databaseId: database.id } });
   }
 
-  async listSchedules(auth: AuthContext, dbUuid: string, window: Window): Promise<BackupScheduleDto[]> {
+  async listSchedules(auth: Caller, dbUuid: string, window: Window): Promise<BackupScheduleDto[]> {
     const database = await this.database(auth, dbUuid, "view");
     const rows = await this.db.backupSchedule.findMany({ where: { databaseId: database.id }, orderBy: { id: "asc" }, ...window });
     return this.scheduleDtos(rows, database.uuid);
@@ -171,7 +171,7 @@ export class BackupService {
     return this.scheduleDtos(rows, database.uuid);
   }
 
-  async getSchedule(auth: AuthContext, dbUuid: string, backupUuid: string): Promise<BackupScheduleDto> {
+  async getSchedule(auth: Caller, dbUuid: string, backupUuid: string): Promise<BackupScheduleDto> {
     const { database, schedule } = await this.schedule(auth, dbUuid, backupUuid, "view");
     return (await this.scheduleDtos([schedule], database.uuid))[0]!;
   }
@@ -190,7 +190,7 @@ export class BackupService {
     if (Object.keys(errors).length) throw new Invalid(errors);
   }
 
-  async createSchedule(auth: AuthContext, dbUuid: string, input: CreateBackupScheduleBody): Promise<BackupScheduleDto> {
+  async createSchedule(auth: Caller, dbUuid: string, input: CreateBackupScheduleBody): Promise<BackupScheduleDto> {
     const database = await this.database(auth, dbUuid, "manage");
     const s3StorageId = input.s3_storage_id ?? null;
     this.checkSchedule({ frequency: input.frequency, s3StorageId, local: input.number_of_backups_locally, remote: input.number_of_backups_remote });
@@ -211,7 +211,7 @@ export class BackupService {
     return (await this.scheduleDtos([row], database.uuid))[0]!;
   }
 
-  async updateSchedule(auth: AuthContext, dbUuid: string, backupUuid: string, input: UpdateBackupScheduleBody): Promise<BackupScheduleDto> {
+  async updateSchedule(auth: Caller, dbUuid: string, backupUuid: string, input: UpdateBackupScheduleBody): Promise<BackupScheduleDto> {
     const { database, schedule } = await this.schedule(auth, dbUuid, backupUuid, "manage");
     const next = {
       frequency: input.frequency ?? schedule.frequency,
@@ -242,7 +242,7 @@ export class BackupService {
    * Deletes the schedule and its execution records; running jobs of it are cancelled. Backup
    * files and objects stay where they are (as spec 4.10 says for resource backups).
    */
-  async deleteSchedule(auth: AuthContext, dbUuid: string, backupUuid: string): Promise<void> {
+  async deleteSchedule(auth: Caller, dbUuid: string, backupUuid: string): Promise<void> {
     const { schedule } = await this.schedule(auth, dbUuid, backupUuid, "manage");
     const open = await this.db.backupExecution.findMany({
       where: { scheduleId: schedule.id, OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
@@ -303,13 +303,13 @@ export class BackupService {
   // -------------------------------------------------------------------------------------------
   // Executions
 
-  async countExecutions(auth: AuthContext, dbUuid: string, backupUuid: string): Promise<number> {
+  async countExecutions(auth: Caller, dbUuid: string, backupUuid: string): Promise<number> {
     const { schedule } = await this.schedule(auth, dbUuid, backupUuid, "view");
     return this.db.backupExecution.count({ where: { scheduleId: schedule.id } });
   }
 
   /** Newest first. */
-  async listExecutions(auth: AuthContext, dbUuid: string, backupUuid: string, window: Window): Promise<BackupExecutionDto[]> {
+  async listExecutions(auth: Caller, dbUuid: string, backupUuid: string, window: Window): Promise<BackupExecutionDto[]> {
     const { schedule } = await this.schedule(auth, dbUuid, backupUuid, "view");
     const rows = await this.db.backupExecution.findMany({ where: { scheduleId: schedule.id }, orderBy: { id: "desc" }, ...window });
     const running = await this.runningJobs(rows);
@@ -331,7 +331,7 @@ export class BackupService {
    * Deletes one backup: the row goes now, and a backup.delete job removes its file on the
    * server and its object in S3 (when the agent is away, once it is back, within 24 h).
    */
-  async deleteExecution(auth: AuthContext, dbUuid: string, backupUuid: string, executionUuid: string): Promise<{ removing: boolean }> {
+  async deleteExecution(auth: Caller, dbUuid: string, backupUuid: string, executionUuid: string): Promise<{ removing: boolean }> {
     const { database, execution } = await this.execution(auth, dbUuid, backupUuid, executionUuid, "manage");
     if (OPEN.includes(execution.status as BackupExecutionStatus)) throw new Conflict("This backup is still running; delete it once it has ended.");
     if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw new Conflict("This backup is being restored; delete it once the restore has ended.");
@@ -364,7 +364,7 @@ export class BackupService {
   }
 
   /** POST .../execute: a run outside the cron schedule. */
-  async execute(auth: AuthContext, dbUuid: string, backupUuid: string): Promise<string> {
+  async execute(auth: Caller, dbUuid: string, backupUuid: string): Promise<string> {
     const { database, schedule } = await this.schedule(auth, dbUuid, backupUuid, "deploy");
     const started = await this.start(schedule, database, { trigger: "manual", scheduledFor: null });
     if (started.kind === "refused") throw new Conflict(started.reason);
@@ -516,7 +516,7 @@ export class BackupService {
    * POST .../restore: restores the backup into its database (the agent downloads it from S3
    * when it is no longer on the server, and decrypts it). Destructive, so it needs full access.
    */
-  async restore(auth: AuthContext, dbUuid: string, backupUuid: string, executionUuid: string, body: RestoreBackupBody): Promise<string> {
+  async restore(auth: Caller, dbUuid: string, backupUuid: string, executionUuid: string, body: RestoreBackupBody): Promise<string> {
     const { database, execution } = await this.execution(auth, dbUuid, backupUuid, executionUuid, "manage");
     if (execution.status !== "success") throw new Conflict("Only a successful backup can be restored.");
     if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw new Conflict("This backup is already being restored.");

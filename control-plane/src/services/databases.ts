@@ -18,7 +18,7 @@ import {
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import { lockInTransaction } from "../db/locks.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -194,7 +194,7 @@ export class DatabaseService {
    * A database of the caller's team that the caller may act on with `need`: 404 when it does not
    * exist or its environment is invisible to the caller, 403 when visible but not enough.
    */
-  async find(auth: AuthContext, uuid: string, need: Need): Promise<DatabaseRef> {
+  async find(auth: Caller, uuid: string, need: Need): Promise<DatabaseRef> {
     const row = await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: auth.teamId }, include: withPlace });
     if (!row) throw new NotFound("Database");
     await this.deps.access.assertEnvironment(auth, row.environment, need, "Database");
@@ -202,7 +202,7 @@ export class DatabaseService {
   }
 
   /** Whether the caller may see passwords and variable values of the database. */
-  async canManage(auth: AuthContext, row: { environment: { id: number; projectId: number } }): Promise<boolean> {
+  async canManage(auth: Caller, row: { environment: { id: number; projectId: number } }): Promise<boolean> {
     return (await this.deps.access.environmentLevel(auth, row.environment)) === "full_access";
   }
 
@@ -215,7 +215,7 @@ export class DatabaseService {
   }
 
   /** The caller's databases in one SQL statement: team, environment visibility, page window. */
-  async list(auth: AuthContext, window: Window, filter: { environmentId?: number } = {}): Promise<DatabaseListItem[]> {
+  async list(auth: Caller, window: Window, filter: { environmentId?: number } = {}): Promise<DatabaseListItem[]> {
     const { where, params } = this.listFilter(auth, filter);
     let sql = `SELECT d."uuid", d."name", d."engine", d."status", d."image", d."isPublic", d."publicPort", d."createdAt",
         p."uuid", e."name", s."uuid", d."lastError", d."lastErrorAt"
@@ -246,7 +246,7 @@ export class DatabaseService {
     }));
   }
 
-  async count(auth: AuthContext): Promise<number> {
+  async count(auth: Caller): Promise<number> {
     const { where, params } = this.listFilter(auth);
     const [row] = await this.deps.reader.all<{ n: unknown }>(
       `SELECT COUNT(*) AS "n" FROM "StandaloneDatabase" d JOIN "Environment" e ON e."id" = d."environmentId" WHERE ${where}`,
@@ -255,7 +255,7 @@ export class DatabaseService {
     return toInt(row!.n);
   }
 
-  private listFilter(auth: AuthContext, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
+  private listFilter(auth: Caller, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
     const vis = this.deps.access.visibilitySql(auth);
     let where = `d."teamId" = ?`;
     const params: (string | number)[] = [auth.teamId];
@@ -271,7 +271,7 @@ export class DatabaseService {
   }
 
   /** The full record, and whether the caller may see its secrets. */
-  async detail(auth: AuthContext, uuid: string): Promise<{ row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }> {
+  async detail(auth: Caller, uuid: string): Promise<{ row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }> {
     const ref = await this.find(auth, uuid, "view");
     const row = await this.db.standaloneDatabase.findUniqueOrThrow({ where: { id: ref.id }, include: withDetail });
     return { row, credentials: openCredentials(this.deps.box, row.credentials), reveal: await this.canManage(auth, ref) };
@@ -280,7 +280,7 @@ export class DatabaseService {
   // -------------------------------------------------------------------------------------------
   // Create and update
 
-  private async placement(auth: AuthContext, input: CreateDatabaseCommon) {
+  private async placement(auth: Caller, input: CreateDatabaseCommon) {
     const project = await this.db.project.findFirst({ where: { uuid: input.project_uuid, teamId: auth.teamId }, select: { id: true } });
     if (!project || !(await this.deps.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
     const environment = await this.db.environment.findFirst({ where: { projectId: project.id, name: input.environment_name } });
@@ -340,7 +340,7 @@ export class DatabaseService {
   }
 
   async create(
-    auth: AuthContext,
+    auth: Caller,
     engine: DatabaseEngine,
     input: CreateDatabaseCommon,
     requested: RequestedCredentials,
@@ -381,7 +381,7 @@ export class DatabaseService {
    * published port, limits) recreates it right away when it runs (db.deploy); a stopped
    * database gets it on its next start. Returns whether a re-deploy was queued.
    */
-  async update(auth: AuthContext, uuid: string, input: UpdateDatabaseBody): Promise<{ redeploying: boolean }> {
+  async update(auth: Caller, uuid: string, input: UpdateDatabaseBody): Promise<{ redeploying: boolean }> {
     const ref = await this.find(auth, uuid, "manage");
     const isPublic = input.is_public ?? ref.isPublic;
     const publicPort = input.public_port !== undefined ? input.public_port : ref.publicPort;
@@ -465,7 +465,7 @@ export class DatabaseService {
    * delete_configurations, a removal job for the server is written in the same transaction;
    * without, what runs on the server is left untouched.
    */
-  async remove(auth: AuthContext, uuid: string, flags: DeleteFlags): Promise<void> {
+  async remove(auth: Caller, uuid: string, flags: DeleteFlags): Promise<void> {
     const ref = await this.find(auth, uuid, "delete");
     if (!flags.delete_configurations && flags.delete_volumes) {
       throw new Invalid({ delete_volumes: ["The volume is deleted only together with the container (delete_configurations=true)."] });
@@ -495,7 +495,7 @@ export class DatabaseService {
    * restart: always db.deploy, so changed variables and settings apply (docs/databases.md).
    * stop: db.action stop. Waits up to 30 s for the agent: 200 with the new status, else 202.
    */
-  async action(auth: AuthContext, uuid: string, action: DatabaseAction): Promise<{ status: number; message: string; dbStatus: string }> {
+  async action(auth: Caller, uuid: string, action: DatabaseAction): Promise<{ status: number; message: string; dbStatus: string }> {
     const ref = await this.find(auth, uuid, "deploy");
     this.requireAgent(ref);
     const deploy = action === "restart" || (action === "start" && !isUp(ref.status));
@@ -531,7 +531,7 @@ export class DatabaseService {
   }
 
   /** Recent log lines of the database's container (app.logs finds containers by the resource uuid label). */
-  async logs(auth: AuthContext, uuid: string, since: number, tail: number) {
+  async logs(auth: Caller, uuid: string, since: number, tail: number) {
     const ref = await this.find(auth, uuid, "view");
     this.requireAgent(ref);
     const job = await this.deps.jobs.run(ref.serverId, "app.logs", { app: { uuid: ref.uuid, name: ref.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);

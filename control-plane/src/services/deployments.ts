@@ -3,7 +3,7 @@ import type { Logger } from "pino";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import { lockInTransaction } from "../db/locks.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Busy, Rejected } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { chunks } from "../db/chunks.js";
@@ -118,7 +118,7 @@ export class DeploymentService {
    * (PLATFORM_MAX_NETWORKS): nothing is queued. Webhooks (enqueue) skip this check: their
    * caller is a git provider, so the deployment fails with the reason where the team sees it.
    */
-  async deploy(auth: AuthContext, applicationUuid: string, input: { force: boolean; commitSha: string | null }) {
+  async deploy(auth: Caller, applicationUuid: string, input: { force: boolean; commitSha: string | null }) {
     const app = await this.visibleApplication(auth, applicationUuid, "deploy");
     if (input.commitSha && !app.gitBranch) {
       throw new Invalid({ commit_sha: ["Only applications deployed from a git repository have commits."] });
@@ -177,7 +177,7 @@ export class DeploymentService {
   // -------------------------------------------------------------------------------------------
   // Reads
 
-  private async visibleApplication(auth: AuthContext, uuid: string, need: "view" | "deploy" | "manage") {
+  private async visibleApplication(auth: Caller, uuid: string, need: "view" | "deploy" | "manage") {
     const app = await this.db.application.findFirst({
       where: { uuid, teamId: auth.teamId },
       include: { environment: { select: { id: true, projectId: true } } },
@@ -196,7 +196,7 @@ export class DeploymentService {
    * see), newest first, in one statement through the plain read path with AccessService's
    * visibility rules.
    */
-  async list(auth: AuthContext, window: Window): Promise<DeploymentListRow[]> {
+  async list(auth: Caller, window: Window): Promise<DeploymentListRow[]> {
     const { sql, params } = this.listSql(auth, `d."uuid", a."uuid" AS "applicationUuid", a."name" AS "applicationName", d."status", d."commit",
         d."commitMessage", d."branch", d."createdAt", d."finishedAt"`);
     let text = `${sql} ORDER BY d."id" DESC`;
@@ -218,13 +218,13 @@ export class DeploymentService {
     }));
   }
 
-  async count(auth: AuthContext): Promise<number> {
+  async count(auth: Caller): Promise<number> {
     const { sql, params } = this.listSql(auth, `COUNT(*) AS "n"`);
     const [row] = await this.deps.reader.all<{ n: unknown }>(sql, params);
     return toInt(row!.n);
   }
 
-  private listSql(auth: AuthContext, columns: string): { sql: string; params: (string | number)[] } {
+  private listSql(auth: Caller, columns: string): { sql: string; params: (string | number)[] } {
     const vis = this.access.visibilitySql(auth);
     let sql = `SELECT ${columns} FROM "Deployment" d
       JOIN "Application" a ON a."id" = d."applicationId"
@@ -239,7 +239,7 @@ export class DeploymentService {
   }
 
   /** One deployment of the caller's team in an environment it can see (404 otherwise). */
-  private async find(auth: AuthContext, uuid: string, need: "view" | "deploy"): Promise<DeploymentRow> {
+  private async find(auth: Caller, uuid: string, need: "view" | "deploy"): Promise<DeploymentRow> {
     const d = await this.db.deployment.findFirst({ where: { uuid, teamId: auth.teamId }, include: withApp });
     if (!d) throw new NotFound("Deployment");
     const env = await this.db.environment.findUniqueOrThrow({ where: { id: d.application.environmentId }, select: { id: true, projectId: true } });
@@ -247,14 +247,14 @@ export class DeploymentService {
     return d;
   }
 
-  async get(auth: AuthContext, uuid: string): Promise<DeploymentDetailRow> {
+  async get(auth: Caller, uuid: string): Promise<DeploymentDetailRow> {
     const d = await this.find(auth, uuid, "view");
     const log = d.jobId ? await this.db.job.findUnique({ where: { id: d.jobId }, select: { log: true } }) : null;
     return { ...detailOf(d), logs: log?.log ?? "" };
   }
 
   /** A deployment's identity for the log stream (visibility checked). */
-  async forStream(auth: AuthContext, uuid: string): Promise<{ id: number }> {
+  async forStream(auth: Caller, uuid: string): Promise<{ id: number }> {
     const d = await this.find(auth, uuid, "view");
     return { id: d.id };
   }
@@ -264,12 +264,12 @@ export class DeploymentService {
     return this.db.deployment.findUnique({ where: { id }, select: { status: true, jobId: true } });
   }
 
-  async countForApplication(auth: AuthContext, applicationUuid: string): Promise<number> {
+  async countForApplication(auth: Caller, applicationUuid: string): Promise<number> {
     const app = await this.visibleApplication(auth, applicationUuid, "view");
     return this.db.deployment.count({ where: { applicationId: app.id } });
   }
 
-  async listForApplication(auth: AuthContext, applicationUuid: string, window: Window): Promise<DeploymentListRow[]> {
+  async listForApplication(auth: Caller, applicationUuid: string, window: Window): Promise<DeploymentListRow[]> {
     const app = await this.visibleApplication(auth, applicationUuid, "view");
     const rows = await this.db.deployment.findMany({ where: { applicationId: app.id }, orderBy: { id: "desc" }, include: withApp, ...window });
     return rows.map(listOf);
@@ -283,7 +283,7 @@ export class DeploymentService {
    * build or rollout; the old container keeps serving), the deployment cancelled, and the slot
    * goes to the next queued one. Anything else: 400.
    */
-  async cancel(auth: AuthContext, uuid: string): Promise<void> {
+  async cancel(auth: Caller, uuid: string): Promise<void> {
     let d = await this.find(auth, uuid, "deploy");
     const reason = "cancelled by a user";
     if (d.status === "queued") {

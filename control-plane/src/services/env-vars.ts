@@ -1,6 +1,6 @@
 import { MAX_ENVS } from "@capstan/shared";
 import type { Db } from "../db/client.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
@@ -21,7 +21,7 @@ export interface EnvOwnerRef {
 }
 
 /** Finds the owner by its uuid for the caller with the need, or throws its 404/403. */
-export type EnvOwnerResolver = (auth: AuthContext, uuid: string, need: Need) => Promise<EnvOwnerRef>;
+export type EnvOwnerResolver = (auth: Caller, uuid: string, need: Need) => Promise<EnvOwnerRef>;
 
 /** A variable as the API shows it: value null unless the caller may see values here. */
 export interface EnvView {
@@ -67,14 +67,14 @@ export class EnvVarService {
     return rows.map((r) => this.view(r, false));
   }
 
-  async list(auth: AuthContext, ownerUuid: string): Promise<EnvView[]> {
+  async list(auth: Caller, ownerUuid: string): Promise<EnvView[]> {
     const ref = await this.resolve(auth, ownerUuid, "view");
     const reveal = await ref.canReveal();
     const rows = await this.db.envVar.findMany({ where: ref.owner, orderBy: { id: "asc" } });
     return rows.map((r) => this.view(r, reveal));
   }
 
-  async create(auth: AuthContext, ownerUuid: string, input: { key: string; value: string; is_build_time?: boolean; is_preview?: boolean }): Promise<EnvView> {
+  async create(auth: Caller, ownerUuid: string, input: { key: string; value: string; is_build_time?: boolean; is_preview?: boolean }): Promise<EnvView> {
     const ref = await this.resolve(auth, ownerUuid, "manage");
     const count = await this.db.envVar.count({ where: ref.owner });
     if (count >= MAX_ENVS) throw new Invalid({ key: [`${ref.noun} has at most ${MAX_ENVS} variables.`] });
@@ -98,7 +98,7 @@ export class EnvVarService {
   }
 
   /** PATCH .../envs: the variable of that key (preview or not) gets a new value and/or build-time flag. */
-  async update(auth: AuthContext, ownerUuid: string, input: { key: string; value?: string | undefined; is_build_time?: boolean | undefined; is_preview: boolean }): Promise<EnvView> {
+  async update(auth: Caller, ownerUuid: string, input: { key: string; value?: string | undefined; is_build_time?: boolean | undefined; is_preview: boolean }): Promise<EnvView> {
     const ref = await this.resolve(auth, ownerUuid, "manage");
     const row = await this.db.envVar.findFirst({ where: { ...ref.owner, key: input.key, isPreview: input.is_preview } });
     if (!row) throw new NotFound(`Variable ${label(input.key, input.is_preview)}`);
@@ -117,7 +117,7 @@ export class EnvVarService {
    * request is validated as a whole first, so it applies completely or not at all.
    */
   async bulk(
-    auth: AuthContext,
+    auth: Caller,
     ownerUuid: string,
     variables: { key: string; value: string; is_build_time?: boolean | undefined; is_preview?: boolean | undefined }[],
   ): Promise<EnvView[]> {
@@ -157,7 +157,7 @@ export class EnvVarService {
     return rows.map((r) => this.view(r, false));
   }
 
-  async remove(auth: AuthContext, ownerUuid: string, envUuid: string): Promise<void> {
+  async remove(auth: Caller, ownerUuid: string, envUuid: string): Promise<void> {
     const ref = await this.resolve(auth, ownerUuid, "manage");
     const row = await this.db.envVar.findFirst({ where: { uuid: envUuid, ...ref.owner }, select: { id: true } });
     if (!row) throw new NotFound("Environment variable");

@@ -2,7 +2,7 @@ import type { OutboundFetch } from "../lib/outbound.js";
 import { createPrivateKey, sign, type KeyObject } from "node:crypto";
 import type { CreateGitAppBody, UpdateGitAppBody } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -61,15 +61,15 @@ export class GitAppService {
     private readonly fetch: OutboundFetch,
   ) {}
 
-  count(auth: AuthContext) {
+  count(auth: Caller) {
     return this.db.gitApp.count({ where: { teamId: auth.teamId } });
   }
 
-  list(auth: AuthContext, window: Window) {
+  list(auth: Caller, window: Window) {
     return this.db.gitApp.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, ...window });
   }
 
-  async get(auth: AuthContext, uuid: string) {
+  async get(auth: Caller, uuid: string) {
     const app = await this.db.gitApp.findFirst({ where: { uuid, teamId: auth.teamId } });
     if (!app) throw new NotFound("Git app");
     return app;
@@ -81,7 +81,7 @@ export class GitAppService {
     return this.box.seal(pem.trim() + "\n");
   }
 
-  async create(auth: AuthContext, input: CreateGitAppBody) {
+  async create(auth: Caller, input: CreateGitAppBody) {
     this.access.requireTeamAdmin(auth, "manage git apps");
     return this.db.gitApp.create({
       data: {
@@ -98,7 +98,7 @@ export class GitAppService {
     });
   }
 
-  async update(auth: AuthContext, uuid: string, input: UpdateGitAppBody) {
+  async update(auth: Caller, uuid: string, input: UpdateGitAppBody) {
     this.access.requireTeamAdmin(auth, "manage git apps");
     const app = await this.get(auth, uuid);
     const data: Prisma.GitAppUpdateInput = {};
@@ -113,7 +113,7 @@ export class GitAppService {
     return this.db.gitApp.update({ where: { id: app.id }, data });
   }
 
-  async remove(auth: AuthContext, uuid: string): Promise<void> {
+  async remove(auth: Caller, uuid: string): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage git apps");
     const app = await this.get(auth, uuid);
     const users = await this.db.application.count({ where: { gitAppId: app.id } });

@@ -1,5 +1,5 @@
 import type { Db } from "../db/client.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { parsePrivateKey } from "../crypto/ssh-key.js";
@@ -26,15 +26,15 @@ export class PrivateKeyService {
     return parsed;
   }
 
-  count(auth: AuthContext) {
+  count(auth: Caller) {
     return this.db.privateKey.count({ where: { teamId: auth.teamId } });
   }
 
-  list(auth: AuthContext, window: Window) {
+  list(auth: Caller, window: Window) {
     return this.db.privateKey.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, ...window });
   }
 
-  async get(auth: AuthContext, uuid: string) {
+  async get(auth: Caller, uuid: string) {
     const key = await this.db.privateKey.findFirst({ where: { uuid, teamId: auth.teamId } });
     if (!key) throw new NotFound("Private key");
     return key;
@@ -47,7 +47,7 @@ export class PrivateKeyService {
     return this.box.open(key.privateKeyEncrypted);
   }
 
-  async create(auth: AuthContext, input: { name: string; description?: string | undefined; private_key: string }) {
+  async create(auth: Caller, input: { name: string; description?: string | undefined; private_key: string }) {
     this.access.requireTeamAdmin(auth, "manage private keys");
     const parsed = this.parse(input.private_key);
     return this.db.privateKey.create({
@@ -64,7 +64,7 @@ export class PrivateKeyService {
   }
 
   async update(
-    auth: AuthContext,
+    auth: Caller,
     uuid: string,
     input: { name?: string | undefined; description?: string | undefined; private_key?: string | undefined },
   ) {
@@ -82,7 +82,7 @@ export class PrivateKeyService {
     return this.db.privateKey.update({ where: { id: key.id }, data });
   }
 
-  async remove(auth: AuthContext, uuid: string): Promise<void> {
+  async remove(auth: Caller, uuid: string): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage private keys");
     const key = await this.get(auth, uuid);
     const users = await this.db.server.count({ where: { privateKeyId: key.id } });

@@ -13,7 +13,7 @@ import {
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { Config } from "../config.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict, Unavailable } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
@@ -124,7 +124,7 @@ export class NetworkService {
   // -------------------------------------------------------------------------------------------
   // Lookup
 
-  private async server(auth: AuthContext, uuid: string) {
+  private async server(auth: Caller, uuid: string) {
     const server = await this.db.server.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true, uuid: true, name: true, status: true, teamId: true } });
     if (!server) throw new NotFound("Server");
     return server;
@@ -157,19 +157,19 @@ export class NetworkService {
   // Reads
 
   /** Whether proxy isolation is in effect on the server: the instance's setting and the server's recorded phase. */
-  async proxyIsolation(auth: AuthContext, serverUuid: string): Promise<ProxyIsolationState> {
+  async proxyIsolation(auth: Caller, serverUuid: string): Promise<ProxyIsolationState> {
     const server = await this.db.server.findFirst({ where: { uuid: serverUuid, teamId: auth.teamId }, select: { proxyIsolation: true } });
     if (!server) throw new NotFound("Server");
     return { enabled: this.config.network.proxyIsolation, phase: phaseOf(server.proxyIsolation) };
   }
 
-  async count(auth: AuthContext, serverUuid: string): Promise<number> {
+  async count(auth: Caller, serverUuid: string): Promise<number> {
     const server = await this.server(auth, serverUuid);
     return this.db.network.count({ where: { serverId: server.id } });
   }
 
   /** A page of the server's networks by id, with the resources using each (a fixed number of statements per page). */
-  async list(auth: AuthContext, serverUuid: string, window: Window): Promise<NetworkView[]> {
+  async list(auth: Caller, serverUuid: string, window: Window): Promise<NetworkView[]> {
     const server = await this.server(auth, serverUuid);
     const rows = await this.db.network.findMany({ where: { serverId: server.id }, orderBy: { id: "asc" }, include: withCount, ...window });
     return withResourceCounts(this.db, this.config.network, server, rows);
@@ -179,7 +179,7 @@ export class NetworkService {
    * One network with what the engine reports about it now (the agent answers within
    * NETWORK_WAIT_MS.inspect). inspection is null when the network is not on the server.
    */
-  async detail(auth: AuthContext, serverUuid: string, networkUuid: string): Promise<{ network: NetworkView; inspection: ReturnType<typeof inspectionOf> | null }> {
+  async detail(auth: Caller, serverUuid: string, networkUuid: string): Promise<{ network: NetworkView; inspection: ReturnType<typeof inspectionOf> | null }> {
     const server = await this.server(auth, serverUuid);
     const [network] = await withResourceCounts(this.db, this.config.network, server, [await this.network(server.id, networkUuid)]);
     if (!network) throw new NotFound("Network");
@@ -200,7 +200,7 @@ export class NetworkService {
    * Records a shared network (pending) and asks the agent to create it, in one transaction under
    * the server's network lock: 409 for a name the server already has, 422 at the limit.
    */
-  async createShared(auth: AuthContext, serverUuid: string, input: { name: string; driver?: NetworkDriver | undefined }): Promise<NetworkRow> {
+  async createShared(auth: Caller, serverUuid: string, input: { name: string; driver?: NetworkDriver | undefined }): Promise<NetworkRow> {
     this.access.requireTeamAdmin(auth, "manage networks");
     const server = await this.server(auth, serverUuid);
     this.requireManagement("creating shared networks");
@@ -240,7 +240,7 @@ export class NetworkService {
    * environment; one whose environment is gone already (left behind) is removed the same way.
    * The proxy network and system networks are not removed through the API (409).
    */
-  async remove(auth: AuthContext, serverUuid: string, networkUuid: string): Promise<NetworkWithCount> {
+  async remove(auth: Caller, serverUuid: string, networkUuid: string): Promise<NetworkWithCount> {
     this.access.requireTeamAdmin(auth, "manage networks");
     const server = await this.server(auth, serverUuid);
     const found = await this.network(server.id, networkUuid);
@@ -279,7 +279,7 @@ export class NetworkService {
    * proxy record found as a network the platform did not make (foreignNetworkReason) becomes
    * failed, never active: sync is no way around the agent's refusal to take such a network over.
    */
-  async sync(auth: AuthContext, serverUuid: string) {
+  async sync(auth: Caller, serverUuid: string) {
     this.access.requireTeamAdmin(auth, "manage networks");
     const server = await this.server(auth, serverUuid);
     this.requireAgent(server);
@@ -397,7 +397,7 @@ export class NetworkService {
    * application with an fqdn to it, so nothing stops being routed while resources are
    * redeployed (each redeploy labels its container with the proxy network).
    */
-  async migrateProxy(auth: AuthContext, serverUuid: string): Promise<{ network: NetworkRow; connected: string[] }> {
+  async migrateProxy(auth: Caller, serverUuid: string): Promise<{ network: NetworkRow; connected: string[] }> {
     this.access.requireTeamAdmin(auth, "manage networks");
     const server = await this.server(auth, serverUuid);
     this.requireProxyIsolation();
@@ -419,7 +419,7 @@ export class NetworkService {
    * joins only that one. Refused before migrate, and while a routed container still names
    * one of the networks the proxy would leave (it has not been redeployed since migrate).
    */
-  async cleanupProxy(auth: AuthContext, serverUuid: string): Promise<{ disconnectedFrom: string[] }> {
+  async cleanupProxy(auth: Caller, serverUuid: string): Promise<{ disconnectedFrom: string[] }> {
     this.access.requireTeamAdmin(auth, "manage networks");
     const server = await this.server(auth, serverUuid);
     this.requireProxyIsolation();
@@ -470,7 +470,7 @@ export class NetworkService {
   // Resources
 
   /** The resource in the caller's team with `need` on its environment; services do not exist yet. */
-  private async resource(auth: AuthContext, type: NetworkResourceType, uuid: string, need: Need): Promise<ResourceRef> {
+  private async resource(auth: Caller, type: NetworkResourceType, uuid: string, need: Need): Promise<ResourceRef> {
     if (type === "service") throw new NotFound("Service", "Services are not available on this instance yet, so no service has networks.");
     if (type === "application") {
       const app = await this.db.application.findFirst({
@@ -503,7 +503,7 @@ export class NetworkService {
    * The networks the resource joins on its next deployment (primary, proxy) and the shared
    * networks attached to it (all of them, whatever their status).
    */
-  async resourceNetworks(auth: AuthContext, type: NetworkResourceType, uuid: string): Promise<ResourceNetworkView[]> {
+  async resourceNetworks(auth: Caller, type: NetworkResourceType, uuid: string): Promise<ResourceNetworkView[]> {
     const r = await this.resource(auth, type, uuid, "view");
     const plan = await resourceNetworks(
       this.ctx,
@@ -528,7 +528,7 @@ export class NetworkService {
   }
 
   /** Attaches a shared network of the resource's server; it joins it on its next deployment. */
-  async attach(auth: AuthContext, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
+  async attach(auth: Caller, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
     const r = await this.resource(auth, type, uuid, "manage");
     const network = await this.db.network.findFirst({ where: { uuid: networkUuid, teamId: auth.teamId } });
     if (!network) throw new NotFound("Network");
@@ -551,7 +551,7 @@ export class NetworkService {
     return { resource: r, network };
   }
 
-  async detach(auth: AuthContext, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
+  async detach(auth: Caller, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
     const r = await this.resource(auth, type, uuid, "manage");
     const network = await this.db.network.findFirst({ where: { uuid: networkUuid, teamId: auth.teamId } });
     if (!network) throw new NotFound("Network");

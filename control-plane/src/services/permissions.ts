@@ -1,7 +1,7 @@
 import type { PermissionLevel } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { isUniqueViolation } from "../db/errors.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Conflict } from "../domain/errors.js";
 import type { AccessService } from "./access.js";
 
@@ -30,23 +30,23 @@ export class PermissionService {
   ) {}
 
   /** Members and viewers only ever see their own grants. */
-  private ownOnly(auth: AuthContext): number | undefined {
+  private ownOnly(auth: Caller): number | undefined {
     return this.access.isTeamAdmin(auth) ? undefined : (auth.userId ?? -1);
   }
 
-  private async teamProject(auth: AuthContext, uuid: string) {
+  private async teamProject(auth: Caller, uuid: string) {
     const p = await this.db.project.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true } });
     if (!p) throw new NotFound("Project");
     return p;
   }
 
-  private async teamEnvironment(auth: AuthContext, id: number) {
+  private async teamEnvironment(auth: Caller, id: number) {
     const e = await this.db.environment.findFirst({ where: { id, project: { teamId: auth.teamId } }, select: { id: true } });
     if (!e) throw new NotFound("Environment");
     return e;
   }
 
-  private async teamMember(auth: AuthContext, userId: number) {
+  private async teamMember(auth: Caller, userId: number) {
     const m = await this.db.membership.findUnique({ where: { teamId_userId: { teamId: auth.teamId, userId } } });
     if (!m) throw new NotFound("User");
     return m;
@@ -54,7 +54,7 @@ export class PermissionService {
 
   // Project-level
 
-  private projectWhere(auth: AuthContext, filter: { project_uuid?: string | undefined; user_id?: number | undefined }) {
+  private projectWhere(auth: Caller, filter: { project_uuid?: string | undefined; user_id?: number | undefined }) {
     const own = this.ownOnly(auth);
     const where: Prisma.ProjectPermissionWhereInput = { project: { teamId: auth.teamId } };
     if (filter.project_uuid !== undefined) where.project = { teamId: auth.teamId, uuid: filter.project_uuid };
@@ -63,11 +63,11 @@ export class PermissionService {
     return where;
   }
 
-  countProject(auth: AuthContext, filter: { project_uuid?: string | undefined; user_id?: number | undefined }) {
+  countProject(auth: Caller, filter: { project_uuid?: string | undefined; user_id?: number | undefined }) {
     return this.db.projectPermission.count({ where: this.projectWhere(auth, filter) });
   }
 
-  listProject(auth: AuthContext, filter: { project_uuid?: string | undefined; user_id?: number | undefined }, window: Window) {
+  listProject(auth: Caller, filter: { project_uuid?: string | undefined; user_id?: number | undefined }, window: Window) {
     return this.db.projectPermission.findMany({
       where: this.projectWhere(auth, filter),
       include: projectPermissionInclude,
@@ -76,7 +76,7 @@ export class PermissionService {
     });
   }
 
-  async getProject(auth: AuthContext, id: number): Promise<ProjectPermissionRow> {
+  async getProject(auth: Caller, id: number): Promise<ProjectPermissionRow> {
     const row = await this.db.projectPermission.findFirst({
       where: { id, ...this.projectWhere(auth, {}) },
       include: projectPermissionInclude,
@@ -85,7 +85,7 @@ export class PermissionService {
     return row;
   }
 
-  async grantProject(auth: AuthContext, input: { project_uuid: string; user_id: number; permission_level: PermissionLevel }) {
+  async grantProject(auth: Caller, input: { project_uuid: string; user_id: number; permission_level: PermissionLevel }) {
     this.access.requireTeamAdmin(auth, "manage permissions");
     const project = await this.teamProject(auth, input.project_uuid);
     await this.teamMember(auth, input.user_id);
@@ -100,13 +100,13 @@ export class PermissionService {
     }
   }
 
-  async updateProject(auth: AuthContext, id: number, level: PermissionLevel) {
+  async updateProject(auth: Caller, id: number, level: PermissionLevel) {
     this.access.requireTeamAdmin(auth, "manage permissions");
     const row = await this.getProject(auth, id);
     return this.db.projectPermission.update({ where: { id: row.id }, data: { level }, include: projectPermissionInclude });
   }
 
-  async revokeProject(auth: AuthContext, id: number): Promise<void> {
+  async revokeProject(auth: Caller, id: number): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage permissions");
     const row = await this.getProject(auth, id);
     await this.db.projectPermission.delete({ where: { id: row.id } });
@@ -116,7 +116,7 @@ export class PermissionService {
    * Gives every member and viewer of the team this level on the project, creating or
    * updating their grant. Owners and admins bypass permissions and are left out.
    */
-  async bulkGrant(auth: AuthContext, projectUuid: string, level: PermissionLevel): Promise<number> {
+  async bulkGrant(auth: Caller, projectUuid: string, level: PermissionLevel): Promise<number> {
     this.access.requireTeamAdmin(auth, "manage permissions");
     const project = await this.teamProject(auth, projectUuid);
     return this.db.$transaction(async (tx) => {
@@ -138,7 +138,7 @@ export class PermissionService {
   }
 
   /** Removes every project-level grant and environment override of the project. */
-  async bulkRevoke(auth: AuthContext, projectUuid: string): Promise<number> {
+  async bulkRevoke(auth: Caller, projectUuid: string): Promise<number> {
     this.access.requireTeamAdmin(auth, "manage permissions");
     const project = await this.teamProject(auth, projectUuid);
     return this.db.$transaction(async (tx) => {
@@ -150,7 +150,7 @@ export class PermissionService {
 
   // Environment overrides
 
-  private environmentWhere(auth: AuthContext, filter: { environment_id?: number | undefined; user_id?: number | undefined }) {
+  private environmentWhere(auth: Caller, filter: { environment_id?: number | undefined; user_id?: number | undefined }) {
     const own = this.ownOnly(auth);
     const where: Prisma.EnvironmentPermissionWhereInput = { environment: { project: { teamId: auth.teamId } } };
     if (filter.environment_id !== undefined) where.environmentId = filter.environment_id;
@@ -159,11 +159,11 @@ export class PermissionService {
     return where;
   }
 
-  countEnvironment(auth: AuthContext, filter: { environment_id?: number | undefined; user_id?: number | undefined }) {
+  countEnvironment(auth: Caller, filter: { environment_id?: number | undefined; user_id?: number | undefined }) {
     return this.db.environmentPermission.count({ where: this.environmentWhere(auth, filter) });
   }
 
-  listEnvironment(auth: AuthContext, filter: { environment_id?: number | undefined; user_id?: number | undefined }, window: Window) {
+  listEnvironment(auth: Caller, filter: { environment_id?: number | undefined; user_id?: number | undefined }, window: Window) {
     return this.db.environmentPermission.findMany({
       where: this.environmentWhere(auth, filter),
       include: environmentPermissionInclude,
@@ -172,7 +172,7 @@ export class PermissionService {
     });
   }
 
-  async grantEnvironment(auth: AuthContext, input: { environment_id: number; user_id: number; permission_level: PermissionLevel }) {
+  async grantEnvironment(auth: Caller, input: { environment_id: number; user_id: number; permission_level: PermissionLevel }) {
     this.access.requireTeamAdmin(auth, "manage permissions");
     const env = await this.teamEnvironment(auth, input.environment_id);
     await this.teamMember(auth, input.user_id);
@@ -187,7 +187,7 @@ export class PermissionService {
     }
   }
 
-  async revokeEnvironment(auth: AuthContext, id: number): Promise<void> {
+  async revokeEnvironment(auth: Caller, id: number): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage permissions");
     const row = await this.db.environmentPermission.findFirst({ where: { id, ...this.environmentWhere(auth, {}) } });
     if (!row) throw new NotFound("Permission");

@@ -1,6 +1,6 @@
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Forbidden, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
@@ -61,7 +61,7 @@ export class ProjectService {
    * one SQL statement through the plain read path (db/reader.ts): GET /projects and
    * GET /projects/{uuid}. No IN list: a page of any size binds the same few parameters.
    */
-  private async read(auth: AuthContext, match: { uuid: string } | { window: { skip?: number; take?: number } }): Promise<ProjectView[]> {
+  private async read(auth: Caller, match: { uuid: string } | { window: { skip?: number; take?: number } }): Promise<ProjectView[]> {
     const vis = this.access.visibilitySql(auth);
     const params: (string | number)[] = [];
     let inner = `SELECT p."id", p."uuid", p."name", p."description", p."createdAt" FROM "Project" p WHERE p."teamId" = ?`;
@@ -108,7 +108,7 @@ export class ProjectService {
     return out;
   }
 
-  async count(auth: AuthContext): Promise<number> {
+  async count(auth: Caller): Promise<number> {
     const vis = this.access.visibilitySql(auth);
     const sql = `SELECT COUNT(*) AS "n" FROM "Project" p WHERE p."teamId" = ?${vis ? ` AND ${vis.project.sql}` : ""}`;
     const [row] = await this.reader.all<{ n: unknown }>(sql, [auth.teamId, ...(vis?.project.params ?? [])]);
@@ -116,19 +116,19 @@ export class ProjectService {
   }
 
   /** A page (or all) of the projects the caller may see, by id, with the environments it may see. */
-  list(auth: AuthContext, window: { skip?: number; take?: number }): Promise<ProjectView[]> {
+  list(auth: Caller, window: { skip?: number; take?: number }): Promise<ProjectView[]> {
     return this.read(auth, { window });
   }
 
   /** One project for reading (GET): as find, through the plain read path. */
-  async view(auth: AuthContext, uuid: string): Promise<ProjectView> {
+  async view(auth: Caller, uuid: string): Promise<ProjectView> {
     const [project] = await this.read(auth, { uuid });
     if (!project) throw new NotFound("Project");
     return project;
   }
 
   /** Members see only the environments their permissions reach. */
-  private async filterEnvironments(auth: AuthContext, projects: ProjectWithEnvironments[]) {
+  private async filterEnvironments(auth: Caller, projects: ProjectWithEnvironments[]) {
     if (this.access.bypasses(auth) || auth.role === "viewer") return projects;
     const out: ProjectWithEnvironments[] = [];
     for (const p of projects) {
@@ -140,14 +140,14 @@ export class ProjectService {
   }
 
   /** Finds a project of the caller's team that the caller may see, or 404. */
-  async find(auth: AuthContext, uuid: string): Promise<ProjectWithEnvironments> {
+  async find(auth: Caller, uuid: string): Promise<ProjectWithEnvironments> {
     const project = await this.db.project.findFirst({ where: { uuid, teamId: auth.teamId }, include: withEnvironments });
     if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
     const [filtered] = await this.filterEnvironments(auth, [project]);
     return filtered!;
   }
 
-  async create(auth: AuthContext, input: { name: string; description?: string | undefined }) {
+  async create(auth: Caller, input: { name: string; description?: string | undefined }) {
     if (auth.role === "viewer") throw new Forbidden("Viewers cannot create projects.");
     return this.db.$transaction(async (tx) => {
       const project = await tx.project.create({
@@ -168,7 +168,7 @@ export class ProjectService {
     });
   }
 
-  async update(auth: AuthContext, uuid: string, input: { name?: string | undefined; description?: string | undefined }) {
+  async update(auth: Caller, uuid: string, input: { name?: string | undefined; description?: string | undefined }) {
     const project = await this.find(auth, uuid);
     await this.access.assertProject(auth, project, "manage");
     const data: Prisma.ProjectUpdateInput = {};
@@ -178,7 +178,7 @@ export class ProjectService {
     return this.find(auth, uuid);
   }
 
-  async remove(auth: AuthContext, uuid: string): Promise<void> {
+  async remove(auth: Caller, uuid: string): Promise<void> {
     const project = await this.find(auth, uuid);
     await this.access.assertProject(auth, project, "delete");
     // Deleting a project deletes every environment: an override that withholds delete on
@@ -205,7 +205,7 @@ export class ProjectService {
   }
 
   /** Environment of a visible project by name or uuid; 404 when the caller cannot see it. */
-  async findEnvironment(auth: AuthContext, projectUuid: string, nameOrUuid: string) {
+  async findEnvironment(auth: Caller, projectUuid: string, nameOrUuid: string) {
     const project = await this.db.project.findFirst({ where: { uuid: projectUuid, teamId: auth.teamId } });
     if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
     const env = await this.db.environment.findFirst({
@@ -215,7 +215,7 @@ export class ProjectService {
     return { project, environment: env };
   }
 
-  async createEnvironment(auth: AuthContext, projectUuid: string, name: string) {
+  async createEnvironment(auth: Caller, projectUuid: string, name: string) {
     const project = await this.find(auth, projectUuid);
     await this.access.assertProject(auth, project, "manage");
     try {
@@ -226,7 +226,7 @@ export class ProjectService {
     }
   }
 
-  async removeEnvironment(auth: AuthContext, projectUuid: string, nameOrUuid: string): Promise<void> {
+  async removeEnvironment(auth: Caller, projectUuid: string, nameOrUuid: string): Promise<void> {
     const { environment } = await this.findEnvironment(auth, projectUuid, nameOrUuid);
     await this.access.assertEnvironment(auth, environment, "delete");
     const removal = await this.apps.planRemoval({ environmentIds: [environment.id] });

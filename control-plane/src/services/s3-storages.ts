@@ -1,7 +1,7 @@
 import { isIP } from "node:net";
 import type { CreateS3StorageBody, S3Target, UpdateS3StorageBody } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isRefusedAddress } from "@capstan/shared/net";
@@ -58,15 +58,15 @@ export class S3StorageService {
     private readonly opts: { allowPrivate: boolean; dialect: "sqlite" | "postgresql"; tester?: S3Tester; testTimeoutMs?: number },
   ) {}
 
-  count(auth: AuthContext) {
+  count(auth: Caller) {
     return this.db.s3Storage.count({ where: { teamId: auth.teamId } });
   }
 
-  list(auth: AuthContext, window: Window): Promise<S3StorageRecord[]> {
+  list(auth: Caller, window: Window): Promise<S3StorageRecord[]> {
     return this.db.s3Storage.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, include: withCount, ...window });
   }
 
-  async get(auth: AuthContext, id: number): Promise<S3StorageRecord> {
+  async get(auth: Caller, id: number): Promise<S3StorageRecord> {
     const s = await this.db.s3Storage.findFirst({ where: { id, teamId: auth.teamId }, include: withCount });
     if (!s) throw new NotFound("S3 storage");
     return s;
@@ -97,7 +97,7 @@ export class S3StorageService {
     }
   }
 
-  async create(auth: AuthContext, input: CreateS3StorageBody): Promise<S3StorageRecord> {
+  async create(auth: Caller, input: CreateS3StorageBody): Promise<S3StorageRecord> {
     this.access.requireTeamAdmin(auth, "manage S3 storages");
     this.checkEndpoint(input.endpoint);
     return this.db.s3Storage.create({
@@ -119,7 +119,7 @@ export class S3StorageService {
     });
   }
 
-  async update(auth: AuthContext, id: number, input: UpdateS3StorageBody): Promise<S3StorageRecord> {
+  async update(auth: Caller, id: number, input: UpdateS3StorageBody): Promise<S3StorageRecord> {
     this.access.requireTeamAdmin(auth, "manage S3 storages");
     const s = await this.get(auth, id);
     if (input.endpoint !== undefined) this.checkEndpoint(input.endpoint);
@@ -148,7 +148,7 @@ export class S3StorageService {
    * whose object is in it (restoring or deleting them needs its keys) and runs uploading to it.
    * Executions of deleted schedules went with them; their objects stay in the bucket.
    */
-  async remove(auth: AuthContext, id: number): Promise<void> {
+  async remove(auth: Caller, id: number): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage S3 storages");
     const s = await this.get(auth, id);
     // Nothing in the transaction throws on a refusal: on SQLite a rollback would also undo what
@@ -198,7 +198,7 @@ export class S3StorageService {
    * Always answers (never an HTTP error for a failed test) and records is_usable. Owners and
    * admins only: it makes outbound connections with the team's credentials.
    */
-  async test(auth: AuthContext, id: number): Promise<{ usable: boolean; error?: string }> {
+  async test(auth: Caller, id: number): Promise<{ usable: boolean; error?: string }> {
     this.access.requireTeamAdmin(auth, "test S3 storages");
     const s = await this.get(auth, id);
     const outcome = await this.runTest(this.destination(s));

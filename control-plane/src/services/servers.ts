@@ -1,6 +1,6 @@
 import type { HostFacts } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
@@ -66,27 +66,27 @@ export class ServerService {
     return server.status === "reachable";
   }
 
-  count(auth: AuthContext) {
+  count(auth: Caller) {
     return this.db.server.count({ where: { teamId: auth.teamId } });
   }
 
-  list(auth: AuthContext, window: Window) {
+  list(auth: Caller, window: Window) {
     return this.db.server.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, ...window });
   }
 
-  async get(auth: AuthContext, uuid: string): Promise<ServerWithDetail> {
+  async get(auth: Caller, uuid: string): Promise<ServerWithDetail> {
     const server = await this.db.server.findFirst({ where: { uuid, teamId: auth.teamId }, include: withDetail });
     if (!server) throw new NotFound("Server");
     return server;
   }
 
-  private async teamKey(auth: AuthContext, uuid: string) {
+  private async teamKey(auth: Caller, uuid: string) {
     const key = await this.db.privateKey.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true } });
     if (!key) throw new NotFound("Private key");
     return key;
   }
 
-  async create(auth: AuthContext, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
+  async create(auth: Caller, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
     this.access.requireTeamAdmin(auth, "manage servers");
     const key = await this.teamKey(auth, input.private_key_uuid);
     const agentToken = generateAgentToken();
@@ -115,7 +115,7 @@ export class ServerService {
   }
 
   async update(
-    auth: AuthContext,
+    auth: Caller,
     uuid: string,
     input: Partial<Omit<CreateServerInput, "port" | "user" | "is_build_server">> & { port?: number | undefined; user?: string | undefined; is_build_server?: boolean | undefined },
   ) {
@@ -134,7 +134,7 @@ export class ServerService {
   }
 
   /** Management only: the host keeps running what it runs; the agent is told to stop. */
-  async remove(auth: AuthContext, uuid: string): Promise<void> {
+  async remove(auth: Caller, uuid: string): Promise<void> {
     this.access.requireTeamAdmin(auth, "manage servers");
     const server = await this.get(auth, uuid);
     // Applications keep their server (and its destinations): removing it would orphan them.
@@ -147,7 +147,7 @@ export class ServerService {
   }
 
   /** New agent token; the old one stops working at once and its connection is dropped. */
-  async rotateAgentToken(auth: AuthContext, uuid: string): Promise<{ agentToken: string; joinCommand: string }> {
+  async rotateAgentToken(auth: Caller, uuid: string): Promise<{ agentToken: string; joinCommand: string }> {
     this.access.requireTeamAdmin(auth, "manage servers");
     const server = await this.get(auth, uuid);
     const agentToken = generateAgentToken();
@@ -160,7 +160,7 @@ export class ServerService {
    * Installs or replaces the agent on the host over SSH with the server's key and a fresh
    * agent token. Bounded in time; the answer carries the installer's exit code and output.
    */
-  async installAgent(auth: AuthContext, uuid: string): Promise<{ exitCode: number; output: string }> {
+  async installAgent(auth: Caller, uuid: string): Promise<{ exitCode: number; output: string }> {
     this.access.requireTeamAdmin(auth, "manage servers");
     const server = await this.get(auth, uuid);
     const key = await this.db.privateKey.findUniqueOrThrow({ where: { id: server.privateKeyId } });
@@ -193,7 +193,7 @@ export class ServerService {
   }
 
   /** Engine running and compose available, checked now by the agent; updates is_usable. */
-  async validate(auth: AuthContext, uuid: string): Promise<{ dockerVersion: string }> {
+  async validate(auth: Caller, uuid: string): Promise<{ dockerVersion: string }> {
     const server = await this.get(auth, uuid);
     if (!ServerService.agentConnected(server)) {
       await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
@@ -213,7 +213,7 @@ export class ServerService {
   }
 
   /** Containers the platform manages on the server, as the engine reports them now. */
-  async managedContainers(auth: AuthContext, uuid: string) {
+  async managedContainers(auth: Caller, uuid: string) {
     const server = await this.get(auth, uuid);
     this.requireAgent(server);
     const job = await this.jobs.run(server.id, "containers.list", {});

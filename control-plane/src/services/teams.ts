@@ -1,12 +1,12 @@
 import type { Db } from "../db/client.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound } from "../domain/errors.js";
 
 /** Read-only team views (spec 4.1). A token sees exactly one team: its own. */
 export class TeamService {
   constructor(private readonly db: Db) {}
 
-  async get(auth: AuthContext, teamId: number) {
+  async get(auth: Caller, teamId: number) {
     if (teamId !== auth.teamId) throw new NotFound("Team");
     const team = await this.db.team.findUnique({
       where: { id: teamId },
@@ -16,7 +16,7 @@ export class TeamService {
     return team;
   }
 
-  async members(auth: AuthContext, teamId: number, window: { skip?: number; take?: number }) {
+  async members(auth: Caller, teamId: number, window: { skip?: number; take?: number }) {
     if (teamId !== auth.teamId) throw new NotFound("Team");
     return this.db.membership.findMany({
       where: { teamId },

@@ -1,6 +1,6 @@
 import { MAX_STORAGES } from "@capstan/shared";
 import type { Db } from "../db/client.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
@@ -20,13 +20,13 @@ export class VolumeService {
     private readonly apps: ApplicationService,
   ) {}
 
-  async list(auth: AuthContext, appUuid: string) {
+  async list(auth: Caller, appUuid: string) {
     const app = await this.apps.find(auth, appUuid, "view");
     const rows = await this.db.volume.findMany({ where: { applicationId: app.id }, orderBy: { id: "asc" } });
     return { app, rows };
   }
 
-  async create(auth: AuthContext, appUuid: string, input: { name: string; mount_path: string; host_path?: string | null | undefined }) {
+  async create(auth: Caller, appUuid: string, input: { name: string; mount_path: string; host_path?: string | null | undefined }) {
     const app = await this.apps.find(auth, appUuid, "manage");
     const existing = await this.db.volume.findMany({ where: { applicationId: app.id }, select: { name: true, mountPath: true } });
     if (existing.length >= MAX_STORAGES) throw new Invalid({ name: [`An application has at most ${MAX_STORAGES} storages.`] });
@@ -44,7 +44,7 @@ export class VolumeService {
     }
   }
 
-  async remove(auth: AuthContext, appUuid: string, storageUuid: string): Promise<void> {
+  async remove(auth: Caller, appUuid: string, storageUuid: string): Promise<void> {
     const app = await this.apps.find(auth, appUuid, "manage");
     const row = await this.db.volume.findFirst({ where: { uuid: storageUuid, applicationId: app.id }, select: { id: true } });
     if (!row) throw new NotFound("Storage");

@@ -2,7 +2,7 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 import { CommitSha, webhookUrls, type WebhookProvider } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { AuthContext } from "../http/auth.js";
+import type { Caller } from "../domain/caller.js";
 import { NotFound, Invalid, Busy, Rejected, Unauthenticated } from "../domain/errors.js";
 import type { AccessService } from "./access.js";
 import type { DeploymentService } from "./deployments.js";
@@ -247,7 +247,7 @@ export class WebhookService {
   }
 
   /** A new webhook secret (32 random bytes, hex), shown once; the old one stops working at once. */
-  async rotateSecret(auth: AuthContext, applicationUuid: string): Promise<{ secret: string; urls: Record<WebhookProvider, string> }> {
+  async rotateSecret(auth: Caller, applicationUuid: string): Promise<{ secret: string; urls: Record<WebhookProvider, string> }> {
     const app = await this.db.application.findFirst({
       where: { uuid: applicationUuid, teamId: auth.teamId },
       select: { id: true, uuid: true, environment: { select: { id: true, projectId: true } } },

@@ -3,7 +3,7 @@ import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
 import type { Services } from "../../services/index.js";
-import type { AuthContext } from "../auth.js";
+import type { Caller } from "../../domain/caller.js";
 
 const teamDto = (t: { id: number; name: string; description: string; createdAt: Date }) => ({
   id: t.id,
@@ -12,12 +12,12 @@ const teamDto = (t: { id: number; name: string; description: string; createdAt: 
   created_at: iso(t.createdAt),
 });
 
-async function teamDetail(services: Services, auth: AuthContext, id: number) {
+async function teamDetail(services: Services, auth: Caller, id: number) {
   const t = await services.teams.get(auth, id);
   return { ...teamDto(t), members_count: t._count.memberships };
 }
 
-async function members(services: Services, auth: AuthContext, teamId: number, query: PaginationQuery) {
+async function members(services: Services, auth: Caller, teamId: number, query: PaginationQuery) {
   await services.teams.get(auth, teamId);
   return paginate(
     query,
