@@ -56,7 +56,9 @@ export async function breakdown(instance: Instance, config: Config, token: strin
     params: r.params ? r.params.parse(params) : {},
     query: r.query ? r.query.parse(query) : {},
     body: undefined,
-    auth: ctx,
+    caller: ctx,
+    // A scope per request, as http/app.ts makes one.
+    scope: instance.services.scope(ctx),
     services: instance.services,
     req: {} as Request,
     res: {} as Response,

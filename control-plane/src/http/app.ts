@@ -6,6 +6,7 @@ import type { Services } from "../services/index.js";
 import { Invalid, type FieldErrors } from "../domain/errors.js";
 import { HttpError, errorMiddleware, fieldErrorsOf, unknownRoute } from "./errors.js";
 import { requireAuth, requireScope, resolveToken } from "./auth.js";
+import { visibilityKey } from "../domain/permissions.js";
 import { expressPath, type AnyRoute } from "./route.js";
 import { routes as defaultRoutes } from "./routes/index.js";
 import { openApiDocument } from "./openapi.js";
@@ -53,11 +54,12 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
       const version = req.teamVersion;
       let key: string | undefined;
       if (cache !== undefined && auth !== undefined && version !== undefined && cache.active) {
-        key = `${auth.teamId} ${services.access.visibilityKey(auth)} ${req.originalUrl}`;
+        key = `${auth.teamId} ${visibilityKey(auth)} ${req.originalUrl}`;
         const hit = cache.get(key, version);
         if (hit !== undefined) return sendJsonBytes(res, hit.body, hit.etag);
       }
-      const result = await r.handler({ params, query, body, auth, services, req, res } as never);
+      const scope = auth === undefined ? undefined : services.scope(auth);
+      const result = await r.handler({ params, query, body, caller: auth, scope, services, req, res } as never);
       if (result.handled || res.headersSent) return;
       const status = result.status ?? 200;
       if (key !== undefined && status === 200 && result.body !== undefined) {

@@ -2,6 +2,7 @@ import type { Request, Response } from "express";
 import { z } from "zod";
 import type { TokenScope } from "@capstan/shared";
 import type { Caller } from "../domain/caller.js";
+import type { TeamScope } from "../domain/scope.js";
 import type { Services } from "../services/index.js";
 
 export type HttpMethod = "get" | "post" | "patch" | "put" | "delete";
@@ -13,7 +14,10 @@ export interface HandlerInput<P, Q, B> {
   params: Infer<P>;
   query: Infer<Q>;
   body: Infer<B>;
-  auth: Caller;
+  /** Who asks (undefined on routes with auth "none"). */
+  caller: Caller;
+  /** The caller's team scope for this request: service methods take it (undefined on routes with auth "none"). */
+  scope: TeamScope;
   services: Services;
   req: Request;
   res: Response;
@@ -48,7 +52,7 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
   scope?: TokenScope;
   /**
    * "none": no bearer token is needed and none is checked (inbound webhooks, which the
-   * handler authenticates itself by signature; `auth` is then undefined). The rate limit by
+   * handler authenticates itself by signature; `caller` and `scope` are then undefined). The rate limit by
    * client address still applies. Default "token".
    */
   auth?: "token" | "none";

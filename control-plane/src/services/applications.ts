@@ -18,13 +18,12 @@ import {
 import type { z } from "zod";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
-import type { Caller } from "../domain/caller.js";
-import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed, type FieldErrors } from "../domain/errors.js";
+import type { ApplicationRef, TeamScope } from "../domain/scope.js";
+import { Invalid, Conflict, Unavailable, UpstreamFailed, type FieldErrors } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { CancelledJob, JobQueue } from "../jobs/queue.js";
 import { parseCompose } from "../compose/index.js";
-import type { AccessService, Need } from "./access.js";
 import { ServerService } from "./servers.js";
 import { forgetAttachments } from "./network-plan.js";
 
@@ -48,8 +47,7 @@ const ACTION_WORDS: Record<AppAction, { done: string; doing: string }> = {
   restart: { done: "restarted", doing: "Restarting" },
 };
 
-const withEnvironment = { environment: { select: { id: true, projectId: true } }, server: { select: { id: true, name: true, status: true } } } satisfies Prisma.ApplicationInclude;
-export type ApplicationRef = Prisma.ApplicationGetPayload<{ include: typeof withEnvironment }>;
+export type { ApplicationRef };
 
 const withDetail = {
   environment: { include: { project: { select: { uuid: true, name: true } } } },
@@ -123,7 +121,7 @@ export function gitAppCloneUrl(htmlUrl: string, slug: string): string {
 /**
  * Applications (spec 4.4): records, settings, and the start/stop/restart/remove/logs work the
  * agent does for them. Every id a client sends is resolved inside the caller's team; what an
- * action needs is checked on the application's environment (AccessService).
+ * action needs is checked on the application's environment (the team scope, domain/scope.ts).
  */
 export class ApplicationService {
   /** How long start/stop/restart wait for the agent before answering 202 (tests shorten it). */
@@ -132,7 +130,6 @@ export class ApplicationService {
   constructor(
     private readonly db: Db,
     private readonly reader: SqlReader,
-    private readonly access: AccessService,
     private readonly jobs: JobQueue,
     private readonly box: SecretBox,
     private readonly proxy: ProxySource,
@@ -152,28 +149,17 @@ export class ApplicationService {
   // -------------------------------------------------------------------------------------------
   // Lookup
 
-  /**
-   * An application of the caller's team that the caller may act on with `need`: 404 when it
-   * does not exist or its environment is invisible to the caller, 403 when visible but not enough.
-   */
-  async find(auth: Caller, uuid: string, need: Need): Promise<ApplicationRef> {
-    const app = await this.db.application.findFirst({ where: { uuid, teamId: auth.teamId }, include: withEnvironment });
-    if (!app) throw new NotFound("Application");
-    await this.access.assertEnvironment(auth, app.environment, need, "Application");
-    return app;
-  }
-
   /** Whether the caller may see environment variable values of the application. */
-  async canManage(auth: Caller, app: ApplicationRef): Promise<boolean> {
-    return (await this.access.environmentLevel(auth, app.environment)) === "full_access";
+  async canManage(scope: TeamScope, app: Pick<ApplicationRef, "environment">): Promise<boolean> {
+    return (await scope.environmentLevel(app.environment)) === "full_access";
   }
 
   /**
    * The caller's applications, one SQL statement: the team, the environment visibility rule
-   * of AccessService, the page window. No IN list, no per-row query.
+   * (TeamScope.visibleRows), the page window. No IN list, no per-row query.
    */
-  async list(auth: Caller, window: Window, filter: { environmentId?: number } = {}): Promise<ApplicationListItem[]> {
-    const { where, params } = this.listFilter(auth, filter);
+  async list(scope: TeamScope, window: Window, filter: { environmentId?: number } = {}): Promise<ApplicationListItem[]> {
+    const { where, params } = this.listFilter(scope, filter);
     let sql = `SELECT a."uuid", a."name", a."fqdn", a."status", a."buildPack", a."gitRepository", a."gitBranch", a."createdAt",
         p."uuid", e."name", s."uuid"
       FROM "Application" a
@@ -201,8 +187,8 @@ export class ApplicationService {
     }));
   }
 
-  async count(auth: Caller): Promise<number> {
-    const { where, params } = this.listFilter(auth);
+  async count(scope: TeamScope): Promise<number> {
+    const { where, params } = this.listFilter(scope);
     const [row] = await this.reader.all<{ n: unknown }>(
       `SELECT COUNT(*) AS "n" FROM "Application" a JOIN "Environment" e ON e."id" = a."environmentId" WHERE ${where}`,
       params,
@@ -210,14 +196,8 @@ export class ApplicationService {
     return toInt(row!.n);
   }
 
-  private listFilter(auth: Caller, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
-    const vis = this.access.visibilitySql(auth);
-    let where = `a."teamId" = ?`;
-    const params: (string | number)[] = [auth.teamId];
-    if (vis) {
-      where += ` AND ${vis.environment.sql}`;
-      params.push(...vis.environment.params);
-    }
+  private listFilter(scope: TeamScope, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
+    let { sql: where, params } = scope.visibleRows(`a."teamId"`, "environment");
     if (filter.environmentId !== undefined) {
       where += ` AND a."environmentId" = ?`;
       params.push(filter.environmentId);
@@ -225,26 +205,13 @@ export class ApplicationService {
     return { where, params };
   }
 
-  async detail(auth: Caller, uuid: string): Promise<ApplicationWithDetail> {
-    const app = await this.find(auth, uuid, "view");
+  async detail(scope: TeamScope, uuid: string): Promise<ApplicationWithDetail> {
+    const app = await scope.application(uuid, "view");
     return this.db.application.findUniqueOrThrow({ where: { id: app.id }, include: withDetail });
   }
 
   // -------------------------------------------------------------------------------------------
   // Create and update
-
-  private async placement(auth: Caller, input: CreateApplicationCommon) {
-    const project = await this.db.project.findFirst({ where: { uuid: input.project_uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
-    const environment = await this.db.environment.findFirst({ where: { projectId: project.id, name: input.environment_name } });
-    if (!environment) throw new NotFound("Environment");
-    await this.access.assertEnvironment(auth, environment, "manage");
-    const server = await this.db.server.findFirst({ where: { uuid: input.server_uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!server) throw new NotFound("Server");
-    const destination = await this.db.destination.findFirst({ where: { uuid: input.destination_uuid, serverId: server.id }, select: { id: true } });
-    if (!destination) throw new NotFound("Destination");
-    return { environmentId: environment.id, serverId: server.id, destinationId: destination.id };
-  }
 
   /** fqdn and its alias domains: one value, or a 422 when both are given and differ. */
   private domainsOf(input: { fqdn?: string | null | undefined; domains?: string | null | undefined }): string | null | undefined {
@@ -310,11 +277,11 @@ export class ApplicationService {
     return r.ref;
   }
 
-  async create(auth: Caller, input: CreateApplicationCommon & CreateSource): Promise<{ uuid: string; name: string; fqdn: string | null }> {
-    const where = await this.placement(auth, input);
+  async create(scope: TeamScope, input: CreateApplicationCommon & CreateSource): Promise<{ uuid: string; name: string; fqdn: string | null }> {
+    const where = await scope.placement(input);
     const source: Prisma.ApplicationUncheckedCreateInput = {
       uuid: newUuid(),
-      teamId: auth.teamId,
+      teamId: scope.teamId,
       ...where,
       name: "",
       source: input.source,
@@ -328,15 +295,13 @@ export class ApplicationService {
       case "private_deploy_key": {
         let url = input.git_repository;
         if (input.source === "private_git_app") {
-          const gitApp = await this.db.gitApp.findFirst({ where: { uuid: input.git_app_uuid, teamId: auth.teamId } });
-          if (!gitApp) throw new NotFound("Git app");
+          const gitApp = await scope.gitApp(input.git_app_uuid);
           source.gitAppId = gitApp.id;
           url = gitAppCloneUrl(gitApp.htmlUrl, input.git_repository);
           if (!GitUrl.safeParse(url).success) throw new Invalid({ git_repository: [`The git app's html_url and this repository do not form a valid clone URL (${url}).`] });
         }
         if (input.source === "private_deploy_key") {
-          const key = await this.db.privateKey.findFirst({ where: { uuid: input.private_key_uuid, teamId: auth.teamId }, select: { id: true } });
-          if (!key) throw new NotFound("Private key");
+          const key = await scope.privateKey(input.private_key_uuid);
           source.privateKeyId = key.id;
         }
         source.gitRepository = url;
@@ -372,8 +337,8 @@ export class ApplicationService {
   }
 
   /** PATCH: only the fields given change; each must fit the application's source. */
-  async update(auth: Caller, uuid: string, input: UpdateApplicationBody): Promise<void> {
-    const ref = await this.find(auth, uuid, "manage");
+  async update(scope: TeamScope, uuid: string, input: UpdateApplicationBody): Promise<void> {
+    const ref = await scope.application(uuid, "manage");
     const app = await this.db.application.findUniqueOrThrow({ where: { id: ref.id }, include: { gitApp: { select: { htmlUrl: true } } } });
     const data = this.settings(input);
     const errors: FieldErrors = {};
@@ -491,8 +456,8 @@ export class ApplicationService {
    * delete_configurations, a removal job for the server is written in the same transaction;
    * without, what runs on the server is left untouched.
    */
-  async remove(auth: Caller, uuid: string, flags: DeleteFlags): Promise<void> {
-    const app = await this.find(auth, uuid, "delete");
+  async remove(scope: TeamScope, uuid: string, flags: DeleteFlags): Promise<void> {
+    const app = await scope.application(uuid, "delete");
     if (!flags.delete_configurations && flags.delete_volumes) {
       throw new Invalid({ delete_volumes: ["Volumes are deleted only together with the containers (delete_configurations=true)."] });
     }
@@ -526,8 +491,8 @@ export class ApplicationService {
    * Runs start/stop/restart on the server and waits up to 30 s for the agent's answer. The
    * answer carries the new status; a slower agent gets a 202 and the status follows later.
    */
-  async action(auth: Caller, uuid: string, action: AppAction): Promise<{ status: number; message: string; appStatus: string }> {
-    const app = await this.find(auth, uuid, "deploy");
+  async action(scope: TeamScope, uuid: string, action: AppAction): Promise<{ status: number; message: string; appStatus: string }> {
+    const app = await scope.application(uuid, "deploy");
     await this.assertNoOpenDeployment([app.id]);
     if (action !== "stop") {
       const deployed = await this.db.deployment.findFirst({ where: { applicationId: app.id, status: "finished" }, select: { id: true } });
@@ -558,8 +523,8 @@ export class ApplicationService {
     return { status: 200, message: `Application ${words.done}.`, appStatus: outcome.result.status };
   }
 
-  async logs(auth: Caller, uuid: string, since: number, tail: number) {
-    const app = await this.find(auth, uuid, "view");
+  async logs(scope: TeamScope, uuid: string, since: number, tail: number) {
+    const app = await scope.application(uuid, "view");
     this.requireAgent(app);
     const job = await this.jobs.run(app.serverId, "app.logs", { app: { uuid: app.uuid, name: app.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
     if (job.status !== "succeeded") throw new UpstreamFailed(`Reading the logs of ${app.name} failed: ${job.error}`);

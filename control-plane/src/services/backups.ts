@@ -18,13 +18,12 @@ import type { Database, Db, Prisma } from "../db/client.js";
 import { chunks } from "../db/chunks.js";
 import { isUniqueViolation } from "../db/errors.js";
 import { lockInTransaction } from "../db/locks.js";
-import type { Caller } from "../domain/caller.js";
+import type { DatabaseRef, Need, TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { Logger } from "../lib/log.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { JobQueue, JobRow } from "../jobs/queue.js";
-import type { AccessService, Need } from "./access.js";
 import type { S3StorageService } from "./s3-storages.js";
 import { ServerService } from "./servers.js";
 
@@ -74,12 +73,6 @@ export interface ScheduleWatcher {
   nextRun(scheduleId: number, frequency: string): Date | null;
 }
 
-const withPlace = {
-  environment: { select: { id: true, projectId: true } },
-  server: { select: { id: true, name: true, status: true } },
-} satisfies Prisma.StandaloneDatabaseInclude;
-type DatabaseRef = Prisma.StandaloneDatabaseGetPayload<{ include: typeof withPlace }>;
-
 type ScheduleRow = Prisma.BackupScheduleGetPayload<object>;
 type ExecutionRow = Prisma.BackupExecutionGetPayload<object>;
 
@@ -88,7 +81,6 @@ const iso = (d: Date | null) => (d ? d.toISOString() : null);
 export interface BackupServiceDeps {
   db: Db;
   dialect: Database["kind"];
-  access: AccessService;
   jobs: JobQueue;
   box: SecretBox;
   storages: S3StorageService;
@@ -125,24 +117,18 @@ export class BackupService {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Lookups: every id inside the caller's team, 404 for anything else.
+  // Lookups: the database through the team scope (404 for another team's, 404/403 by its
+  // environment's permissions); its schedules and their executions inside it.
 
-  private async database(auth: Caller, uuid: string, need: Need): Promise<DatabaseRef> {
-    const db = await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: auth.teamId }, include: withPlace });
-    if (!db) throw new NotFound("Database");
-    await this.deps.access.assertEnvironment(auth, db.environment, need, "Database");
-    return db;
-  }
-
-  private async schedule(auth: Caller, dbUuid: string, backupUuid: string, need: Need): Promise<{ database: DatabaseRef; schedule: ScheduleRow }> {
-    const database = await this.database(auth, dbUuid, need);
-    const schedule = await this.db.backupSchedule.findFirst({ where: { uuid: backupUuid, databaseId: database.id, teamId: auth.teamId } });
+  private async schedule(scope: TeamScope, dbUuid: string, backupUuid: string, need: Need): Promise<{ database: DatabaseRef; schedule: ScheduleRow }> {
+    const database = await scope.database(dbUuid, need);
+    const schedule = await this.db.backupSchedule.findFirst({ where: { uuid: backupUuid, databaseId: database.id } });
     if (!schedule) throw new NotFound("Backup schedule");
     return { database, schedule };
   }
 
-  private async execution(auth: Caller, dbUuid: string, backupUuid: string, executionUuid: string, need: Need) {
-    const found = await this.schedule(auth, dbUuid, backupUuid, need);
+  private async execution(scope: TeamScope, dbUuid: string, backupUuid: string, executionUuid: string, need: Need) {
+    const found = await this.schedule(scope, dbUuid, backupUuid, need);
     const execution = await this.db.backupExecution.findFirst({ where: { uuid: executionUuid, scheduleId: found.schedule.id } });
     if (!execution) throw new NotFound("Backup execution");
     return { ...found, execution };
@@ -151,13 +137,13 @@ export class BackupService {
   // -------------------------------------------------------------------------------------------
   // Schedules
 
-  async countSchedules(auth: Caller, dbUuid: string): Promise<number> {
-    const database = await this.database(auth, dbUuid, "view");
+  async countSchedules(scope: TeamScope, dbUuid: string): Promise<number> {
+    const database = await scope.database(dbUuid, "view");
     return this.db.backupSchedule.count({ where: { databaseId: database.id } });
   }
 
-  async listSchedules(auth: Caller, dbUuid: string, window: Window): Promise<BackupScheduleDto[]> {
-    const database = await this.database(auth, dbUuid, "view");
+  async listSchedules(scope: TeamScope, dbUuid: string, window: Window): Promise<BackupScheduleDto[]> {
+    const database = await scope.database(dbUuid, "view");
     const rows = await this.db.backupSchedule.findMany({ where: { databaseId: database.id }, orderBy: { id: "asc" }, ...window });
     return this.scheduleDtos(rows, database.uuid);
   }
@@ -171,8 +157,8 @@ export class BackupService {
     return this.scheduleDtos(rows, database.uuid);
   }
 
-  async getSchedule(auth: Caller, dbUuid: string, backupUuid: string): Promise<BackupScheduleDto> {
-    const { database, schedule } = await this.schedule(auth, dbUuid, backupUuid, "view");
+  async getSchedule(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<BackupScheduleDto> {
+    const { database, schedule } = await this.schedule(scope, dbUuid, backupUuid, "view");
     return (await this.scheduleDtos([schedule], database.uuid))[0]!;
   }
 
@@ -190,15 +176,15 @@ export class BackupService {
     if (Object.keys(errors).length) throw new Invalid(errors);
   }
 
-  async createSchedule(auth: Caller, dbUuid: string, input: CreateBackupScheduleBody): Promise<BackupScheduleDto> {
-    const database = await this.database(auth, dbUuid, "manage");
+  async createSchedule(scope: TeamScope, dbUuid: string, input: CreateBackupScheduleBody): Promise<BackupScheduleDto> {
+    const database = await scope.database(dbUuid, "manage");
     const s3StorageId = input.s3_storage_id ?? null;
     this.checkSchedule({ frequency: input.frequency, s3StorageId, local: input.number_of_backups_locally, remote: input.number_of_backups_remote });
-    if (s3StorageId !== null) await this.deps.storages.findForTeam(auth.teamId, s3StorageId);
+    if (s3StorageId !== null) await scope.s3Storage(s3StorageId);
     const row = await this.db.backupSchedule.create({
       data: {
         uuid: newUuid(),
-        teamId: auth.teamId,
+        teamId: scope.teamId,
         databaseId: database.id,
         frequency: input.frequency,
         enabled: input.enabled,
@@ -211,8 +197,8 @@ export class BackupService {
     return (await this.scheduleDtos([row], database.uuid))[0]!;
   }
 
-  async updateSchedule(auth: Caller, dbUuid: string, backupUuid: string, input: UpdateBackupScheduleBody): Promise<BackupScheduleDto> {
-    const { database, schedule } = await this.schedule(auth, dbUuid, backupUuid, "manage");
+  async updateSchedule(scope: TeamScope, dbUuid: string, backupUuid: string, input: UpdateBackupScheduleBody): Promise<BackupScheduleDto> {
+    const { database, schedule } = await this.schedule(scope, dbUuid, backupUuid, "manage");
     const next = {
       frequency: input.frequency ?? schedule.frequency,
       s3StorageId: input.s3_storage_id === undefined ? schedule.s3StorageId : input.s3_storage_id,
@@ -223,7 +209,7 @@ export class BackupService {
     if (next.s3StorageId === null && input.number_of_backups_remote === undefined) next.remote = null;
     this.checkSchedule(next);
     // Moving to another storage is fine: each execution records the storage its object went to.
-    if (next.s3StorageId !== null && next.s3StorageId !== schedule.s3StorageId) await this.deps.storages.findForTeam(auth.teamId, next.s3StorageId);
+    if (next.s3StorageId !== null && next.s3StorageId !== schedule.s3StorageId) await scope.s3Storage(next.s3StorageId);
     const row = await this.db.backupSchedule.update({
       where: { id: schedule.id },
       data: {
@@ -242,8 +228,8 @@ export class BackupService {
    * Deletes the schedule and its execution records; running jobs of it are cancelled. Backup
    * files and objects stay where they are (as spec 4.10 says for resource backups).
    */
-  async deleteSchedule(auth: Caller, dbUuid: string, backupUuid: string): Promise<void> {
-    const { schedule } = await this.schedule(auth, dbUuid, backupUuid, "manage");
+  async deleteSchedule(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<void> {
+    const { schedule } = await this.schedule(scope, dbUuid, backupUuid, "manage");
     const open = await this.db.backupExecution.findMany({
       where: { scheduleId: schedule.id, OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
       select: { jobId: true, restoreJobId: true, status: true, restoreStatus: true },
@@ -303,14 +289,14 @@ export class BackupService {
   // -------------------------------------------------------------------------------------------
   // Executions
 
-  async countExecutions(auth: Caller, dbUuid: string, backupUuid: string): Promise<number> {
-    const { schedule } = await this.schedule(auth, dbUuid, backupUuid, "view");
+  async countExecutions(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<number> {
+    const { schedule } = await this.schedule(scope, dbUuid, backupUuid, "view");
     return this.db.backupExecution.count({ where: { scheduleId: schedule.id } });
   }
 
   /** Newest first. */
-  async listExecutions(auth: Caller, dbUuid: string, backupUuid: string, window: Window): Promise<BackupExecutionDto[]> {
-    const { schedule } = await this.schedule(auth, dbUuid, backupUuid, "view");
+  async listExecutions(scope: TeamScope, dbUuid: string, backupUuid: string, window: Window): Promise<BackupExecutionDto[]> {
+    const { schedule } = await this.schedule(scope, dbUuid, backupUuid, "view");
     const rows = await this.db.backupExecution.findMany({ where: { scheduleId: schedule.id }, orderBy: { id: "desc" }, ...window });
     const running = await this.runningJobs(rows);
     return rows.map((r) => executionDto(r, running));
@@ -331,8 +317,8 @@ export class BackupService {
    * Deletes one backup: the row goes now, and a backup.delete job removes its file on the
    * server and its object in S3 (when the agent is away, once it is back, within 24 h).
    */
-  async deleteExecution(auth: Caller, dbUuid: string, backupUuid: string, executionUuid: string): Promise<{ removing: boolean }> {
-    const { database, execution } = await this.execution(auth, dbUuid, backupUuid, executionUuid, "manage");
+  async deleteExecution(scope: TeamScope, dbUuid: string, backupUuid: string, executionUuid: string): Promise<{ removing: boolean }> {
+    const { database, execution } = await this.execution(scope, dbUuid, backupUuid, executionUuid, "manage");
     if (OPEN.includes(execution.status as BackupExecutionStatus)) throw new Conflict("This backup is still running; delete it once it has ended.");
     if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw new Conflict("This backup is being restored; delete it once the restore has ended.");
     const location = await this.location(execution);
@@ -364,8 +350,8 @@ export class BackupService {
   }
 
   /** POST .../execute: a run outside the cron schedule. */
-  async execute(auth: Caller, dbUuid: string, backupUuid: string): Promise<string> {
-    const { database, schedule } = await this.schedule(auth, dbUuid, backupUuid, "deploy");
+  async execute(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<string> {
+    const { database, schedule } = await this.schedule(scope, dbUuid, backupUuid, "deploy");
     const started = await this.start(schedule, database, { trigger: "manual", scheduledFor: null });
     if (started.kind === "refused") throw new Conflict(started.reason);
     if (started.kind === "lost") throw new Conflict("Cannot back up now: another run was just claimed.");
@@ -516,8 +502,8 @@ export class BackupService {
    * POST .../restore: restores the backup into its database (the agent downloads it from S3
    * when it is no longer on the server, and decrypts it). Destructive, so it needs full access.
    */
-  async restore(auth: Caller, dbUuid: string, backupUuid: string, executionUuid: string, body: RestoreBackupBody): Promise<string> {
-    const { database, execution } = await this.execution(auth, dbUuid, backupUuid, executionUuid, "manage");
+  async restore(scope: TeamScope, dbUuid: string, backupUuid: string, executionUuid: string, body: RestoreBackupBody): Promise<string> {
+    const { database, execution } = await this.execution(scope, dbUuid, backupUuid, executionUuid, "manage");
     if (execution.status !== "success") throw new Conflict("Only a successful backup can be restored.");
     if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw new Conflict("This backup is already being restored.");
     const location = await this.location(execution);

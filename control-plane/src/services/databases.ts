@@ -18,12 +18,11 @@ import {
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import { lockInTransaction } from "../db/locks.js";
-import type { Caller } from "../domain/caller.js";
-import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
+import type { DatabaseRef, TeamScope } from "../domain/scope.js";
+import { Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
-import type { AccessService, Need } from "./access.js";
 import type { DeleteFlags } from "./applications.js";
 import { buildDbDeployPayload, openCredentials, sealCredentials } from "./database-spec.js";
 import type { EnvOwnerResolver } from "./env-vars.js";
@@ -50,11 +49,7 @@ const ACTION_WORDS: Record<DatabaseAction, { done: string; doing: string }> = {
 /** A container exists and runs (or is about to): start is a no-op on it, settings changes recreate it. */
 export const isUp = (status: string) => /^(running|restarting|paused)/.test(status);
 
-const withPlace = {
-  environment: { select: { id: true, projectId: true } },
-  server: { select: { id: true, name: true, status: true, ip: true, port: true } },
-} satisfies Prisma.StandaloneDatabaseInclude;
-export type DatabaseRef = Prisma.StandaloneDatabaseGetPayload<{ include: typeof withPlace }>;
+export type { DatabaseRef };
 
 const withDetail = {
   environment: { include: { project: { select: { uuid: true, name: true } } } },
@@ -122,7 +117,6 @@ export const generatePassword = () => randomBytes(32).toString("base64url");
 export interface DatabaseServiceDeps {
   db: Db;
   reader: SqlReader;
-  access: AccessService;
   jobs: JobQueue;
   box: SecretBox;
   /** Host ports every server's reverse proxy publishes (a database cannot take them). */
@@ -190,33 +184,22 @@ export class DatabaseService {
   // -------------------------------------------------------------------------------------------
   // Lookup
 
-  /**
-   * A database of the caller's team that the caller may act on with `need`: 404 when it does not
-   * exist or its environment is invisible to the caller, 403 when visible but not enough.
-   */
-  async find(auth: Caller, uuid: string, need: Need): Promise<DatabaseRef> {
-    const row = await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: auth.teamId }, include: withPlace });
-    if (!row) throw new NotFound("Database");
-    await this.deps.access.assertEnvironment(auth, row.environment, need, "Database");
-    return row;
-  }
-
   /** Whether the caller may see passwords and variable values of the database. */
-  async canManage(auth: Caller, row: { environment: { id: number; projectId: number } }): Promise<boolean> {
-    return (await this.deps.access.environmentLevel(auth, row.environment)) === "full_access";
+  async canManage(scope: TeamScope, row: { environment: { id: number; projectId: number } }): Promise<boolean> {
+    return (await scope.environmentLevel(row.environment)) === "full_access";
   }
 
   /** The owners of database variables (services/env-vars.ts). */
   envOwners(): EnvOwnerResolver {
-    return async (auth, uuid, need) => {
-      const row = await this.find(auth, uuid, need);
-      return { owner: { databaseId: row.id }, noun: "A database", canReveal: () => this.canManage(auth, row) };
+    return async (scope, uuid, need) => {
+      const row = await scope.database(uuid, need);
+      return { owner: { databaseId: row.id }, noun: "A database", canReveal: () => this.canManage(scope, row) };
     };
   }
 
   /** The caller's databases in one SQL statement: team, environment visibility, page window. */
-  async list(auth: Caller, window: Window, filter: { environmentId?: number } = {}): Promise<DatabaseListItem[]> {
-    const { where, params } = this.listFilter(auth, filter);
+  async list(scope: TeamScope, window: Window, filter: { environmentId?: number } = {}): Promise<DatabaseListItem[]> {
+    const { where, params } = this.listFilter(scope, filter);
     let sql = `SELECT d."uuid", d."name", d."engine", d."status", d."image", d."isPublic", d."publicPort", d."createdAt",
         p."uuid", e."name", s."uuid", d."lastError", d."lastErrorAt"
       FROM "StandaloneDatabase" d
@@ -246,8 +229,8 @@ export class DatabaseService {
     }));
   }
 
-  async count(auth: Caller): Promise<number> {
-    const { where, params } = this.listFilter(auth);
+  async count(scope: TeamScope): Promise<number> {
+    const { where, params } = this.listFilter(scope);
     const [row] = await this.deps.reader.all<{ n: unknown }>(
       `SELECT COUNT(*) AS "n" FROM "StandaloneDatabase" d JOIN "Environment" e ON e."id" = d."environmentId" WHERE ${where}`,
       params,
@@ -255,14 +238,8 @@ export class DatabaseService {
     return toInt(row!.n);
   }
 
-  private listFilter(auth: Caller, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
-    const vis = this.deps.access.visibilitySql(auth);
-    let where = `d."teamId" = ?`;
-    const params: (string | number)[] = [auth.teamId];
-    if (vis) {
-      where += ` AND ${vis.environment.sql}`;
-      params.push(...vis.environment.params);
-    }
+  private listFilter(scope: TeamScope, filter: { environmentId?: number } = {}): { where: string; params: (string | number)[] } {
+    let { sql: where, params } = scope.visibleRows(`d."teamId"`, "environment");
     if (filter.environmentId !== undefined) {
       where += ` AND d."environmentId" = ?`;
       params.push(filter.environmentId);
@@ -271,27 +248,14 @@ export class DatabaseService {
   }
 
   /** The full record, and whether the caller may see its secrets. */
-  async detail(auth: Caller, uuid: string): Promise<{ row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }> {
-    const ref = await this.find(auth, uuid, "view");
+  async detail(scope: TeamScope, uuid: string): Promise<{ row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }> {
+    const ref = await scope.database(uuid, "view");
     const row = await this.db.standaloneDatabase.findUniqueOrThrow({ where: { id: ref.id }, include: withDetail });
-    return { row, credentials: openCredentials(this.deps.box, row.credentials), reveal: await this.canManage(auth, ref) };
+    return { row, credentials: openCredentials(this.deps.box, row.credentials), reveal: await this.canManage(scope, ref) };
   }
 
   // -------------------------------------------------------------------------------------------
   // Create and update
-
-  private async placement(auth: Caller, input: CreateDatabaseCommon) {
-    const project = await this.db.project.findFirst({ where: { uuid: input.project_uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!project || !(await this.deps.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
-    const environment = await this.db.environment.findFirst({ where: { projectId: project.id, name: input.environment_name } });
-    if (!environment) throw new NotFound("Environment");
-    await this.deps.access.assertEnvironment(auth, environment, "manage");
-    const server = await this.db.server.findFirst({ where: { uuid: input.server_uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!server) throw new NotFound("Server");
-    const destination = await this.db.destination.findFirst({ where: { uuid: input.destination_uuid, serverId: server.id }, select: { id: true } });
-    if (!destination) throw new NotFound("Destination");
-    return { environmentId: environment.id, serverId: server.id, destinationId: destination.id };
-  }
 
   /** Requested credentials with defaults for names and generated passwords, by role. */
   private credentialsFor(engine: DatabaseEngine, requested: RequestedCredentials): DbCredentials {
@@ -340,17 +304,17 @@ export class DatabaseService {
   }
 
   async create(
-    auth: Caller,
+    scope: TeamScope,
     engine: DatabaseEngine,
     input: CreateDatabaseCommon,
     requested: RequestedCredentials,
   ): Promise<{ uuid: string; name: string; type: string; internal_db_url: string }> {
-    const where = await this.placement(auth, input);
+    const where = await scope.placement(input);
     const uuid = newUuid();
     const credentials = this.credentialsFor(engine, requested);
     const data: Prisma.StandaloneDatabaseUncheckedCreateInput = {
       uuid,
-      teamId: auth.teamId,
+      teamId: scope.teamId,
       ...where,
       name: input.name ?? `${engine}-${uuid.slice(0, 8)}`,
       description: input.description ?? "",
@@ -381,8 +345,8 @@ export class DatabaseService {
    * published port, limits) recreates it right away when it runs (db.deploy); a stopped
    * database gets it on its next start. Returns whether a re-deploy was queued.
    */
-  async update(auth: Caller, uuid: string, input: UpdateDatabaseBody): Promise<{ redeploying: boolean }> {
-    const ref = await this.find(auth, uuid, "manage");
+  async update(scope: TeamScope, uuid: string, input: UpdateDatabaseBody): Promise<{ redeploying: boolean }> {
+    const ref = await scope.database(uuid, "manage");
     const isPublic = input.is_public ?? ref.isPublic;
     const publicPort = input.public_port !== undefined ? input.public_port : ref.publicPort;
     if (isPublic && publicPort === null) {
@@ -465,8 +429,8 @@ export class DatabaseService {
    * delete_configurations, a removal job for the server is written in the same transaction;
    * without, what runs on the server is left untouched.
    */
-  async remove(auth: Caller, uuid: string, flags: DeleteFlags): Promise<void> {
-    const ref = await this.find(auth, uuid, "delete");
+  async remove(scope: TeamScope, uuid: string, flags: DeleteFlags): Promise<void> {
+    const ref = await scope.database(uuid, "delete");
     if (!flags.delete_configurations && flags.delete_volumes) {
       throw new Invalid({ delete_volumes: ["The volume is deleted only together with the container (delete_configurations=true)."] });
     }
@@ -495,8 +459,8 @@ export class DatabaseService {
    * restart: always db.deploy, so changed variables and settings apply (docs/databases.md).
    * stop: db.action stop. Waits up to 30 s for the agent: 200 with the new status, else 202.
    */
-  async action(auth: Caller, uuid: string, action: DatabaseAction): Promise<{ status: number; message: string; dbStatus: string }> {
-    const ref = await this.find(auth, uuid, "deploy");
+  async action(scope: TeamScope, uuid: string, action: DatabaseAction): Promise<{ status: number; message: string; dbStatus: string }> {
+    const ref = await scope.database(uuid, "deploy");
     this.requireAgent(ref);
     const deploy = action === "restart" || (action === "start" && !isUp(ref.status));
     const jobId = deploy
@@ -531,8 +495,8 @@ export class DatabaseService {
   }
 
   /** Recent log lines of the database's container (app.logs finds containers by the resource uuid label). */
-  async logs(auth: Caller, uuid: string, since: number, tail: number) {
-    const ref = await this.find(auth, uuid, "view");
+  async logs(scope: TeamScope, uuid: string, since: number, tail: number) {
+    const ref = await scope.database(uuid, "view");
     this.requireAgent(ref);
     const job = await this.deps.jobs.run(ref.serverId, "app.logs", { app: { uuid: ref.uuid, name: ref.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
     if (job.status !== "succeeded") throw new UpstreamFailed(`Reading the logs of ${ref.name} failed: ${job.error}`);

@@ -3,12 +3,11 @@ import type { Logger } from "pino";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import { lockInTransaction } from "../db/locks.js";
-import type { Caller } from "../domain/caller.js";
-import { NotFound, Invalid, Busy, Rejected } from "../domain/errors.js";
+import type { TeamScope } from "../domain/scope.js";
+import { Invalid, Busy, Rejected } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { chunks } from "../db/chunks.js";
 import { DEADLINE_EXCEEDED, type JobQueue, type JobRow } from "../jobs/queue.js";
-import type { AccessService } from "./access.js";
 import type { BuildRegistryConfig } from "../config.js";
 import { buildDeployPayload, buildPayloadOf, DeploySpecError, needsBuild, pushTarget, type DeploySpecDeps } from "./deploy-spec.js";
 import { assertEnvironmentNetworkFits, assertPlannedNetworksFit, NetworkLimitError, NetworkPlanGoneError, lockServersNetworks, recordPlannedNetworks, type NetworkPlanContext } from "./network-plan.js";
@@ -34,7 +33,6 @@ export interface DeploymentServiceDeps {
   db: Db;
   reader: SqlReader;
   dialect: "sqlite" | "postgresql";
-  access: AccessService;
   jobs: JobQueue;
   spec: DeploySpecDeps;
   settings: DeploySchedulerSettings;
@@ -118,8 +116,8 @@ export class DeploymentService {
    * (PLATFORM_MAX_NETWORKS): nothing is queued. Webhooks (enqueue) skip this check: their
    * caller is a git provider, so the deployment fails with the reason where the team sees it.
    */
-  async deploy(auth: Caller, applicationUuid: string, input: { force: boolean; commitSha: string | null }) {
-    const app = await this.visibleApplication(auth, applicationUuid, "deploy");
+  async deploy(scope: TeamScope, applicationUuid: string, input: { force: boolean; commitSha: string | null }) {
+    const app = await scope.application(applicationUuid, "deploy");
     if (input.commitSha && !app.gitBranch) {
       throw new Invalid({ commit_sha: ["Only applications deployed from a git repository have commits."] });
     }
@@ -177,27 +175,13 @@ export class DeploymentService {
   // -------------------------------------------------------------------------------------------
   // Reads
 
-  private async visibleApplication(auth: Caller, uuid: string, need: "view" | "deploy" | "manage") {
-    const app = await this.db.application.findFirst({
-      where: { uuid, teamId: auth.teamId },
-      include: { environment: { select: { id: true, projectId: true } } },
-    });
-    if (!app) throw new NotFound("Application");
-    await this.access.assertEnvironment(auth, app.environment, need, "Application");
-    return app;
-  }
-
-  private get access(): AccessService {
-    return this.deps.access;
-  }
-
   /**
    * The team's deployments the caller may see (those of applications in environments it can
-   * see), newest first, in one statement through the plain read path with AccessService's
-   * visibility rules.
+   * see), newest first, in one statement through the plain read path with the team scope's
+   * visibility rule (TeamScope.visibleRows).
    */
-  async list(auth: Caller, window: Window): Promise<DeploymentListRow[]> {
-    const { sql, params } = this.listSql(auth, `d."uuid", a."uuid" AS "applicationUuid", a."name" AS "applicationName", d."status", d."commit",
+  async list(scope: TeamScope, window: Window): Promise<DeploymentListRow[]> {
+    const { sql, params } = this.listSql(scope, `d."uuid", a."uuid" AS "applicationUuid", a."name" AS "applicationName", d."status", d."commit",
         d."commitMessage", d."branch", d."createdAt", d."finishedAt"`);
     let text = `${sql} ORDER BY d."id" DESC`;
     if (window.take !== undefined) {
@@ -218,44 +202,30 @@ export class DeploymentService {
     }));
   }
 
-  async count(auth: Caller): Promise<number> {
-    const { sql, params } = this.listSql(auth, `COUNT(*) AS "n"`);
+  async count(scope: TeamScope): Promise<number> {
+    const { sql, params } = this.listSql(scope, `COUNT(*) AS "n"`);
     const [row] = await this.deps.reader.all<{ n: unknown }>(sql, params);
     return toInt(row!.n);
   }
 
-  private listSql(auth: Caller, columns: string): { sql: string; params: (string | number)[] } {
-    const vis = this.access.visibilitySql(auth);
-    let sql = `SELECT ${columns} FROM "Deployment" d
+  private listSql(scope: TeamScope, columns: string): { sql: string; params: (string | number)[] } {
+    const visible = scope.visibleRows(`d."teamId"`, "environment");
+    const sql = `SELECT ${columns} FROM "Deployment" d
       JOIN "Application" a ON a."id" = d."applicationId"
       JOIN "Environment" e ON e."id" = a."environmentId"
-      WHERE d."teamId" = ?`;
-    const params: (string | number)[] = [auth.teamId];
-    if (vis) {
-      sql += ` AND ${vis.environment.sql}`;
-      params.push(...vis.environment.params);
-    }
-    return { sql, params };
+      WHERE ${visible.sql}`;
+    return { sql, params: visible.params };
   }
 
-  /** One deployment of the caller's team in an environment it can see (404 otherwise). */
-  private async find(auth: Caller, uuid: string, need: "view" | "deploy"): Promise<DeploymentRow> {
-    const d = await this.db.deployment.findFirst({ where: { uuid, teamId: auth.teamId }, include: withApp });
-    if (!d) throw new NotFound("Deployment");
-    const env = await this.db.environment.findUniqueOrThrow({ where: { id: d.application.environmentId }, select: { id: true, projectId: true } });
-    await this.access.assertEnvironment(auth, env, need, "Deployment");
-    return d;
-  }
-
-  async get(auth: Caller, uuid: string): Promise<DeploymentDetailRow> {
-    const d = await this.find(auth, uuid, "view");
+  async get(scope: TeamScope, uuid: string): Promise<DeploymentDetailRow> {
+    const d = await scope.deployment(uuid, "view");
     const log = d.jobId ? await this.db.job.findUnique({ where: { id: d.jobId }, select: { log: true } }) : null;
     return { ...detailOf(d), logs: log?.log ?? "" };
   }
 
   /** A deployment's identity for the log stream (visibility checked). */
-  async forStream(auth: Caller, uuid: string): Promise<{ id: number }> {
-    const d = await this.find(auth, uuid, "view");
+  async forStream(scope: TeamScope, uuid: string): Promise<{ id: number }> {
+    const d = await scope.deployment(uuid, "view");
     return { id: d.id };
   }
 
@@ -264,13 +234,13 @@ export class DeploymentService {
     return this.db.deployment.findUnique({ where: { id }, select: { status: true, jobId: true } });
   }
 
-  async countForApplication(auth: Caller, applicationUuid: string): Promise<number> {
-    const app = await this.visibleApplication(auth, applicationUuid, "view");
+  async countForApplication(scope: TeamScope, applicationUuid: string): Promise<number> {
+    const app = await scope.application(applicationUuid, "view");
     return this.db.deployment.count({ where: { applicationId: app.id } });
   }
 
-  async listForApplication(auth: Caller, applicationUuid: string, window: Window): Promise<DeploymentListRow[]> {
-    const app = await this.visibleApplication(auth, applicationUuid, "view");
+  async listForApplication(scope: TeamScope, applicationUuid: string, window: Window): Promise<DeploymentListRow[]> {
+    const app = await scope.application(applicationUuid, "view");
     const rows = await this.db.deployment.findMany({ where: { applicationId: app.id }, orderBy: { id: "desc" }, include: withApp, ...window });
     return rows.map(listOf);
   }
@@ -283,8 +253,8 @@ export class DeploymentService {
    * build or rollout; the old container keeps serving), the deployment cancelled, and the slot
    * goes to the next queued one. Anything else: 400.
    */
-  async cancel(auth: Caller, uuid: string): Promise<void> {
-    let d = await this.find(auth, uuid, "deploy");
+  async cancel(scope: TeamScope, uuid: string): Promise<void> {
+    let d: DeploymentRow = await scope.deployment(uuid, "deploy");
     const reason = "cancelled by a user";
     if (d.status === "queued") {
       const r = await this.db.deployment.updateMany({

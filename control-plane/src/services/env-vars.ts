@@ -1,11 +1,10 @@
 import { MAX_ENVS } from "@capstan/shared";
 import type { Db } from "../db/client.js";
-import type { Caller } from "../domain/caller.js";
+import type { Need, TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { Need } from "./access.js";
 import type { ApplicationService } from "./applications.js";
 
 /** The resource a variable belongs to: its owner column (EnvVar.applicationId or EnvVar.databaseId). */
@@ -21,7 +20,7 @@ export interface EnvOwnerRef {
 }
 
 /** Finds the owner by its uuid for the caller with the need, or throws its 404/403. */
-export type EnvOwnerResolver = (auth: Caller, uuid: string, need: Need) => Promise<EnvOwnerRef>;
+export type EnvOwnerResolver = (scope: TeamScope, uuid: string, need: Need) => Promise<EnvOwnerRef>;
 
 /** A variable as the API shows it: value null unless the caller may see values here. */
 export interface EnvView {
@@ -67,15 +66,15 @@ export class EnvVarService {
     return rows.map((r) => this.view(r, false));
   }
 
-  async list(auth: Caller, ownerUuid: string): Promise<EnvView[]> {
-    const ref = await this.resolve(auth, ownerUuid, "view");
+  async list(scope: TeamScope, ownerUuid: string): Promise<EnvView[]> {
+    const ref = await this.resolve(scope, ownerUuid, "view");
     const reveal = await ref.canReveal();
     const rows = await this.db.envVar.findMany({ where: ref.owner, orderBy: { id: "asc" } });
     return rows.map((r) => this.view(r, reveal));
   }
 
-  async create(auth: Caller, ownerUuid: string, input: { key: string; value: string; is_build_time?: boolean; is_preview?: boolean }): Promise<EnvView> {
-    const ref = await this.resolve(auth, ownerUuid, "manage");
+  async create(scope: TeamScope, ownerUuid: string, input: { key: string; value: string; is_build_time?: boolean; is_preview?: boolean }): Promise<EnvView> {
+    const ref = await this.resolve(scope, ownerUuid, "manage");
     const count = await this.db.envVar.count({ where: ref.owner });
     if (count >= MAX_ENVS) throw new Invalid({ key: [`${ref.noun} has at most ${MAX_ENVS} variables.`] });
     const isPreview = input.is_preview ?? false;
@@ -98,8 +97,8 @@ export class EnvVarService {
   }
 
   /** PATCH .../envs: the variable of that key (preview or not) gets a new value and/or build-time flag. */
-  async update(auth: Caller, ownerUuid: string, input: { key: string; value?: string | undefined; is_build_time?: boolean | undefined; is_preview: boolean }): Promise<EnvView> {
-    const ref = await this.resolve(auth, ownerUuid, "manage");
+  async update(scope: TeamScope, ownerUuid: string, input: { key: string; value?: string | undefined; is_build_time?: boolean | undefined; is_preview: boolean }): Promise<EnvView> {
+    const ref = await this.resolve(scope, ownerUuid, "manage");
     const row = await this.db.envVar.findFirst({ where: { ...ref.owner, key: input.key, isPreview: input.is_preview } });
     if (!row) throw new NotFound(`Variable ${label(input.key, input.is_preview)}`);
     const updated = await this.db.envVar.update({
@@ -117,11 +116,11 @@ export class EnvVarService {
    * request is validated as a whole first, so it applies completely or not at all.
    */
   async bulk(
-    auth: Caller,
+    scope: TeamScope,
     ownerUuid: string,
     variables: { key: string; value: string; is_build_time?: boolean | undefined; is_preview?: boolean | undefined }[],
   ): Promise<EnvView[]> {
-    const ref = await this.resolve(auth, ownerUuid, "manage");
+    const ref = await this.resolve(scope, ownerUuid, "manage");
     const rows = await this.db.$transaction(async (tx) => {
       const existing = await tx.envVar.findMany({ where: ref.owner });
       const byKey = new Map(existing.map((e) => [`${e.key}\u0000${e.isPreview}`, e]));
@@ -157,8 +156,8 @@ export class EnvVarService {
     return rows.map((r) => this.view(r, false));
   }
 
-  async remove(auth: Caller, ownerUuid: string, envUuid: string): Promise<void> {
-    const ref = await this.resolve(auth, ownerUuid, "manage");
+  async remove(scope: TeamScope, ownerUuid: string, envUuid: string): Promise<void> {
+    const ref = await this.resolve(scope, ownerUuid, "manage");
     const row = await this.db.envVar.findFirst({ where: { uuid: envUuid, ...ref.owner }, select: { id: true } });
     if (!row) throw new NotFound("Environment variable");
     await this.db.envVar.delete({ where: { id: row.id } });
@@ -167,8 +166,8 @@ export class EnvVarService {
 
 /** The owners of application variables (routes/applications.ts). */
 export function applicationEnvOwners(apps: ApplicationService): EnvOwnerResolver {
-  return async (auth, uuid, need) => {
-    const app = await apps.find(auth, uuid, need);
-    return { owner: { applicationId: app.id }, noun: "An application", canReveal: () => apps.canManage(auth, app) };
+  return async (scope, uuid, need) => {
+    const app = await scope.application(uuid, need);
+    return { owner: { applicationId: app.id }, noun: "An application", canReveal: () => apps.canManage(scope, app) };
   };
 }

@@ -2,11 +2,10 @@ import type { OutboundFetch } from "../lib/outbound.js";
 import { createPrivateKey, sign, type KeyObject } from "node:crypto";
 import type { CreateGitAppBody, UpdateGitAppBody } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import type { Caller } from "../domain/caller.js";
+import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { AccessService } from "./access.js";
 
 type Window = { skip?: number; take?: number };
 
@@ -55,24 +54,21 @@ export class GitAppService {
 
   constructor(
     private readonly db: Db,
-    private readonly access: AccessService,
     private readonly box: SecretBox,
     /** Guarded against loopback, link-local and metadata addresses (lib/outbound.ts). */
     private readonly fetch: OutboundFetch,
   ) {}
 
-  count(auth: Caller) {
-    return this.db.gitApp.count({ where: { teamId: auth.teamId } });
+  count(scope: TeamScope) {
+    return this.db.gitApp.count({ where: scope.inTeam });
   }
 
-  list(auth: Caller, window: Window) {
-    return this.db.gitApp.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, ...window });
+  list(scope: TeamScope, window: Window) {
+    return this.db.gitApp.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window });
   }
 
-  async get(auth: Caller, uuid: string) {
-    const app = await this.db.gitApp.findFirst({ where: { uuid, teamId: auth.teamId } });
-    if (!app) throw new NotFound("Git app");
-    return app;
+  get(scope: TeamScope, uuid: string) {
+    return scope.gitApp(uuid);
   }
 
   private sealKey(pem: string): string {
@@ -81,12 +77,12 @@ export class GitAppService {
     return this.box.seal(pem.trim() + "\n");
   }
 
-  async create(auth: Caller, input: CreateGitAppBody) {
-    this.access.requireTeamAdmin(auth, "manage git apps");
+  async create(scope: TeamScope, input: CreateGitAppBody) {
+    scope.requireTeamAdmin("manage git apps");
     return this.db.gitApp.create({
       data: {
         uuid: newUuid(),
-        teamId: auth.teamId,
+        teamId: scope.teamId,
         name: input.name,
         appId: input.app_id,
         installationId: input.installation_id,
@@ -98,9 +94,9 @@ export class GitAppService {
     });
   }
 
-  async update(auth: Caller, uuid: string, input: UpdateGitAppBody) {
-    this.access.requireTeamAdmin(auth, "manage git apps");
-    const app = await this.get(auth, uuid);
+  async update(scope: TeamScope, uuid: string, input: UpdateGitAppBody) {
+    scope.requireTeamAdmin("manage git apps");
+    const app = await this.get(scope, uuid);
     const data: Prisma.GitAppUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
     if (input.app_id !== undefined) data.appId = input.app_id;
@@ -113,9 +109,9 @@ export class GitAppService {
     return this.db.gitApp.update({ where: { id: app.id }, data });
   }
 
-  async remove(auth: Caller, uuid: string): Promise<void> {
-    this.access.requireTeamAdmin(auth, "manage git apps");
-    const app = await this.get(auth, uuid);
+  async remove(scope: TeamScope, uuid: string): Promise<void> {
+    scope.requireTeamAdmin("manage git apps");
+    const app = await this.get(scope, uuid);
     const users = await this.db.application.count({ where: { gitAppId: app.id } });
     if (users > 0) throw new Conflict(`This git app is used by ${users} application(s); delete them first.`);
     await this.db.gitApp.delete({ where: { id: app.id } });

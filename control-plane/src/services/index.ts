@@ -4,7 +4,8 @@ import type { SqlReader } from "../db/reader.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { Config } from "../config.js";
-import { AccessService } from "./access.js";
+import type { Caller } from "../domain/caller.js";
+import { TeamScope } from "../domain/scope.js";
 import { PermissionService } from "./permissions.js";
 import { PrivateKeyService } from "./keys.js";
 import { ProjectService } from "./projects.js";
@@ -29,7 +30,8 @@ export interface Services {
   /** Plain-SQL read path for the hot GETs (db/reader.ts). */
   reader: SqlReader;
   jobs: JobQueue;
-  access: AccessService;
+  /** The caller's team scope for one request (domain/scope.ts): what every service method resolves client ids through. */
+  scope(caller: Caller): TeamScope;
   teams: TeamService;
   projects: ProjectService;
   permissions: PermissionService;
@@ -50,42 +52,40 @@ export interface Services {
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
-  const access = new AccessService(db);
-  const gitApps = new GitAppService(db, access, box, outboundFetch({ allowPrivate: config.allowPrivateEndpoints }));
+  const gitApps = new GitAppService(db, box, outboundFetch({ allowPrivate: config.allowPrivateEndpoints }));
   // Which networks resources and proxies join (services/network-plan.ts).
   const networkPlan: NetworkPlanContext = { db, network: config.network, dialect: config.database.kind };
-  const networks = new NetworkService(db, access, jobs, { network: config.network, dialect: config.database.kind, proxyName: config.proxy.name });
-  const applications = new ApplicationService(db, reader, access, jobs, box, (serverId) => proxySettings(networkPlan, serverId, config.proxy), (uuid) =>
+  const networks = new NetworkService(db, jobs, { network: config.network, dialect: config.database.kind, proxyName: config.proxy.name });
+  const applications = new ApplicationService(db, reader, jobs, box, (serverId) => proxySettings(networkPlan, serverId, config.proxy), (uuid) =>
     webhookUrls(config.publicUrl, uuid),
   );
   const deployments = new DeploymentService({
     db,
     reader,
     dialect: config.database.kind,
-    access,
     jobs,
     spec: { db, box, config: { proxy: config.proxy, baseImages: config.builderImages, network: config.network, dialect: config.database.kind }, gitAppToken: (id) => gitApps.installationToken(id) },
     settings: { ...config.deploy, registry: config.buildRegistry },
   });
-  const s3Storages = new S3StorageService(db, access, box, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind });
-  const backups = new BackupService({ db, dialect: config.database.kind, access, jobs, box, storages: s3Storages });
-  const databases = new DatabaseService({ db, reader, access, jobs, box, proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind }, backups });
+  const s3Storages = new S3StorageService(db, box, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind });
+  const backups = new BackupService({ db, dialect: config.database.kind, jobs, box, storages: s3Storages });
+  const databases = new DatabaseService({ db, reader, jobs, box, proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind }, backups });
   return {
     db,
     reader,
     jobs,
-    access,
+    scope: (caller) => new TeamScope(caller, db, reader),
     teams: new TeamService(db),
-    projects: new ProjectService(db, reader, access, applications, networks, databases),
-    permissions: new PermissionService(db, access),
-    keys: new PrivateKeyService(db, access, box),
-    servers: new ServerService(db, access, jobs, agentSetup),
+    projects: new ProjectService(db, reader, applications, networks, databases),
+    permissions: new PermissionService(db),
+    keys: new PrivateKeyService(db, box),
+    servers: new ServerService(db, jobs, agentSetup),
     applications,
     envVars: new EnvVarService(db, applicationEnvOwners(applications), box),
-    volumes: new VolumeService(db, applications),
+    volumes: new VolumeService(db),
     gitApps,
     deployments,
-    webhooks: new WebhookService(db, box, access, deployments, config.publicUrl),
+    webhooks: new WebhookService(db, box, deployments, config.publicUrl),
     networks,
     s3Storages,
     backups,

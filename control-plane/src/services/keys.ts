@@ -1,10 +1,9 @@
 import type { Db } from "../db/client.js";
-import type { Caller } from "../domain/caller.js";
+import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { parsePrivateKey } from "../crypto/ssh-key.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { AccessService } from "./access.js";
 
 type Window = { skip?: number; take?: number };
 
@@ -16,7 +15,6 @@ type Window = { skip?: number; take?: number };
 export class PrivateKeyService {
   constructor(
     private readonly db: Db,
-    private readonly access: AccessService,
     private readonly box: SecretBox,
   ) {}
 
@@ -26,18 +24,16 @@ export class PrivateKeyService {
     return parsed;
   }
 
-  count(auth: Caller) {
-    return this.db.privateKey.count({ where: { teamId: auth.teamId } });
+  count(scope: TeamScope) {
+    return this.db.privateKey.count({ where: scope.inTeam });
   }
 
-  list(auth: Caller, window: Window) {
-    return this.db.privateKey.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, ...window });
+  list(scope: TeamScope, window: Window) {
+    return this.db.privateKey.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window });
   }
 
-  async get(auth: Caller, uuid: string) {
-    const key = await this.db.privateKey.findFirst({ where: { uuid, teamId: auth.teamId } });
-    if (!key) throw new NotFound("Private key");
-    return key;
+  get(scope: TeamScope, uuid: string) {
+    return scope.privateKey(uuid);
   }
 
   /** The decrypted key, for server connections and git clones inside the control plane. */
@@ -47,13 +43,13 @@ export class PrivateKeyService {
     return this.box.open(key.privateKeyEncrypted);
   }
 
-  async create(auth: Caller, input: { name: string; description?: string | undefined; private_key: string }) {
-    this.access.requireTeamAdmin(auth, "manage private keys");
+  async create(scope: TeamScope, input: { name: string; description?: string | undefined; private_key: string }) {
+    scope.requireTeamAdmin("manage private keys");
     const parsed = this.parse(input.private_key);
     return this.db.privateKey.create({
       data: {
         uuid: newUuid(),
-        teamId: auth.teamId,
+        teamId: scope.teamId,
         name: input.name,
         description: input.description ?? "",
         privateKeyEncrypted: this.box.seal(input.private_key.trim() + "\n"),
@@ -64,12 +60,12 @@ export class PrivateKeyService {
   }
 
   async update(
-    auth: Caller,
+    scope: TeamScope,
     uuid: string,
     input: { name?: string | undefined; description?: string | undefined; private_key?: string | undefined },
   ) {
-    this.access.requireTeamAdmin(auth, "manage private keys");
-    const key = await this.get(auth, uuid);
+    scope.requireTeamAdmin("manage private keys");
+    const key = await this.get(scope, uuid);
     const data: Record<string, string> = {};
     if (input.name !== undefined) data.name = input.name;
     if (input.description !== undefined) data.description = input.description;
@@ -82,9 +78,9 @@ export class PrivateKeyService {
     return this.db.privateKey.update({ where: { id: key.id }, data });
   }
 
-  async remove(auth: Caller, uuid: string): Promise<void> {
-    this.access.requireTeamAdmin(auth, "manage private keys");
-    const key = await this.get(auth, uuid);
+  async remove(scope: TeamScope, uuid: string): Promise<void> {
+    scope.requireTeamAdmin("manage private keys");
+    const key = await this.get(scope, uuid);
     const users = await this.db.server.count({ where: { privateKeyId: key.id } });
     if (users > 0) throw new Conflict(`This key is used by ${users} server(s); assign them another key first.`);
     const apps = await this.db.application.count({ where: { privateKeyId: key.id } });

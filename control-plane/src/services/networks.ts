@@ -13,11 +13,10 @@ import {
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { Config } from "../config.js";
-import type { Caller } from "../domain/caller.js";
+import type { Need, TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict, Unavailable } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
-import type { AccessService, Need } from "./access.js";
 import { ServerService } from "./servers.js";
 import { foreignNetworkReason } from "./network-ownership.js";
 import { withResourceCounts } from "./network-usage.js";
@@ -58,6 +57,8 @@ const REMOVE_TIMEOUT_MS = 24 * 3600_000;
 export const MAX_ATTACHMENTS = 32;
 
 const withCount = { _count: { select: { attachments: true } } } satisfies Prisma.NetworkInclude;
+/** What a resource's networks depend on besides its environment: its destination's network. */
+const withDestination = { destination: { select: { networkName: true } } } as const;
 
 /** The engine's view of one network as GET /networks/{serverUuid}/{networkUuid} shows it. */
 export function inspectionOf(n: EngineNetwork) {
@@ -104,7 +105,6 @@ export class NetworkService {
 
   constructor(
     private readonly db: Db,
-    private readonly access: AccessService,
     private readonly jobs: JobQueue,
     private readonly config: { network: Config["network"]; dialect: Config["database"]["kind"]; proxyName: string },
   ) {
@@ -123,12 +123,6 @@ export class NetworkService {
 
   // -------------------------------------------------------------------------------------------
   // Lookup
-
-  private async server(auth: Caller, uuid: string) {
-    const server = await this.db.server.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true, uuid: true, name: true, status: true, teamId: true } });
-    if (!server) throw new NotFound("Server");
-    return server;
-  }
 
   private async network(serverId: number, uuid: string): Promise<NetworkWithCount> {
     const row = await this.db.network.findFirst({ where: { uuid, serverId }, include: withCount });
@@ -157,20 +151,19 @@ export class NetworkService {
   // Reads
 
   /** Whether proxy isolation is in effect on the server: the instance's setting and the server's recorded phase. */
-  async proxyIsolation(auth: Caller, serverUuid: string): Promise<ProxyIsolationState> {
-    const server = await this.db.server.findFirst({ where: { uuid: serverUuid, teamId: auth.teamId }, select: { proxyIsolation: true } });
-    if (!server) throw new NotFound("Server");
+  async proxyIsolation(scope: TeamScope, serverUuid: string): Promise<ProxyIsolationState> {
+    const server = await scope.server(serverUuid);
     return { enabled: this.config.network.proxyIsolation, phase: phaseOf(server.proxyIsolation) };
   }
 
-  async count(auth: Caller, serverUuid: string): Promise<number> {
-    const server = await this.server(auth, serverUuid);
+  async count(scope: TeamScope, serverUuid: string): Promise<number> {
+    const server = await scope.server(serverUuid);
     return this.db.network.count({ where: { serverId: server.id } });
   }
 
   /** A page of the server's networks by id, with the resources using each (a fixed number of statements per page). */
-  async list(auth: Caller, serverUuid: string, window: Window): Promise<NetworkView[]> {
-    const server = await this.server(auth, serverUuid);
+  async list(scope: TeamScope, serverUuid: string, window: Window): Promise<NetworkView[]> {
+    const server = await scope.server(serverUuid);
     const rows = await this.db.network.findMany({ where: { serverId: server.id }, orderBy: { id: "asc" }, include: withCount, ...window });
     return withResourceCounts(this.db, this.config.network, server, rows);
   }
@@ -179,8 +172,8 @@ export class NetworkService {
    * One network with what the engine reports about it now (the agent answers within
    * NETWORK_WAIT_MS.inspect). inspection is null when the network is not on the server.
    */
-  async detail(auth: Caller, serverUuid: string, networkUuid: string): Promise<{ network: NetworkView; inspection: ReturnType<typeof inspectionOf> | null }> {
-    const server = await this.server(auth, serverUuid);
+  async detail(scope: TeamScope, serverUuid: string, networkUuid: string): Promise<{ network: NetworkView; inspection: ReturnType<typeof inspectionOf> | null }> {
+    const server = await scope.server(serverUuid);
     const [network] = await withResourceCounts(this.db, this.config.network, server, [await this.network(server.id, networkUuid)]);
     if (!network) throw new NotFound("Network");
     if (network.status === "deleted") return { network, inspection: null };
@@ -200,9 +193,9 @@ export class NetworkService {
    * Records a shared network (pending) and asks the agent to create it, in one transaction under
    * the server's network lock: 409 for a name the server already has, 422 at the limit.
    */
-  async createShared(auth: Caller, serverUuid: string, input: { name: string; driver?: NetworkDriver | undefined }): Promise<NetworkRow> {
-    this.access.requireTeamAdmin(auth, "manage networks");
-    const server = await this.server(auth, serverUuid);
+  async createShared(scope: TeamScope, serverUuid: string, input: { name: string; driver?: NetworkDriver | undefined }): Promise<NetworkRow> {
+    scope.requireTeamAdmin("manage networks");
+    const server = await scope.server(serverUuid);
     this.requireManagement("creating shared networks");
     const facts = ServerService.facts(await this.db.server.findUniqueOrThrow({ where: { id: server.id }, select: { facts: true } }));
     const role = facts?.engine.swarm_role;
@@ -240,9 +233,9 @@ export class NetworkService {
    * environment; one whose environment is gone already (left behind) is removed the same way.
    * The proxy network and system networks are not removed through the API (409).
    */
-  async remove(auth: Caller, serverUuid: string, networkUuid: string): Promise<NetworkWithCount> {
-    this.access.requireTeamAdmin(auth, "manage networks");
-    const server = await this.server(auth, serverUuid);
+  async remove(scope: TeamScope, serverUuid: string, networkUuid: string): Promise<NetworkWithCount> {
+    scope.requireTeamAdmin("manage networks");
+    const server = await scope.server(serverUuid);
     const found = await this.network(server.id, networkUuid);
     const network = await withServerNetworks(this.ctx, server.id, async (tx) => {
       // Read again under the lock: a deployment or an environment deletion may have changed it.
@@ -279,9 +272,9 @@ export class NetworkService {
    * proxy record found as a network the platform did not make (foreignNetworkReason) becomes
    * failed, never active: sync is no way around the agent's refusal to take such a network over.
    */
-  async sync(auth: Caller, serverUuid: string) {
-    this.access.requireTeamAdmin(auth, "manage networks");
-    const server = await this.server(auth, serverUuid);
+  async sync(scope: TeamScope, serverUuid: string) {
+    scope.requireTeamAdmin("manage networks");
+    const server = await scope.server(serverUuid);
     this.requireAgent(server);
     const listedAt = new Date();
     const job = await this.jobs.run(server.id, "networks.list", {}, NETWORK_WAIT_MS.list);
@@ -397,9 +390,9 @@ export class NetworkService {
    * application with an fqdn to it, so nothing stops being routed while resources are
    * redeployed (each redeploy labels its container with the proxy network).
    */
-  async migrateProxy(auth: Caller, serverUuid: string): Promise<{ network: NetworkRow; connected: string[] }> {
-    this.access.requireTeamAdmin(auth, "manage networks");
-    const server = await this.server(auth, serverUuid);
+  async migrateProxy(scope: TeamScope, serverUuid: string): Promise<{ network: NetworkRow; connected: string[] }> {
+    scope.requireTeamAdmin("manage networks");
+    const server = await scope.server(serverUuid);
     this.requireProxyIsolation();
     this.requireAgent(server);
     const network = await requestNetwork(this.ctx, { teamId: server.teamId, serverId: server.id, name: PROXY_NETWORK, scope: "proxy", exempt: true });
@@ -419,9 +412,9 @@ export class NetworkService {
    * joins only that one. Refused before migrate, and while a routed container still names
    * one of the networks the proxy would leave (it has not been redeployed since migrate).
    */
-  async cleanupProxy(auth: Caller, serverUuid: string): Promise<{ disconnectedFrom: string[] }> {
-    this.access.requireTeamAdmin(auth, "manage networks");
-    const server = await this.server(auth, serverUuid);
+  async cleanupProxy(scope: TeamScope, serverUuid: string): Promise<{ disconnectedFrom: string[] }> {
+    scope.requireTeamAdmin("manage networks");
+    const server = await scope.server(serverUuid);
     this.requireProxyIsolation();
     if ((await proxyPhase(this.db, server.uuid)) === "none") {
       throw new Conflict(`Proxy isolation has not been migrated on server ${server.name}: run POST /networks/${server.uuid}/proxy/migrate, redeploy every resource, then clean up.`);
@@ -470,15 +463,10 @@ export class NetworkService {
   // Resources
 
   /** The resource in the caller's team with `need` on its environment; services do not exist yet. */
-  private async resource(auth: Caller, type: NetworkResourceType, uuid: string, need: Need): Promise<ResourceRef> {
+  private async resource(scope: TeamScope, type: NetworkResourceType, uuid: string, need: Need): Promise<ResourceRef> {
     if (type === "service") throw new NotFound("Service", "Services are not available on this instance yet, so no service has networks.");
     if (type === "application") {
-      const app = await this.db.application.findFirst({
-        where: { uuid, teamId: auth.teamId },
-        include: { environment: { select: { id: true, uuid: true, projectId: true } }, destination: { select: { networkName: true } } },
-      });
-      if (!app) throw new NotFound("Application");
-      await this.access.assertEnvironment(auth, app.environment, need, "Application");
+      const app = await scope.application(uuid, need, withDestination);
       return {
         type,
         id: app.id,
@@ -490,12 +478,7 @@ export class NetworkService {
         isPublic: !!app.fqdn,
       };
     }
-    const db = await this.db.standaloneDatabase.findFirst({
-      where: { uuid, teamId: auth.teamId },
-      include: { environment: { select: { id: true, uuid: true, projectId: true } }, destination: { select: { networkName: true } } },
-    });
-    if (!db) throw new NotFound("Database");
-    await this.access.assertEnvironment(auth, db.environment, need, "Database");
+    const db = await scope.database(uuid, need, withDestination);
     return { type, id: db.id, name: db.name, teamId: db.teamId, serverId: db.serverId, environment: db.environment, destinationNetwork: db.destination.networkName, isPublic: false };
   }
 
@@ -503,8 +486,8 @@ export class NetworkService {
    * The networks the resource joins on its next deployment (primary, proxy) and the shared
    * networks attached to it (all of them, whatever their status).
    */
-  async resourceNetworks(auth: Caller, type: NetworkResourceType, uuid: string): Promise<ResourceNetworkView[]> {
-    const r = await this.resource(auth, type, uuid, "view");
+  async resourceNetworks(scope: TeamScope, type: NetworkResourceType, uuid: string): Promise<ResourceNetworkView[]> {
+    const r = await this.resource(scope, type, uuid, "view");
     const plan = await resourceNetworks(
       this.ctx,
       { teamId: r.teamId, serverId: r.serverId, environment: r.environment, destinationNetwork: r.destinationNetwork, resource: { type: r.type, id: r.id }, isPublic: r.isPublic },
@@ -528,10 +511,9 @@ export class NetworkService {
   }
 
   /** Attaches a shared network of the resource's server; it joins it on its next deployment. */
-  async attach(auth: Caller, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
-    const r = await this.resource(auth, type, uuid, "manage");
-    const network = await this.db.network.findFirst({ where: { uuid: networkUuid, teamId: auth.teamId } });
-    if (!network) throw new NotFound("Network");
+  async attach(scope: TeamScope, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
+    const r = await this.resource(scope, type, uuid, "manage");
+    const network = await scope.network(networkUuid);
     this.requireManagement("attaching networks");
     if (network.serverId !== r.serverId) throw new Invalid({ network_uuid: [`Network ${network.name} is on another server than the ${r.type}.`] });
     if (network.scope !== "shared") throw new Invalid({ network_uuid: [`Only shared networks can be attached; ${network.name} is a ${network.scope} network.`] });
@@ -551,10 +533,9 @@ export class NetworkService {
     return { resource: r, network };
   }
 
-  async detach(auth: Caller, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
-    const r = await this.resource(auth, type, uuid, "manage");
-    const network = await this.db.network.findFirst({ where: { uuid: networkUuid, teamId: auth.teamId } });
-    if (!network) throw new NotFound("Network");
+  async detach(scope: TeamScope, type: NetworkResourceType, uuid: string, networkUuid: string): Promise<{ resource: ResourceRef; network: NetworkRow }> {
+    const r = await this.resource(scope, type, uuid, "manage");
+    const network = await scope.network(networkUuid);
     const removed = await this.db.networkAttachment.deleteMany({ where: { networkId: network.id, resourceType: r.type, resourceId: r.id } });
     if (removed.count === 0) throw new NotFound(`Attachment of network ${network.name} to this ${r.type}`);
     return { resource: r, network };

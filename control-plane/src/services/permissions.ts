@@ -1,9 +1,8 @@
 import type { PermissionLevel } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { isUniqueViolation } from "../db/errors.js";
-import type { Caller } from "../domain/caller.js";
+import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Conflict } from "../domain/errors.js";
-import type { AccessService } from "./access.js";
 
 const projectPermissionInclude = {
   project: { select: { uuid: true, name: true } },
@@ -24,71 +23,50 @@ type Window = { skip?: number; take?: number };
  * Every project, environment and user id is resolved inside the caller's team.
  */
 export class PermissionService {
-  constructor(
-    private readonly db: Db,
-    private readonly access: AccessService,
-  ) {}
+  constructor(private readonly db: Db) {}
 
   /** Members and viewers only ever see their own grants. */
-  private ownOnly(auth: Caller): number | undefined {
-    return this.access.isTeamAdmin(auth) ? undefined : (auth.userId ?? -1);
-  }
-
-  private async teamProject(auth: Caller, uuid: string) {
-    const p = await this.db.project.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!p) throw new NotFound("Project");
-    return p;
-  }
-
-  private async teamEnvironment(auth: Caller, id: number) {
-    const e = await this.db.environment.findFirst({ where: { id, project: { teamId: auth.teamId } }, select: { id: true } });
-    if (!e) throw new NotFound("Environment");
-    return e;
-  }
-
-  private async teamMember(auth: Caller, userId: number) {
-    const m = await this.db.membership.findUnique({ where: { teamId_userId: { teamId: auth.teamId, userId } } });
-    if (!m) throw new NotFound("User");
-    return m;
+  private ownOnly(scope: TeamScope): number | undefined {
+    return scope.isTeamAdmin() ? undefined : (scope.caller.userId ?? -1);
   }
 
   // Project-level
 
-  private projectWhere(auth: Caller, filter: { project_uuid?: string | undefined; user_id?: number | undefined }) {
-    const own = this.ownOnly(auth);
-    const where: Prisma.ProjectPermissionWhereInput = { project: { teamId: auth.teamId } };
-    if (filter.project_uuid !== undefined) where.project = { teamId: auth.teamId, uuid: filter.project_uuid };
+  private projectWhere(scope: TeamScope, filter: { project_uuid?: string | undefined; user_id?: number | undefined }) {
+    const own = this.ownOnly(scope);
+    const where: Prisma.ProjectPermissionWhereInput = { project: scope.inTeam };
+    if (filter.project_uuid !== undefined) where.project = { ...scope.inTeam, uuid: filter.project_uuid };
     if (filter.user_id !== undefined) where.userId = filter.user_id;
     if (own !== undefined) where.AND = [{ userId: own }];
     return where;
   }
 
-  countProject(auth: Caller, filter: { project_uuid?: string | undefined; user_id?: number | undefined }) {
-    return this.db.projectPermission.count({ where: this.projectWhere(auth, filter) });
+  countProject(scope: TeamScope, filter: { project_uuid?: string | undefined; user_id?: number | undefined }) {
+    return this.db.projectPermission.count({ where: this.projectWhere(scope, filter) });
   }
 
-  listProject(auth: Caller, filter: { project_uuid?: string | undefined; user_id?: number | undefined }, window: Window) {
+  listProject(scope: TeamScope, filter: { project_uuid?: string | undefined; user_id?: number | undefined }, window: Window) {
     return this.db.projectPermission.findMany({
-      where: this.projectWhere(auth, filter),
+      where: this.projectWhere(scope, filter),
       include: projectPermissionInclude,
       orderBy: { id: "asc" },
       ...window,
     });
   }
 
-  async getProject(auth: Caller, id: number): Promise<ProjectPermissionRow> {
+  async getProject(scope: TeamScope, id: number): Promise<ProjectPermissionRow> {
     const row = await this.db.projectPermission.findFirst({
-      where: { id, ...this.projectWhere(auth, {}) },
+      where: { id, ...this.projectWhere(scope, {}) },
       include: projectPermissionInclude,
     });
     if (!row) throw new NotFound("Permission");
     return row;
   }
 
-  async grantProject(auth: Caller, input: { project_uuid: string; user_id: number; permission_level: PermissionLevel }) {
-    this.access.requireTeamAdmin(auth, "manage permissions");
-    const project = await this.teamProject(auth, input.project_uuid);
-    await this.teamMember(auth, input.user_id);
+  async grantProject(scope: TeamScope, input: { project_uuid: string; user_id: number; permission_level: PermissionLevel }) {
+    scope.requireTeamAdmin("manage permissions");
+    const project = await scope.project(input.project_uuid);
+    await scope.member(input.user_id);
     try {
       return await this.db.projectPermission.create({
         data: { projectId: project.id, userId: input.user_id, level: input.permission_level },
@@ -100,15 +78,15 @@ export class PermissionService {
     }
   }
 
-  async updateProject(auth: Caller, id: number, level: PermissionLevel) {
-    this.access.requireTeamAdmin(auth, "manage permissions");
-    const row = await this.getProject(auth, id);
+  async updateProject(scope: TeamScope, id: number, level: PermissionLevel) {
+    scope.requireTeamAdmin("manage permissions");
+    const row = await this.getProject(scope, id);
     return this.db.projectPermission.update({ where: { id: row.id }, data: { level }, include: projectPermissionInclude });
   }
 
-  async revokeProject(auth: Caller, id: number): Promise<void> {
-    this.access.requireTeamAdmin(auth, "manage permissions");
-    const row = await this.getProject(auth, id);
+  async revokeProject(scope: TeamScope, id: number): Promise<void> {
+    scope.requireTeamAdmin("manage permissions");
+    const row = await this.getProject(scope, id);
     await this.db.projectPermission.delete({ where: { id: row.id } });
   }
 
@@ -116,12 +94,12 @@ export class PermissionService {
    * Gives every member and viewer of the team this level on the project, creating or
    * updating their grant. Owners and admins bypass permissions and are left out.
    */
-  async bulkGrant(auth: Caller, projectUuid: string, level: PermissionLevel): Promise<number> {
-    this.access.requireTeamAdmin(auth, "manage permissions");
-    const project = await this.teamProject(auth, projectUuid);
+  async bulkGrant(scope: TeamScope, projectUuid: string, level: PermissionLevel): Promise<number> {
+    scope.requireTeamAdmin("manage permissions");
+    const project = await scope.project(projectUuid);
     return this.db.$transaction(async (tx) => {
       const members = await tx.membership.findMany({
-        where: { teamId: auth.teamId, role: { in: ["member", "viewer"] } },
+        where: { ...scope.inTeam, role: { in: ["member", "viewer"] } },
         select: { userId: true },
       });
       const userIds = members.map((m) => m.userId);
@@ -138,9 +116,9 @@ export class PermissionService {
   }
 
   /** Removes every project-level grant and environment override of the project. */
-  async bulkRevoke(auth: Caller, projectUuid: string): Promise<number> {
-    this.access.requireTeamAdmin(auth, "manage permissions");
-    const project = await this.teamProject(auth, projectUuid);
+  async bulkRevoke(scope: TeamScope, projectUuid: string): Promise<number> {
+    scope.requireTeamAdmin("manage permissions");
+    const project = await scope.project(projectUuid);
     return this.db.$transaction(async (tx) => {
       const a = await tx.projectPermission.deleteMany({ where: { projectId: project.id } });
       const b = await tx.environmentPermission.deleteMany({ where: { environment: { projectId: project.id } } });
@@ -150,32 +128,32 @@ export class PermissionService {
 
   // Environment overrides
 
-  private environmentWhere(auth: Caller, filter: { environment_id?: number | undefined; user_id?: number | undefined }) {
-    const own = this.ownOnly(auth);
-    const where: Prisma.EnvironmentPermissionWhereInput = { environment: { project: { teamId: auth.teamId } } };
+  private environmentWhere(scope: TeamScope, filter: { environment_id?: number | undefined; user_id?: number | undefined }) {
+    const own = this.ownOnly(scope);
+    const where: Prisma.EnvironmentPermissionWhereInput = { environment: { project: scope.inTeam } };
     if (filter.environment_id !== undefined) where.environmentId = filter.environment_id;
     if (filter.user_id !== undefined) where.userId = filter.user_id;
     if (own !== undefined) where.AND = [{ userId: own }];
     return where;
   }
 
-  countEnvironment(auth: Caller, filter: { environment_id?: number | undefined; user_id?: number | undefined }) {
-    return this.db.environmentPermission.count({ where: this.environmentWhere(auth, filter) });
+  countEnvironment(scope: TeamScope, filter: { environment_id?: number | undefined; user_id?: number | undefined }) {
+    return this.db.environmentPermission.count({ where: this.environmentWhere(scope, filter) });
   }
 
-  listEnvironment(auth: Caller, filter: { environment_id?: number | undefined; user_id?: number | undefined }, window: Window) {
+  listEnvironment(scope: TeamScope, filter: { environment_id?: number | undefined; user_id?: number | undefined }, window: Window) {
     return this.db.environmentPermission.findMany({
-      where: this.environmentWhere(auth, filter),
+      where: this.environmentWhere(scope, filter),
       include: environmentPermissionInclude,
       orderBy: { id: "asc" },
       ...window,
     });
   }
 
-  async grantEnvironment(auth: Caller, input: { environment_id: number; user_id: number; permission_level: PermissionLevel }) {
-    this.access.requireTeamAdmin(auth, "manage permissions");
-    const env = await this.teamEnvironment(auth, input.environment_id);
-    await this.teamMember(auth, input.user_id);
+  async grantEnvironment(scope: TeamScope, input: { environment_id: number; user_id: number; permission_level: PermissionLevel }) {
+    scope.requireTeamAdmin("manage permissions");
+    const env = await scope.environmentById(input.environment_id);
+    await scope.member(input.user_id);
     try {
       return await this.db.environmentPermission.create({
         data: { environmentId: env.id, userId: input.user_id, level: input.permission_level },
@@ -187,9 +165,9 @@ export class PermissionService {
     }
   }
 
-  async revokeEnvironment(auth: Caller, id: number): Promise<void> {
-    this.access.requireTeamAdmin(auth, "manage permissions");
-    const row = await this.db.environmentPermission.findFirst({ where: { id, ...this.environmentWhere(auth, {}) } });
+  async revokeEnvironment(scope: TeamScope, id: number): Promise<void> {
+    scope.requireTeamAdmin("manage permissions");
+    const row = await this.db.environmentPermission.findFirst({ where: { id, ...this.environmentWhere(scope, {}) } });
     if (!row) throw new NotFound("Permission");
     await this.db.environmentPermission.delete({ where: { id: row.id } });
   }

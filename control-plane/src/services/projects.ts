@@ -1,10 +1,10 @@
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
-import type { Caller } from "../domain/caller.js";
+import type { Need, TeamScope } from "../domain/scope.js";
 import { NotFound, Forbidden, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
-import type { AccessService } from "./access.js";
+import { bypasses } from "../domain/permissions.js";
 import type { ApplicationService } from "./applications.js";
 import type { NetworkService } from "./networks.js";
 import type { DatabaseService } from "./databases.js";
@@ -50,7 +50,6 @@ export class ProjectService {
   constructor(
     private readonly db: Db,
     private readonly reader: SqlReader,
-    private readonly access: AccessService,
     private readonly apps: ApplicationService,
     private readonly networks: NetworkService,
     private readonly databases: DatabaseService,
@@ -61,18 +60,14 @@ export class ProjectService {
    * one SQL statement through the plain read path (db/reader.ts): GET /projects and
    * GET /projects/{uuid}. No IN list: a page of any size binds the same few parameters.
    */
-  private async read(auth: Caller, match: { uuid: string } | { window: { skip?: number; take?: number } }): Promise<ProjectView[]> {
-    const vis = this.access.visibilitySql(auth);
-    const params: (string | number)[] = [];
-    let inner = `SELECT p."id", p."uuid", p."name", p."description", p."createdAt" FROM "Project" p WHERE p."teamId" = ?`;
-    params.push(auth.teamId);
+  private async read(scope: TeamScope, match: { uuid: string } | { window: { skip?: number; take?: number } }): Promise<ProjectView[]> {
+    const vis = scope.visibility();
+    const visible = scope.visibleRows(`p."teamId"`, "project");
+    const params = [...visible.params];
+    let inner = `SELECT p."id", p."uuid", p."name", p."description", p."createdAt" FROM "Project" p WHERE ${visible.sql}`;
     if ("uuid" in match) {
       inner += ` AND p."uuid" = ?`;
       params.push(match.uuid);
-    }
-    if (vis) {
-      inner += ` AND ${vis.project.sql}`;
-      params.push(...vis.project.params);
     }
     if ("window" in match) {
       inner += ` ORDER BY p."id"`;
@@ -108,52 +103,43 @@ export class ProjectService {
     return out;
   }
 
-  async count(auth: Caller): Promise<number> {
-    const vis = this.access.visibilitySql(auth);
-    const sql = `SELECT COUNT(*) AS "n" FROM "Project" p WHERE p."teamId" = ?${vis ? ` AND ${vis.project.sql}` : ""}`;
-    const [row] = await this.reader.all<{ n: unknown }>(sql, [auth.teamId, ...(vis?.project.params ?? [])]);
+  async count(scope: TeamScope): Promise<number> {
+    const visible = scope.visibleRows(`p."teamId"`, "project");
+    const [row] = await this.reader.all<{ n: unknown }>(`SELECT COUNT(*) AS "n" FROM "Project" p WHERE ${visible.sql}`, visible.params);
     return toInt(row!.n);
   }
 
   /** A page (or all) of the projects the caller may see, by id, with the environments it may see. */
-  list(auth: Caller, window: { skip?: number; take?: number }): Promise<ProjectView[]> {
-    return this.read(auth, { window });
+  list(scope: TeamScope, window: { skip?: number; take?: number }): Promise<ProjectView[]> {
+    return this.read(scope, { window });
   }
 
   /** One project for reading (GET): as find, through the plain read path. */
-  async view(auth: Caller, uuid: string): Promise<ProjectView> {
-    const [project] = await this.read(auth, { uuid });
+  async view(scope: TeamScope, uuid: string): Promise<ProjectView> {
+    const [project] = await this.read(scope, { uuid });
     if (!project) throw new NotFound("Project");
     return project;
   }
 
-  /** Members see only the environments their permissions reach. */
-  private async filterEnvironments(auth: Caller, projects: ProjectWithEnvironments[]) {
-    if (this.access.bypasses(auth) || auth.role === "viewer") return projects;
-    const out: ProjectWithEnvironments[] = [];
-    for (const p of projects) {
-      const envs = [];
-      for (const e of p.environments) if (await this.access.canSeeEnvironment(auth, e)) envs.push(e);
-      out.push({ ...p, environments: envs });
-    }
-    return out;
+  /**
+   * A project of the caller's team that the caller may see with `need` (404, 403), with the
+   * environments it may see (a member: those its permissions reach, read in one statement).
+   */
+  async find(scope: TeamScope, uuid: string, need: Need = "view"): Promise<ProjectWithEnvironments> {
+    const project = await scope.project(uuid, need, withEnvironments);
+    await scope.loadEnvironmentLevels(project.id);
+    const environments = [];
+    for (const e of project.environments) if (await scope.canSeeEnvironment(e)) environments.push(e);
+    return { ...project, environments };
   }
 
-  /** Finds a project of the caller's team that the caller may see, or 404. */
-  async find(auth: Caller, uuid: string): Promise<ProjectWithEnvironments> {
-    const project = await this.db.project.findFirst({ where: { uuid, teamId: auth.teamId }, include: withEnvironments });
-    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
-    const [filtered] = await this.filterEnvironments(auth, [project]);
-    return filtered!;
-  }
-
-  async create(auth: Caller, input: { name: string; description?: string | undefined }) {
-    if (auth.role === "viewer") throw new Forbidden("Viewers cannot create projects.");
+  async create(scope: TeamScope, input: { name: string; description?: string | undefined }) {
+    if (scope.caller.role === "viewer") throw new Forbidden("Viewers cannot create projects.");
     return this.db.$transaction(async (tx) => {
       const project = await tx.project.create({
         data: {
           uuid: newUuid(),
-          teamId: auth.teamId,
+          teamId: scope.teamId,
           name: input.name,
           description: input.description ?? "",
           environments: { create: { uuid: newUuid(), name: DEFAULT_ENVIRONMENT } },
@@ -161,36 +147,36 @@ export class ProjectService {
         include: withEnvironments,
       });
       // A member who creates a project can run it: it gets full access to it.
-      if (!this.access.bypasses(auth) && auth.userId !== null) {
-        await tx.projectPermission.create({ data: { projectId: project.id, userId: auth.userId, level: "full_access" } });
+      const userId = scope.caller.userId;
+      if (!bypasses(scope.caller) && userId !== null) {
+        await tx.projectPermission.create({ data: { projectId: project.id, userId, level: "full_access" } });
       }
       return project;
     });
   }
 
-  async update(auth: Caller, uuid: string, input: { name?: string | undefined; description?: string | undefined }) {
-    const project = await this.find(auth, uuid);
-    await this.access.assertProject(auth, project, "manage");
+  async update(scope: TeamScope, uuid: string, input: { name?: string | undefined; description?: string | undefined }) {
+    const project = await this.find(scope, uuid, "manage");
     const data: Prisma.ProjectUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
     if (input.description !== undefined) data.description = input.description;
     await this.db.project.update({ where: { id: project.id }, data });
-    return this.find(auth, uuid);
+    return this.find(scope, uuid);
   }
 
-  async remove(auth: Caller, uuid: string): Promise<void> {
-    const project = await this.find(auth, uuid);
-    await this.access.assertProject(auth, project, "delete");
+  async remove(scope: TeamScope, uuid: string): Promise<void> {
+    const project = await scope.project(uuid, "delete");
     // Deleting a project deletes every environment: an override that withholds delete on
     // one of them (even one the caller cannot see) withholds deleting the project too.
     const all = await this.db.environment.findMany({ where: { projectId: project.id }, select: { id: true, projectId: true } });
-    for (const env of all) await this.access.assertEnvironment(auth, env, "delete", "Project");
+    await scope.loadEnvironmentLevels(project.id);
+    for (const env of all) await scope.assertEnvironment(env, "delete", "Project");
     // The applications go with their environments: their containers are removed from the servers.
     const removal = await this.apps.planRemoval({ environmentIds: all.map((e) => e.id) });
     // So do the databases (their data volumes stay: the spec's default delete_volumes=false).
     const dbRemoval = await this.databases.planRemoval({ environmentIds: all.map((e) => e.id) });
     // Their environment networks go after them (network.remove disconnects what is left first).
-    const networks = await this.networks.planEnvironmentRemoval(auth.teamId, all.map((e) => e.id));
+    const networks = await this.networks.planEnvironmentRemoval(scope.teamId, all.map((e) => e.id));
     await this.db.$transaction(async (tx) => {
       // First: the network locks (no deployment records one of these environments' networks meanwhile).
       await networks.lock(tx);
@@ -205,19 +191,14 @@ export class ProjectService {
   }
 
   /** Environment of a visible project by name or uuid; 404 when the caller cannot see it. */
-  async findEnvironment(auth: Caller, projectUuid: string, nameOrUuid: string) {
-    const project = await this.db.project.findFirst({ where: { uuid: projectUuid, teamId: auth.teamId } });
-    if (!project || !(await this.access.canSeeProject(auth, project.id))) throw new NotFound("Project");
-    const env = await this.db.environment.findFirst({
-      where: { projectId: project.id, OR: [{ name: nameOrUuid }, { uuid: nameOrUuid }] },
-    });
-    if (!env || !(await this.access.canSeeEnvironment(auth, env))) throw new NotFound("Environment");
-    return { project, environment: env };
+  async findEnvironment(scope: TeamScope, projectUuid: string, nameOrUuid: string, need: Need = "view") {
+    const project = await scope.project(projectUuid);
+    const environment = await scope.environment(project, { nameOrUuid }, need);
+    return { project, environment };
   }
 
-  async createEnvironment(auth: Caller, projectUuid: string, name: string) {
-    const project = await this.find(auth, projectUuid);
-    await this.access.assertProject(auth, project, "manage");
+  async createEnvironment(scope: TeamScope, projectUuid: string, name: string) {
+    const project = await scope.project(projectUuid, "manage");
     try {
       return await this.db.environment.create({ data: { uuid: newUuid(), projectId: project.id, name } });
     } catch (err) {
@@ -226,12 +207,11 @@ export class ProjectService {
     }
   }
 
-  async removeEnvironment(auth: Caller, projectUuid: string, nameOrUuid: string): Promise<void> {
-    const { environment } = await this.findEnvironment(auth, projectUuid, nameOrUuid);
-    await this.access.assertEnvironment(auth, environment, "delete");
+  async removeEnvironment(scope: TeamScope, projectUuid: string, nameOrUuid: string): Promise<void> {
+    const { environment } = await this.findEnvironment(scope, projectUuid, nameOrUuid, "delete");
     const removal = await this.apps.planRemoval({ environmentIds: [environment.id] });
     const dbRemoval = await this.databases.planRemoval({ environmentIds: [environment.id] });
-    const networks = await this.networks.planEnvironmentRemoval(auth.teamId, [environment.id]);
+    const networks = await this.networks.planEnvironmentRemoval(scope.teamId, [environment.id]);
     await this.db.$transaction(async (tx) => {
       // First: the network locks (no deployment records this environment's network meanwhile).
       await networks.lock(tx);

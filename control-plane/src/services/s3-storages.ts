@@ -1,12 +1,11 @@
 import { isIP } from "node:net";
 import type { CreateS3StorageBody, S3Target, UpdateS3StorageBody } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import type { Caller } from "../domain/caller.js";
+import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isRefusedAddress } from "@capstan/shared/net";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { AccessService } from "./access.js";
 
 type Window = { skip?: number; take?: number };
 
@@ -52,31 +51,21 @@ export function shortReason(text: string): string {
 export class S3StorageService {
   constructor(
     private readonly db: Db,
-    private readonly access: AccessService,
     /** Opens the sealed columns (routes mask the access key with it). */
     readonly box: SecretBox,
     private readonly opts: { allowPrivate: boolean; dialect: "sqlite" | "postgresql"; tester?: S3Tester; testTimeoutMs?: number },
   ) {}
 
-  count(auth: Caller) {
-    return this.db.s3Storage.count({ where: { teamId: auth.teamId } });
+  count(scope: TeamScope) {
+    return this.db.s3Storage.count({ where: scope.inTeam });
   }
 
-  list(auth: Caller, window: Window): Promise<S3StorageRecord[]> {
-    return this.db.s3Storage.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, include: withCount, ...window });
+  list(scope: TeamScope, window: Window): Promise<S3StorageRecord[]> {
+    return this.db.s3Storage.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, include: withCount, ...window });
   }
 
-  async get(auth: Caller, id: number): Promise<S3StorageRecord> {
-    const s = await this.db.s3Storage.findFirst({ where: { id, teamId: auth.teamId }, include: withCount });
-    if (!s) throw new NotFound("S3 storage");
-    return s;
-  }
-
-  /** A storage of the team by id, for a backup schedule naming it (404 when not the team's). */
-  async findForTeam(teamId: number, id: number): Promise<{ id: number }> {
-    const s = await this.db.s3Storage.findFirst({ where: { id, teamId }, select: { id: true } });
-    if (!s) throw new NotFound("S3 storage");
-    return s;
+  get(scope: TeamScope, id: number): Promise<S3StorageRecord> {
+    return scope.s3Storage(id, withCount);
   }
 
   /**
@@ -97,13 +86,13 @@ export class S3StorageService {
     }
   }
 
-  async create(auth: Caller, input: CreateS3StorageBody): Promise<S3StorageRecord> {
-    this.access.requireTeamAdmin(auth, "manage S3 storages");
+  async create(scope: TeamScope, input: CreateS3StorageBody): Promise<S3StorageRecord> {
+    scope.requireTeamAdmin("manage S3 storages");
     this.checkEndpoint(input.endpoint);
     return this.db.s3Storage.create({
       data: {
         uuid: newUuid(),
-        teamId: auth.teamId,
+        teamId: scope.teamId,
         name: input.name,
         description: input.description,
         endpoint: input.endpoint,
@@ -119,9 +108,9 @@ export class S3StorageService {
     });
   }
 
-  async update(auth: Caller, id: number, input: UpdateS3StorageBody): Promise<S3StorageRecord> {
-    this.access.requireTeamAdmin(auth, "manage S3 storages");
-    const s = await this.get(auth, id);
+  async update(scope: TeamScope, id: number, input: UpdateS3StorageBody): Promise<S3StorageRecord> {
+    scope.requireTeamAdmin("manage S3 storages");
+    const s = await this.get(scope, id);
     if (input.endpoint !== undefined) this.checkEndpoint(input.endpoint);
     const data: Prisma.S3StorageUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
@@ -148,9 +137,9 @@ export class S3StorageService {
    * whose object is in it (restoring or deleting them needs its keys) and runs uploading to it.
    * Executions of deleted schedules went with them; their objects stay in the bucket.
    */
-  async remove(auth: Caller, id: number): Promise<void> {
-    this.access.requireTeamAdmin(auth, "manage S3 storages");
-    const s = await this.get(auth, id);
+  async remove(scope: TeamScope, id: number): Promise<void> {
+    scope.requireTeamAdmin("manage S3 storages");
+    const s = await this.get(scope, id);
     // Nothing in the transaction throws on a refusal: on SQLite a rollback would also undo what
     // other requests wrote meanwhile on the shared connection.
     const outcome = await this.db.$transaction(async (tx) => {
@@ -198,9 +187,9 @@ export class S3StorageService {
    * Always answers (never an HTTP error for a failed test) and records is_usable. Owners and
    * admins only: it makes outbound connections with the team's credentials.
    */
-  async test(auth: Caller, id: number): Promise<{ usable: boolean; error?: string }> {
-    this.access.requireTeamAdmin(auth, "test S3 storages");
-    const s = await this.get(auth, id);
+  async test(scope: TeamScope, id: number): Promise<{ usable: boolean; error?: string }> {
+    scope.requireTeamAdmin("test S3 storages");
+    const s = await this.get(scope, id);
     const outcome = await this.runTest(this.destination(s));
     // Only when the settings tested are still the stored ones (a PATCH in between wins).
     await this.db.s3Storage.updateMany({

@@ -1,10 +1,9 @@
 import type { HostFacts } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import type { Caller } from "../domain/caller.js";
+import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
-import type { AccessService } from "./access.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { InstallResult, SshTarget } from "../agents/ssh-install.js";
 
@@ -49,7 +48,6 @@ export class ServerService {
 
   constructor(
     private readonly db: Db,
-    private readonly access: AccessService,
     private readonly jobs: JobQueue,
     private readonly setup: AgentSetup,
   ) {}
@@ -66,35 +64,27 @@ export class ServerService {
     return server.status === "reachable";
   }
 
-  count(auth: Caller) {
-    return this.db.server.count({ where: { teamId: auth.teamId } });
+  count(scope: TeamScope) {
+    return this.db.server.count({ where: scope.inTeam });
   }
 
-  list(auth: Caller, window: Window) {
-    return this.db.server.findMany({ where: { teamId: auth.teamId }, orderBy: { id: "asc" }, ...window });
+  list(scope: TeamScope, window: Window) {
+    return this.db.server.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window });
   }
 
-  async get(auth: Caller, uuid: string): Promise<ServerWithDetail> {
-    const server = await this.db.server.findFirst({ where: { uuid, teamId: auth.teamId }, include: withDetail });
-    if (!server) throw new NotFound("Server");
-    return server;
+  get(scope: TeamScope, uuid: string): Promise<ServerWithDetail> {
+    return scope.server(uuid, withDetail);
   }
 
-  private async teamKey(auth: Caller, uuid: string) {
-    const key = await this.db.privateKey.findFirst({ where: { uuid, teamId: auth.teamId }, select: { id: true } });
-    if (!key) throw new NotFound("Private key");
-    return key;
-  }
-
-  async create(auth: Caller, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
-    this.access.requireTeamAdmin(auth, "manage servers");
-    const key = await this.teamKey(auth, input.private_key_uuid);
+  async create(scope: TeamScope, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
+    scope.requireTeamAdmin("manage servers");
+    const key = await scope.privateKey(input.private_key_uuid);
     const agentToken = generateAgentToken();
     const serverId = await this.db.$transaction(async (tx) => {
       const server = await tx.server.create({
         data: {
           uuid: newUuid(),
-          teamId: auth.teamId,
+          teamId: scope.teamId,
           name: input.name,
           description: input.description ?? "",
           ip: input.ip,
@@ -115,12 +105,12 @@ export class ServerService {
   }
 
   async update(
-    auth: Caller,
+    scope: TeamScope,
     uuid: string,
     input: Partial<Omit<CreateServerInput, "port" | "user" | "is_build_server">> & { port?: number | undefined; user?: string | undefined; is_build_server?: boolean | undefined },
   ) {
-    this.access.requireTeamAdmin(auth, "manage servers");
-    const server = await this.get(auth, uuid);
+    scope.requireTeamAdmin("manage servers");
+    const server = await this.get(scope, uuid);
     const data: Prisma.ServerUncheckedUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
     if (input.description !== undefined) data.description = input.description;
@@ -128,15 +118,15 @@ export class ServerService {
     if (input.port !== undefined) data.port = input.port;
     if (input.user !== undefined) data.user = input.user;
     if (input.is_build_server !== undefined) data.isBuildServer = input.is_build_server;
-    if (input.private_key_uuid !== undefined) data.privateKeyId = (await this.teamKey(auth, input.private_key_uuid)).id;
+    if (input.private_key_uuid !== undefined) data.privateKeyId = (await scope.privateKey(input.private_key_uuid)).id;
     await this.db.server.update({ where: { id: server.id }, data });
-    return this.get(auth, uuid);
+    return this.get(scope, uuid);
   }
 
   /** Management only: the host keeps running what it runs; the agent is told to stop. */
-  async remove(auth: Caller, uuid: string): Promise<void> {
-    this.access.requireTeamAdmin(auth, "manage servers");
-    const server = await this.get(auth, uuid);
+  async remove(scope: TeamScope, uuid: string): Promise<void> {
+    scope.requireTeamAdmin("manage servers");
+    const server = await this.get(scope, uuid);
     // Applications keep their server (and its destinations): removing it would orphan them.
     const apps = await this.db.application.count({ where: { serverId: server.id } });
     if (apps > 0) throw new Conflict(`Server ${server.name} has ${apps} application(s); delete them or their environments first.`);
@@ -147,9 +137,9 @@ export class ServerService {
   }
 
   /** New agent token; the old one stops working at once and its connection is dropped. */
-  async rotateAgentToken(auth: Caller, uuid: string): Promise<{ agentToken: string; joinCommand: string }> {
-    this.access.requireTeamAdmin(auth, "manage servers");
-    const server = await this.get(auth, uuid);
+  async rotateAgentToken(scope: TeamScope, uuid: string): Promise<{ agentToken: string; joinCommand: string }> {
+    scope.requireTeamAdmin("manage servers");
+    const server = await this.get(scope, uuid);
     const agentToken = generateAgentToken();
     await this.db.server.update({ where: { id: server.id }, data: { agentTokenHash: hashAgentToken(agentToken) } });
     this.agents?.disconnect(server.id);
@@ -160,9 +150,9 @@ export class ServerService {
    * Installs or replaces the agent on the host over SSH with the server's key and a fresh
    * agent token. Bounded in time; the answer carries the installer's exit code and output.
    */
-  async installAgent(auth: Caller, uuid: string): Promise<{ exitCode: number; output: string }> {
-    this.access.requireTeamAdmin(auth, "manage servers");
-    const server = await this.get(auth, uuid);
+  async installAgent(scope: TeamScope, uuid: string): Promise<{ exitCode: number; output: string }> {
+    scope.requireTeamAdmin("manage servers");
+    const server = await this.get(scope, uuid);
     const key = await this.db.privateKey.findUniqueOrThrow({ where: { id: server.privateKeyId } });
     // The new token takes effect only once the installer succeeded: a failed attempt leaves
     // the running agent alone. The new agent retries (with backoff) until then.
@@ -193,8 +183,8 @@ export class ServerService {
   }
 
   /** Engine running and compose available, checked now by the agent; updates is_usable. */
-  async validate(auth: Caller, uuid: string): Promise<{ dockerVersion: string }> {
-    const server = await this.get(auth, uuid);
+  async validate(scope: TeamScope, uuid: string): Promise<{ dockerVersion: string }> {
+    const server = await this.get(scope, uuid);
     if (!ServerService.agentConnected(server)) {
       await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
       throw new Invalid({ server: ["The agent is not connected."] }, `Server ${server.name} is not usable: the agent is not connected.`);
@@ -213,8 +203,8 @@ export class ServerService {
   }
 
   /** Containers the platform manages on the server, as the engine reports them now. */
-  async managedContainers(auth: Caller, uuid: string) {
-    const server = await this.get(auth, uuid);
+  async managedContainers(scope: TeamScope, uuid: string) {
+    const server = await this.get(scope, uuid);
     this.requireAgent(server);
     const job = await this.jobs.run(server.id, "containers.list", {});
     if (job.status !== "succeeded") throw new Unavailable(`Reading the server's containers failed: ${job.error}`);

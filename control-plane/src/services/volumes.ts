@@ -1,10 +1,9 @@
 import { MAX_STORAGES } from "@capstan/shared";
 import type { Db } from "../db/client.js";
-import type { Caller } from "../domain/caller.js";
+import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
-import type { ApplicationService } from "./applications.js";
 
 /** The Docker volume of an application's named storage on its server (agent contract). */
 export const dockerVolumeName = (appUuid: string, name: string) => `${appUuid}-${name}`;
@@ -15,19 +14,16 @@ export const dockerVolumeName = (appUuid: string, name: string) => `${appUuid}-$
  * on the next deployment.
  */
 export class VolumeService {
-  constructor(
-    private readonly db: Db,
-    private readonly apps: ApplicationService,
-  ) {}
+  constructor(private readonly db: Db) {}
 
-  async list(auth: Caller, appUuid: string) {
-    const app = await this.apps.find(auth, appUuid, "view");
+  async list(scope: TeamScope, appUuid: string) {
+    const app = await scope.application(appUuid, "view");
     const rows = await this.db.volume.findMany({ where: { applicationId: app.id }, orderBy: { id: "asc" } });
     return { app, rows };
   }
 
-  async create(auth: Caller, appUuid: string, input: { name: string; mount_path: string; host_path?: string | null | undefined }) {
-    const app = await this.apps.find(auth, appUuid, "manage");
+  async create(scope: TeamScope, appUuid: string, input: { name: string; mount_path: string; host_path?: string | null | undefined }) {
+    const app = await scope.application(appUuid, "manage");
     const existing = await this.db.volume.findMany({ where: { applicationId: app.id }, select: { name: true, mountPath: true } });
     if (existing.length >= MAX_STORAGES) throw new Invalid({ name: [`An application has at most ${MAX_STORAGES} storages.`] });
     if (existing.some((v) => v.name === input.name)) throw new Conflict(`A storage named ${input.name} already exists on this application.`);
@@ -44,8 +40,8 @@ export class VolumeService {
     }
   }
 
-  async remove(auth: Caller, appUuid: string, storageUuid: string): Promise<void> {
-    const app = await this.apps.find(auth, appUuid, "manage");
+  async remove(scope: TeamScope, appUuid: string, storageUuid: string): Promise<void> {
+    const app = await scope.application(appUuid, "manage");
     const row = await this.db.volume.findFirst({ where: { uuid: storageUuid, applicationId: app.id }, select: { id: true } });
     if (!row) throw new NotFound("Storage");
     await this.db.volume.delete({ where: { id: row.id } });

@@ -2,9 +2,8 @@ import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypt
 import { CommitSha, webhookUrls, type WebhookProvider } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { Caller } from "../domain/caller.js";
-import { NotFound, Invalid, Busy, Rejected, Unauthenticated } from "../domain/errors.js";
-import type { AccessService } from "./access.js";
+import type { TeamScope } from "../domain/scope.js";
+import { Invalid, Busy, Rejected, Unauthenticated } from "../domain/errors.js";
 import type { DeploymentService } from "./deployments.js";
 import { gitAppCloneUrl } from "./applications.js";
 
@@ -140,7 +139,6 @@ export class WebhookService {
   constructor(
     private readonly db: Db,
     private readonly box: SecretBox,
-    private readonly access: AccessService,
     private readonly deployments: DeploymentService,
     private readonly publicUrl: string,
   ) {}
@@ -247,13 +245,8 @@ export class WebhookService {
   }
 
   /** A new webhook secret (32 random bytes, hex), shown once; the old one stops working at once. */
-  async rotateSecret(auth: Caller, applicationUuid: string): Promise<{ secret: string; urls: Record<WebhookProvider, string> }> {
-    const app = await this.db.application.findFirst({
-      where: { uuid: applicationUuid, teamId: auth.teamId },
-      select: { id: true, uuid: true, environment: { select: { id: true, projectId: true } } },
-    });
-    if (!app) throw new NotFound("Application");
-    await this.access.assertEnvironment(auth, app.environment, "manage", "Application");
+  async rotateSecret(scope: TeamScope, applicationUuid: string): Promise<{ secret: string; urls: Record<WebhookProvider, string> }> {
+    const app = await scope.application(applicationUuid, "manage");
     const secret = randomBytes(32).toString("hex");
     await this.db.application.update({ where: { id: app.id }, data: { webhookSecret: this.box.seal(secret) } });
     return { secret, urls: webhookUrls(this.publicUrl, app.uuid) };

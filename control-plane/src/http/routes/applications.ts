@@ -169,9 +169,9 @@ function createRoute<B extends z.ZodObject<z.ZodRawShape>>(
       " Every create path also takes the common parameters of POST /applications/public: project_uuid, environment_name, server_uuid, destination_uuid, name, description, ports_exposes, fqdn (or domains), health check and limit settings (docs/applications.md).",
     body,
     responses: CREATE_RESPONSES,
-    async handler({ auth, services, body }) {
+    async handler({ scope, services, body }) {
       const b = body as z.output<B>;
-      const app = await services.applications.create(auth, { ...(b as unknown as CreateApplicationCommon), ...source(b) });
+      const app = await services.applications.create(scope, { ...(b as unknown as CreateApplicationCommon), ...source(b) });
       return { status: 201, body: { uuid: app.uuid, name: app.name, fqdn: app.fqdn } };
     },
   });
@@ -209,8 +209,8 @@ function actionRoute(action: "start" | "stop" | "restart", summary: string) {
       502: { description: "The agent reported a failure, with its reason" },
       503: { description: "The server's agent is not connected" },
     },
-    async handler({ auth, services, params }) {
-      const r = await services.applications.action(auth, params.uuid, action);
+    async handler({ scope, services, params }) {
+      const r = await services.applications.action(scope, params.uuid, action);
       return { status: r.status, body: { message: r.message, status: r.appStatus } };
     },
   });
@@ -225,9 +225,9 @@ export const applicationRoutes = [
     description: "The applications of the token's team in environments the caller may see, oldest first.",
     query: ApplicationListQuery,
     responses: { 200: { description: "Applications", schema: ApplicationList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       return {
-        body: await paginate(query, () => services.applications.count(auth), async (w) => (await services.applications.list(auth, w)).map(applicationListDto)),
+        body: await paginate(query, () => services.applications.count(scope), async (w) => (await services.applications.list(scope, w)).map(applicationListDto)),
       };
     },
   }),
@@ -295,8 +295,8 @@ export const applicationRoutes = [
     description: "Build settings, domains, health check, limits, environment variables (values masked), storages, the 10 most recent deployments and the webhook URLs.",
     params: ApplicationParams,
     responses: { 200: { description: "Application", schema: ApplicationDetail }, ...APP_RESPONSES },
-    async handler({ auth, services, params }) {
-      return { body: detailDto(await services.applications.detail(auth, params.uuid), services) };
+    async handler({ scope, services, params }) {
+      return { body: detailDto(await services.applications.detail(scope, params.uuid), services) };
     },
   }),
   route({
@@ -313,9 +313,9 @@ export const applicationRoutes = [
       409: { description: "A domain is already served by another application of the server" },
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      await services.applications.update(auth, params.uuid, body);
-      return { body: { message: "Application updated.", data: detailDto(await services.applications.detail(auth, params.uuid), services) } };
+    async handler({ scope, services, params, body }) {
+      await services.applications.update(scope, params.uuid, body);
+      return { body: { message: "Application updated.", data: detailDto(await services.applications.detail(scope, params.uuid), services) } };
     },
   }),
   route({
@@ -335,9 +335,9 @@ export const applicationRoutes = [
       409: { description: "A deployment of the application is queued or running" },
       422: ERR[422],
     },
-    async handler({ auth, services, params, query, body }) {
+    async handler({ scope, services, params, query, body }) {
       const flags = deleteFlags(query, body);
-      await services.applications.remove(auth, params.uuid, flags);
+      await services.applications.remove(scope, params.uuid, flags);
       return {
         body: {
           message: flags.delete_configurations
@@ -363,8 +363,8 @@ export const applicationRoutes = [
       502: { description: "The agent could not read the logs, with its reason" },
       503: { description: "The server's agent is not connected" },
     },
-    async handler({ auth, services, params, query }) {
-      const r = await services.applications.logs(auth, params.uuid, query.since ?? LOGS_DEFAULTS.since, query.tail ?? LOGS_DEFAULTS.tail);
+    async handler({ scope, services, params, query }) {
+      const r = await services.applications.logs(scope, params.uuid, query.since ?? LOGS_DEFAULTS.since, query.tail ?? LOGS_DEFAULTS.tail);
       return { body: { container: r.container, logs: r.lines.map((l) => l + "\n").join(""), truncated: r.truncated } };
     },
   }),
@@ -377,8 +377,8 @@ export const applicationRoutes = [
     params: ApplicationParams,
     query: PaginationQuery,
     responses: { 200: { description: "Variables", schema: EnvVarList }, ...APP_RESPONSES },
-    async handler({ auth, services, params, query }) {
-      return { body: await paginateArray(query, (await services.envVars.list(auth, params.uuid)).map(envDto)) };
+    async handler({ scope, services, params, query }) {
+      return { body: await paginateArray(query, (await services.envVars.list(scope, params.uuid)).map(envDto)) };
     },
   }),
   route({
@@ -394,8 +394,8 @@ export const applicationRoutes = [
       409: { description: "The key already exists (for that is_preview)" },
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const env = await services.envVars.create(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const env = await services.envVars.create(scope, params.uuid, body);
       return { status: 201, body: { message: "Environment variable created.", data: envDto(env) } };
     },
   }),
@@ -407,8 +407,8 @@ export const applicationRoutes = [
     params: ApplicationParams,
     body: UpdateEnvBody,
     responses: { 200: { description: "Updated (value masked)", schema: EnvMutation }, ...APP_RESPONSES, 422: ERR[422] },
-    async handler({ auth, services, params, body }) {
-      const env = await services.envVars.update(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const env = await services.envVars.update(scope, params.uuid, body);
       return { body: { message: "Environment variable updated.", data: envDto(env) } };
     },
   }),
@@ -421,8 +421,8 @@ export const applicationRoutes = [
     params: ApplicationParams,
     body: BulkEnvBody,
     responses: { 200: { description: "Updated (values masked)", schema: EnvBulkMutation }, ...APP_RESPONSES, 422: ERR[422] },
-    async handler({ auth, services, params, body }) {
-      const envs = await services.envVars.bulk(auth, params.uuid, body.variables);
+    async handler({ scope, services, params, body }) {
+      const envs = await services.envVars.bulk(scope, params.uuid, body.variables);
       return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };
     },
   }),
@@ -433,8 +433,8 @@ export const applicationRoutes = [
     summary: "Delete an environment variable",
     params: ApplicationEnvParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, ...APP_RESPONSES },
-    async handler({ auth, services, params }) {
-      await services.envVars.remove(auth, params.uuid, params.env_uuid);
+    async handler({ scope, services, params }) {
+      await services.envVars.remove(scope, params.uuid, params.env_uuid);
       return { body: { message: "Environment variable deleted." } };
     },
   }),
@@ -446,8 +446,8 @@ export const applicationRoutes = [
     params: ApplicationParams,
     query: PaginationQuery,
     responses: { 200: { description: "Storages", schema: StorageList }, ...APP_RESPONSES },
-    async handler({ auth, services, params, query }) {
-      const { app, rows } = await services.volumes.list(auth, params.uuid);
+    async handler({ scope, services, params, query }) {
+      const { app, rows } = await services.volumes.list(scope, params.uuid);
       return { body: await paginateArray(query, rows.map((v) => storageDto(app.uuid, v))) };
     },
   }),
@@ -465,8 +465,8 @@ export const applicationRoutes = [
       409: { description: "The name or mount path is already used by a storage of the application" },
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const { app, row } = await services.volumes.create(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const { app, row } = await services.volumes.create(scope, params.uuid, body);
       return { status: 201, body: { message: "Storage created.", data: storageDto(app.uuid, row) } };
     },
   }),
@@ -478,8 +478,8 @@ export const applicationRoutes = [
     description: "The mount goes on the next deployment. A volume's data stays on the server until the application is deleted with delete_volumes=true.",
     params: ApplicationStorageParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, ...APP_RESPONSES },
-    async handler({ auth, services, params }) {
-      await services.volumes.remove(auth, params.uuid, params.storage_uuid);
+    async handler({ scope, services, params }) {
+      await services.volumes.remove(scope, params.uuid, params.storage_uuid);
       return { body: { message: "Storage deleted." } };
     },
   }),

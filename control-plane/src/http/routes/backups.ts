@@ -31,12 +31,12 @@ export const backupRoutes = [
     params: DatabaseBackupsParams,
     query: PaginationQuery,
     responses: { 200: { description: "Schedules", schema: BackupScheduleList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params, query }) {
+    async handler({ scope, services, params, query }) {
       return {
         body: await paginate(
           query,
-          () => services.backups.countSchedules(auth, params.uuid),
-          (w) => services.backups.listSchedules(auth, params.uuid, w),
+          () => services.backups.countSchedules(scope, params.uuid),
+          (w) => services.backups.listSchedules(scope, params.uuid, w),
         ),
       };
     },
@@ -51,8 +51,8 @@ export const backupRoutes = [
     params: DatabaseBackupsParams,
     body: CreateBackupScheduleBody,
     responses: { 201: { description: "Created", schema: BackupScheduleMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
-    async handler({ auth, services, params, body }) {
-      const data = await services.backups.createSchedule(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const data = await services.backups.createSchedule(scope, params.uuid, body);
       return { status: 201, body: { message: "Backup schedule created.", data } };
     },
   }),
@@ -63,8 +63,8 @@ export const backupRoutes = [
     summary: "Get a backup schedule",
     params: BackupScheduleParams,
     responses: { 200: { description: "Schedule", schema: BackupSchedule }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      return { body: await services.backups.getSchedule(auth, params.uuid, params.backup_uuid) };
+    async handler({ scope, services, params }) {
+      return { body: await services.backups.getSchedule(scope, params.uuid, params.backup_uuid) };
     },
   }),
   route({
@@ -77,8 +77,8 @@ export const backupRoutes = [
     params: BackupScheduleParams,
     body: UpdateBackupScheduleBody,
     responses: { 200: { description: "Updated", schema: BackupScheduleMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
-    async handler({ auth, services, params, body }) {
-      const data = await services.backups.updateSchedule(auth, params.uuid, params.backup_uuid, body);
+    async handler({ scope, services, params, body }) {
+      const data = await services.backups.updateSchedule(scope, params.uuid, params.backup_uuid, body);
       return { body: { message: "Backup schedule updated.", data } };
     },
   }),
@@ -90,8 +90,8 @@ export const backupRoutes = [
     description: "Running backups and restores of it are cancelled. Backup files on the server and objects in S3 stay.",
     params: BackupScheduleParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      await services.backups.deleteSchedule(auth, params.uuid, params.backup_uuid);
+    async handler({ scope, services, params }) {
+      await services.backups.deleteSchedule(scope, params.uuid, params.backup_uuid);
       return { body: { message: "Backup schedule deleted." } };
     },
   }),
@@ -104,8 +104,8 @@ export const backupRoutes = [
       "Runs the schedule once, outside its cron times (also when disabled); needs deploy permission on the environment. Asynchronous: follow the execution's status. 409 while a backup of the schedule or a restore of the database runs, or when the server's agent is not connected.",
     params: BackupScheduleParams,
     responses: { 200: { description: "Queued", schema: BackupJobQueued }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Cannot run now (reason in message)" } },
-    async handler({ auth, services, params }) {
-      const uuid = await services.backups.execute(auth, params.uuid, params.backup_uuid);
+    async handler({ scope, services, params }) {
+      const uuid = await services.backups.execute(scope, params.uuid, params.backup_uuid);
       return { body: { message: "Backup queued.", execution_uuid: uuid } };
     },
   }),
@@ -117,12 +117,12 @@ export const backupRoutes = [
     params: BackupScheduleParams,
     query: PaginationQuery,
     responses: { 200: { description: "Executions", schema: BackupExecutionList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params, query }) {
+    async handler({ scope, services, params, query }) {
       return {
         body: await paginate(
           query,
-          () => services.backups.countExecutions(auth, params.uuid, params.backup_uuid),
-          (w) => services.backups.listExecutions(auth, params.uuid, params.backup_uuid, w),
+          () => services.backups.countExecutions(scope, params.uuid, params.backup_uuid),
+          (w) => services.backups.listExecutions(scope, params.uuid, params.backup_uuid, w),
         ),
       };
     },
@@ -135,8 +135,8 @@ export const backupRoutes = [
     description: "Removes the execution, and its file on the server and its object in S3 (asynchronously, by the server's agent). 409 while it runs or is being restored.",
     params: BackupExecutionParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: ERR[409] },
-    async handler({ auth, services, params }) {
-      const r = await services.backups.deleteExecution(auth, params.uuid, params.backup_uuid, params.execution_uuid);
+    async handler({ scope, services, params }) {
+      const r = await services.backups.deleteExecution(scope, params.uuid, params.backup_uuid, params.execution_uuid);
       return { body: { message: r.removing ? "Backup deleted; its file and object are being removed." : "Backup deleted." } };
     },
   }),
@@ -157,8 +157,8 @@ export const backupRoutes = [
       409: { description: "Cannot restore now (reason in message)" },
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const uuid = await services.backups.restore(auth, params.uuid, params.backup_uuid, params.execution_uuid, body);
+    async handler({ scope, services, params, body }) {
+      const uuid = await services.backups.restore(scope, params.uuid, params.backup_uuid, params.execution_uuid, body);
       return { body: { message: "Restore queued.", execution_uuid: uuid } };
     },
   }),

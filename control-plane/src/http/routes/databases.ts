@@ -134,9 +134,9 @@ function createRoute(engine: DatabaseEngine) {
       409: { description: "public_port is already published by another database of the server" },
       422: ERR[422],
     },
-    async handler({ auth, services, body }) {
+    async handler({ scope, services, body }) {
       const { common, credentials } = splitCreateBody(engine, body);
-      return { status: 201, body: await services.databases.create(auth, engine, common, credentials) };
+      return { status: 201, body: await services.databases.create(scope, engine, common, credentials) };
     },
   });
 }
@@ -157,8 +157,8 @@ function actionRoute(action: "start" | "stop" | "restart", summary: string, desc
       502: { description: "The agent reported a failure, with its reason" },
       503: { description: "The server's agent is not connected" },
     },
-    async handler({ auth, services, params }) {
-      const r = await services.databases.action(auth, params.uuid, action);
+    async handler({ scope, services, params }) {
+      const r = await services.databases.action(scope, params.uuid, action);
       return { status: r.status, body: { message: r.message, status: r.dbStatus } };
     },
   });
@@ -173,9 +173,9 @@ export const databaseRoutes = [
     description: "The standalone databases of the token's team in environments the caller may see, oldest first.",
     query: DatabaseListQuery,
     responses: { 200: { description: "Databases", schema: DatabaseList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       return {
-        body: await paginate(query, () => services.databases.count(auth), async (w) => (await services.databases.list(auth, w)).map(databaseListDto)),
+        body: await paginate(query, () => services.databases.count(scope), async (w) => (await services.databases.list(scope, w)).map(databaseListDto)),
       };
     },
   }),
@@ -190,8 +190,8 @@ export const databaseRoutes = [
       "Passwords are shown to members who may manage the database (full access) and to team owners, admins and automation tokens; masked for everyone else.",
     params: DatabaseParams,
     responses: { 200: { description: "Database", schema: DatabaseDetail }, ...DB_RESPONSES },
-    async handler({ auth, services, params }) {
-      return { body: await detailDto(await services.databases.detail(auth, params.uuid), services) };
+    async handler({ scope, services, params }) {
+      return { body: await detailDto(await services.databases.detail(scope, params.uuid), services) };
     },
   }),
   route({
@@ -210,12 +210,12 @@ export const databaseRoutes = [
       409: { description: "public_port is already published by another database of the server" },
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const { redeploying } = await services.databases.update(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const { redeploying } = await services.databases.update(scope, params.uuid, body);
       return {
         body: {
           message: redeploying ? "Database updated; its container is being recreated with the new settings." : "Database updated.",
-          data: await detailDto(await services.databases.detail(auth, params.uuid), services),
+          data: await detailDto(await services.databases.detail(scope, params.uuid), services),
         },
       };
     },
@@ -233,9 +233,9 @@ export const databaseRoutes = [
     query: DeleteDatabaseQuery,
     body: DeleteDatabaseBody,
     responses: { 200: { description: "Deleted", schema: MessageBody }, ...DB_RESPONSES, 422: ERR[422] },
-    async handler({ auth, services, params, query, body }) {
+    async handler({ scope, services, params, query, body }) {
       const flags = deleteFlags(query, body);
-      await services.databases.remove(auth, params.uuid, flags);
+      await services.databases.remove(scope, params.uuid, flags);
       return {
         body: {
           message: flags.delete_configurations
@@ -269,8 +269,8 @@ export const databaseRoutes = [
       502: { description: "The agent could not read the logs, with its reason" },
       503: { description: "The server's agent is not connected" },
     },
-    async handler({ auth, services, params, query }) {
-      const r = await services.databases.logs(auth, params.uuid, query.since ?? LOGS_DEFAULTS.since, query.tail ?? LOGS_DEFAULTS.tail);
+    async handler({ scope, services, params, query }) {
+      const r = await services.databases.logs(scope, params.uuid, query.since ?? LOGS_DEFAULTS.since, query.tail ?? LOGS_DEFAULTS.tail);
       return { body: { container: r.container, logs: r.lines.map((l) => l + "\n").join(""), truncated: r.truncated } };
     },
   }),
@@ -283,8 +283,8 @@ export const databaseRoutes = [
     params: DatabaseParams,
     query: PaginationQuery,
     responses: { 200: { description: "Variables", schema: DatabaseEnvVarList }, ...DB_RESPONSES },
-    async handler({ auth, services, params, query }) {
-      return { body: await paginateArray(query, (await services.databaseEnvs.list(auth, params.uuid)).map(envDto)) };
+    async handler({ scope, services, params, query }) {
+      return { body: await paginateArray(query, (await services.databaseEnvs.list(scope, params.uuid)).map(envDto)) };
     },
   }),
   route({
@@ -301,8 +301,8 @@ export const databaseRoutes = [
       409: { description: "The key already exists" },
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const env = await services.databaseEnvs.create(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const env = await services.databaseEnvs.create(scope, params.uuid, body);
       return { status: 201, body: { message: "Environment variable created.", data: envDto(env) } };
     },
   }),
@@ -315,8 +315,8 @@ export const databaseRoutes = [
     params: DatabaseParams,
     body: BulkDatabaseEnvBody,
     responses: { 200: { description: "Updated (values masked)", schema: DatabaseEnvBulkMutation }, ...DB_RESPONSES, 422: ERR[422] },
-    async handler({ auth, services, params, body }) {
-      const envs = await services.databaseEnvs.bulk(auth, params.uuid, body.variables);
+    async handler({ scope, services, params, body }) {
+      const envs = await services.databaseEnvs.bulk(scope, params.uuid, body.variables);
       return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };
     },
   }),
@@ -327,8 +327,8 @@ export const databaseRoutes = [
     summary: "Delete an environment variable",
     params: DatabaseEnvParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, ...DB_RESPONSES },
-    async handler({ auth, services, params }) {
-      await services.databaseEnvs.remove(auth, params.uuid, params.env_uuid);
+    async handler({ scope, services, params }) {
+      await services.databaseEnvs.remove(scope, params.uuid, params.env_uuid);
       return { body: { message: "Environment variable deleted." } };
     },
   }),

@@ -74,12 +74,12 @@ export const deploymentRoutes = [
       422: { description: "Invalid parameters, or the server has no room for the environment's network (PLATFORM_MAX_NETWORKS)" },
       429: { description: "The server's deploy queue is full (or the rate limit was exceeded); see Retry-After" },
     },
-    async handler({ auth, services, params, query, body }) {
+    async handler({ scope, services, params, query, body }) {
       const errors: FieldErrors = {};
       const force = merge("force", query.force, body.force, errors) ?? false;
       const commitSha = merge("commit_sha", query.commit_sha, body.commit_sha, errors) ?? null;
       if (Object.keys(errors).length) throw new Invalid(errors);
-      const d = await services.deployments.deploy(auth, params.uuid, { force, commitSha });
+      const d = await services.deployments.deploy(scope, params.uuid, { force, commitSha });
       return { body: { message: "Deployment queued.", deployment_uuid: d.uuid } };
     },
   }),
@@ -91,9 +91,9 @@ export const deploymentRoutes = [
     description: "Members see the deployments of applications in environments they can see.",
     query: PaginationQuery,
     responses: { 200: { description: "Deployments", schema: DeploymentList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       return {
-        body: await paginate(query, () => services.deployments.count(auth), async (w) => (await services.deployments.list(auth, w)).map(listDto)),
+        body: await paginate(query, () => services.deployments.count(scope), async (w) => (await services.deployments.list(scope, w)).map(listDto)),
       };
     },
   }),
@@ -105,12 +105,12 @@ export const deploymentRoutes = [
     params: ApplicationDeploymentsParams,
     query: PaginationQuery,
     responses: { 200: { description: "Deployments", schema: DeploymentList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params, query }) {
+    async handler({ scope, services, params, query }) {
       return {
         body: await paginate(
           query,
-          () => services.deployments.countForApplication(auth, params.application_uuid),
-          async (w) => (await services.deployments.listForApplication(auth, params.application_uuid, w)).map(listDto),
+          () => services.deployments.countForApplication(scope, params.application_uuid),
+          async (w) => (await services.deployments.listForApplication(scope, params.application_uuid, w)).map(listDto),
         ),
       };
     },
@@ -122,8 +122,8 @@ export const deploymentRoutes = [
     summary: "A deployment with its logs",
     params: DeploymentParams,
     responses: { 200: { description: "Deployment", schema: DeploymentDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      return { body: detailDto(await services.deployments.get(auth, params.uuid)) };
+    async handler({ scope, services, params }) {
+      return { body: detailDto(await services.deployments.get(scope, params.uuid)) };
     },
   }),
   route({
@@ -143,8 +143,8 @@ export const deploymentRoutes = [
       403: ERR[403],
       404: ERR[404],
     },
-    async handler({ auth, services, params }) {
-      await services.deployments.cancel(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      await services.deployments.cancel(scope, params.uuid);
       return { body: { message: "Deployment cancelled." } };
     },
   }),
@@ -165,8 +165,8 @@ export const deploymentRoutes = [
       403: ERR[403],
       404: ERR[404],
     },
-    async handler({ auth, services, params, res }) {
-      const d = await services.deployments.forStream(auth, params.uuid);
+    async handler({ scope, services, params, res }) {
+      const d = await services.deployments.forStream(scope, params.uuid);
       res.status(200);
       res.setHeader("Content-Type", "text/event-stream; charset=utf-8");
       res.setHeader("Cache-Control", "no-cache, no-transform");

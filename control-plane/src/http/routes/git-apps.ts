@@ -38,8 +38,8 @@ export const gitAppRoutes = [
     summary: "List git apps",
     query: PaginationQuery,
     responses: { 200: { description: "Git apps", schema: GitAppList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
-      return { body: await paginate(query, () => services.gitApps.count(auth), async (w) => (await services.gitApps.list(auth, w)).map(gitAppDto)) };
+    async handler({ scope, services, query }) {
+      return { body: await paginate(query, () => services.gitApps.count(scope), async (w) => (await services.gitApps.list(scope, w)).map(gitAppDto)) };
     },
   }),
   route({
@@ -50,8 +50,8 @@ export const gitAppRoutes = [
     description: "Team owners and admins only. The private key must be the app's RSA key in PEM; it and the webhook secret are stored encrypted and never returned.",
     body: CreateGitAppBody,
     responses: { 201: { description: "Created", schema: GitApp }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
-    async handler({ auth, services, body }) {
-      return { status: 201, body: gitAppDto(await services.gitApps.create(auth, body)) };
+    async handler({ scope, services, body }) {
+      return { status: 201, body: gitAppDto(await services.gitApps.create(scope, body)) };
     },
   }),
   route({
@@ -61,8 +61,8 @@ export const gitAppRoutes = [
     summary: "Get a git app",
     params: GitAppParams,
     responses: { 200: { description: "Git app", schema: GitApp }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      return { body: gitAppDto(await services.gitApps.get(auth, params.uuid)) };
+    async handler({ scope, services, params }) {
+      return { body: gitAppDto(await services.gitApps.get(scope, params.uuid)) };
     },
   }),
   route({
@@ -74,8 +74,8 @@ export const gitAppRoutes = [
     params: GitAppParams,
     body: UpdateGitAppBody,
     responses: { 200: { description: "Updated", schema: GitAppMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
-    async handler({ auth, services, params, body }) {
-      return { body: { message: "Git app updated.", data: gitAppDto(await services.gitApps.update(auth, params.uuid, body)) } };
+    async handler({ scope, services, params, body }) {
+      return { body: { message: "Git app updated.", data: gitAppDto(await services.gitApps.update(scope, params.uuid, body)) } };
     },
   }),
   route({
@@ -86,8 +86,8 @@ export const gitAppRoutes = [
     description: "Team owners and admins only; refused (409) while applications use it.",
     params: GitAppParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Applications use the git app" } },
-    async handler({ auth, services, params }) {
-      await services.gitApps.remove(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      await services.gitApps.remove(scope, params.uuid);
       return { body: { message: "Git app deleted." } };
     },
   }),

@@ -42,12 +42,12 @@ export const keyRoutes = [
     summary: "List SSH private keys (public parts only)",
     query: PaginationQuery,
     responses: { 200: { description: "Keys", schema: PrivateKeyList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       return {
         body: await paginate(
           query,
-          () => services.keys.count(auth),
-          async (w) => (await services.keys.list(auth, w)).map(keyDto),
+          () => services.keys.count(scope),
+          async (w) => (await services.keys.list(scope, w)).map(keyDto),
         ),
       };
     },
@@ -59,8 +59,8 @@ export const keyRoutes = [
     summary: "Store an SSH private key",
     body: CreatePrivateKeyBody,
     responses: { 201: { description: "Created", schema: CreatedPrivateKey }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
-    async handler({ auth, services, body }) {
-      const k = await services.keys.create(auth, body);
+    async handler({ scope, services, body }) {
+      const k = await services.keys.create(scope, body);
       return { status: 201, body: { uuid: k.uuid, name: k.name, public_key: k.publicKey, fingerprint: k.fingerprint } };
     },
   }),
@@ -71,8 +71,8 @@ export const keyRoutes = [
     summary: "Get a key's public part and fingerprint",
     params: PrivateKeyParams,
     responses: { 200: { description: "Key", schema: PrivateKey }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      return { body: keyDto(await services.keys.get(auth, params.uuid)) };
+    async handler({ scope, services, params }) {
+      return { body: keyDto(await services.keys.get(scope, params.uuid)) };
     },
   }),
   route({
@@ -89,8 +89,8 @@ export const keyRoutes = [
       404: ERR[404],
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const k = await services.keys.update(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const k = await services.keys.update(scope, params.uuid, body);
       return { body: { message: "Private key updated.", data: keyDto(k) } };
     },
   }),
@@ -101,8 +101,8 @@ export const keyRoutes = [
     summary: "Delete a key",
     params: PrivateKeyParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Servers or applications use the key" } },
-    async handler({ auth, services, params }) {
-      await services.keys.remove(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      await services.keys.remove(scope, params.uuid);
       return { body: { message: "Private key deleted." } };
     },
   }),

@@ -67,8 +67,8 @@ export const networkRoutes = [
     params: NetworkResourceParams,
     query: PaginationQuery,
     responses: { 200: { description: "Networks of the resource", schema: ResourceNetworkList }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
-    async handler({ auth, services, params, query }) {
-      const all = await services.networks.resourceNetworks(auth, params.type, params.uuid);
+    async handler({ scope, services, params, query }) {
+      const all = await services.networks.resourceNetworks(scope, params.type, params.uuid);
       return { body: await paginateArray(query, all.map(resourceNetworkDto)) };
     },
   }),
@@ -87,8 +87,8 @@ export const networkRoutes = [
       409: { description: "Already attached, or network management disabled" },
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const { resource, network } = await services.networks.attach(auth, params.type, params.uuid, body.network_uuid);
+    async handler({ scope, services, params, body }) {
+      const { resource, network } = await services.networks.attach(scope, params.type, params.uuid, body.network_uuid);
       return {
         body: { message: `Network ${network.name} attached to ${resource.type} ${resource.name}; it takes effect on the ${resource.type}'s next deployment.` },
       };
@@ -101,8 +101,8 @@ export const networkRoutes = [
     summary: "Detach a network from a resource (effective on the next deployment)",
     params: NetworkResourceItemParams,
     responses: { 200: { description: "Detached", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
-    async handler({ auth, services, params }) {
-      const { resource, network } = await services.networks.detach(auth, params.type, params.uuid, params.networkUuid);
+    async handler({ scope, services, params }) {
+      const { resource, network } = await services.networks.detach(scope, params.type, params.uuid, params.networkUuid);
       return {
         body: { message: `Network ${network.name} detached from ${resource.type} ${resource.name}; it takes effect on the ${resource.type}'s next deployment.` },
       };
@@ -119,12 +119,12 @@ export const networkRoutes = [
       "Beside `data`, `proxy_isolation` says whether proxy isolation is in effect on the server: `enabled` (the instance's setting) and " +
       "the server's `phase` (none, migrated after proxy/migrate, cleaned after proxy/cleanup or when the server ran no application before).",
     responses: { 200: { description: "Networks", schema: NetworkList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params, query }) {
-      const proxyIsolation = await services.networks.proxyIsolation(auth, params.serverUuid);
+    async handler({ scope, services, params, query }) {
+      const proxyIsolation = await services.networks.proxyIsolation(scope, params.serverUuid);
       const page = await paginate(
         query,
-        () => services.networks.count(auth, params.serverUuid),
-        async (w) => (await services.networks.list(auth, params.serverUuid, w)).map(networkDto),
+        () => services.networks.count(scope, params.serverUuid),
+        async (w) => (await services.networks.list(scope, params.serverUuid, w)).map(networkDto),
       );
       return { body: { ...page, proxy_isolation: proxyIsolation } };
     },
@@ -144,8 +144,8 @@ export const networkRoutes = [
       409: { description: "The server already has a network of that name, or network management is disabled" },
       422: { description: "Invalid name or driver, or the server is at PLATFORM_MAX_NETWORKS" },
     },
-    async handler({ auth, services, params, body }) {
-      const n = await services.networks.createShared(auth, params.serverUuid, body);
+    async handler({ scope, services, params, body }) {
+      const n = await services.networks.createShared(scope, params.serverUuid, body);
       return {
         status: 201,
         body: {
@@ -162,8 +162,8 @@ export const networkRoutes = [
     summary: "Discover networks on the server and verify the recorded ones against it",
     params: NetworkServerParams,
     responses: { 200: { description: "Synced", schema: NetworkSyncResult }, 401: ERR[401], 403: ADMIN_403, 404: ERR[404], 503: AGENT_503 },
-    async handler({ auth, services, params }) {
-      const c = await services.networks.sync(auth, params.serverUuid);
+    async handler({ scope, services, params }) {
+      const c = await services.networks.sync(scope, params.serverUuid);
       return {
         body: {
           message: `Networks synced: ${c.discovered} discovered, ${c.verified} verified, ${c.deleted} marked deleted, ${c.failed} marked failed.`,
@@ -179,8 +179,8 @@ export const networkRoutes = [
     summary: "Create the dedicated proxy network and connect the proxy and every resource with a domain to it",
     params: NetworkServerParams,
     responses: { 200: { description: "Migrated", schema: ProxyMigrateResult }, 401: ERR[401], 403: ADMIN_403, 404: ERR[404], 409: DISABLED_409, 503: AGENT_503 },
-    async handler({ auth, services, params }) {
-      const r = await services.networks.migrateProxy(auth, params.serverUuid);
+    async handler({ scope, services, params }) {
+      const r = await services.networks.migrateProxy(scope, params.serverUuid);
       return {
         body: {
           message: `Proxy network ${r.network.name} is ready (${r.connected.length} container(s) connected now). Redeploy every resource, then run proxy cleanup.`,
@@ -203,8 +203,8 @@ export const networkRoutes = [
       409: { description: "Not migrated yet, routed containers not redeployed yet, or proxy isolation disabled" },
       503: AGENT_503,
     },
-    async handler({ auth, services, params }) {
-      const r = await services.networks.cleanupProxy(auth, params.serverUuid);
+    async handler({ scope, services, params }) {
+      const r = await services.networks.cleanupProxy(scope, params.serverUuid);
       return {
         body: {
           message: `The proxy now joins only the proxy network${r.disconnectedFrom.length ? ` (left ${r.disconnectedFrom.join(", ")})` : ""}.`,
@@ -220,8 +220,8 @@ export const networkRoutes = [
     summary: "A network with what the engine reports now: subnet, gateway, connected containers",
     params: NetworkParams,
     responses: { 200: { description: "Network", schema: NetworkDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 503: AGENT_503 },
-    async handler({ auth, services, params }) {
-      const { network, inspection } = await services.networks.detail(auth, params.serverUuid, params.networkUuid);
+    async handler({ scope, services, params }) {
+      const { network, inspection } = await services.networks.detail(scope, params.serverUuid, params.networkUuid);
       return { body: { ...networkDto(network), inspection } };
     },
   }),
@@ -238,8 +238,8 @@ export const networkRoutes = [
       404: ERR[404],
       409: { description: "Not a shared network, or already deleted" },
     },
-    async handler({ auth, services, params }) {
-      const n = await services.networks.remove(auth, params.serverUuid, params.networkUuid);
+    async handler({ scope, services, params }) {
+      const n = await services.networks.remove(scope, params.serverUuid, params.networkUuid);
       return {
         body: {
           message: `Network ${n.name} deleted: ${n._count.attachments} resource(s) detached; the server's agent disconnects its containers and removes it.`,

@@ -69,13 +69,13 @@ export const permissionRoutes = [
     summary: "List project permissions (members see only their own)",
     query: ProjectListQuery,
     responses: { 200: { description: "Permissions", schema: ProjectPermissionList }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       const filter = { project_uuid: query.project_uuid, user_id: query.user_id };
       return {
         body: await paginate(
           query,
-          () => services.permissions.countProject(auth, filter),
-          async (w) => (await services.permissions.listProject(auth, filter, w)).map(projectPermissionDto),
+          () => services.permissions.countProject(scope, filter),
+          async (w) => (await services.permissions.listProject(scope, filter, w)).map(projectPermissionDto),
         ),
       };
     },
@@ -87,8 +87,8 @@ export const permissionRoutes = [
     summary: "Grant a level on a project to every member and viewer of the team",
     body: BulkGrantBody,
     responses: { 200: { description: "Granted", schema: CountBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
-    async handler({ auth, services, body }) {
-      const count = await services.permissions.bulkGrant(auth, body.project_uuid, body.permission_level);
+    async handler({ scope, services, body }) {
+      const count = await services.permissions.bulkGrant(scope, body.project_uuid, body.permission_level);
       return { body: { message: `Access granted to ${count} members.`, count } };
     },
   }),
@@ -99,8 +99,8 @@ export const permissionRoutes = [
     summary: "Remove all user access (project grants and environment overrides) from a project",
     params: BulkProjectParams,
     responses: { 200: { description: "Revoked", schema: CountBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      const count = await services.permissions.bulkRevoke(auth, params.project_uuid);
+    async handler({ scope, services, params }) {
+      const count = await services.permissions.bulkRevoke(scope, params.project_uuid);
       return { body: { message: `Removed ${count} permissions.`, count } };
     },
   }),
@@ -111,8 +111,8 @@ export const permissionRoutes = [
     summary: "Get a project permission",
     params: ProjectPermissionParams,
     responses: { 200: { description: "Permission", schema: ProjectPermission }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      return { body: projectPermissionDto(await services.permissions.getProject(auth, params.id)) };
+    async handler({ scope, services, params }) {
+      return { body: projectPermissionDto(await services.permissions.getProject(scope, params.id)) };
     },
   }),
   route({
@@ -129,8 +129,8 @@ export const permissionRoutes = [
       409: ERR[409],
       422: ERR[422],
     },
-    async handler({ auth, services, body }) {
-      const p = await services.permissions.grantProject(auth, body);
+    async handler({ scope, services, body }) {
+      const p = await services.permissions.grantProject(scope, body);
       return { status: 201, body: { message: "Permission granted.", data: projectPermissionSummary(p) } };
     },
   }),
@@ -148,8 +148,8 @@ export const permissionRoutes = [
       404: ERR[404],
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const p = await services.permissions.updateProject(auth, params.id, body.permission_level);
+    async handler({ scope, services, params, body }) {
+      const p = await services.permissions.updateProject(scope, params.id, body.permission_level);
       return { body: { message: "Permission updated.", data: projectPermissionSummary(p) } };
     },
   }),
@@ -160,8 +160,8 @@ export const permissionRoutes = [
     summary: "Revoke a project permission",
     params: ProjectPermissionParams,
     responses: { 200: { description: "Revoked", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      await services.permissions.revokeProject(auth, params.id);
+    async handler({ scope, services, params }) {
+      await services.permissions.revokeProject(scope, params.id);
       return { body: { message: "Permission revoked." } };
     },
   }),
@@ -172,13 +172,13 @@ export const permissionRoutes = [
     summary: "List environment overrides (members see only their own)",
     query: EnvironmentListQuery,
     responses: { 200: { description: "Overrides", schema: EnvironmentPermissionList }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       const filter = { environment_id: query.environment_id, user_id: query.user_id };
       return {
         body: await paginate(
           query,
-          () => services.permissions.countEnvironment(auth, filter),
-          async (w) => (await services.permissions.listEnvironment(auth, filter, w)).map(environmentPermissionDto),
+          () => services.permissions.countEnvironment(scope, filter),
+          async (w) => (await services.permissions.listEnvironment(scope, filter, w)).map(environmentPermissionDto),
         ),
       };
     },
@@ -197,8 +197,8 @@ export const permissionRoutes = [
       409: ERR[409],
       422: ERR[422],
     },
-    async handler({ auth, services, body }) {
-      const p = await services.permissions.grantEnvironment(auth, body);
+    async handler({ scope, services, body }) {
+      const p = await services.permissions.grantEnvironment(scope, body);
       return {
         status: 201,
         body: {
@@ -215,8 +215,8 @@ export const permissionRoutes = [
     summary: "Remove an environment override (the project-level permission applies again)",
     params: EnvironmentPermissionParams,
     responses: { 200: { description: "Removed", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      await services.permissions.revokeEnvironment(auth, params.id);
+    async handler({ scope, services, params }) {
+      await services.permissions.revokeEnvironment(scope, params.id);
       return { body: { message: "Environment permission removed; the project-level permission applies." } };
     },
   }),

@@ -47,12 +47,12 @@ export const projectRoutes = [
     summary: "List projects",
     query: PaginationQuery,
     responses: { 200: { description: "Projects", schema: ProjectList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       return {
         body: await paginate(
           query,
-          () => services.projects.count(auth),
-          async (w) => (await services.projects.list(auth, w)).map(projectDto),
+          () => services.projects.count(scope),
+          async (w) => (await services.projects.list(scope, w)).map(projectDto),
         ),
       };
     },
@@ -64,8 +64,8 @@ export const projectRoutes = [
     summary: "Create a project (with its production environment)",
     body: CreateProjectBody,
     responses: { 201: { description: "Created", schema: CreatedProject }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
-    async handler({ auth, services, body }) {
-      const p = await services.projects.create(auth, body);
+    async handler({ scope, services, body }) {
+      const p = await services.projects.create(scope, body);
       return {
         status: 201,
         body: {
@@ -85,8 +85,8 @@ export const projectRoutes = [
     summary: "Get a project with its environments",
     params: ProjectParams,
     responses: { 200: { description: "Project", schema: Project }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      return { body: projectDto(await services.projects.view(auth, params.uuid)) };
+    async handler({ scope, services, params }) {
+      return { body: projectDto(await services.projects.view(scope, params.uuid)) };
     },
   }),
   route({
@@ -97,8 +97,8 @@ export const projectRoutes = [
     params: ProjectParams,
     body: UpdateProjectBody,
     responses: { 200: { description: "Updated", schema: UpdatedProject }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
-    async handler({ auth, services, params, body }) {
-      const p = await services.projects.update(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const p = await services.projects.update(scope, params.uuid, body);
       return { body: { message: "Project updated.", data: projectDto(p) } };
     },
   }),
@@ -109,8 +109,8 @@ export const projectRoutes = [
     summary: "Delete a project with all its environments and resources",
     params: ProjectParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "A deployment of one of its applications is queued or running" } },
-    async handler({ auth, services, params }) {
-      await services.projects.remove(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      await services.projects.remove(scope, params.uuid);
       return { body: { message: "Project deleted." } };
     },
   }),
@@ -122,8 +122,8 @@ export const projectRoutes = [
     params: ProjectParams,
     query: PaginationQuery,
     responses: { 200: { description: "Environments", schema: EnvironmentList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params, query }) {
-      const p = await services.projects.view(auth, params.uuid);
+    async handler({ scope, services, params, query }) {
+      const p = await services.projects.view(scope, params.uuid);
       return { body: await paginateArray(query, p.environments.map(environmentDto)) };
     },
   }),
@@ -142,8 +142,8 @@ export const projectRoutes = [
       409: ERR[409],
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const e = await services.projects.createEnvironment(auth, params.uuid, body.name);
+    async handler({ scope, services, params, body }) {
+      const e = await services.projects.createEnvironment(scope, params.uuid, body.name);
       return { status: 201, body: { message: "Environment created.", data: { id: e.id, name: e.name } } };
     },
   }),
@@ -157,10 +157,10 @@ export const projectRoutes = [
       "so it is read fresh each time, one statement per kind of resource.",
     params: EnvironmentParams,
     responses: { 200: { description: "Environment", schema: EnvironmentDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      const { project, environment } = await services.projects.findEnvironment(auth, params.uuid, params.environment_name_or_uuid);
-      const applications = await services.applications.list(auth, {}, { environmentId: environment.id });
-      const databases = await services.databases.list(auth, {}, { environmentId: environment.id });
+    async handler({ scope, services, params }) {
+      const { project, environment } = await services.projects.findEnvironment(scope, params.uuid, params.environment_name_or_uuid);
+      const applications = await services.applications.list(scope, {}, { environmentId: environment.id });
+      const databases = await services.databases.list(scope, {}, { environmentId: environment.id });
       return {
         body: {
           ...environmentDto(environment),
@@ -179,8 +179,8 @@ export const projectRoutes = [
     summary: "Delete an environment with all its resources",
     params: EnvironmentParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "A deployment of one of its applications is queued or running" } },
-    async handler({ auth, services, params }) {
-      await services.projects.removeEnvironment(auth, params.uuid, params.environment_name_or_uuid);
+    async handler({ scope, services, params }) {
+      await services.projects.removeEnvironment(scope, params.uuid, params.environment_name_or_uuid);
       return { body: { message: "Environment deleted." } };
     },
   }),

@@ -131,9 +131,9 @@ export const serverRoutes = [
     summary: "List servers",
     query: PaginationQuery,
     responses: { 200: { description: "Servers", schema: ServerList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       return {
-        body: await paginate(query, () => services.servers.count(auth), async (w) => (await services.servers.list(auth, w)).map(serverDto)),
+        body: await paginate(query, () => services.servers.count(scope), async (w) => (await services.servers.list(scope, w)).map(serverDto)),
       };
     },
   }),
@@ -144,8 +144,8 @@ export const serverRoutes = [
     summary: "Register a server; returns the agent token and join command once",
     body: CreateServerBody,
     responses: { 201: { description: "Created", schema: CreatedServer }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
-    async handler({ auth, services, body }) {
-      const { server, agentToken, joinCommand } = await services.servers.create(auth, body);
+    async handler({ scope, services, body }) {
+      const { server, agentToken, joinCommand } = await services.servers.create(scope, body);
       return { status: 201, body: { uuid: server.uuid, name: server.name, ip: server.ip, agent_token: agentToken, join_command: joinCommand } };
     },
   }),
@@ -156,8 +156,8 @@ export const serverRoutes = [
     summary: "Server details: engine, host facts, agent, destinations",
     params: ServerParams,
     responses: { 200: { description: "Server", schema: ServerDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      const s = await services.servers.get(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      const s = await services.servers.get(scope, params.uuid);
       return { body: detailDto(s) };
     },
   }),
@@ -175,8 +175,8 @@ export const serverRoutes = [
       404: ERR[404],
       422: ERR[422],
     },
-    async handler({ auth, services, params, body }) {
-      const s = await services.servers.update(auth, params.uuid, body);
+    async handler({ scope, services, params, body }) {
+      const s = await services.servers.update(scope, params.uuid, body);
       return { body: { message: "Server updated.", data: detailDto(s) } };
     },
   }),
@@ -193,8 +193,8 @@ export const serverRoutes = [
       404: ERR[404],
       409: { description: "Applications still use the server" },
     },
-    async handler({ auth, services, params }) {
-      await services.servers.remove(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      await services.servers.remove(scope, params.uuid);
       return { body: { message: "Server removed from management." } };
     },
   }),
@@ -210,8 +210,8 @@ export const serverRoutes = [
       403: ERR[403],
       404: ERR[404],
     },
-    async handler({ auth, services, params }) {
-      const r = await services.servers.rotateAgentToken(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      const r = await services.servers.rotateAgentToken(scope, params.uuid);
       return { body: { message: "Agent token rotated.", data: { agent_token: r.agentToken, join_command: r.joinCommand } } };
     },
   }),
@@ -222,8 +222,8 @@ export const serverRoutes = [
     summary: "Check the agent, the container engine and compose now",
     params: ServerParams,
     responses: { 200: { description: "Usable", schema: ValidateResponse }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: { description: "Not usable, with the reason" } },
-    async handler({ auth, services, params }) {
-      const r = await services.servers.validate(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      const r = await services.servers.validate(scope, params.uuid);
       return { body: { message: "Server is reachable and usable.", docker_version: r.dockerVersion } };
     },
   }),
@@ -241,8 +241,8 @@ export const serverRoutes = [
       404: ERR[404],
       503: { description: "Agent not connected" },
     },
-    async handler({ auth, services, params, query }) {
-      const all = resourcesOf(await services.servers.managedContainers(auth, params.uuid));
+    async handler({ scope, services, params, query }) {
+      const all = resourcesOf(await services.servers.managedContainers(scope, params.uuid));
       return { body: await paginateArray(query, all) };
     },
   }),
@@ -260,8 +260,8 @@ export const serverRoutes = [
       404: ERR[404],
       503: { description: "Agent not connected" },
     },
-    async handler({ auth, services, params, query }) {
-      const all = domainsOf(await services.servers.managedContainers(auth, params.uuid));
+    async handler({ scope, services, params, query }) {
+      const all = domainsOf(await services.servers.managedContainers(scope, params.uuid));
       return { body: await paginateArray(query, all) };
     },
   }),
@@ -279,8 +279,8 @@ export const serverRoutes = [
       404: ERR[404],
       502: { description: "SSH connection or host key check failed" },
     },
-    async handler({ auth, services, params }) {
-      const r = await services.servers.installAgent(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      const r = await services.servers.installAgent(scope, params.uuid);
       return {
         status: r.exitCode === 0 ? 200 : 502,
         body: r.exitCode === 0

@@ -3,7 +3,7 @@ import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
 import type { Services } from "../../services/index.js";
-import type { Caller } from "../../domain/caller.js";
+import type { TeamScope } from "../../domain/scope.js";
 
 const teamDto = (t: { id: number; name: string; description: string; createdAt: Date }) => ({
   id: t.id,
@@ -12,18 +12,18 @@ const teamDto = (t: { id: number; name: string; description: string; createdAt: 
   created_at: iso(t.createdAt),
 });
 
-async function teamDetail(services: Services, auth: Caller, id: number) {
-  const t = await services.teams.get(auth, id);
+async function teamDetail(services: Services, scope: TeamScope, id: number) {
+  const t = await services.teams.get(scope, id);
   return { ...teamDto(t), members_count: t._count.memberships };
 }
 
-async function members(services: Services, auth: Caller, teamId: number, query: PaginationQuery) {
-  await services.teams.get(auth, teamId);
+async function members(services: Services, scope: TeamScope, teamId: number, query: PaginationQuery) {
+  await services.teams.get(scope, teamId);
   return paginate(
     query,
-    () => services.teams.countMembers(teamId),
+    () => services.teams.countMembers(scope, teamId),
     async (w) =>
-      (await services.teams.members(auth, teamId, w)).map((m) => ({
+      (await services.teams.members(scope, teamId, w)).map((m) => ({
         id: m.user.id,
         name: m.user.name,
         email: m.user.email,
@@ -40,12 +40,12 @@ export const teamRoutes = [
     summary: "List teams (the token's own team)",
     query: PaginationQuery,
     responses: { 200: { description: "Teams", schema: TeamList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
+    async handler({ scope, services, query }) {
       return {
         body: await paginate(
           query,
           async () => 1,
-          async (w) => ((w.skip ?? 0) > 0 ? [] : [teamDto(await services.teams.get(auth, auth.teamId))]),
+          async (w) => ((w.skip ?? 0) > 0 ? [] : [teamDto(await services.teams.get(scope, scope.teamId))]),
         ),
       };
     },
@@ -56,8 +56,8 @@ export const teamRoutes = [
     tag: "Teams",
     summary: "The team of the token",
     responses: { 200: { description: "Team", schema: TeamDetail }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services }) {
-      return { body: await teamDetail(services, auth, auth.teamId) };
+    async handler({ scope, services }) {
+      return { body: await teamDetail(services, scope, scope.teamId) };
     },
   }),
   route({
@@ -67,8 +67,8 @@ export const teamRoutes = [
     summary: "Members of the token's team",
     query: PaginationQuery,
     responses: { 200: { description: "Members", schema: MemberList }, 401: ERR[401], 403: ERR[403] },
-    async handler({ auth, services, query }) {
-      return { body: await members(services, auth, auth.teamId, query) };
+    async handler({ scope, services, query }) {
+      return { body: await members(services, scope, scope.teamId, query) };
     },
   }),
   route({
@@ -78,8 +78,8 @@ export const teamRoutes = [
     summary: "Get a team by id",
     params: TeamIdParams,
     responses: { 200: { description: "Team", schema: TeamDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      return { body: await teamDetail(services, auth, params.id) };
+    async handler({ scope, services, params }) {
+      return { body: await teamDetail(services, scope, params.id) };
     },
   }),
   route({
@@ -90,8 +90,8 @@ export const teamRoutes = [
     params: TeamIdParams,
     query: PaginationQuery,
     responses: { 200: { description: "Members", schema: MemberList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params, query }) {
-      return { body: await members(services, auth, params.id, query) };
+    async handler({ scope, services, params, query }) {
+      return { body: await members(services, scope, params.id, query) };
     },
   }),
 ];

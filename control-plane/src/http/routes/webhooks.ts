@@ -61,8 +61,8 @@ export const webhookRoutes = [
     description: "The previous secret stops working at once. Needs full access to the application's environment.",
     params: WebhookSecretParams,
     responses: { 200: { description: "The new secret and the webhook URLs", schema: WebhookSecretResponse }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
-    async handler({ auth, services, params }) {
-      const r = await services.webhooks.rotateSecret(auth, params.uuid);
+    async handler({ scope, services, params }) {
+      const r = await services.webhooks.rotateSecret(scope, params.uuid);
       return { body: { message: "Webhook secret rotated; it is shown only now.", secret: r.secret, urls: r.urls } };
     },
   }),
