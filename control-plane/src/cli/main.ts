@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
-import { TEAM_ROLES, TOKEN_SCOPES, type TeamRole, type TokenScope } from "@capstan/shared";
+import { z } from "zod";
+import { TEAM_ROLES, TOKEN_SCOPES, TeamRole, TokenScope } from "@capstan/shared";
 import { ConfigError, loadConfig } from "../config.js";
 import { openInstanceData } from "../instance.js";
 import { AdminError } from "../services/admin.js";
@@ -42,9 +43,9 @@ function intOf(values: Record<string, unknown>, name: string): number {
 
 function scopesOf(raw: string): TokenScope[] {
   const list = raw.split(",").map((s) => s.trim()).filter(Boolean);
-  const bad = list.filter((s) => !(TOKEN_SCOPES as readonly string[]).includes(s));
-  if (bad.length || !list.length) throw new UsageError(`--scopes takes a comma list of ${TOKEN_SCOPES.join(", ")}`);
-  return list as TokenScope[];
+  const parsed = z.array(TokenScope).min(1).safeParse(list);
+  if (!parsed.success) throw new UsageError(`--scopes takes a comma list of ${TOKEN_SCOPES.join(", ")}`);
+  return parsed.data;
 }
 
 const out = (line: string) => process.stdout.write(line + "\n");
@@ -103,9 +104,9 @@ async function run(argv: string[]): Promise<number> {
         for (const u of await admin.listUsers()) out(`${u.id}\t${u.name}\t${u.email}`);
         return 0;
       case "member add": {
-        const role = need(values, "role");
-        if (!(TEAM_ROLES as readonly string[]).includes(role)) throw new UsageError(`--role must be one of ${TEAM_ROLES.join(", ")}`);
-        await admin.setMember(intOf(values, "team"), intOf(values, "user"), role as TeamRole);
+        const role = TeamRole.safeParse(need(values, "role"));
+        if (!role.success) throw new UsageError(`--role must be one of ${TEAM_ROLES.join(", ")}`);
+        await admin.setMember(intOf(values, "team"), intOf(values, "user"), role.data);
         return 0;
       }
       case "member remove":

@@ -1,5 +1,5 @@
 import type { RequestHandler } from "express";
-import type { TeamRole, TokenScope } from "@capstan/shared";
+import { TeamRole, TokenScope } from "@capstan/shared";
 import type { Caller } from "../domain/caller.js";
 import type { Db } from "../db/client.js";
 import { toDate, toInt, type SqlReader } from "../db/reader.js";
@@ -49,7 +49,11 @@ const scopeSets = new Map<string, ReadonlySet<TokenScope>>();
 function scopeSet(list: string): ReadonlySet<TokenScope> {
   let set = scopeSets.get(list);
   if (!set) {
-    set = new Set(list.split(",").filter(Boolean) as TokenScope[]);
+    // Parsed with the shared enum: a name this version does not know grants nothing.
+    set = new Set(list.split(",").flatMap((s) => {
+      const scope = TokenScope.safeParse(s);
+      return scope.success ? [scope.data] : [];
+    }));
     if (scopeSets.size < 64) scopeSets.set(list, set);
   }
   return set;
@@ -77,7 +81,7 @@ export function resolveToken(db: Db, reader: SqlReader): RequestHandler {
       let role: TeamRole = "admin";
       if (userId !== null) {
         if (row.role === null) return next(); // the user left the team: the token no longer works
-        role = row.role as TeamRole;
+        role = TeamRole.parse(row.role);
       }
       req.auth = {
         tokenId: id,

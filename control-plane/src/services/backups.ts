@@ -7,7 +7,7 @@ import {
   DbRestoreResult,
   type BackupExecution as BackupExecutionDto,
   type BackupLocation,
-  type BackupExecutionStatus,
+  BackupExecutionStatus,
   type BackupSchedule as BackupScheduleDto,
   type CreateBackupScheduleBody,
   type DbBackupPayload,
@@ -35,6 +35,8 @@ const DELETE_TIMEOUT_MS = 24 * 3600_000;
 const CLAIM_STALE_MS = 5 * 60_000;
 
 const OPEN: BackupExecutionStatus[] = ["queued", "running"];
+/** Whether a stored backup or restore status is one a run can still leave. */
+const isOpen = (status: string | null): boolean => status !== null && (OPEN as readonly string[]).includes(status);
 
 /** File extension of a dump, by engine (`.gpg` is appended when encrypted). */
 export const BACKUP_EXTENSIONS: Record<DatabaseEngine, string> = {
@@ -237,8 +239,8 @@ export class BackupService {
     await this.db.backupSchedule.delete({ where: { id: schedule.id } });
     this.watcher?.changed(schedule.id);
     for (const e of open) {
-      if (e.jobId && OPEN.includes(e.status as BackupExecutionStatus)) await this.deps.jobs.cancel(e.jobId, "the backup schedule was deleted");
-      if (e.restoreJobId && OPEN.includes(e.restoreStatus as BackupExecutionStatus)) {
+      if (e.jobId && isOpen(e.status)) await this.deps.jobs.cancel(e.jobId, "the backup schedule was deleted");
+      if (e.restoreJobId && isOpen(e.restoreStatus)) {
         await this.deps.jobs.cancel(e.restoreJobId, "the backup schedule was deleted");
       }
     }
@@ -254,8 +256,8 @@ export class BackupService {
       select: { jobId: true, restoreJobId: true, status: true, restoreStatus: true },
     });
     for (const e of open) {
-      if (e.jobId && OPEN.includes(e.status as BackupExecutionStatus)) await this.deps.jobs.cancel(e.jobId, "the database was deleted");
-      if (e.restoreJobId && OPEN.includes(e.restoreStatus as BackupExecutionStatus)) await this.deps.jobs.cancel(e.restoreJobId, "the database was deleted");
+      if (e.jobId && isOpen(e.status)) await this.deps.jobs.cancel(e.jobId, "the database was deleted");
+      if (e.restoreJobId && isOpen(e.restoreStatus)) await this.deps.jobs.cancel(e.restoreJobId, "the database was deleted");
     }
     // Cron tasks of its schedules find nothing to claim from then on; the next reconcile drops them.
   }
@@ -319,8 +321,8 @@ export class BackupService {
    */
   async deleteExecution(scope: TeamScope, dbUuid: string, backupUuid: string, executionUuid: string): Promise<{ removing: boolean }> {
     const { database, execution } = await this.execution(scope, dbUuid, backupUuid, executionUuid, "manage");
-    if (OPEN.includes(execution.status as BackupExecutionStatus)) throw new Conflict("This backup is still running; delete it once it has ended.");
-    if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw new Conflict("This backup is being restored; delete it once the restore has ended.");
+    if (isOpen(execution.status)) throw new Conflict("This backup is still running; delete it once it has ended.");
+    if (isOpen(execution.restoreStatus)) throw new Conflict("This backup is being restored; delete it once the restore has ended.");
     const location = await this.location(execution);
     const removing = location.local_path !== null || location.s3 !== null;
     // Nothing in these transactions throws on a lost race: on SQLite a rollback would also undo
@@ -505,7 +507,7 @@ export class BackupService {
   async restore(scope: TeamScope, dbUuid: string, backupUuid: string, executionUuid: string, body: RestoreBackupBody): Promise<string> {
     const { database, execution } = await this.execution(scope, dbUuid, backupUuid, executionUuid, "manage");
     if (execution.status !== "success") throw new Conflict("Only a successful backup can be restored.");
-    if (OPEN.includes(execution.restoreStatus as BackupExecutionStatus)) throw new Conflict("This backup is already being restored.");
+    if (isOpen(execution.restoreStatus)) throw new Conflict("This backup is already being restored.");
     const location = await this.location(execution);
     if (location.local_path === null && location.s3 === null) {
       throw new Conflict("The backup's file is gone: it is neither on the server nor in the S3 storage (retention removed it).");
@@ -581,7 +583,7 @@ export class BackupService {
   async applyBackupEnd(job: Pick<JobRow, "id" | "status" | "result" | "error"> & { finishedAt?: Date | null }): Promise<void> {
     if (job.status !== "succeeded" && job.status !== "failed" && job.status !== "cancelled") return;
     const execution = await this.db.backupExecution.findUnique({ where: { jobId: job.id }, include: { schedule: { select: { id: true, databaseId: true } } } });
-    if (!execution || !OPEN.includes(execution.status as BackupExecutionStatus)) return;
+    if (!execution || !isOpen(execution.status)) return;
     const finishedAt = job.finishedAt ?? new Date();
     const open = { id: execution.id, status: { in: OPEN } };
     if (job.status !== "succeeded") {
@@ -674,7 +676,7 @@ export class BackupService {
         : [];
       const byId = new Map(jobs.map((j) => [j.id, j]));
       for (const e of part) {
-        if (OPEN.includes(e.status as BackupExecutionStatus)) {
+        if (isOpen(e.status)) {
           const job = e.jobId ? byId.get(e.jobId) : undefined;
           if (!e.jobId) {
             if (Date.now() - e.createdAt.getTime() > CLAIM_STALE_MS) {
@@ -688,7 +690,7 @@ export class BackupService {
             await this.applyBackupEnd(job);
           }
         }
-        if (OPEN.includes(e.restoreStatus as BackupExecutionStatus) && e.restoreJobId) {
+        if (isOpen(e.restoreStatus) && e.restoreJobId) {
           const job = byId.get(e.restoreJobId);
           if (!job) {
             await this.db.backupExecution.updateMany({ where: { id: e.id, restoreJobId: e.restoreJobId, restoreStatus: { in: OPEN } }, data: { restoreStatus: "failed", restoreReason: "the restore's job was removed with its server" } });
@@ -716,7 +718,7 @@ function safeJson(text: string | null): unknown {
 /** A queued row whose job an agent is running shows as running (the sweep stores it too). */
 function shownStatus(status: string, jobId: string | null, running: Set<string>): BackupExecutionStatus {
   if (status === "queued" && jobId && running.has(jobId)) return "running";
-  return status as BackupExecutionStatus;
+  return BackupExecutionStatus.parse(status);
 }
 
 export function executionDto(r: ExecutionRow, running: Set<string> = new Set()): BackupExecutionDto {

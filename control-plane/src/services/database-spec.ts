@@ -1,4 +1,4 @@
-import { DbCredentials, DbDeployPayload, type DatabaseEngine } from "@capstan/shared";
+import { DatabaseEngine, DbCredentials, DbDeployPayload } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { NotFound, Invalid, Internal } from "../domain/errors.js";
@@ -85,7 +85,7 @@ export async function buildDbDeployPayload(db: Reader, box: SecretBox, databaseI
   });
   const candidate = {
     db: { uuid: row.uuid, name: row.name },
-    engine: row.engine as DatabaseEngine,
+    engine: DatabaseEngine.parse(row.engine),
     image: row.image,
     credentials: openCredentials(box, row.credentials),
     env,

@@ -10,7 +10,7 @@ import {
   databaseUrl,
   defaultDatabaseImage,
   type CreateDatabaseCommon,
-  type DatabaseEngine,
+  DatabaseEngine,
   type DbCredentials,
   type RequestedCredentials,
   type UpdateDatabaseBody,
@@ -215,7 +215,7 @@ export class DatabaseService {
     return rows.map(([uuid, name, engine, status, image, isPublic, publicPort, createdAt, projectUuid, environmentName, serverUuid, lastError, lastErrorAt]) => ({
       uuid,
       name,
-      engine: engine as DatabaseEngine,
+      engine: DatabaseEngine.parse(engine),
       status,
       image,
       isPublic: toBool(isPublic),

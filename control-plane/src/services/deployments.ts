@@ -1,4 +1,4 @@
-import { BuildResult, DeployResult, OPEN_DEPLOYMENT_STATUSES, type DeployPayload, type DeploymentTrigger } from "@capstan/shared";
+import { BuildResult, DeployResult, DeploymentStatus, DeploymentTrigger, OPEN_DEPLOYMENT_STATUSES, type DeployPayload } from "@capstan/shared";
 import type { Logger } from "pino";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
@@ -55,7 +55,7 @@ export interface DeploymentListRow {
   uuid: string;
   applicationUuid: string;
   applicationName: string;
-  status: string;
+  status: DeploymentStatus;
   commit: string | null;
   commitMessage: string | null;
   branch: string | null;
@@ -64,7 +64,7 @@ export interface DeploymentListRow {
 }
 
 export interface DeploymentDetailRow extends DeploymentListRow {
-  trigger: string;
+  trigger: DeploymentTrigger;
   force: boolean;
   serverUuid: string;
   startedAt: string | null;
@@ -193,7 +193,7 @@ export class DeploymentService {
       uuid: r.uuid as string,
       applicationUuid: r.applicationUuid as string,
       applicationName: r.applicationName as string,
-      status: r.status as string,
+      status: DeploymentStatus.parse(r.status),
       commit: (r.commit as string | null) ?? null,
       commitMessage: (r.commitMessage as string | null) ?? null,
       branch: (r.branch as string | null) ?? null,
@@ -768,7 +768,7 @@ function listOf(d: DeploymentRow): DeploymentListRow {
     uuid: d.uuid,
     applicationUuid: d.application.uuid,
     applicationName: d.application.name,
-    status: d.status,
+    status: DeploymentStatus.parse(d.status),
     commit: d.commit,
     commitMessage: d.commitMessage,
     branch: d.branch,
@@ -780,7 +780,7 @@ function listOf(d: DeploymentRow): DeploymentListRow {
 function detailOf(d: DeploymentRow): Omit<DeploymentDetailRow, "logs"> {
   return {
     ...listOf(d),
-    trigger: d.trigger,
+    trigger: DeploymentTrigger.parse(d.trigger),
     force: d.force,
     serverUuid: d.server.uuid,
     startedAt: d.startedAt?.toISOString() ?? null,

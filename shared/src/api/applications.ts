@@ -20,6 +20,7 @@ import {
   VolumeName,
 } from "../validation/inputs.js";
 import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { DeploymentStatus, DeploymentTrigger } from "./deployments.js";
 
 // ---------------------------------------------------------------------------------------------
 // Values
@@ -363,8 +364,8 @@ export const StorageList = listOf(Storage);
 export const ApplicationDeployment = z
   .object({
     uuid: z.string(),
-    status: z.string(),
-    trigger: z.string(),
+    status: DeploymentStatus,
+    trigger: DeploymentTrigger,
     commit: z.string().nullable(),
     commit_message: z.string().nullable(),
     branch: z.string().nullable(),

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { ServerStatus } from "../protocol/status.js";
 
 /** Hostnames or IPv4/IPv6 addresses; nothing that could smuggle options or spaces. */
 export const HostAddress = z
@@ -36,7 +37,6 @@ export const UpdateServerBody = z
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field.", path: ["name"] });
 
 export const ServerSettings = z.object({ is_reachable: z.boolean(), is_usable: z.boolean() });
-export const ServerStatus = z.enum(["pending", "reachable", "unreachable"]);
 
 export const Server = z
   .object({

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { HostFacts } from "./facts.js";
 import { JobTypeSchema } from "./jobs.js";
+import { ServerStatus } from "./status.js";
 
 /** Bumped on any incompatible change of the messages below; checked in the handshake. */
 export const PROTOCOL_VERSION = 1;
@@ -75,7 +76,7 @@ export const EV = {
 export const ServerStatusEvent = z.object({
   uuid: z.string(),
   name: z.string(),
-  status: z.enum(["pending", "reachable", "unreachable"]),
+  status: ServerStatus,
   last_seen_at: z.string().nullable(),
   agent_version: z.string().nullable(),
   at: z.string(),

@@ -1,5 +1,14 @@
 import { z } from "zod";
 
+/**
+ * Whether a server's agent is connected, as the control plane records it: pending until its
+ * agent first connects, then reachable or unreachable. One enum for the REST server (Server)
+ * and the fleet stream (ServerStatusEvent).
+ */
+export const SERVER_STATUSES = ["pending", "reachable", "unreachable"] as const;
+export const ServerStatus = z.enum(SERVER_STATUSES);
+export type ServerStatus = z.infer<typeof ServerStatus>;
+
 /** The kinds of resource whose status an agent reports (the capstan.resource.type label). */
 export const RESOURCE_TYPES = ["application", "database", "service"] as const;
 

@@ -33,8 +33,9 @@ import {
   UpdateEnvBody,
   parseDomains,
   type BuildPack,
-  type DeploymentStatus,
-  type ApplicationSource,
+  ApplicationSource,
+  DeploymentStatus,
+  DeploymentTrigger,
   type CreateApplicationCommon,
 } from "@capstan/shared";
 import { z } from "zod";
@@ -102,7 +103,7 @@ function detailDto(a: ApplicationWithDetail, services: Services) {
       serverUuid: a.server.uuid,
     }),
     description: a.description,
-    source: a.source as ApplicationSource,
+    source: ApplicationSource.parse(a.source),
     project_name: a.environment.project.name,
     environment_uuid: a.environment.uuid,
     destination_uuid: a.destination.uuid,
@@ -127,8 +128,8 @@ function detailDto(a: ApplicationWithDetail, services: Services) {
     storages: a.volumes.map((v) => storageDto(a.uuid, v)),
     deployments: a.deployments.map((d) => ({
       uuid: d.uuid,
-      status: d.status as DeploymentStatus,
-      trigger: d.trigger,
+      status: DeploymentStatus.parse(d.status),
+      trigger: DeploymentTrigger.parse(d.trigger),
       commit: d.commit,
       commit_message: d.commitMessage,
       branch: d.branch,

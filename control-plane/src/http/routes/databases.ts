@@ -29,7 +29,7 @@ import {
   databaseUrl,
   defaultDatabaseImage,
   splitCreateBody,
-  type DatabaseEngine,
+  DatabaseEngine,
   type DbCredentials,
 } from "@capstan/shared";
 import type { z } from "zod";
@@ -75,7 +75,7 @@ function credentialsDto(engine: DatabaseEngine, c: DbCredentials, reveal: boolea
 
 async function detailDto(d: { row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }, services: Services) {
   const { row, reveal } = d;
-  const engine = row.engine as DatabaseEngine;
+  const engine = DatabaseEngine.parse(row.engine);
   const shown = reveal ? d.credentials : { ...d.credentials, password: MASKED_PASSWORD };
   return {
     ...databaseListDto({

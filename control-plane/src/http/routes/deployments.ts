@@ -22,7 +22,7 @@ const listDto = (d: DeploymentListRow) => ({
   uuid: d.uuid,
   application_uuid: d.applicationUuid,
   application_name: d.applicationName,
-  status: d.status as "queued",
+  status: d.status,
   commit: d.commit,
   commit_message: d.commitMessage,
   branch: d.branch,
@@ -32,7 +32,7 @@ const listDto = (d: DeploymentListRow) => ({
 
 const detailDto = (d: DeploymentDetailRow) => ({
   ...listDto(d),
-  trigger: d.trigger as "api",
+  trigger: d.trigger,
   force: d.force,
   server_uuid: d.serverUuid,
   started_at: d.startedAt,

@@ -14,8 +14,9 @@ import {
   ProxyCleanupResult,
   ProxyMigrateResult,
   ResourceNetworkList,
-  type NetworkScope,
-  type NetworkStatus,
+  NetworkDriver,
+  NetworkScope,
+  NetworkStatus,
 } from "@capstan/shared";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
@@ -25,9 +26,9 @@ import type { NetworkView, ResourceNetworkView } from "../../services/networks.j
 const networkDto = (n: NetworkView) => ({
   uuid: n.uuid,
   container_network_name: n.name,
-  scope: n.scope as NetworkScope,
+  scope: NetworkScope.parse(n.scope),
   driver: n.driver,
-  status: n.status as NetworkStatus,
+  status: NetworkStatus.parse(n.status),
   server_id: n.serverId,
   environment_id: n.scope === "environment" ? n.environmentId : null,
   container_engine_id: n.containerEngineId,
@@ -43,8 +44,8 @@ const resourceNetworkDto = (n: ResourceNetworkView) => ({
   uuid: n.uuid,
   container_network_name: n.name,
   role: n.role,
-  scope: n.scope as NetworkScope | null,
-  status: n.status as NetworkStatus | null,
+  scope: n.scope === null ? null : NetworkScope.parse(n.scope),
+  status: n.status === null ? null : NetworkStatus.parse(n.status),
   attached_at: n.attachedAt ? iso(n.attachedAt) : null,
 });
 
@@ -150,7 +151,7 @@ export const networkRoutes = [
         status: 201,
         body: {
           message: `Network ${n.name} requested; the server's agent creates it (status ${n.status}).`,
-          data: { uuid: n.uuid, container_network_name: n.name, scope: "shared" as const, driver: n.driver as "bridge" | "overlay", status: n.status as NetworkStatus },
+          data: { uuid: n.uuid, container_network_name: n.name, scope: NetworkScope.parse(n.scope), driver: NetworkDriver.parse(n.driver), status: NetworkStatus.parse(n.status) },
         },
       };
     },

@@ -11,7 +11,7 @@ import {
   GrantProjectPermissionBody,
   MessageBody,
   PaginationQuery,
-  type PermissionLevel,
+  PermissionLevel,
   ProjectPermission,
   ProjectPermissionList,
   ProjectPermissionParams,
@@ -32,8 +32,8 @@ const projectPermissionDto = (p: ProjectPermissionRow) => ({
   user_id: p.userId,
   user_name: p.user.name,
   user_email: p.user.email,
-  ...abilitiesOf(p.level as PermissionLevel),
-  permission_level: p.level as PermissionLevel,
+  ...abilitiesOf(PermissionLevel.parse(p.level)),
+  permission_level: PermissionLevel.parse(p.level),
   created_at: iso(p.createdAt),
   updated_at: iso(p.updatedAt),
 });
@@ -42,7 +42,7 @@ const projectPermissionSummary = (p: ProjectPermissionRow) => ({
   id: p.id,
   project_uuid: p.project.uuid,
   user_id: p.userId,
-  ...abilitiesOf(p.level as PermissionLevel),
+  ...abilitiesOf(PermissionLevel.parse(p.level)),
 });
 
 const environmentPermissionDto = (p: EnvironmentPermissionRow) => ({
@@ -52,8 +52,8 @@ const environmentPermissionDto = (p: EnvironmentPermissionRow) => ({
   project_uuid: p.environment.project.uuid,
   user_id: p.userId,
   user_name: p.user.name,
-  ...abilitiesOf(p.level as PermissionLevel),
-  permission_level: p.level as PermissionLevel,
+  ...abilitiesOf(PermissionLevel.parse(p.level)),
+  permission_level: PermissionLevel.parse(p.level),
   created_at: iso(p.createdAt),
 });
 
@@ -203,7 +203,7 @@ export const permissionRoutes = [
         status: 201,
         body: {
           message: "Environment permission granted.",
-          data: { id: p.id, environment_id: p.environmentId, user_id: p.userId, ...abilitiesOf(p.level as PermissionLevel) },
+          data: { id: p.id, environment_id: p.environmentId, user_id: p.userId, ...abilitiesOf(PermissionLevel.parse(p.level)) },
         },
       };
     },

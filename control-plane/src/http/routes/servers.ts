@@ -11,6 +11,7 @@ import {
   ServerResourceList,
   UpdateServerBody,
   ValidateResponse,
+  ServerStatus,
   type ManagedContainer,
   DatabaseEngine,
   LABEL_DATABASE_ENGINE,
@@ -48,7 +49,7 @@ const serverDto = (s: ServerRecord) => ({
   port: s.port,
   user: s.user,
   is_build_server: s.isBuildServer,
-  status: s.status as "pending" | "reachable" | "unreachable",
+  status: ServerStatus.parse(s.status),
   settings: { is_reachable: s.status === "reachable", is_usable: s.status === "reachable" && s.isUsable },
   created_at: iso(s.createdAt),
 });

@@ -1,4 +1,4 @@
-import { MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, type TeamRole } from "@capstan/shared";
+import { MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, TeamRole } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
@@ -27,7 +27,7 @@ async function members(services: Services, scope: TeamScope, teamId: number, que
         id: m.user.id,
         name: m.user.name,
         email: m.user.email,
-        role: m.role as TeamRole,
+        role: TeamRole.parse(m.role),
       })),
   );
 }
