@@ -126,6 +126,28 @@ describe("architecture: the import graph of control-plane/src", () => {
     expect(offenders).toEqual([]);
   });
 
+  /**
+   * What the layers of the rules may import (CONTRIBUTING.md): services stand on the domain
+   * (caller, errors, team scope), the database, the job queue, the compose-file rules, crypto,
+   * small libraries and the instance's configuration types; the domain on the database only.
+   */
+  const MAY_IMPORT: Record<string, string[]> = {
+    services: ["services/", "domain/", "db/", "jobs/", "lib/", "crypto/", "compose/", "config.ts"],
+    domain: ["domain/", "db/", "lib/"],
+    compose: ["compose/", "domain/", "lib/"],
+  };
+  for (const [layer, allowed] of Object.entries(MAY_IMPORT)) {
+    it(`${layer}/ imports only ${allowed.join(", ")}`, () => {
+      const offenders: string[] = [];
+      for (const [file, imports] of graph) {
+        const path = rel(file);
+        if (isTest(file) || !path.startsWith(`${layer}/`)) continue;
+        for (const target of imports) if (!allowed.some((a) => rel(target).startsWith(a))) offenders.push(`${path} -> ${rel(target)}`);
+      }
+      expect(offenders).toEqual([]);
+    });
+  }
+
   it("has no import cycle", () => {
     expect(cycles(graph).map((c) => c.map(rel))).toEqual([]);
   });

@@ -2,21 +2,7 @@ import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import ssh2 from "ssh2";
 import { repoPath } from "../lib/paths.js";
-
-export interface SshTarget {
-  host: string;
-  port: number;
-  username: string;
-  privateKey: string;
-  /** "SHA256:..." recorded at the first connection; null accepts and reports the key seen */
-  knownHostKey: string | null;
-}
-
-export interface InstallResult {
-  exitCode: number;
-  output: string;
-  hostKey: string;
-}
+import type { InstallResult, SshTarget } from "../services/servers.js";
 
 const OUTPUT_CAP = 16 * 1024;
 const quote = (v: string) => `'${v.replace(/'/g, `'\\''`)}'`;

@@ -5,7 +5,6 @@ import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../dom
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { JobQueue } from "../jobs/queue.js";
-import type { InstallResult, SshTarget } from "../agents/ssh-install.js";
 
 /** The network every server gets; its destination is the default `destination_uuid`. */
 export const DEFAULT_NETWORK = "capstan";
@@ -24,6 +23,22 @@ export interface AgentLink {
 }
 
 type Window = { skip?: number; take?: number };
+
+/** A host to install the agent on over SSH (agents/ssh-install.ts does it). */
+export interface SshTarget {
+  host: string;
+  port: number;
+  username: string;
+  privateKey: string;
+  /** "SHA256:..." recorded at the first connection; null accepts and reports the key seen */
+  knownHostKey: string | null;
+}
+
+export interface InstallResult {
+  exitCode: number;
+  output: string;
+  hostKey: string;
+}
 
 /** How agents get onto hosts: the join command users run, or an install over SSH. */
 export interface AgentSetup {
