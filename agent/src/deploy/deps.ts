@@ -5,7 +5,10 @@ import { type ProxyOptions, syncProxy } from "../proxy/index.js";
 import { fetchGit } from "../source/git.js";
 import { composeDown, deployCompose } from "./compose.js";
 
-/** What the other agent modules provide to a deployment (contracts in notes/helper-brief.md). */
+/**
+ * What the other agent modules provide to a deployment (the proxy, git, the builders, compose):
+ * injected so the deploy handler is tested with fakes. The real ones are defaultDeps().
+ */
 export interface StepCtx {
   signal: AbortSignal;
   progress(line: string): void;
