@@ -57,8 +57,9 @@ export interface PlacementInput {
  * once per object and request: a scope lives as long as its request.
  */
 export class TeamScope {
-  private readonly environmentLevels = new Map<number, Promise<PermissionLevel | null>>();
-  private readonly projectStandings = new Map<number, Promise<{ visible: boolean; level: PermissionLevel | null }>>();
+  // Made on first use: most requests (every list read, every admin's) never need them.
+  private envLevels?: Map<number, Promise<PermissionLevel | null>>;
+  private projectStandings?: Map<number, Promise<{ visible: boolean; level: PermissionLevel | null }>>;
   private listFilters: ReturnType<typeof visibilitySql> | undefined;
 
   constructor(
@@ -108,13 +109,14 @@ export class TeamScope {
   environmentLevel(env: EnvironmentRef): Promise<PermissionLevel | null> {
     const fixed = fixedLevel(this.caller);
     if (fixed) return Promise.resolve(fixed);
-    let level = this.environmentLevels.get(env.id);
+    this.envLevels ??= new Map();
+    let level = this.envLevels.get(env.id);
     if (!level) {
       const { level: sql } = levelSql(this.caller, "environment", "e");
       level = this.reader
         .all<{ level: PermissionLevel | null }>(`SELECT ${sql.sql} AS "level" FROM "Environment" e ${IN_TEAM_ENVIRONMENT} AND e."id" = ?`, [...sql.params, this.teamId, env.id])
         .then(([row]) => row?.level ?? null);
-      this.environmentLevels.set(env.id, level);
+      this.envLevels.set(env.id, level);
     }
     return level;
   }
@@ -127,12 +129,14 @@ export class TeamScope {
       `SELECT e."id" AS "id", ${sql.sql} AS "level" FROM "Environment" e ${IN_TEAM_ENVIRONMENT} AND e."projectId" = ?`,
       [...sql.params, this.teamId, projectId],
     );
-    for (const r of rows) this.environmentLevels.set(toInt(r.id), Promise.resolve(r.level));
+    this.envLevels ??= new Map();
+    for (const r of rows) this.envLevels.set(toInt(r.id), Promise.resolve(r.level));
   }
 
   private projectStanding(projectId: number): Promise<{ visible: boolean; level: PermissionLevel | null }> {
     const fixed = fixedLevel(this.caller);
     if (fixed) return Promise.resolve({ visible: true, level: fixed });
+    this.projectStandings ??= new Map();
     let standing = this.projectStandings.get(projectId);
     if (!standing) {
       const { level, visible } = levelSql(this.caller, "project", "p");
