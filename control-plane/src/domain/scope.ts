@@ -167,6 +167,12 @@ export class TeamScope {
     return (await this.environmentLevel(env)) !== null;
   }
 
+  /** Whether the caller may act on the environment with `need` (no error: e.g. whether secrets are shown). */
+  async allows(env: EnvironmentRef, need: Need): Promise<boolean> {
+    const level = await this.environmentLevel(env);
+    return level !== null && allows(level, need);
+  }
+
   /** 404 (as `what`) when the caller cannot see the project, 403 when it sees it without `need`. */
   async assertProject(project: { id: number }, need: Need, what = "Project"): Promise<void> {
     const { visible, level } = await this.projectStanding(project.id);

@@ -147,12 +147,7 @@ export class ApplicationService {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Lookup
-
-  /** Whether the caller may see environment variable values of the application. */
-  async canManage(scope: TeamScope, app: Pick<ApplicationRef, "environment">): Promise<boolean> {
-    return (await scope.environmentLevel(app.environment)) === "full_access";
-  }
+  // Reads
 
   /**
    * The caller's applications, one SQL statement: the team, the environment visibility rule

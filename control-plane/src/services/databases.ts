@@ -108,6 +108,9 @@ export function maskSecrets(text: string, secrets: string[]): string {
   return out;
 }
 
+/** Passwords and variable values of a database are shown to callers who may manage it (full access). */
+const mayReveal = (scope: TeamScope, row: { environment: { id: number; projectId: number } }) => scope.allows(row.environment, "manage");
+
 /** SQLite gives booleans as 0/1, PostgreSQL as booleans. */
 const toBool = (v: unknown) => v === true || v === 1 || v === "1" || v === "t";
 
@@ -184,16 +187,11 @@ export class DatabaseService {
   // -------------------------------------------------------------------------------------------
   // Lookup
 
-  /** Whether the caller may see passwords and variable values of the database. */
-  async canManage(scope: TeamScope, row: { environment: { id: number; projectId: number } }): Promise<boolean> {
-    return (await scope.environmentLevel(row.environment)) === "full_access";
-  }
-
   /** The owners of database variables (services/env-vars.ts). */
   envOwners(): EnvOwnerResolver {
     return async (scope, uuid, need) => {
       const row = await scope.database(uuid, need);
-      return { owner: { databaseId: row.id }, noun: "A database", canReveal: () => this.canManage(scope, row) };
+      return { owner: { databaseId: row.id }, noun: "A database", canReveal: () => mayReveal(scope, row) };
     };
   }
 
@@ -251,7 +249,7 @@ export class DatabaseService {
   async detail(scope: TeamScope, uuid: string): Promise<{ row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }> {
     const ref = await scope.database(uuid, "view");
     const row = await this.db.standaloneDatabase.findUniqueOrThrow({ where: { id: ref.id }, include: withDetail });
-    return { row, credentials: openCredentials(this.deps.box, row.credentials), reveal: await this.canManage(scope, ref) };
+    return { row, credentials: openCredentials(this.deps.box, row.credentials), reveal: await mayReveal(scope, ref) };
   }
 
   // -------------------------------------------------------------------------------------------

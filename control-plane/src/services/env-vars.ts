@@ -5,7 +5,6 @@ import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { ApplicationService } from "./applications.js";
 
 /** The resource a variable belongs to: its owner column (EnvVar.applicationId or EnvVar.databaseId). */
 export type EnvOwner = { applicationId: number } | { databaseId: number };
@@ -164,10 +163,10 @@ export class EnvVarService {
   }
 }
 
-/** The owners of application variables (routes/applications.ts). */
-export function applicationEnvOwners(apps: ApplicationService): EnvOwnerResolver {
+/** The owners of application variables (routes/applications.ts); values are shown to callers who may manage the application. */
+export function applicationEnvOwners(): EnvOwnerResolver {
   return async (scope, uuid, need) => {
     const app = await scope.application(uuid, need);
-    return { owner: { applicationId: app.id }, noun: "An application", canReveal: () => apps.canManage(scope, app) };
+    return { owner: { applicationId: app.id }, noun: "An application", canReveal: () => scope.allows(app.environment, "manage") };
   };
 }

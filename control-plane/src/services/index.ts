@@ -81,7 +81,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     keys: new PrivateKeyService(db, box),
     servers: new ServerService(db, jobs, agentSetup),
     applications,
-    envVars: new EnvVarService(db, applicationEnvOwners(applications), box),
+    envVars: new EnvVarService(db, applicationEnvOwners(), box),
     volumes: new VolumeService(db),
     gitApps,
     deployments,
