@@ -1,10 +1,9 @@
-import { type DbDeployPayload, databaseVolumeName } from "@capstan/shared";
+import { type DbDeployPayload, databaseVolumeName, LABEL_JOB } from "@capstan/shared";
 import type { JobContext } from "../dispatch/types.js";
 import type { Engine } from "../docker/engine.js";
 import { isNotFound } from "../docker/engine.js";
 import { containerStatus } from "../docker/status.js";
 import { ensureImage } from "../deploy/image.js";
-import { LABEL_JOB } from "../handlers/labels.js";
 import { dirOwner, putPrivateFile } from "./container-files.js";
 import { dbContainer, removeDbContainers } from "./containers.js";
 import { type EngineRuntime, engineRuntime } from "./engines.js";

@@ -1,10 +1,16 @@
 import { execFile, spawn } from "node:child_process";
 import { chmod, mkdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { ComposeMeta, type DeployPayload, isForbiddenHostPath } from "@capstan/shared";
+import {
+  ComposeMeta,
+  type DeployPayload,
+  isForbiddenHostPath,
+  LABEL_DEPLOYMENT,
+  LABEL_MANAGED,
+  LABEL_RESOURCE_UUID,
+} from "@capstan/shared";
 import { type ContainerDetails, type Engine, isNotFound } from "../docker/engine.js";
-import { LABEL_DEPLOYMENT, LABEL_MANAGED, LABEL_RESOURCE_UUID } from "../handlers/labels.js";
-import { KeyedMutex } from "../handlers/mutex.js";
+import { KeyedMutex } from "../mutex.js";
 import { prepareResourceNetworks } from "../networks/index.js";
 import { sleep } from "../sleep.js";
 import { resourceStatus } from "../status/aggregate.js";

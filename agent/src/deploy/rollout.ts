@@ -1,9 +1,6 @@
-import { type DeployPayload, parseMemory } from "@capstan/shared";
-import type { ContainerDetails, ContainerMount, CreateContainerSpec, Engine } from "../docker/engine.js";
-import { isNotFound } from "../docker/engine.js";
-import { waitContainerReady } from "../docker/readiness.js";
-import { containerStatus } from "../docker/status.js";
 import {
+  type DeployPayload,
+  parseMemory,
   LABEL_COMMIT,
   LABEL_DEPLOYMENT,
   LABEL_DOMAINS,
@@ -17,7 +14,11 @@ import {
   LABEL_RESOURCE_UUID,
   LABEL_ROLLOUT,
   RESOURCE_TYPE_APPLICATION,
-} from "../handlers/labels.js";
+} from "@capstan/shared";
+import type { ContainerDetails, ContainerMount, CreateContainerSpec, Engine } from "../docker/engine.js";
+import { isNotFound } from "../docker/engine.js";
+import { waitContainerReady } from "../docker/readiness.js";
+import { containerStatus } from "../docker/status.js";
 import { joinResourceNetworks, prepareResourceNetworks } from "../networks/index.js";
 import { appContainers, rolloutOf } from "./app-containers.js";
 import type { DeployDeps, StepCtx } from "./deps.js";

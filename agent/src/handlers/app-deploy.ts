@@ -1,4 +1,4 @@
-import type { DeployPayload } from "@capstan/shared";
+import { type DeployPayload, LABEL_COMMIT, LABEL_DEPLOYMENT, LABEL_MANAGED } from "@capstan/shared";
 import type { ContainerDetails, Engine } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
 import { createMasker, deploySecrets, maskError } from "../deploy/mask.js";
@@ -6,8 +6,7 @@ import { containerNameFor } from "../deploy/names.js";
 import { rollout } from "../deploy/rollout.js";
 import { produceImage } from "../deploy/source.js";
 import type { ResolvedAppOptions } from "./app-options.js";
-import { LABEL_COMMIT, LABEL_DEPLOYMENT, LABEL_MANAGED } from "./labels.js";
-import type { KeyedMutex } from "./mutex.js";
+import type { KeyedMutex } from "../mutex.js";
 
 export const appLockKey = (appUuid: string) => `app:${appUuid}`;
 
