@@ -54,9 +54,6 @@ export const SENSITIVE_HOST_PATHS = [
   "/var/tmp",
 ] as const;
 
-/** @deprecated the old name of SENSITIVE_HOST_PATHS */
-export const FORBIDDEN_HOST_PATHS = SENSITIVE_HOST_PATHS;
-
 export const HOST_PATH_MAX = 1024;
 
 // eslint-disable-next-line no-control-regex
