@@ -274,3 +274,13 @@ describe("app.deploy on the real engine", () => {
     expect(await sh("docker", ["images", "-q", PREBUILT])).not.toBe("");
   });
 });
+
+describe("app.deploy refuses bind mounts the control plane would have refused (the agent is the last line)", () => {
+  it.each(["//etc", "/var//run/docker.sock", "/var", "/home"])("a payload binding %j fails with the reason; nothing reaches the engine", async (hostPath) => {
+    const uuid = `${APP}-binds`;
+    const p = payload();
+    const bad: DeployPayload = { ...p, app: { uuid, name: "binds" }, run: { ...p.run, mounts: [{ host_path: hostPath, mount_path: "/host" }] } };
+    await expect(handlers["app.deploy"](bad, job())).rejects.toThrow(/refused by the agent: .*system directory/);
+    expect(await engine.listContainers({ "capstan.resource.uuid": uuid })).toEqual([]);
+  });
+});
