@@ -3,7 +3,7 @@ import type { JobContext } from "../dispatch/types.js";
 import type { Engine } from "../docker/engine.js";
 import { isNotFound } from "../docker/engine.js";
 import { containerStatus } from "../docker/status.js";
-import { assertBindMounts } from "../deploy/binds.js";
+import { assertBindMounts, serverSensitivePaths } from "../deploy/binds.js";
 import { ensureImage } from "../deploy/image.js";
 import { dirOwner, putPrivateFile } from "./container-files.js";
 import { dbContainer, removeDbContainers } from "./containers.js";
@@ -65,7 +65,7 @@ export async function deployDatabase(engine: Engine, payload: DbDeployPayload, o
 
   const spec = dbContainerSpec(payload, runtime, { extraLabels: opts.extraLabels, jobId: ctx.job.id, publicHostIp: opts.publicHostIp });
   // A database mounts its own volume only; should a bind ever join, the same rule as for applications holds.
-  assertBindMounts(spec.mounts, [engine.socketPath]);
+  assertBindMounts(spec.mounts, await serverSensitivePaths(engine, null, signal));
   const { id } = await engine.createContainer(spec, signal);
   progress(`container ${name} created (${id.slice(0, 12)}) from ${payload.image}`);
   try {

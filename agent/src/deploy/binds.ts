@@ -1,5 +1,5 @@
 import { checkHostPath } from "@capstan/shared";
-import type { ContainerMount } from "../docker/engine.js";
+import type { ContainerMount, EngineSystem } from "../docker/engine.js";
 
 /**
  * The agent is the last line before a bind mount reaches the engine: it checks every bind source
@@ -12,8 +12,33 @@ export class BindMountRefused extends Error {
 }
 
 /** This server's paths no bind mount may be, be inside of, or contain (besides the shared list). */
-export function ownSensitivePaths(stateDir: string, socketPath: string): string[] {
-  return [stateDir, socketPath];
+export function ownSensitivePaths(stateDir: string | null, socketPath: string, engineDataRoot: string | null = null): string[] {
+  return [socketPath, ...(stateDir ? [stateDir] : []), ...(engineDataRoot ? [engineDataRoot] : [])];
+}
+
+const dataRoots = new WeakMap<object, string>();
+
+/**
+ * The engine's data root (`docker info` DockerRootDir: images, containers, volumes), asked once
+ * per engine. The shared list covers the default /var/lib/docker; a server whose engine keeps its
+ * data elsewhere (say /data/docker) is protected only by this. Null when the engine does not say.
+ */
+export async function engineDataRoot(engine: Pick<EngineSystem, "info">, signal?: AbortSignal): Promise<string | null> {
+  const known = dataRoots.get(engine);
+  if (known) return known;
+  try {
+    const dir = (await engine.info(signal)).dockerRootDir;
+    if (dir) dataRoots.set(engine, dir);
+    return dir;
+  } catch {
+    // An engine that cannot answer cannot create containers either; the deploy fails there.
+    return null;
+  }
+}
+
+/** ownSensitivePaths with the engine's socket and data root. */
+export async function serverSensitivePaths(engine: Pick<EngineSystem, "info" | "socketPath">, stateDir: string | null, signal?: AbortSignal): Promise<string[]> {
+  return ownSensitivePaths(stateDir, engine.socketPath, await engineDataRoot(engine, signal));
 }
 
 /**

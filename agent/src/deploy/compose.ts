@@ -10,7 +10,7 @@ import {
 } from "@capstan/shared";
 import { type ContainerDetails, type Engine, isNotFound } from "../docker/engine.js";
 import { KeyedMutex } from "../mutex.js";
-import { assertBindSource, ownSensitivePaths } from "./binds.js";
+import { assertBindSource, serverSensitivePaths } from "./binds.js";
 import { prepareResourceNetworks } from "../networks/index.js";
 import { sleep } from "../sleep.js";
 import { resourceStatus } from "../status/aggregate.js";
@@ -85,7 +85,7 @@ export function deployCompose(engine: Engine, payload: DeployPayload, ctx: Compo
     const mask = createMasker(deploySecrets(payload));
     const progress = (line: string) => ctx.progress(mask(line));
     if (payload.source.kind !== "compose") throw new Error(`deployCompose needs a compose source, got ${payload.source.kind}`);
-    const { meta, services } = checkRendered(payload.source.compose, payload, ownSensitivePaths(ctx.stateDir, engine.socketPath));
+    const { meta, services } = checkRendered(payload.source.compose, payload, await serverSensitivePaths(engine, ctx.stateDir, ctx.signal));
 
     // The file declares the destination and further networks external: they must exist before `up`.
     await prepareResourceNetworks(engine, payload.run, { signal: ctx.signal, progress, extraLabels: ctx.extraLabels });

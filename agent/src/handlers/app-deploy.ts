@@ -1,7 +1,7 @@
 import { type DeployPayload, LABEL_COMMIT, LABEL_DEPLOYMENT, LABEL_MANAGED } from "@capstan/shared";
 import type { ContainerDetails, Engine } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
-import { assertBindSource, ownSensitivePaths } from "../deploy/binds.js";
+import { assertBindSource, serverSensitivePaths } from "../deploy/binds.js";
 import { createMasker, deploySecrets, maskError } from "../deploy/mask.js";
 import { containerNameFor } from "../deploy/names.js";
 import { rollout } from "../deploy/rollout.js";
@@ -31,8 +31,8 @@ export function appDeploy(engine: Engine, opts: ResolvedAppOptions, locks: Keyed
     const mask = createMasker(deploySecrets(payload));
     const ctx = { signal: job.signal, progress: (line: string) => job.progress(mask(line)) };
     const { deps } = opts;
-    const sensitivePaths = ownSensitivePaths(opts.stateDir, engine.socketPath);
     try {
+      const sensitivePaths = await serverSensitivePaths(engine, opts.stateDir, ctx.signal);
       // Refused before anything is pulled or built; the rollout checks again before it creates.
       for (const m of payload.run.mounts) if ("host_path" in m) assertBindSource(m.host_path, sensitivePaths);
       if (payload.source.kind === "compose") {

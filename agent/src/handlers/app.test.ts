@@ -387,6 +387,16 @@ describe("app.deploy: the agent checks bind mounts again (the last line)", () =>
     expect(engine.calls).toEqual([]);
   });
 
+  it("refuses the engine's data root when it is not the default /var/lib/docker (asked from the engine)", async () => {
+    const engine = Object.assign(new FakeEngine(), { info: vi.fn(async () => ({ dockerRootDir: "/data/docker" })) });
+    const handlers = createHandlers(engine as unknown as Engine, { stateDir: "/nonexistent-state-dir", timing: { pollMs: 5, stableMs: 20, stopTimeoutS: 1, cleanupTimeoutMs: 1000 }, deps: { syncProxy: vi.fn(async () => ({ routes: 1 })) } });
+    await expect(handlers["app.deploy"](payload(binds("/data/docker/volumes")), job())).rejects.toThrow(/lies inside the system directory \/data\/docker/);
+    await expect(handlers["app.deploy"](payload(binds("/data")), job())).rejects.toThrow(/\/data contains the system directory \/data\/docker/);
+    expect(engine.calls).toEqual([]);
+    await handlers["app.deploy"](payload(binds("/data/uploads")), job());
+    expect(engine.info).toHaveBeenCalledTimes(1); // asked once per engine
+  });
+
   it("mounts a legit server directory as it came", async () => {
     const { engine, handlers } = setup();
     await handlers["app.deploy"](payload(binds("/srv/app/data")), job());

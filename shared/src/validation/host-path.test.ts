@@ -35,6 +35,9 @@ const BYPASSES = [
   "/var/log/auth.log",
   "/var/backups/shadow.bak",
   "/tmp/tmux-0",
+  "/vmlinuz",
+  "/initrd.img",
+  "/swapfile",
 ];
 
 /** Ancestors of sensitive directories: mounting them exposes what they contain. */

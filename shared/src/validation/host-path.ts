@@ -23,23 +23,31 @@ import { z } from "zod";
  * Directories of the server that a bind mount may never expose, be inside of, or contain: the
  * system (binaries, libraries, configuration, kernel interfaces, boot), users' homes and root's,
  * runtime sockets (the Docker socket lives in /run, /var/run), the engine's and the agent's state
- * (/var/lib), logs, spools (cron jobs), mail, caches, backups of system files, and the shared
- * temporary directories (other users' sockets: ssh agents, tmux sessions).
+ * (/var/lib), logs, spools (cron jobs), mail, caches, backups of system files, the shared
+ * temporary directories (other users' sockets: ssh agents, tmux sessions), and the files at the
+ * root that are the kernel, the initial ramdisk (links into /boot), swap (other processes' memory)
+ * or fsck's recovered fragments.
  */
 export const SENSITIVE_HOST_PATHS = [
   "/bin",
   "/boot",
   "/dev",
+  "/efi",
   "/etc",
   "/home",
+  "/initrd.img",
+  "/initrd.img.old",
   "/lib",
   "/lib32",
   "/lib64",
   "/libx32",
+  "/lost+found",
   "/proc",
   "/root",
   "/run",
   "/sbin",
+  "/swap.img",
+  "/swapfile",
   "/sys",
   "/tmp",
   "/usr",
@@ -52,6 +60,8 @@ export const SENSITIVE_HOST_PATHS = [
   "/var/run",
   "/var/spool",
   "/var/tmp",
+  "/vmlinuz",
+  "/vmlinuz.old",
 ] as const;
 
 export const HOST_PATH_MAX = 1024;
