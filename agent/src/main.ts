@@ -1,6 +1,7 @@
 import { type AgentConfig, ConfigError, loadConfig } from "./config.js";
 import { AgentConnection } from "./connection/connection.js";
-import { DockerodeEngine, type Engine } from "./docker/engine.js";
+import type { Engine } from "./docker/engine.js";
+import { DockerodeEngine } from "./docker/dockerode-engine.js";
 import { ownContainerId } from "./docker/self.js";
 import { gatherFacts } from "./facts/facts.js";
 import { createHandlers } from "./handlers/index.js";

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { DbBackupPayload } from "@capstan/shared";
-import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 
 const chunks: Buffer[] = [];

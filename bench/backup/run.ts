@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { DbBackupPayload, DbCredentials, S3Target } from "@capstan/shared";
-import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { startS3Server } from "../../test/support/s3-server.js";
 

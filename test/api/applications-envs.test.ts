@@ -159,7 +159,8 @@ describe("storages", () => {
     });
     const bind = await w.api.post(`/applications/${app.uuid}/storages`, { name: "uploads", mount_path: "/srv/uploads", host_path: "/srv/capstan/uploads/" });
     expect(bind.status, JSON.stringify(bind.body)).toBe(201);
-    expect(bind.body.data).toMatchObject({ type: "bind", host_path: "/srv/capstan/uploads/", volume_name: null });
+    // Stored and shown in its normal form (issue 15: the form that is checked is the form that is mounted).
+    expect(bind.body.data).toMatchObject({ type: "bind", host_path: "/srv/capstan/uploads", volume_name: null });
     const list = await w.api.get(`/applications/${app.uuid}/storages`);
     expect(list.body.data.map((s: any) => s.name)).toEqual(["data", "uploads"]);
     expect((await w.api.get(`/applications/${app.uuid}`)).body.storages).toEqual(list.body.data);
@@ -196,6 +197,19 @@ describe("storages", () => {
     "/var/lib/capstan-agent",
     "relative/path",
     "/srv/a:/etc",
+    // Disguised and ancestor paths (issue 15, security 1)
+    "//etc",
+    "/var//run/docker.sock",
+    "///root/.ssh",
+    "/var/lib//docker",
+    "/var",
+    "/home",
+    "/var/spool/cron/crontabs",
+    "/srv/..",
+    "/srv/app/../../etc",
+    "/tmp",
+    "/srv/a,b",
+    "/srv/a\u0000b",
   ];
   it.each([
     ...VOLUME_NAMES.map((v) => ["name", v] as const),

@@ -190,12 +190,34 @@ describe("capstan CLI", () => {
         description: "made by the cli test",
         created_at: expect.any(String),
         members_count: 0,
+        settings: { allow_member_bind_mounts: false },
       });
       // A team token can work in its team.
       const created = await server.api(teamToken).post("/projects", { name: "from-cli-token" });
       expect(created.status).toBe(201);
       // The root token from the first start still works.
       expect((await server.api(rootToken).get("/teams/current")).body.name).toBe("Root Team");
+    });
+  });
+
+  describe("team settings", () => {
+    it("prints the settings; --allow-member-bind-mounts changes them, visible over HTTP", async () => {
+      expect(await ok(["team", "settings", "--team", String(teamId)])).toBe("allow_member_bind_mounts\tfalse\n");
+      expect(await ok(["team", "settings", "--team", String(teamId), "--allow-member-bind-mounts", "true"])).toBe("allow_member_bind_mounts\ttrue\n");
+      expect((await server.api(teamToken).get("/teams/current")).body.settings).toEqual({ allow_member_bind_mounts: true });
+      expect(await ok(["team", "settings", "--team", String(teamId), "--allow-member-bind-mounts", "false"])).toBe("allow_member_bind_mounts\tfalse\n");
+      expect((await server.api(teamToken).get("/teams/current")).body.settings).toEqual({ allow_member_bind_mounts: false });
+    });
+
+    it("an unknown team is an error (exit 1); a value other than true or false a usage error (exit 2), changing nothing", async () => {
+      const unknown = await capstan(["team", "settings", "--team", "999999", "--allow-member-bind-mounts", "true"]);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toMatch(/team 999999 does not exist/);
+      const bad = await capstan(["team", "settings", "--team", String(teamId), "--allow-member-bind-mounts", "yes"]);
+      expect(bad.code).toBe(2);
+      expect(bad.stdout).toBe("");
+      expect(bad.stderr).toMatch(/--allow-member-bind-mounts takes true or false/);
+      expect(await ok(["team", "settings", "--team", String(teamId)])).toBe("allow_member_bind_mounts\tfalse\n");
     });
   });
 

@@ -275,6 +275,8 @@ interface BodySpec {
 
 const BODIES: Record<string, BodySpec> = {
   "post /projects": { valid: () => ({ name: "created" }), foreign: "none" },
+  // Changes the caller's own team only: team A's settings (in its snapshot) stay as they were.
+  "patch /teams/current/settings": { valid: () => ({ allow_member_bind_mounts: true }), foreign: "none" },
   "patch /projects/{uuid}": { valid: () => ({ name: "hijacked", description: "hijacked" }) },
   "post /projects/{uuid}/environments": { valid: () => ({ name: "intruder" }) },
   "post /permissions/project": {

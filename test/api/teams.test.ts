@@ -73,14 +73,14 @@ describe("GET /teams/current and /teams/{id}", () => {
   it("returns the token's team with members_count", async () => {
     const res = await alpha.api.get("/teams/current");
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ ...teamOf(alpha), members_count: 4 });
+    expect(res.body).toEqual({ ...teamOf(alpha), members_count: 4, settings: { allow_member_bind_mounts: false } });
     expect(new Date(res.body.created_at).toISOString()).toBe(res.body.created_at);
   });
 
   it("returns the same team by its id", async () => {
     const res = await alpha.api.get(`/teams/${alpha.id}`);
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ ...teamOf(alpha), members_count: 4 });
+    expect(res.body).toEqual({ ...teamOf(alpha), members_count: 4, settings: { allow_member_bind_mounts: false } });
   });
 
   it("is readable by every role with a read token", async () => {

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DeployPayload, ProxyRoute, ProxySettings } from "@capstan/shared";
 import { composeDown, deployCompose } from "../../agent/src/deploy/compose.js";
-import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import { syncProxy, type ProxyOptions } from "../../agent/src/proxy/index.js";
 import { parseCompose, rewriteCompose } from "../../control-plane/src/compose/index.js";
 import { repo, sh, until } from "./support/kit.js";

@@ -2,7 +2,7 @@ import { randomBytes, randomUUID } from "node:crypto";
 import { connect } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DatabaseEngine, DbCredentials, DbDeployPayload, JobPayload } from "@capstan/shared";
-import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { sh, until } from "./support/kit.js";

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DeployPayload, JobResult } from "@capstan/shared";
-import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { GitRepos, startHttpGit, type HttpGitServer } from "../support/git-server.js";
@@ -272,5 +272,15 @@ describe("app.deploy on the real engine", () => {
     expect((await get()).status).not.toBe(200);
     // An image the app did not build is not the app's to delete.
     expect(await sh("docker", ["images", "-q", PREBUILT])).not.toBe("");
+  });
+});
+
+describe("app.deploy refuses bind mounts the control plane would have refused (the agent is the last line)", () => {
+  it.each(["//etc", "/var//run/docker.sock", "/var", "/home"])("a payload binding %j fails with the reason; nothing reaches the engine", async (hostPath) => {
+    const uuid = `${APP}-binds`;
+    const p = payload();
+    const bad: DeployPayload = { ...p, app: { uuid, name: "binds" }, run: { ...p.run, mounts: [{ host_path: hostPath, mount_path: "/host" }] } };
+    await expect(handlers["app.deploy"](bad, job())).rejects.toThrow(/refused by the agent: .*system directory/);
+    expect(await engine.listContainers({ "capstan.resource.uuid": uuid })).toEqual([]);
   });
 });

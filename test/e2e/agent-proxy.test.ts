@@ -4,7 +4,7 @@ import https from "node:https";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ProxySettings } from "@capstan/shared";
-import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import { resyncProxy, syncProxy, type ProxyOptions } from "../../agent/src/proxy/index.js";
 import { repo, sh, until } from "./support/kit.js";
 

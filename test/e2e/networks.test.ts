@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DeployPayload, NetworkSpec, ProxySettings } from "@capstan/shared";
-import { DockerodeEngine } from "../../agent/src/docker/engine.js";
+import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { gatherFacts } from "../../agent/src/facts/facts.js";
 import { parseCompose, rewriteCompose } from "../../control-plane/src/compose/index.js";

@@ -1,9 +1,8 @@
-import { databaseVolumeName, type JobPayload } from "@capstan/shared";
+import { databaseVolumeName, type JobPayload, LABEL_MANAGED, LABEL_RESOURCE_UUID } from "@capstan/shared";
 import type { JobContext } from "../dispatch/types.js";
 import { type Engine, EngineError, isNotFound } from "../docker/engine.js";
 import { ensureRunning, ensureStopped, restartContainer } from "../docker/power.js";
 import { containerStatus } from "../docker/status.js";
-import { LABEL_MANAGED, LABEL_RESOURCE_UUID } from "../handlers/labels.js";
 import { dbContainer, removeDbContainers } from "./containers.js";
 import type { DbOptions } from "./deploy.js";
 

@@ -1,6 +1,6 @@
+import { LABEL_MANAGED, LABEL_RESOURCE_TYPE, LABEL_RESOURCE_UUID } from "@capstan/shared";
 import type { ContainerDetails, ContainerSummary, Engine } from "../docker/engine.js";
 import { EngineError, isNotFound } from "../docker/engine.js";
-import { LABEL_MANAGED, LABEL_RESOURCE_TYPE, LABEL_RESOURCE_UUID } from "../handlers/labels.js";
 import { dbContainerName, RESOURCE_TYPE_DATABASE } from "./spec.js";
 
 /** Is this container one the platform made for this database? */

@@ -1,10 +1,10 @@
-import { type DbDeployPayload, databaseVolumeName } from "@capstan/shared";
+import { type DbDeployPayload, databaseVolumeName, LABEL_JOB } from "@capstan/shared";
 import type { JobContext } from "../dispatch/types.js";
 import type { Engine } from "../docker/engine.js";
 import { isNotFound } from "../docker/engine.js";
 import { containerStatus } from "../docker/status.js";
+import { assertBindMounts, serverSensitivePaths } from "../deploy/binds.js";
 import { ensureImage } from "../deploy/image.js";
-import { LABEL_JOB } from "../handlers/labels.js";
 import { dirOwner, putPrivateFile } from "./container-files.js";
 import { dbContainer, removeDbContainers } from "./containers.js";
 import { type EngineRuntime, engineRuntime } from "./engines.js";
@@ -64,6 +64,8 @@ export async function deployDatabase(engine: Engine, payload: DbDeployPayload, o
   await removeDbContainers(engine, payload.db.uuid, opts.stopTimeoutS, ctx);
 
   const spec = dbContainerSpec(payload, runtime, { extraLabels: opts.extraLabels, jobId: ctx.job.id, publicHostIp: opts.publicHostIp });
+  // A database mounts its own volume only; should a bind ever join, the same rule as for applications holds.
+  assertBindMounts(spec.mounts, await serverSensitivePaths(engine, null, signal));
   const { id } = await engine.createContainer(spec, signal);
   progress(`container ${name} created (${id.slice(0, 12)}) from ${payload.image}`);
   try {

@@ -9,7 +9,7 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DockerodeEngine } from "../docker/engine.js";
+import { DockerodeEngine } from "../docker/dockerode-engine.js";
 import { dirOwner, putPrivateFile } from "./container-files.js";
 import { engineRuntime } from "./engines.js";
 import { parseRedisCliOutput, redisCliInput, redisCommand, redisReply, waitDatasetLoaded } from "./redis-cli.js";

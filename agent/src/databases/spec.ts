@@ -1,6 +1,10 @@
-import { DATABASE_ENGINE_FACTS, type DatabaseEngine, type DbDeployPayload, databaseVolumeName, parseMemory, type RESOURCE_TYPES } from "@capstan/shared";
-import type { CreateContainerSpec } from "../docker/engine.js";
 import {
+  DATABASE_ENGINE_FACTS,
+  type DatabaseEngine,
+  type DbDeployPayload,
+  databaseVolumeName,
+  parseMemory,
+  type RESOURCE_TYPES,
   LABEL_COMMIT,
   LABEL_DATABASE_ENGINE,
   LABEL_DEPLOYMENT,
@@ -14,7 +18,8 @@ import {
   LABEL_RESOURCE_TYPE,
   LABEL_RESOURCE_UUID,
   LABEL_ROLLOUT,
-} from "../handlers/labels.js";
+} from "@capstan/shared";
+import type { CreateContainerSpec } from "../docker/engine.js";
 import type { EngineRuntime } from "./engines.js";
 
 export const RESOURCE_TYPE_DATABASE = "database" satisfies (typeof RESOURCE_TYPES)[number];

@@ -1,6 +1,6 @@
+import { LABEL_MANAGED, LABEL_RESOURCE_UUID, LABEL_ROLLOUT } from "@capstan/shared";
 import type { ContainerSummary, Engine } from "../docker/engine.js";
 import { containerStatus } from "../docker/status.js";
-import { LABEL_MANAGED, LABEL_RESOURCE_UUID, LABEL_ROLLOUT } from "../handlers/labels.js";
 
 /** Every platform-managed container of one application (any state, compose services too). */
 export async function appContainers(engine: Engine, appUuid: string, signal?: AbortSignal): Promise<ContainerSummary[]> {

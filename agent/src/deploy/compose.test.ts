@@ -55,6 +55,27 @@ describe("checkRendered: the agent runs only the control plane's rewrite", () =>
     expect(() => check(d)).toThrow(reason);
   });
 
+  // Files the control plane would have refused (issue 15): the agent refuses them again.
+  it.each(["//etc", "/var//run/docker.sock", "///root/.ssh", "/var/lib//docker", "/var", "/home", "/var/spool/cron/crontabs", "/", "/tmp/x"])(
+    "refuses a bind of %j (the shared host-path rule)",
+    (source) => {
+      const d = rendered();
+      d.services[`${APP}-web`]!.volumes = [`${source}:/x`];
+      expect(() => check(d)).toThrow(/not the platform's rewrite.*refused by the agent.*system directory/);
+    },
+  );
+
+  it("refuses a bind source that is not in normal form, and one inside the agent's own state directory", () => {
+    const d = rendered();
+    d.services[`${APP}-web`]!.volumes = ["/srv/site/:/x"];
+    expect(() => check(d)).toThrow(/not in its normal form \(\/srv\/site\)/);
+    const own = rendered();
+    own.services[`${APP}-web`]!.volumes = ["/srv/agent/compose:/x"];
+    const text = JSON.stringify(own);
+    expect(() => checkRendered(text, payload(text), ["/srv/agent", "/run/docker.sock"])).toThrow(/lies inside the system directory \/srv\/agent/);
+    expect(() => check(own)).not.toThrow();
+  });
+
   it("refuses YAML that is not the rewrite's JSON form", () => {
     const yaml = "services:\n  web:\n    image: nginx\n";
     expect(() => checkRendered(yaml, payload(yaml))).toThrow(/not in the rewritten format/);

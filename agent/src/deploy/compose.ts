@@ -1,10 +1,16 @@
 import { execFile, spawn } from "node:child_process";
 import { chmod, mkdir, rename, rm, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { ComposeMeta, type DeployPayload, isForbiddenHostPath } from "@capstan/shared";
+import {
+  ComposeMeta,
+  type DeployPayload,
+  LABEL_DEPLOYMENT,
+  LABEL_MANAGED,
+  LABEL_RESOURCE_UUID,
+} from "@capstan/shared";
 import { type ContainerDetails, type Engine, isNotFound } from "../docker/engine.js";
-import { LABEL_DEPLOYMENT, LABEL_MANAGED, LABEL_RESOURCE_UUID } from "../handlers/labels.js";
-import { KeyedMutex } from "../handlers/mutex.js";
+import { KeyedMutex } from "../mutex.js";
+import { assertBindSource, serverSensitivePaths } from "./binds.js";
 import { prepareResourceNetworks } from "../networks/index.js";
 import { sleep } from "../sleep.js";
 import { resourceStatus } from "../status/aggregate.js";
@@ -79,7 +85,7 @@ export function deployCompose(engine: Engine, payload: DeployPayload, ctx: Compo
     const mask = createMasker(deploySecrets(payload));
     const progress = (line: string) => ctx.progress(mask(line));
     if (payload.source.kind !== "compose") throw new Error(`deployCompose needs a compose source, got ${payload.source.kind}`);
-    const { meta, services } = checkRendered(payload.source.compose, payload);
+    const { meta, services } = checkRendered(payload.source.compose, payload, await serverSensitivePaths(engine, ctx.stateDir, ctx.signal));
 
     // The file declares the destination and further networks external: they must exist before `up`.
     await prepareResourceNetworks(engine, payload.run, { signal: ctx.signal, progress, extraLabels: ctx.extraLabels });
@@ -169,7 +175,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
  * JSON as the rewrite writes it, with the names, labels and networks it sets, and none of the
  * keys it refuses. A job payload is never trusted as safe just because it arrived.
  */
-export function checkRendered(text: string, payload: DeployPayload): { meta: Meta; services: Record<string, Service> } {
+export function checkRendered(text: string, payload: DeployPayload, sensitive: readonly string[] = []): { meta: Meta; services: Record<string, Service> } {
   const bad = (why: string): never => {
     throw new Error(`the compose file is not the platform's rewrite for this deployment (${why})`);
   };
@@ -208,10 +214,15 @@ export function checkRendered(text: string, payload: DeployPayload): { meta: Met
       bad(`networks of ${name}`);
     }
     for (const v of Array.isArray(svc.volumes) ? svc.volumes : []) {
-      // Binds are written as "SOURCE:TARGET[:ro]"; the source must pass the shared host-path rule.
+      // Binds are written as "SOURCE:TARGET[:ro]"; the source must pass the shared host-path rule
+      // (with this server's own paths), in its normal form.
       if (typeof v === "string") {
         const source = v.split(":")[0]!;
-        if (!source.startsWith("/") || isForbiddenHostPath(source) || source.split("/").some((seg) => seg === ".." || seg === ".")) bad(`bind ${source}`);
+        try {
+          assertBindSource(source, sensitive);
+        } catch (err) {
+          bad(`bind ${source}: ${(err as Error).message}`);
+        }
       } else if (!isObject(v) || (v.type !== "volume" && v.type !== "tmpfs")) bad(`mount of ${name}`);
     }
   }

@@ -1,9 +1,6 @@
-import { type DeployPayload, parseMemory } from "@capstan/shared";
-import type { ContainerDetails, ContainerMount, CreateContainerSpec, Engine } from "../docker/engine.js";
-import { isNotFound } from "../docker/engine.js";
-import { waitContainerReady } from "../docker/readiness.js";
-import { containerStatus } from "../docker/status.js";
 import {
+  type DeployPayload,
+  parseMemory,
   LABEL_COMMIT,
   LABEL_DEPLOYMENT,
   LABEL_DOMAINS,
@@ -17,9 +14,14 @@ import {
   LABEL_RESOURCE_UUID,
   LABEL_ROLLOUT,
   RESOURCE_TYPE_APPLICATION,
-} from "../handlers/labels.js";
+} from "@capstan/shared";
+import type { ContainerDetails, ContainerMount, CreateContainerSpec, Engine } from "../docker/engine.js";
+import { isNotFound } from "../docker/engine.js";
+import { waitContainerReady } from "../docker/readiness.js";
+import { containerStatus } from "../docker/status.js";
 import { joinResourceNetworks, prepareResourceNetworks } from "../networks/index.js";
 import { appContainers, rolloutOf } from "./app-containers.js";
+import { assertBindMounts } from "./binds.js";
 import type { DeployDeps, StepCtx } from "./deps.js";
 import { healthcheckFor, healthUrl } from "./health.js";
 import { containerNameFor, volumeNameFor } from "./names.js";
@@ -42,6 +44,8 @@ export interface RolloutEnv {
   deps: Pick<DeployDeps, "syncProxy">;
   extraLabels: Record<string, string>;
   timing: RolloutTiming;
+  /** This server's own paths bind mounts may not touch (deploy/binds.ts); the shared list applies always. */
+  sensitivePaths?: readonly string[];
 }
 
 /**
@@ -228,6 +232,8 @@ export async function rollout(env: RolloutEnv, input: { payload: DeployPayload; 
       // The rollout stamp is taken when the container is created: newer wins in the proxy.
       rolloutAt = Date.now();
       spec.labels[LABEL_ROLLOUT] = String(rolloutAt);
+      // The last check before the engine mounts anything of the server.
+      assertBindMounts(spec.mounts, env.sensitivePaths ?? []);
       const { id } = await engine.createContainer(spec, signal);
       progress(`container ${name} created (${id.slice(0, 12)})`);
       // Joined before it starts: it never serves a moment without its networks.

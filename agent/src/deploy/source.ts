@@ -1,8 +1,14 @@
 import { lstat, mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import { type DeployPayload, SOURCE_BUILDERS, type SourceBuilder } from "@capstan/shared";
+import {
+  type DeployPayload,
+  SOURCE_BUILDERS,
+  type SourceBuilder,
+  LABEL_COMMIT,
+  LABEL_MANAGED,
+  LABEL_RESOURCE_UUID,
+} from "@capstan/shared";
 import type { Engine } from "../docker/engine.js";
-import { LABEL_COMMIT, LABEL_MANAGED, LABEL_RESOURCE_UUID } from "../handlers/labels.js";
 import { resolveRepoDir, writeContextFile } from "./context.js";
 import type { DeployDeps, StepCtx } from "./deps.js";
 import { buildFromDir, ensureImage, registryOf } from "./image.js";

@@ -10,7 +10,8 @@ import { randomBytes } from "node:crypto";
 import { Readable } from "node:stream";
 import Docker from "dockerode";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { DockerodeEngine, type ExecSession } from "./engine.js";
+import type { ExecSession } from "./engine.js";
+import { DockerodeEngine } from "./dockerode-engine.js";
 import { engineSkipReason } from "../testing/engine-prerequisites.js";
 
 const SOCKET = process.env.DOCKER_SOCKET ?? "/var/run/docker.sock";

@@ -1,6 +1,6 @@
 import { PassThrough } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { readLogFrames } from "./engine.js";
+import { readLogFrames } from "./streams.js";
 
 const frame = (stream: 1 | 2, text: string) => {
   const body = Buffer.from(text);

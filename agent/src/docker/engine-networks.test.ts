@@ -1,6 +1,6 @@
 import type Docker from "dockerode";
 import { describe, expect, it } from "vitest";
-import { networkDetailsOf, swarmRoleOf } from "./engine.js";
+import { networkDetailsOf, swarmRoleOf } from "./dockerode-engine.js";
 
 describe("swarmRoleOf", () => {
   it("reads manager / worker / inactive from the engine's Swarm section", () => {

@@ -11,7 +11,7 @@ import Docker from "dockerode";
 import { afterAll, describe, expect, it } from "vitest";
 import { createHandlers } from "../handlers/index.js";
 import type { JobContext } from "../dispatch/types.js";
-import { DockerodeEngine } from "./engine.js";
+import { DockerodeEngine } from "./dockerode-engine.js";
 import { engineSkipReason } from "../testing/engine-prerequisites.js";
 
 const SOCKET = process.env.DOCKER_SOCKET ?? "/var/run/docker.sock";

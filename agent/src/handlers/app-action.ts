@@ -1,4 +1,4 @@
-import type { JobPayload } from "@capstan/shared";
+import { type JobPayload, LABEL_MANAGED, LABEL_RESOURCE_UUID } from "@capstan/shared";
 
 type AppActionPayload = JobPayload<"app.action">;
 import type { ContainerSummary, Engine } from "../docker/engine.js";
@@ -8,8 +8,7 @@ import type { Handler, JobContext } from "../dispatch/types.js";
 import { aggregateStatus, appContainers, latestRollout } from "../deploy/app-containers.js";
 import { appLockKey } from "./app-deploy.js";
 import type { ResolvedAppOptions } from "./app-options.js";
-import { LABEL_MANAGED, LABEL_RESOURCE_UUID } from "./labels.js";
-import type { KeyedMutex } from "./mutex.js";
+import type { KeyedMutex } from "../mutex.js";
 
 const describe = (err: unknown) => (err instanceof Error ? err.message : String(err));
 

@@ -1,11 +1,10 @@
-import type { BuildPayload } from "@capstan/shared";
+import { type BuildPayload, LABEL_COMMIT, LABEL_DEPLOYMENT } from "@capstan/shared";
 import { EngineError, type Engine, type RegistryCredentials } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
 import { registryOf } from "../deploy/image.js";
 import { buildSecrets, createMasker } from "../deploy/mask.js";
 import { produceImage } from "../deploy/source.js";
 import type { ResolvedAppOptions } from "./app-options.js";
-import { LABEL_COMMIT, LABEL_DEPLOYMENT } from "./labels.js";
 
 /** Every line of the build phase carries this prefix in the deployment's log. */
 export const BUILD_LOG_PREFIX = "[build] ";

@@ -1,13 +1,13 @@
-import type { DeployPayload } from "@capstan/shared";
+import { type DeployPayload, LABEL_COMMIT, LABEL_DEPLOYMENT, LABEL_MANAGED } from "@capstan/shared";
 import type { ContainerDetails, Engine } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
+import { assertBindSource, serverSensitivePaths } from "../deploy/binds.js";
 import { createMasker, deploySecrets, maskError } from "../deploy/mask.js";
 import { containerNameFor } from "../deploy/names.js";
 import { rollout } from "../deploy/rollout.js";
 import { produceImage } from "../deploy/source.js";
 import type { ResolvedAppOptions } from "./app-options.js";
-import { LABEL_COMMIT, LABEL_DEPLOYMENT, LABEL_MANAGED } from "./labels.js";
-import type { KeyedMutex } from "./mutex.js";
+import type { KeyedMutex } from "../mutex.js";
 
 export const appLockKey = (appUuid: string) => `app:${appUuid}`;
 
@@ -32,6 +32,9 @@ export function appDeploy(engine: Engine, opts: ResolvedAppOptions, locks: Keyed
     const ctx = { signal: job.signal, progress: (line: string) => job.progress(mask(line)) };
     const { deps } = opts;
     try {
+      const sensitivePaths = await serverSensitivePaths(engine, opts.stateDir, ctx.signal);
+      // Refused before anything is pulled or built; the rollout checks again before it creates.
+      for (const m of payload.run.mounts) if ("host_path" in m) assertBindSource(m.host_path, sensitivePaths);
       if (payload.source.kind === "compose") {
         return await locks.run(appLockKey(payload.app.uuid), async () => {
           const r = await deps.deployCompose(engine, payload, { ...ctx, stateDir: opts.stateDir, extraLabels: opts.extraLabels });
@@ -57,7 +60,7 @@ export function appDeploy(engine: Engine, opts: ResolvedAppOptions, locks: Keyed
       }
       ctx.signal.throwIfAborted();
       const result = await locks.run(appLockKey(payload.app.uuid), () =>
-        rollout({ engine, deps, extraLabels: opts.extraLabels, timing: opts.timing }, { payload, image, commit }, ctx),
+        rollout({ engine, deps, extraLabels: opts.extraLabels, timing: opts.timing, sensitivePaths }, { payload, image, commit }, ctx),
       );
       return { ...result, commit_message: commitMessage };
     } catch (err) {

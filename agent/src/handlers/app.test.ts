@@ -7,6 +7,9 @@ import type { BuildImageOptions, ContainerDetails, ContainerSummary, CreateConta
 import { EngineError } from "../docker/engine.js";
 import type { JobContext } from "../dispatch/types.js";
 import type { DeployDeps } from "../deploy/deps.js";
+import { BindMountRefused } from "../deploy/binds.js";
+import { rollout } from "../deploy/rollout.js";
+import { parsePayload } from "../dispatch/dispatch.js";
 import { createHandlers } from "./index.js";
 
 interface FakeContainer extends ContainerDetails {
@@ -360,6 +363,57 @@ describe("app.deploy rollout", () => {
     await remote.handlers["app.deploy"](payload({ source: { kind: "image", image: "capstan/app-1:d3", built_for_app: true } }), job());
     expect(remote.listed).toHaveBeenCalledTimes(1);
     expect([...remote.engine.builtImages.keys()].sort()).toEqual(["capstan/app-1:d2", "capstan/app-1:d3"]);
+  });
+});
+
+describe("app.deploy: the agent checks bind mounts again (the last line)", () => {
+  const binds = (...host_paths: string[]) => ({ run: { mounts: host_paths.map((host_path, i) => ({ host_path, mount_path: `/m${i}` })) } });
+
+  it.each(["//etc", "/var//run/docker.sock", "///root/.ssh", "/var/lib//docker", "/var", "/home", "/var/spool/cron/crontabs", "/", "/srv/../etc"])(
+    "refuses a payload binding %j with a reason, before pulling, building or creating anything",
+    async (hostPath) => {
+      const { engine, handlers, syncProxy } = setup();
+      await expect(handlers["app.deploy"](payload(binds("/srv/ok", hostPath)), job())).rejects.toThrow(/refused by the agent: .*(system directory|normal form)/);
+      expect(engine.calls).toEqual([]);
+      expect(engine.containers.size).toBe(0);
+      expect(syncProxy).not.toHaveBeenCalled();
+    },
+  );
+
+  it("refuses the agent's own state directory and engine socket, which the control plane does not know", async () => {
+    const { engine, handlers } = setup({}, "/srv/capstan-agent-state");
+    await expect(handlers["app.deploy"](payload(binds("/srv/capstan-agent-state/compose")), job())).rejects.toThrow(/lies inside the system directory \/srv\/capstan-agent-state/);
+    await expect(handlers["app.deploy"](payload(binds("/fake.sock")), job())).rejects.toThrow(/\/fake.sock is a system directory/);
+    expect(engine.calls).toEqual([]);
+  });
+
+  it("refuses the engine's data root when it is not the default /var/lib/docker (asked from the engine)", async () => {
+    const engine = Object.assign(new FakeEngine(), { info: vi.fn(async () => ({ dockerRootDir: "/data/docker" })) });
+    const handlers = createHandlers(engine as unknown as Engine, { stateDir: "/nonexistent-state-dir", timing: { pollMs: 5, stableMs: 20, stopTimeoutS: 1, cleanupTimeoutMs: 1000 }, deps: { syncProxy: vi.fn(async () => ({ routes: 1 })) } });
+    await expect(handlers["app.deploy"](payload(binds("/data/docker/volumes")), job())).rejects.toThrow(/lies inside the system directory \/data\/docker/);
+    await expect(handlers["app.deploy"](payload(binds("/data")), job())).rejects.toThrow(/\/data contains the system directory \/data\/docker/);
+    expect(engine.calls).toEqual([]);
+    await handlers["app.deploy"](payload(binds("/data/uploads")), job());
+    expect(engine.info).toHaveBeenCalledTimes(1); // asked once per engine
+  });
+
+  it("mounts a legit server directory as it came", async () => {
+    const { engine, handlers } = setup();
+    await handlers["app.deploy"](payload(binds("/srv/app/data")), job());
+    expect(engine.containers.get(NEW)!.spec.mounts).toEqual([{ type: "bind", source: "/srv/app/data", target: "/m0" }]);
+  });
+
+  it("the rollout itself refuses right before creating the container", async () => {
+    const engine = new FakeEngine();
+    const env = { engine: engine as unknown as Engine, deps: { syncProxy: vi.fn(async () => ({ routes: 1 })) }, extraLabels: {}, timing: { pollMs: 5, stableMs: 20, stopTimeoutS: 1, cleanupTimeoutMs: 1000 }, sensitivePaths: ["/srv/state"] };
+    await expect(rollout(env, { payload: payload(binds("/usr")), image: "capstan-test/busybox:latest", commit: null }, job())).rejects.toThrow(BindMountRefused);
+    await expect(rollout(env, { payload: payload(binds("/srv/state")), image: "capstan-test/busybox:latest", commit: null }, job())).rejects.toThrow(/\/srv\/state is a system directory/);
+    expect(engine.calls.filter((c) => c.startsWith("create"))).toEqual([]);
+  });
+
+  it("a payload the control plane would refuse is already refused when the job arrives (parse), with the reason", () => {
+    const r = parsePayload("app.deploy", payload(binds("//etc")));
+    expect(r).toMatchObject({ ok: false, reason: expect.stringMatching(/^invalid app.deploy payload: run\.mounts\.0.*\/etc is a system directory/) });
   });
 });
 

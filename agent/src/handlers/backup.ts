@@ -6,7 +6,7 @@ import type { Handler, JobContext } from "../dispatch/types.js";
 import type { Engine } from "../docker/engine.js";
 import { createMasker, type Masker } from "../deploy/mask.js";
 import { dbLockKey } from "./db.js";
-import type { KeyedMutex } from "./mutex.js";
+import type { KeyedMutex } from "../mutex.js";
 
 /** Options of the backup handlers. */
 export interface BackupOptions {

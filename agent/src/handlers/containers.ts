@@ -1,11 +1,10 @@
-import type { ManagedContainer } from "@capstan/shared";
+import { type ManagedContainer, LABEL_JOB, LABEL_MANAGED, MANAGED } from "@capstan/shared";
 import { type ContainerDetails, type Engine, EngineError, isConflict, isNotFound } from "../docker/engine.js";
 import { inspectAll } from "../docker/inspect.js";
 import { ensureRunning } from "../docker/power.js";
 import { containerStatus } from "../docker/status.js";
 import type { Handler, JobContext } from "../dispatch/types.js";
-import { LABEL_JOB, LABEL_MANAGED, MANAGED } from "./labels.js";
-import { KeyedMutex } from "./mutex.js";
+import { KeyedMutex } from "../mutex.js";
 import type { HandlerOptions } from "./server.js";
 
 /** Every container labelled capstan.managed=true, in any state, with its composite status. */

@@ -5,7 +5,7 @@ import { databaseAction } from "../databases/actions.js";
 import { type DbOptions, deployDatabase } from "../databases/deploy.js";
 import { DB_STOP_TIMEOUT_S, PUBLIC_HOST_IP } from "../databases/spec.js";
 import { createMasker, maskError } from "../deploy/mask.js";
-import type { KeyedMutex } from "./mutex.js";
+import type { KeyedMutex } from "../mutex.js";
 
 /** Options of the db.* handlers (besides HandlerOptions.extraLabels). */
 export interface DbHandlerOptions {

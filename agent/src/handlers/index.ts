@@ -6,7 +6,7 @@ import { appDeploy } from "./app-deploy.js";
 import { appLogs } from "./app-logs.js";
 import { type AppHandlerOptions, resolveAppOptions } from "./app-options.js";
 import { containerEnsure, containerRemove, containersList } from "./containers.js";
-import { KeyedMutex } from "./mutex.js";
+import { KeyedMutex } from "../mutex.js";
 import { dbAction, dbDeploy, type DbHandlerOptions, resolveDbOptions } from "./db.js";
 import { backupDelete, dbBackup, dbRestore } from "./backup.js";
 import { networkConnect, networkEnsure, networkRemove, networksList } from "./networks.js";

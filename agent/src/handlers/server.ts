@@ -1,8 +1,8 @@
+import { MANAGED } from "@capstan/shared";
 import type { Engine } from "../docker/engine.js";
 import { isConflict } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
-import { MANAGED } from "./labels.js";
-import { KeyedMutex } from "./mutex.js";
+import { KeyedMutex } from "../mutex.js";
 
 export interface HandlerOptions {
   /** Extra labels on everything the handlers create (tests: capstan.test=1). */

@@ -1,6 +1,5 @@
-import { type EngineNetwork, LABEL_NETWORK_SCOPE, type NetworkSpec, networkOwnership } from "@capstan/shared";
+import { type EngineNetwork, LABEL_NETWORK_SCOPE, type NetworkSpec, networkOwnership, MANAGED } from "@capstan/shared";
 import type { CreateNetworkSpec, NetworkDetails } from "../docker/engine.js";
-import { MANAGED } from "../handlers/labels.js";
 
 /** The engine's overlay driver option that turns on IPsec for traffic between nodes. */
 export const ENCRYPTED_OPTION = "encrypted";

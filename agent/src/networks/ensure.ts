@@ -1,6 +1,6 @@
 import { type EngineNetwork, NetworkSpec, networkOwnership, type SwarmRole } from "@capstan/shared";
 import { type Engine, EngineError, isConflict, type NetworkDetails } from "../docker/engine.js";
-import { KeyedMutex } from "../handlers/mutex.js";
+import { KeyedMutex } from "../mutex.js";
 import { createSpecFor, ENCRYPTED_OPTION, scopeOf, toEngineNetwork } from "./engine-network.js";
 import { wasRemoved } from "./removed.js";
 import type { NetworkCtx } from "./types.js";

@@ -1,8 +1,7 @@
 import { inspectAll } from "../docker/inspect.js";
-import { ProxySettings } from "@capstan/shared";
+import { ProxySettings, LABEL_RESOURCE_UUID, MANAGED } from "@capstan/shared";
 import { type Engine, EngineError } from "../docker/engine.js";
-import { LABEL_RESOURCE_UUID, MANAGED } from "../handlers/labels.js";
-import { KeyedMutex } from "../handlers/mutex.js";
+import { KeyedMutex } from "../mutex.js";
 import { disconnectOne, ensureNetworks, findNetwork, isPlatformNetwork } from "../networks/index.js";
 import { ProxyDocker, type ProxyContainer } from "./docker.js";
 import { ADMIN_LISTEN, canonicalJson, renderCaddyConfig } from "./render.js";

@@ -1,12 +1,13 @@
-import { Port, ProxyRoute } from "@capstan/shared";
-import { z } from "zod";
 import {
+  Port,
+  ProxyRoute,
   LABEL_PROXY_NETWORK,
   LABEL_PROXY_PORT,
   LABEL_PROXY_ROUTES,
   LABEL_RESOURCE_UUID,
   LABEL_ROLLOUT,
-} from "../handlers/labels.js";
+} from "@capstan/shared";
+import { z } from "zod";
 
 /** What the selection needs to know about one managed container. */
 export interface Candidate {

@@ -2,7 +2,7 @@ import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
-import type { DockerodeEngine } from "../docker/engine.js";
+import type { DockerodeEngine } from "../docker/dockerode-engine.js";
 
 const imagesScript = fileURLToPath(new URL("../../../test/kit/images.sh", import.meta.url));
 

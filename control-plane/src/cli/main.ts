@@ -12,6 +12,8 @@ const USAGE = `usage: capstan <command> [options]
   migrate                                       apply pending database migrations
   team create --name NAME [--description D]     prints the new team id
   team list
+  team settings --team ID [--allow-member-bind-mounts true|false]
+                                                prints the team's settings (after the change)
   user create --name NAME --email EMAIL         prints the new user id
   user list
   member add --team ID --user ID --role owner|admin|member|viewer
@@ -74,6 +76,7 @@ async function run(argv: string[]): Promise<number> {
       scopes: { type: "string" },
       id: { type: "string" },
       "expires-in-days": { type: "string" },
+      "allow-member-bind-mounts": { type: "string" },
     },
     strict: true,
     allowPositionals: false,
@@ -97,6 +100,13 @@ async function run(argv: string[]): Promise<number> {
       case "team list":
         for (const t of await admin.listTeams()) out(`${t.id}\t${t.name}\t${t._count.memberships} members`);
         return 0;
+      case "team settings": {
+        const raw = values["allow-member-bind-mounts"];
+        if (raw !== undefined && raw !== "true" && raw !== "false") throw new UsageError("--allow-member-bind-mounts takes true or false");
+        const settings = await admin.teamSettings(intOf(values, "team"), raw === undefined ? {} : { allowMemberBindMounts: raw === "true" });
+        out(`allow_member_bind_mounts\t${settings.allowMemberBindMounts}`);
+        return 0;
+      }
       case "user create":
         out(String(await admin.createUser(need(values, "name"), need(values, "email"))));
         return 0;

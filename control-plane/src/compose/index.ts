@@ -3,7 +3,7 @@
  * rewriteCompose turns it into the file the agent runs for one deployment. docs/compose.md
  * describes the supported subset and why the rest is refused.
  */
-export { parseCompose, FIELD, PUBLIC_SERVICE_KEY, type ComposeDoc, type ComposeService } from "./parse.js";
+export { parseCompose, bindSources, FIELD, PUBLIC_SERVICE_KEY, type ComposeDoc, type ComposeService } from "./parse.js";
 export {
   rewriteCompose,
   projectName,

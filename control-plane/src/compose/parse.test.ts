@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { Invalid } from "../domain/errors.js";
 import { errorResponse } from "../http/errors.js";
-import { parseCompose } from "./parse.js";
+import { bindSources, parseCompose } from "./parse.js";
 import { LIMITS } from "./schema.js";
 
 /** The 422 reasons parseCompose gives for `raw`; fails the test when it accepts it. */
@@ -66,6 +66,13 @@ const CORPUS: { name: string; raw: string; reason: RegExp }[] = [
   { name: "bind propagation", raw: web("    volumes:\n      - type: bind\n        source: /srv/data\n        target: /data\n        bind: {propagation: rshared}"), reason: /bind is not supported/ },
   { name: "SELinux relabel of a server path", raw: web("    volumes: ['/srv/data:/data:z']"), reason: /mount mode "z" is not supported/ },
   { name: "variable in a bind source", raw: web("    volumes: ['${HOME}:/home']"), reason: /variables are not supported in volumes/ },
+  // Disguised system directories (issue 15): normalised first, then refused, in both syntaxes
+  ...["//etc", "/var//run/docker.sock", "///root/.ssh", "/var/lib//docker", "/var", "/home", "/var/spool/cron/crontabs", "/", "/srv/..", "/usr/", "/tmp"].flatMap((src) => [
+    { name: `short syntax bind of ${src}`, raw: web(`    volumes: ['${src}:/x']`), reason: /system directory/ },
+    { name: `long syntax bind of ${src}`, raw: web(`    volumes:\n      - type: bind\n        source: '${src}'\n        target: /x`), reason: /system directory/ },
+  ]),
+  { name: "long syntax bind with a relative source (compose resolves it against the agent's state directory)", raw: web("    volumes:\n      - type: bind\n        source: data\n        target: /x"), reason: /absolute path/ },
+  { name: "volume driver binding a host directory with o: bind", raw: web("    volumes: ['data:/data']\nvolumes:\n  data:\n    driver: local\n    driver_opts: {type: none, o: bind, device: /srv/../etc}"), reason: /driver_opts is refused/ },
   { name: "volume driver binding a host device", raw: web("    volumes: ['data:/data']\nvolumes:\n  data:\n    driver_opts: {type: none, o: bind, device: /etc}"), reason: /driver_opts is refused: volume driver options can bind/ },
   { name: "another application's volume", raw: web("    volumes: ['data:/data']\nvolumes:\n  data:\n    external: true\n    name: 1b0c-other-app-data"), reason: /external is refused: external volumes may belong to other applications/ },
   { name: "volume renamed onto another application's", raw: web("    volumes: ['data:/data']\nvolumes:\n  data:\n    name: 1b0c-other-app-data"), reason: /name is refused: volume names are set by the platform/ },
@@ -280,6 +287,19 @@ volumes:
       { name: "pgdata", labels: {} },
       { name: "cache", labels: { backup: "daily" } },
     ]);
+  });
+
+  it("takes bind sources in their normal form, in short and long syntax, and lists them once", () => {
+    const doc = parseCompose(
+      "services:\n  app:\n    image: nginx\n    volumes:\n      - //srv//app/./data/:/data\n      - type: bind\n        source: /srv/app/x/../data\n        target: /data2\n      - /opt/app:/opt\n",
+    );
+    expect(doc.services[0]!.mounts).toEqual([
+      { type: "bind", source: "/srv/app/data", target: "/data", readOnly: false },
+      { type: "bind", source: "/srv/app/data", target: "/data2", readOnly: false },
+      { type: "bind", source: "/opt/app", target: "/opt", readOnly: false },
+    ]);
+    expect(bindSources(doc)).toEqual(["/srv/app/data", "/opt/app"]);
+    expect(bindSources(parseCompose("services:\n  app:\n    image: nginx\n    volumes: ['data:/data']\nvolumes: {data: {}}\n"))).toEqual([]);
   });
 
   it("defaults the public service to the first service and restart to unless-stopped", () => {

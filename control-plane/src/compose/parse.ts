@@ -291,3 +291,8 @@ function findCycle(services: ComposeService[]): string[] | null {
   }
   return null;
 }
+
+/** The server paths a parsed file bind-mounts (normalised, each once): what the team's bind-mount rule looks at. */
+export function bindSources(doc: ComposeDoc): string[] {
+  return [...new Set(doc.services.flatMap((s) => s.mounts.flatMap((m) => (m.type === "bind" ? [m.source] : []))))];
+}

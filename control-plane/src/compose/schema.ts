@@ -1,4 +1,4 @@
-import { CpuLimit, EnvKey, HostPath, LABEL_PROXY_NETWORK, MemoryLimit, MountPath, isForbiddenHostPath, isImageRef } from "@capstan/shared";
+import { CpuLimit, EnvKey, LABEL_PROXY_NETWORK, MemoryLimit, MountPath, checkHostPath, isImageRef } from "@capstan/shared";
 import { z } from "zod";
 import { REFUSED_SERVICE_KEYS, REFUSED_VOLUME_KEYS } from "./refused.js";
 import { TemplateError, checkTemplate } from "./interpolate.js";
@@ -199,19 +199,18 @@ function mountTarget(target: string, ctx: z.RefinementCtx): string | undefined {
   return undefined;
 }
 
-/** Bind sources: absolute, normalised, outside the server's system directories (shared HostPath rule). */
+/**
+ * Bind sources: the shared host-path rule (normalised, then neither a system directory, nor
+ * inside one, nor containing one). The normalised form is what the rewrite writes.
+ */
 function bindSource(source: string, ctx: z.RefinementCtx): string | undefined {
   if (source.startsWith(".") || source.startsWith("~")) {
     ctx.addIssue({ code: "custom", message: RELATIVE_BIND });
     return undefined;
   }
-  const h = HostPath.safeParse(source);
-  if (h.success) return h.data;
-  if (isForbiddenHostPath(source)) {
-    ctx.addIssue({ code: "custom", message: `server path ${JSON.stringify(source.slice(0, 80))}: This host path is a system directory and cannot be mounted.` });
-    return undefined;
-  }
-  ctx.addIssue({ code: "custom", message: `server path ${JSON.stringify(source.slice(0, 80))}: ${h.error.issues[0]!.message}` });
+  const h = checkHostPath(source);
+  if (h.ok) return h.path;
+  ctx.addIssue({ code: "custom", message: `server path ${JSON.stringify(source.slice(0, 80))}: ${h.reason}` });
   return undefined;
 }
 

@@ -27,6 +27,19 @@ export class AdminService {
     return team.id;
   }
 
+  /**
+   * A team's settings; `change` sets the given ones first. The REST API lets the team's owners
+   * change them too (PATCH /teams/current/settings); this is the instance administrator's way.
+   */
+  async teamSettings(teamId: number, change: { allowMemberBindMounts?: boolean } = {}): Promise<{ allowMemberBindMounts: boolean }> {
+    await this.requireTeam(teamId);
+    const team =
+      change.allowMemberBindMounts === undefined
+        ? await this.db.team.findUniqueOrThrow({ where: { id: teamId } })
+        : await this.db.team.update({ where: { id: teamId }, data: { allowMemberBindMounts: change.allowMemberBindMounts } });
+    return { allowMemberBindMounts: team.allowMemberBindMounts };
+  }
+
   listTeams() {
     return this.db.team.findMany({ orderBy: { id: "asc" }, include: { _count: { select: { memberships: true } } } });
   }

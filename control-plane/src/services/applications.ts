@@ -23,7 +23,8 @@ import { Invalid, Conflict, Unavailable, UpstreamFailed, type FieldErrors } from
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { CancelledJob, JobQueue } from "../jobs/queue.js";
-import { parseCompose } from "../compose/index.js";
+import { bindSources, parseCompose } from "../compose/index.js";
+import { assertMayAddBindMounts } from "./bind-mounts.js";
 import { ServerService } from "./servers.js";
 import { forgetAttachments } from "./network-plan.js";
 
@@ -261,9 +262,19 @@ export class ApplicationService {
     return data;
   }
 
-  /** Compose content checked by the compose module; its field errors come back as a 422. */
-  private checkCompose(raw: string): void {
-    parseCompose(raw);
+  /** Compose content checked by the compose module; its field errors come back as a 422. Returns its bind sources. */
+  private checkCompose(raw: string): string[] {
+    return bindSources(parseCompose(raw));
+  }
+
+  /** Bind sources of a stored compose file (one that no longer parses binds nothing that counts as approved). */
+  private storedBindSources(raw: string | null): string[] {
+    if (!raw) return [];
+    try {
+      return bindSources(parseCompose(raw));
+    } catch {
+      return [];
+    }
   }
 
   private image(name: string, tag: string | undefined): string {
@@ -318,7 +329,7 @@ export class ApplicationService {
         break;
       }
       case "dockercompose":
-        this.checkCompose(input.docker_compose_raw);
+        await assertMayAddBindMounts(this.db, scope, this.checkCompose(input.docker_compose_raw));
         source.composeRaw = input.docker_compose_raw;
         source.buildPack = "containercompose";
         defaultName = "compose-app";
@@ -357,11 +368,15 @@ export class ApplicationService {
       const base = input.docker_registry_image_name ?? app.dockerImage!.replace(/(@.*|:[^:/]*)$/, "");
       data.dockerImage = this.image(base, input.docker_registry_image_tag);
     }
+    let addedBinds: string[] = [];
     if (only("docker_compose_raw", ["dockercompose"], "applications created from a compose file")) {
-      this.checkCompose(input.docker_compose_raw!);
+      // Binds the stored file already had were approved when it was stored; only new ones need the right.
+      const before = new Set(this.storedBindSources(app.composeRaw));
+      addedBinds = this.checkCompose(input.docker_compose_raw!).filter((p) => !before.has(p));
       data.composeRaw = input.docker_compose_raw!;
     }
     if (Object.keys(errors).length) throw new Invalid(errors);
+    await assertMayAddBindMounts(this.db, scope, addedBinds);
     if (data.fqdn !== undefined) await this.assertDomainsFree(app.serverId, data.fqdn as string | null, app.id);
     await this.db.application.update({ where: { id: app.id }, data });
   }

@@ -8,7 +8,6 @@ import {
   GitBranch,
   GitUrl,
   HealthPath,
-  HostPath,
   HttpPath,
   ImageRef,
   MemoryLimit,
@@ -19,6 +18,7 @@ import {
   RepoSlug,
   VolumeName,
 } from "../validation/inputs.js";
+import { HostPath } from "../validation/host-path.js";
 import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId } from "./common.js";
 import { DeploymentStatus, DeploymentTrigger } from "./deployments.js";
 

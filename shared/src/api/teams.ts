@@ -11,7 +11,25 @@ export const Team = z
   .meta({ id: "Team" });
 export type Team = z.infer<typeof Team>;
 
-export const TeamDetail = Team.extend({ members_count: z.number().int() }).meta({ id: "TeamDetail" });
+/** Team-wide settings; owners change them (PATCH /teams/current/settings), instance admins with `capstan team settings`. */
+export const TeamSettings = z
+  .object({
+    allow_member_bind_mounts: z.boolean().meta({
+      description:
+        "Members (not only owners and admins) may add bind mounts of server directories (storages with host_path, compose bind volumes). Default false.",
+    }),
+  })
+  .meta({ id: "TeamSettings" });
+export type TeamSettings = z.infer<typeof TeamSettings>;
+
+export const UpdateTeamSettingsBody = z
+  .strictObject({ allow_member_bind_mounts: TeamSettings.shape.allow_member_bind_mounts })
+  .meta({ id: "UpdateTeamSettingsBody" });
+export type UpdateTeamSettingsBody = z.infer<typeof UpdateTeamSettingsBody>;
+
+export const TeamSettingsMutation = z.object({ message: z.string(), data: TeamSettings }).meta({ id: "TeamSettingsMutation" });
+
+export const TeamDetail = Team.extend({ members_count: z.number().int(), settings: TeamSettings }).meta({ id: "TeamDetail" });
 export type TeamDetail = z.infer<typeof TeamDetail>;
 
 export const Member = z

@@ -7,7 +7,6 @@ import {
   EnvValue,
   GitBranch,
   GitUrl,
-  HostPath,
   HealthPath,
   HttpPath,
   ImageRef,
@@ -16,6 +15,7 @@ import {
   Port,
   VolumeName,
 } from "../validation/inputs.js";
+import { HostPath } from "../validation/host-path.js";
 import { DockerName } from "./names.js";
 import { NetworkSpec } from "./networks.js";
 

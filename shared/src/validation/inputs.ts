@@ -129,40 +129,7 @@ export const MountPath = z
   .refine((v) => !v.split("/").some((seg) => seg === ".." || seg === "."), "Must not contain '.' or '..' segments.")
   .refine((v) => v !== "/", "Mounting over / is not allowed.");
 
-/**
- * Host directories that a bind mount may never expose: the host's system, its secrets, the
- * engine's own state and socket. Paths below them are refused too.
- */
-export const FORBIDDEN_HOST_PATHS = [
-  "/",
-  "/bin",
-  "/boot",
-  "/dev",
-  "/etc",
-  "/lib",
-  "/lib32",
-  "/lib64",
-  "/libx32",
-  "/proc",
-  "/root",
-  "/run",
-  "/sbin",
-  "/sys",
-  "/usr",
-  "/var/run",
-  "/var/lib/docker",
-  "/var/lib/containerd",
-  "/var/lib/capstan-agent",
-  "/var/log",
-] as const;
-
-export function isForbiddenHostPath(path: string): boolean {
-  const p = path.replace(/\/+$/, "") || "/";
-  return FORBIDDEN_HOST_PATHS.some((f) => (f === "/" ? p === "/" : p === f || p.startsWith(`${f}/`)));
-}
-
-/** Host paths of bind mounts: absolute, normalised, outside the system directories above. */
-export const HostPath = MountPath.refine((v) => !isForbiddenHostPath(v), "This host path is a system directory and cannot be mounted.");
+// Host paths of bind mounts (HostPath, checkHostPath): ./host-path.ts.
 
 /** Docker volume names (the engine's own rule), also used as container and network names. */
 export const VolumeName = z

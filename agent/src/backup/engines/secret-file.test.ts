@@ -8,7 +8,7 @@ import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { DockerodeEngine } from "../../docker/engine.js";
+import { DockerodeEngine } from "../../docker/dockerode-engine.js";
 import { execOwner, withSecretFile } from "./secret-file.js";
 import type { DbTarget } from "./types.js";
 import { engineSkipReason } from "../../testing/engine-prerequisites.js";

@@ -457,7 +457,8 @@ export const applicationRoutes = [
     path: "/applications/{uuid}/storages",
     tag: TAG,
     summary: "Add a storage: a named volume, or a bind mount of a host directory",
-    description: "Without host_path: a Docker volume named <application uuid>-<name>. With host_path: a bind mount of that host directory (system directories are refused). Takes effect on the next deployment.",
+    description:
+      "Without host_path: a Docker volume named <application uuid>-<name>. With host_path: a bind mount of that host directory, stored in its normalised form; a path that is, lies inside or contains a system directory is refused (422), and only team owners and admins may add one, members when the team's allow_member_bind_mounts setting is on (else 403). Takes effect on the next deployment.",
     params: ApplicationParams,
     body: CreateStorageBody,
     responses: {

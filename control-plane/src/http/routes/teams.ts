@@ -1,4 +1,4 @@
-import { MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, TeamRole } from "@capstan/shared";
+import { MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, TeamRole, TeamSettingsMutation, type TeamSettings, UpdateTeamSettingsBody } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
@@ -12,9 +12,11 @@ const teamDto = (t: { id: number; name: string; description: string; createdAt: 
   created_at: iso(t.createdAt),
 });
 
+const settingsDto = (t: { allowMemberBindMounts: boolean }): TeamSettings => ({ allow_member_bind_mounts: t.allowMemberBindMounts });
+
 async function teamDetail(services: Services, scope: TeamScope, id: number) {
   const t = await services.teams.get(scope, id);
-  return { ...teamDto(t), members_count: t._count.memberships };
+  return { ...teamDto(t), members_count: t._count.memberships, settings: settingsDto(t) };
 }
 
 async function members(services: Services, scope: TeamScope, teamId: number, query: PaginationQuery) {
@@ -58,6 +60,20 @@ export const teamRoutes = [
     responses: { 200: { description: "Team", schema: TeamDetail }, 401: ERR[401], 403: ERR[403] },
     async handler({ scope, services }) {
       return { body: await teamDetail(services, scope, scope.teamId) };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/teams/current/settings",
+    tag: "Teams",
+    summary: "Change the team's settings (owners only)",
+    description:
+      "allow_member_bind_mounts: members (not only owners and admins) may add bind mounts of server directories (storages with host_path, compose bind volumes). An extension of the spec (docs/decisions.md).",
+    body: UpdateTeamSettingsBody,
+    responses: { 200: { description: "Updated", schema: TeamSettingsMutation }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
+    async handler({ scope, services, body }) {
+      const t = await services.teams.updateSettings(scope, body);
+      return { body: { message: "Team settings updated.", data: settingsDto(t) } };
     },
   }),
   route({

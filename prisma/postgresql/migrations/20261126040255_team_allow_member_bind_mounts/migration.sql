@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "Team" ADD COLUMN     "allowMemberBindMounts" BOOLEAN NOT NULL DEFAULT false;
