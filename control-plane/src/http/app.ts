@@ -3,7 +3,7 @@ import { randomUUID } from "node:crypto";
 import type { z } from "zod";
 import type { Logger } from "pino";
 import type { Services } from "../services/index.js";
-import { AppError, errorMiddleware, fieldErrorsOf, invalid, unknownRoute, type FieldErrors } from "./errors.js";
+import { AppError, bodyReadError, errorMiddleware, fieldErrorsOf, invalid, unknownRoute, type FieldErrors } from "./errors.js";
 import { requireAuth, requireScope, resolveToken } from "./auth.js";
 import { expressPath, type AnyRoute } from "./route.js";
 import { routes as defaultRoutes } from "./routes/index.js";
@@ -73,6 +73,15 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
   };
 }
 
+/** A body reader (express.json / express.raw) whose client errors become 4xx AppErrors. */
+function bodyReader(parser: RequestHandler): RequestHandler {
+  return (req, res, next) =>
+    parser(req, res, (err?: unknown) => {
+      if (err === undefined || err === null) return next();
+      next(bodyReadError(err, req.headers["content-encoding"]) ?? err);
+    });
+}
+
 /**
  * The gate of every token route, as one step (it runs on every request): 401 without a valid
  * token; then JSON in, JSON out: a body in any other type is refused rather than silently
@@ -80,7 +89,8 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
  */
 function tokenGate(maxBodyBytes: number): RequestHandler {
   // The same types the check admits: a body let through must also be parsed.
-  const json = express.json({ limit: maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] });
+  // Compressed bodies (gzip, deflate, br) are inflated; the limit applies to the inflated bytes.
+  const json = bodyReader(express.json({ limit: maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] }));
   return (req, res, next) => {
     if (req.auth === undefined) {
       try {
@@ -158,7 +168,7 @@ export function createApp(deps: AppDeps): Express {
   api.use(deps.rateLimit);
   // Routes without a token come before the token gate; a raw body is read only for them.
   for (const r of routes.filter((x) => x.auth === "none")) {
-    const raw = express.raw({ type: () => true, limit: deps.maxBodyBytes });
+    const raw = bodyReader(express.raw({ type: () => true, limit: deps.maxBodyBytes }));
     api[r.method](expressPath(r.path), ...(r.rawBody ? [raw] : []), handle(r, deps.services));
   }
   api.use(tokenGate(deps.maxBodyBytes));

@@ -35,24 +35,60 @@ export function fieldErrorsOf(error: z.ZodError): FieldErrors {
 
 export const unknownRoute: RequestHandler = (_req, _res, next) => next(new AppError(404, "Not found."));
 
-/** Maps body-parser failures to clear client errors; everything unknown becomes a bare 500. */
+/** Content-Encoding values a request body may carry (body-parser inflates them; docs/decisions.md). */
+export const BODY_ENCODINGS = ["identity", "gzip", "deflate", "br"] as const;
+
+/**
+ * A failure of reading or parsing a request body (express.json / express.raw, i.e. body-parser)
+ * as the client error it is, or undefined when it is a fault of ours (body-parser's 500s). The
+ * body readers hand their errors through this (http/app.ts). body-parser gives its client errors
+ * a 4xx status; a body that claims a Content-Encoding it does not have fails inside zlib and
+ * comes as a bare 400 without a `type`, which must not become a 500.
+ */
+export function bodyReadError(err: unknown, contentEncoding: string | undefined): AppError | undefined {
+  const e = err as { type?: unknown; status?: unknown; limit?: unknown } | null;
+  if (!e || typeof e !== "object") return undefined;
+  switch (e.type) {
+    case "entity.parse.failed":
+      return new AppError(400, "Malformed JSON in request body.");
+    case "entity.too.large":
+      return new AppError(413, `Request body too large: the limit is ${String(e.limit)} bytes.`);
+    case "encoding.unsupported":
+      return new AppError(415, `Unsupported Content-Encoding: send the body uncompressed or compressed with ${BODY_ENCODINGS.slice(1).join(", ")}.`);
+    case "charset.unsupported":
+      return new AppError(415, "Unsupported request body encoding; send UTF-8 JSON.");
+    case "request.size.invalid":
+      return new AppError(400, "The request body does not match its Content-Length.");
+    case "request.aborted":
+      return new AppError(400, "The request body was not sent completely.");
+  }
+  if (typeof e.status !== "number" || e.status < 400 || e.status >= 500) return undefined;
+  const encoding = (contentEncoding ?? "identity").trim().toLowerCase();
+  if (encoding !== "identity") return new AppError(400, `The request body could not be decompressed: it is not valid ${encoding} data.`);
+  return new AppError(400, "The request body could not be read.");
+}
+
+/**
+ * A path whose percent-encoding does not decode (`/projects/%ZZ`): the router marks the
+ * URIError it got from decodeURIComponent with status 400 before any handler runs.
+ */
+function pathDecodeError(err: unknown): AppError | undefined {
+  if (err instanceof URIError && (err as { status?: unknown }).status === 400) {
+    return new AppError(400, "Malformed percent-encoding in the request path.");
+  }
+  return undefined;
+}
+
+/** Maps AppErrors and the router's path decoding failure to clear client errors; everything unknown becomes a bare 500. */
 export function errorMiddleware(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     let status = 500;
     let body: { message: string; errors?: FieldErrors } = { message: "Internal server error." };
-    if (err instanceof AppError) {
-      status = err.status;
-      body = err.errors ? { message: err.message, errors: err.errors } : { message: err.message };
-      if (err.headers) res.set(err.headers);
-    } else if (err?.type === "entity.parse.failed") {
-      status = 400;
-      body = { message: "Malformed JSON in request body." };
-    } else if (err?.type === "entity.too.large") {
-      status = 413;
-      body = { message: `Request body too large: the limit is ${err.limit} bytes.` };
-    } else if (err?.type === "encoding.unsupported" || err?.type === "charset.unsupported") {
-      status = 415;
-      body = { message: "Unsupported request body encoding; send UTF-8 JSON." };
+    const known = err instanceof AppError ? err : pathDecodeError(err);
+    if (known) {
+      status = known.status;
+      body = known.errors ? { message: known.message, errors: known.errors } : { message: known.message };
+      if (known.headers) res.set(known.headers);
     } else {
       log.error({ err, req: { id: req.id, method: req.method, path: req.originalUrl.split("?")[0] } }, "unhandled error");
     }

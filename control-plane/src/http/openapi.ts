@@ -125,11 +125,13 @@ const errorResponse = (description: string, extraHeaders: JsonObject = {}) => ({
 
 /** Errors the request pipeline (not the handler) produces; referenced by the operations they apply to. */
 const PIPELINE_RESPONSES = {
-  MalformedJson: errorResponse("Malformed JSON in the request body"),
+  MalformedJson: errorResponse(
+    "Malformed request: JSON that does not parse, a body that does not match its Content-Encoding or Content-Length, or a path parameter with malformed percent-encoding",
+  ),
   Unauthenticated: errorResponse("Missing or invalid token (message `Unauthenticated.`)"),
   Forbidden: errorResponse("Token lacks the required scope (message `Invalid ability provided.`) or the member lacks permission"),
   PayloadTooLarge: errorResponse("Request body larger than PLATFORM_MAX_BODY_BYTES (default 1 MiB)"),
-  UnsupportedMediaType: errorResponse("Request body is not JSON (send Content-Type: application/json)"),
+  UnsupportedMediaType: errorResponse("Request body is not JSON (send Content-Type: application/json), or has a Content-Encoding other than gzip, deflate or br"),
   ValidationFailed: errorResponse("Invalid path parameter, query parameter or body; `errors` maps each field to its problems"),
   TooManyRequests: errorResponse("Rate limit exceeded; wait until X-RateLimit-Reset", { "Retry-After": ref("headers", "RetryAfter") }),
 };
@@ -143,8 +145,8 @@ function pipelineResponses(r: AnyRoute): Record<string, JsonObject> {
   }
   if (r.params || r.query || r.body) out[422] = ref("responses", "ValidationFailed");
   if (r.rawBody) out[413] = ref("responses", "PayloadTooLarge");
+  if (r.body || r.path.includes("{")) out[400] = ref("responses", "MalformedJson");
   if (r.body) {
-    out[400] = ref("responses", "MalformedJson");
     out[413] = ref("responses", "PayloadTooLarge");
     out[415] = ref("responses", "UnsupportedMediaType");
   }
