@@ -15,4 +15,5 @@ export * from "./api/networks.js";
 export * from "./version.js";
 export * from "./protocol/index.js";
 export * from "./validation/inputs.js";
+export * from "./validation/text.js";
 export * from "./log/redact.js";

@@ -6,13 +6,19 @@
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestInstance, type ApiResponse, type TestInstance } from "./harness.js";
+import { KeyFactory } from "./support/ssh.js";
+import { appWorld, createImageApp, placement, type AppWorld } from "./support/applications.js";
 
 let t: TestInstance;
+let w: AppWorld;
+const keys = new KeyFactory();
 beforeAll(async () => {
   t = await startTestInstance();
+  w = await appWorld(t, keys);
 });
 afterAll(async () => {
   await t?.close();
+  keys.cleanup();
 });
 
 async function send(path: string, init: RequestInit & { headers?: Record<string, string> }): Promise<ApiResponse> {
@@ -90,5 +96,80 @@ describe("percent-encoding of the path", () => {
   it("still answers 401 first without a token", async () => {
     const res = await fetch(`${t.url}/api/v1/projects/%ZZ`);
     expect(res.status).toBe(401);
+  });
+});
+
+describe("control characters (one rule: shared/src/validation/text.ts)", () => {
+  const CONTROL = "Must not contain control characters.";
+  const CONTROL_IN_TEXT = "Must not contain control characters other than tab, line feed and carriage return.";
+
+  it("refuses a NUL in a name with 422 naming the field, and stores nothing", async () => {
+    const before = (await w.api.get("/projects")).body.data.length;
+    const res = await w.api.post("/projects", { name: "evil\u0000name" });
+    expect(res.status).toBe(422);
+    expect(res.body).toEqual({ message: "The given data was invalid.", errors: { name: [CONTROL] } });
+    expect((await w.api.get("/projects")).body.data.length).toBe(before);
+  });
+
+  it("refuses an fqdn holding a newline (it would be stored as a host) on create and on update", async () => {
+    const created = await w.api.post("/applications/dockerimage", { ...placement(w), docker_registry_image_name: "nginx:1.27", fqdn: "https://a.example.com\nb.example.com" });
+    expect(created.status).toBe(422);
+    expect(created.body.errors.fqdn).toContain(CONTROL);
+    const app = await createImageApp(w, { fqdn: "https://ok.example.com" });
+    for (const fqdn of ["https://x.example.com\n", "https://x.example.com\r\nHost: evil", "x.example.com\t"]) {
+      const res = await w.api.patch(`/applications/${app.uuid}`, { fqdn });
+      expect(res.status, JSON.stringify(fqdn)).toBe(422);
+      expect(res.body.errors.fqdn).toContain(CONTROL);
+    }
+    expect((await w.api.get(`/applications/${app.uuid}`)).body.fqdn).toBe("https://ok.example.com");
+  });
+
+  it("refuses C1 controls and DEL as well as C0", async () => {
+    for (const ch of ["\u0001", "\u001b", "\u007f", "\u0085", "\u009b"]) {
+      const res = await w.api.post("/projects", { name: `p${ch}` });
+      expect(res.status, JSON.stringify(ch)).toBe(422);
+      expect(res.body.errors).toEqual({ name: [CONTROL] });
+    }
+  });
+
+  it("allows tab, LF and CR in multi-line values (env values, compose, Dockerfiles, keys, descriptions), nothing else", async () => {
+    const app = await createImageApp(w);
+    const ok = await w.api.post(`/applications/${app.uuid}/envs`, { key: "MULTI", value: "line 1\n\tline 2\r\n" });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201);
+    const nul = await w.api.post(`/applications/${app.uuid}/envs`, { key: "NUL", value: "a\u0000b" });
+    expect(nul.status).toBe(422);
+    expect(nul.body.errors.value).toContain(CONTROL_IN_TEXT);
+    const esc = await w.api.patch(`/applications/${app.uuid}/envs/bulk`, { variables: [{ key: "A", value: "fine\n" }, { key: "B", value: "\u001b[31mred" }] });
+    expect(esc.status).toBe(422);
+    expect(esc.body.errors).toEqual({ "variables.1.value": [CONTROL_IN_TEXT] });
+
+    const compose = await w.api.post("/applications/dockercompose", { ...placement(w), docker_compose_raw: "services:\r\n  web:\n    image: nginx:1.27\t# tab before the comment\n" });
+    expect(compose.status, JSON.stringify(compose.body)).toBe(201);
+    const badCompose = await w.api.post("/applications/dockercompose", { ...placement(w), docker_compose_raw: "services:\n  web:\u000c\n    image: nginx\n" });
+    expect(badCompose.status).toBe(422);
+    expect(badCompose.body.errors.docker_compose_raw).toEqual([CONTROL_IN_TEXT]);
+
+    const described = await w.api.post("/projects", { name: "described", description: "first line\nsecond line" });
+    expect(described.status).toBe(201);
+    expect(described.body.description).toBe("first line\nsecond line");
+  });
+
+  it("checks path parameters and query strings too (a NUL never reaches the database)", async () => {
+    const path = await w.api.get("/projects/%00abc");
+    expect(path.status).toBe(422);
+    expect(path.body.errors).toEqual({ uuid: [CONTROL] });
+    const query = await w.api.get("/permissions/project", { project_uuid: "a\u0000b" });
+    expect(query.status).toBe(422);
+    expect(query.body.errors).toEqual({ project_uuid: [CONTROL] });
+    // An unknown query parameter is ignored, but not with a control character in it.
+    const unknown = await w.api.get("/projects", { cache_buster: "x\ny" });
+    expect(unknown.status).toBe(422);
+    expect(unknown.body.errors).toEqual({ cache_buster: [CONTROL] });
+  });
+
+  it("names a field whose name holds a control character", async () => {
+    const res = await w.api.post("/projects", { name: "fine", ["na\u0000me"]: "x" });
+    expect(res.status).toBe(422);
+    expect(Object.values(res.body.errors as Record<string, string[]>).flat()).toContain("The field name must not contain control characters.");
   });
 });

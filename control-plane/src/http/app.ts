@@ -1,6 +1,7 @@
 import express, { type Express, type RequestHandler } from "express";
 import { randomUUID } from "node:crypto";
 import type { z } from "zod";
+import { controlCharacterIssues } from "@capstan/shared";
 import type { Logger } from "pino";
 import type { Services } from "../services/index.js";
 import { AppError, bodyReadError, errorMiddleware, fieldErrorsOf, invalid, unknownRoute, type FieldErrors } from "./errors.js";
@@ -26,11 +27,23 @@ export interface AppDeps {
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
+function addError(errors: FieldErrors, key: string, message: string): void {
+  const list = (errors[key] ??= []);
+  if (!list.includes(message)) list.push(message);
+}
+
+/**
+ * Parses one part of the request (path parameters, query, body) with its schema, and applies
+ * the control-character rule (shared validation/text.ts) to every string of it, including
+ * fields the schema does not know: a part with either kind of problem adds its field errors.
+ */
 function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldErrors): unknown {
+  const text = controlCharacterIssues(schema, value);
+  for (const issue of text) addError(errors, issue.path.length ? issue.path.join(".") : "body", issue.message);
   if (!schema) return {};
   const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  Object.assign(errors, fieldErrorsOf(r.error));
+  if (r.success) return text.length ? undefined : r.data;
+  for (const [key, messages] of Object.entries(fieldErrorsOf(r.error))) for (const m of messages) addError(errors, key, m);
   return undefined;
 }
 

@@ -19,6 +19,7 @@ import {
   RepoSlug,
   VolumeName,
 } from "../validation/inputs.js";
+import { multiline } from "../validation/text.js";
 import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId } from "./common.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -33,7 +34,7 @@ export const ApplicationName = z
   .min(1)
   .max(255)
   .refine((v) => !CONTROL.test(v), "Must not contain control characters.");
-export const ApplicationDescription = z.string().max(2000);
+export const ApplicationDescription = multiline(z.string().max(2000));
 
 /** At most this many domains per application (the proxy route limit of a deployment). */
 export const MAX_DOMAINS = 100;
@@ -137,8 +138,7 @@ export function looksLikeDockerfile(text: string): boolean {
 
 const MAX_FILE = 1_048_576;
 
-export const DockerfileContent = z
-  .string()
+export const DockerfileContent = multiline(z.string())
   .min(1)
   .max(2 * MAX_FILE)
   .transform((v) => decodeMaybeBase64(v))
@@ -147,8 +147,7 @@ export const DockerfileContent = z
   .refine((v) => looksLikeDockerfile(v), "Not a Dockerfile: it needs a FROM instruction (send the contents raw or base64-encoded).")
   .meta({ description: "Dockerfile contents, raw or base64-encoded" });
 
-export const ComposeContent = z
-  .string()
+export const ComposeContent = multiline(z.string())
   .min(1)
   .max(2 * MAX_FILE)
   .transform((v) => decodeMaybeBase64(v))

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { DATABASE_ENGINES, DATABASE_ENGINE_FACTS, DatabaseEngine } from "../protocol/databases.js";
 import { CpuLimit, EnvKey, EnvValue, ImageRef, MemoryLimit } from "../validation/inputs.js";
+import { multiline } from "../validation/text.js";
 import { MAX_ENVS } from "./applications.js";
 import { BackupSchedule } from "./backups.js";
 import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId, unknownFieldsRefused } from "./common.js";
@@ -106,7 +107,7 @@ export const DatabaseName = z
   .min(1)
   .max(255)
   .refine((v) => !CONTROL.test(v), "Must not contain control characters.");
-export const DatabaseDescription = z.string().max(2000);
+export const DatabaseDescription = multiline(z.string().max(2000));
 
 /** User and database names: SQL-style identifiers, the same rule for every engine. */
 export const DbIdentifier = (max: number) =>

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { multiline } from "../validation/text.js";
 import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
 
 /**
@@ -19,7 +20,7 @@ export const GitAppBaseUrl = z
 const GitAppName = z.string().trim().min(1).max(255);
 const GitHubId = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
 /** The app's PEM private key (GitHub hands out RSA keys in PKCS#1 PEM). */
-const GitAppPrivateKey = z.string().min(1).max(16_384);
+const GitAppPrivateKey = multiline(z.string().min(1).max(16_384));
 const WebhookSecret = z.string().min(1).max(255);
 
 export const CreateGitAppBody = z.object({

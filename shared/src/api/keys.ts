@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { multiline } from "../validation/text.js";
 import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
 
 export const PrivateKey = z
@@ -15,7 +16,8 @@ export const PrivateKey = z
 export type PrivateKey = z.infer<typeof PrivateKey>;
 
 /** 16 KiB holds any RSA-8192 key in PEM with room to spare. */
-const PrivateKeyText = z.string().min(1).max(16_384);
+const PrivateKeyText = multiline(z.string().min(1).max(16_384));
+const KeyDescription = multiline(z.string().max(2000));
 const KeyName = z.string().trim().min(1).max(255);
 
 export const CreatePrivateKeyBody = z.object({
@@ -26,7 +28,7 @@ export const CreatePrivateKeyBody = z.object({
 export const UpdatePrivateKeyBody = z
   .object({
     name: KeyName.optional(),
-    description: z.string().max(2000).optional(),
+    description: KeyDescription.optional(),
     private_key: PrivateKeyText.optional(),
   })
   .refine((b) => Object.values(b).some((v) => v !== undefined), {

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { multiline } from "../validation/text.js";
 import { Application } from "./applications.js";
 import { SLUG_PATTERN, Timestamp, Uuid, listOf, resourceId } from "./common.js";
 import { Database } from "./databases.js";
@@ -45,7 +46,7 @@ export type Project = z.infer<typeof Project>;
 export const ProjectList = listOf(Project);
 
 export const ProjectName = z.string().trim().min(1).max(255);
-export const ProjectDescription = z.string().max(2000);
+export const ProjectDescription = multiline(z.string().max(2000));
 
 export const CreateProjectBody = z.object({
   name: ProjectName,

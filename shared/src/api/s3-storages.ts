@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { multiline } from "../validation/text.js";
 import { IntId, Timestamp, listOf, resourceId, unknownFieldsRefused } from "./common.js";
 
 /**
@@ -81,7 +82,7 @@ export const BackupPassphrase = z
   .refine((v) => !/[\u0000-\u001f\u007f]/.test(v), "No control characters.");
 
 const Name = z.string().trim().min(1).max(255);
-const Description = z.string().trim().max(1024);
+const Description = multiline(z.string().trim().max(1024));
 
 export const CreateS3StorageBody = z.strictObject({
   name: Name,

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { multiline } from "../validation/text.js";
 import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
 
 /** Hostnames or IPv4/IPv6 addresses; nothing that could smuggle options or spaces. */
@@ -13,6 +14,7 @@ export const HostAddress = z
   );
 export const SshUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "Use a valid Unix user name.");
 const ServerName = z.string().trim().min(1).max(255);
+const ServerDescription = multiline(z.string().max(2000));
 
 export const CreateServerBody = z.object({
   name: ServerName,
@@ -26,7 +28,7 @@ export const CreateServerBody = z.object({
 export const UpdateServerBody = z
   .object({
     name: ServerName.optional(),
-    description: z.string().max(2000).optional(),
+    description: ServerDescription.optional(),
     ip: HostAddress.optional(),
     port: z.number().int().min(1).max(65535).optional(),
     user: SshUser.optional(),
