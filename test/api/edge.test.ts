@@ -3,8 +3,15 @@
  * {message, errors?}, never a 500 (issue 15). The route fuzz (fuzz.test.ts) covers every route
  * with random input; this file pins the cases found and the decisions taken.
  */
+import { readFileSync } from "node:fs";
 import { brotliCompressSync, deflateSync, gzipSync } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { requestBody } from "@capstan/shared";
+import { route, type AnyRoute } from "../../control-plane/src/http/route.js";
+import { routes as allRoutes } from "../../control-plane/src/http/routes/index.js";
+import { openApiDocument } from "../../control-plane/src/http/openapi.js";
+import { serveRoutes } from "./support/app.js";
 import { startTestInstance, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { appWorld, createImageApp, placement, type AppWorld } from "./support/applications.js";
@@ -171,5 +178,134 @@ describe("control characters (one rule: shared/src/validation/text.ts)", () => {
     const res = await w.api.post("/projects", { name: "fine", ["na\u0000me"]: "x" });
     expect(res.status).toBe(422);
     expect(Object.values(res.body.errors as Record<string, string[]>).flat()).toContain("The field name must not contain control characters.");
+  });
+});
+
+describe("unknown request fields: one rule for every route (422 naming them)", () => {
+  const unknown = (...fields: string[]) => Object.fromEntries(fields.map((f) => [f, [expect.stringMatching(new RegExp(`^Unknown field\\(s\\): .*${f.split(".").pop()}.*This path does not take them\\.$`))]]));
+
+  it("refuses an unknown field on routes that used to drop it silently, and changes nothing", async () => {
+    const before = (await w.api.get("/projects")).body.data.length;
+    const res = await w.api.post("/projects", { name: "colourful", colour: "red" });
+    expect(res.status).toBe(422);
+    expect(res.body).toEqual({ message: "The given data was invalid.", errors: unknown("colour") });
+    expect((await w.api.get("/projects")).body.data.length).toBe(before);
+
+    const app = await createImageApp(w);
+    const patch = await w.api.patch(`/applications/${app.uuid}`, { name: "renamed", git_brnch: "main" });
+    expect(patch.status).toBe(422);
+    expect(patch.body.errors).toEqual(unknown("git_brnch"));
+    expect((await w.api.get(`/applications/${app.uuid}`)).body.name).toBe(app.name);
+  });
+
+  it("refuses unknown fields inside nested objects", async () => {
+    const app = await createImageApp(w);
+    const res = await w.api.patch(`/applications/${app.uuid}/envs/bulk`, { variables: [{ key: "A", value: "1", secret: true }] });
+    expect(res.status).toBe(422);
+    expect(res.body.errors).toEqual(unknown("variables.0.secret"));
+  });
+
+  it("refuses any field on a route that takes no body; no body or {} is fine", async () => {
+    const project = (await w.api.post("/projects", { name: "bodyless" })).body;
+    const withField = await w.api.delete(`/projects/${project.uuid}`, { force: true });
+    expect(withField.status).toBe(422);
+    expect(withField.body.errors).toEqual(unknown("force"));
+    const notAnObject = await w.api.delete(`/projects/${project.uuid}`, ["force"]);
+    expect(notAnObject.status).toBe(422);
+    expect((await w.api.get(`/projects/${project.uuid}`)).status).toBe(200);
+    expect((await w.api.delete(`/projects/${project.uuid}`, {})).status).toBe(200);
+    const other = (await w.api.post("/projects", { name: "bodyless-2" })).body;
+    expect((await w.api.delete(`/projects/${other.uuid}`)).status).toBe(200);
+  });
+
+  it("is built into the route table: every body object of every route is strict", () => {
+    const bodies = allRoutes.filter((r) => r.body);
+    expect(bodies.length).toBeGreaterThan(40);
+    for (const r of bodies) {
+      const res = r.body!.safeParse({ surely_not_a_field_of_any_route: 1 });
+      expect(res.success, `${r.method} ${r.path}`).toBe(false);
+      expect(res.error!.issues.some((i) => i.code === "unrecognized_keys"), `${r.method} ${r.path}`).toBe(true);
+    }
+  });
+
+  describe("compatibility fields (accepted and ignored) and the route table's checks, on a test-only route table", () => {
+    const seen: unknown[] = [];
+    const testRoutes: AnyRoute[] = [
+      route({
+        method: "post",
+        path: "/compat/{id}",
+        tag: "Test",
+        summary: "A route with a compatibility field",
+        params: z.object({ id: z.string() }),
+        body: requestBody({ name: z.string() }),
+        compatibleFields: { legacy_flag: "sent by an old client, means nothing here" },
+        responses: { 200: { description: "ok" } },
+        async handler({ body }) {
+          seen.push(body);
+          return { body: { ok: true } };
+        },
+      }),
+      route({
+        method: "post",
+        path: "/compat-bodyless",
+        tag: "Test",
+        summary: "A bodyless route with a compatibility field",
+        compatibleFields: { instant: "an old client's flag" },
+        responses: { 200: { description: "ok" } },
+        async handler() {
+          return { body: { ok: true } };
+        },
+      }),
+    ];
+    let served: Awaited<ReturnType<typeof serveRoutes>>;
+    beforeAll(async () => {
+      served = await serveRoutes(t, testRoutes);
+    });
+    afterAll(async () => {
+      await served?.close();
+    });
+
+    it("accepts and ignores a listed field (the handler never sees it); any other unknown field is still a 422", async () => {
+      const api = served.api(t.rootToken);
+      const ok = await api.post("/compat/1", { name: "n", legacy_flag: { anything: [1, 2] } });
+      expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+      expect(seen.at(-1)).toEqual({ name: "n" });
+      const bad = await api.post("/compat/1", { name: "n", legacy_flag: true, other: 1 });
+      expect(bad.status).toBe(422);
+      expect(bad.body.errors).toEqual(unknown("other"));
+      // The control-character rule still applies to an ignored field.
+      expect((await api.post("/compat/1", { name: "n", legacy_flag: "a\u0000" })).status).toBe(422);
+      expect((await api.post("/compat-bodyless", { instant: true })).status).toBe(200);
+      expect((await api.post("/compat-bodyless", { instant: true, nope: 1 })).status).toBe(422);
+    });
+
+    it("documents a compatibility field in the OpenAPI document as a deprecated property", () => {
+      const doc = openApiDocument(testRoutes) as any;
+      const props = doc.paths["/compat/{id}"].post.requestBody.content["application/json"].schema.properties;
+      expect(props.name).toBeDefined();
+      expect(props.legacy_flag).toEqual({ deprecated: true, description: expect.stringContaining("sent by an old client") });
+      expect(doc.paths["/compat-bodyless"].post.requestBody.content["application/json"].schema.properties.instant.deprecated).toBe(true);
+    });
+
+    it("refuses to build an app whose route table has a loose body or a compatibility field that is a body field", async () => {
+      const loose = route({ method: "post", path: "/loose", tag: "Test", summary: "s", body: z.object({ a: z.string() }), responses: { 200: { description: "ok" } }, handler: async () => ({ body: {} }) });
+      const nested = route({ method: "post", path: "/nested", tag: "Test", summary: "s", body: requestBody({ a: z.array(z.object({ b: z.string() })) }), responses: { 200: { description: "ok" } }, handler: async () => ({ body: {} }) });
+      const clash = route({ method: "post", path: "/clash", tag: "Test", summary: "s", body: requestBody({ a: z.string() }), compatibleFields: { a: "x" }, responses: { 200: { description: "ok" } }, handler: async () => ({ body: {} }) });
+      await expect(serveRoutes(t, [loose])).rejects.toThrow(/POST \/loose: body objects not built with requestBody\(\) .* at \(top\)/);
+      await expect(serveRoutes(t, [nested])).rejects.toThrow(/POST \/nested: .* at a\[\]/);
+      await expect(serveRoutes(t, [clash])).rejects.toThrow(/POST \/clash: compatibility field a is a field of the body/);
+    });
+  });
+
+  it("docs/compatibility.md lists exactly the compatibility fields of the route table", () => {
+    const doc = readFileSync(new URL("../../docs/compatibility.md", import.meta.url), "utf8");
+    const section = doc.split("## Accepted and ignored fields")[1]!.split("\n## ")[0]!;
+    const rows = section
+      .split("\n")
+      .filter((l) => /^\| `?[A-Z]+ /.test(l))
+      .map((l) => l.split("|").map((c) => c.trim().replace(/`/g, "")))
+      .map((c) => `${c[1]} ${c[2]}`);
+    const declared = allRoutes.flatMap((r) => Object.keys(r.compatibleFields ?? {}).map((f) => `${r.method.toUpperCase()} ${r.path} ${f}`));
+    expect(rows.sort()).toEqual(declared.sort());
   });
 });

@@ -1,7 +1,7 @@
 import express, { type Express, type RequestHandler } from "express";
 import { randomUUID } from "node:crypto";
 import type { z } from "zod";
-import { controlCharacterIssues } from "@capstan/shared";
+import { controlCharacterIssues, looseObjects, requestBody } from "@capstan/shared";
 import type { Logger } from "pino";
 import type { Services } from "../services/index.js";
 import { AppError, bodyReadError, errorMiddleware, fieldErrorsOf, invalid, unknownRoute, type FieldErrors } from "./errors.js";
@@ -37,14 +37,52 @@ function addError(errors: FieldErrors, key: string, message: string): void {
  * the control-character rule (shared validation/text.ts) to every string of it, including
  * fields the schema does not know: a part with either kind of problem adds its field errors.
  */
-function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldErrors): unknown {
+function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldErrors, parsed = value): unknown {
   const text = controlCharacterIssues(schema, value);
   for (const issue of text) addError(errors, issue.path.length ? issue.path.join(".") : "body", issue.message);
   if (!schema) return {};
-  const r = schema.safeParse(value);
+  const r = schema.safeParse(parsed);
   if (r.success) return text.length ? undefined : r.data;
   for (const [key, messages] of Object.entries(fieldErrorsOf(r.error))) for (const m of messages) addError(errors, key, m);
   return undefined;
+}
+
+/** The body of a route that declares none: no fields at all (an empty object, or no body). */
+const NO_BODY = requestBody({});
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * The request body as the route's schema is to see it: without the compatibility fields the
+ * route accepts and ignores (RouteSpec.compatibleFields, docs/compatibility.md).
+ */
+function withoutCompatibleFields(r: AnyRoute, body: unknown): unknown {
+  if (!r.compatibleFields || !isPlainObject(body)) return body;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(body)) if (!Object.hasOwn(r.compatibleFields, k)) out[k] = v;
+  return out;
+}
+
+/**
+ * The checks of the route table itself, once when the app is built: every object of a request
+ * body is strict (built with requestBody, one rule for unknown fields), and a compatibility
+ * field is not also a field of the body. A route breaking them stops the start.
+ */
+function checkRouteTable(routes: AnyRoute[]): void {
+  const problems: string[] = [];
+  for (const r of routes) {
+    const where = `${r.method.toUpperCase()} ${r.path}`;
+    if (r.body) {
+      const loose = looseObjects(r.body);
+      if (loose.length) problems.push(`${where}: body objects not built with requestBody() (shared/src/api/common.ts) at ${loose.map((p) => p || "(top)").join(", ")}`);
+    }
+    for (const field of Object.keys(r.compatibleFields ?? {})) {
+      if (r.body && r.body.safeParse({ [field]: null }).error?.issues.some((i) => i.code === "unrecognized_keys") !== true) {
+        problems.push(`${where}: compatibility field ${field} is a field of the body`);
+      }
+    }
+  }
+  if (problems.length) throw new Error(`route table:\n  ${problems.join("\n  ")}`);
 }
 
 /**
@@ -60,7 +98,9 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
       const errors: FieldErrors = {};
       const params = parsePart(r.params, req.params, errors);
       const query = parsePart(r.query, req.query, errors);
-      const body = r.body ? parsePart(r.body, req.body ?? {}, errors) : undefined;
+      let body: unknown;
+      if (r.body) body = parsePart(r.body, req.body ?? {}, errors, withoutCompatibleFields(r, req.body ?? {}));
+      else if (!r.rawBody && req.body !== undefined) parsePart(NO_BODY, req.body, errors, withoutCompatibleFields(r, req.body));
       if (Object.keys(errors).length) throw invalid(errors);
       const version = req.teamVersion;
       let key: string | undefined;
@@ -151,6 +191,7 @@ function requestLog(log: Logger): RequestHandler {
 /** Builds the HTTP app without listening, so tests and the server share one construction. */
 export function createApp(deps: AppDeps): Express {
   const routes = deps.routes ?? defaultRoutes;
+  checkRouteTable(routes);
   const app = express();
   app.disable("x-powered-by");
   app.set("trust proxy", deps.trustProxy);

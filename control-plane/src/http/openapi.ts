@@ -153,6 +153,20 @@ function pipelineResponses(r: AnyRoute): Record<string, JsonObject> {
   return out;
 }
 
+/**
+ * A body schema with the route's compatibility fields (accepted and ignored) added as
+ * deprecated properties, so a client's generator sees them and knows they do nothing.
+ */
+function withCompatibleFields(r: AnyRoute, schema: JsonObject, components: JsonObject): JsonObject {
+  if (!r.compatibleFields) return schema;
+  const ref = typeof schema.$ref === "string" ? (schema.$ref as string) : undefined;
+  const base = ref ? (structuredClone(components[ref.slice(COMPONENT_PREFIX.length)]) as JsonObject) : { ...schema };
+  const extra = Object.fromEntries(
+    Object.entries(r.compatibleFields).map(([name, why]) => [name, { deprecated: true, description: `Accepted for compatibility and ignored: ${why} (docs/compatibility.md)` }]),
+  );
+  return { ...base, properties: { ...((base.properties as JsonObject | undefined) ?? {}), ...extra } };
+}
+
 /** The OpenAPI 3.1 document, generated from the route table and its zod schemas. */
 export function openApiDocument(routes: AnyRoute[]): JsonObject {
   const components: JsonObject = {};
@@ -201,7 +215,11 @@ export function openApiDocument(routes: AnyRoute[]): JsonObject {
     };
     if (r.body) {
       // A body that may be left out entirely (every field optional) is not required.
-      op.requestBody = { required: !r.body.safeParse({}).success, content: { "application/json": { schema: toSchema(r.body, "input", components) } } };
+      const schema = withCompatibleFields(r, toSchema(r.body, "input", components), components);
+      op.requestBody = { required: !r.body.safeParse({}).success, content: { "application/json": { schema } } };
+    } else if (r.compatibleFields) {
+      const schema = withCompatibleFields(r, { type: "object", properties: {}, additionalProperties: false }, components);
+      op.requestBody = { required: false, content: { "application/json": { schema } } };
     } else if (r.rawBody) {
       const any = { type: "object", additionalProperties: true };
       op.requestBody = {

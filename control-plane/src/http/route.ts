@@ -56,7 +56,18 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
   rawBody?: { description: string };
   params?: P;
   query?: Q;
+  /**
+   * The request body: built with requestBody() (shared/src/api/common.ts), so every object in it
+   * is strict and an unknown field is a 422 naming it; createApp refuses a route whose body is
+   * not. A route without `body` takes no fields at all (an empty object or no body).
+   */
   body?: B;
+  /**
+   * Body fields other clients send (Coolify's v4 API, docs/compatibility.md) that this route
+   * accepts and ignores, each with the reason. They are removed before the body is validated,
+   * never reach the handler, and must be listed in docs/compatibility.md (a test checks it).
+   */
+  compatibleFields?: Readonly<Record<string, string>>;
   responses: Record<number, ResponseSpec>;
   /**
    * GET only: the 200 body depends on nothing but the caller's team's projects, environments,
