@@ -12,6 +12,7 @@ export * from "./api/s3-storages.js";
 export * from "./api/backups.js";
 export * from "./api/databases.js";
 export * from "./api/networks.js";
+export * from "./api/features.js";
 export * from "./version.js";
 export * from "./protocol/index.js";
 export * from "./validation/inputs.js";

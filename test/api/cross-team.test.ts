@@ -8,6 +8,7 @@ import { createHmac, generateKeyPairSync, randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { z } from "zod";
+import { FEATURES } from "@capstan/shared";
 import { routes as allRoutes } from "../../control-plane/src/http/routes/index.js";
 import type { AnyRoute } from "../../control-plane/src/http/route.js";
 import { startTestInstance, type ApiClient, type ApiResponse, type TestInstance } from "./harness.js";
@@ -67,6 +68,8 @@ async function ok<T = any>(res: Promise<ApiResponse<T>>, what: string): Promise<
 async function buildFixtures(prefix: string): Promise<Fixtures> {
   const tag = `${prefix}-${randomBytes(4).toString("hex")}`;
   const team = await t.newTeam(`${tag}-team`);
+  // Every paid feature: a gated route must get past the feature gate (402) to the team check.
+  await t.instance.admin.setTeamFeatures(team.teamId, { enable: [...FEATURES] });
   const api = team.api;
   const member = await t.newMember(team.teamId, "member");
   const spare = await t.newMember(team.teamId, "member");
@@ -686,6 +689,25 @@ describe("positive control: the same requests on a team's own objects succeed", 
     const body = r.body ? BODIES[key]!.valid(C) : undefined;
     const res = await call(C.api, r, buildPath(r, ownSlots(r, "A"), { A: C, B: C }), body);
     expectOwnStatus(key, res);
+  });
+});
+
+describe("paid features (RouteSpec.feature)", () => {
+  // The fixture teams have every feature (above). A team without the route's feature is
+  // stopped by the gate (402) before anything is looked up, with team A's ids as much as with
+  // its own: the gate says nothing about another team's objects either.
+  const gated = covered.filter((r) => r.feature !== undefined);
+  it(`a team without the feature gets 402 on every gated route (${gated.length} today), team A unchanged`, async () => {
+    const { api } = await t.newTeam("poor-team");
+    for (const r of gated) {
+      const before = await snapshot(A);
+      const body = r.body ? BODIES[keyOf(r)]!.valid(A) : undefined;
+      const res = await call(api, r, buildPath(r, ownSlots(r, "A"), { A, B }), body);
+      expect(res.status, keyOf(r)).toBe(402);
+      expect(res.body, keyOf(r)).toEqual({ message: expect.stringContaining(r.feature!) });
+      expectNoMarkers(res, A, keyOf(r));
+      expect(await snapshot(A)).toEqual(before);
+    }
   });
 });
 

@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { TEAM_ROLES, TOKEN_SCOPES, type TeamRole, type TokenScope } from "@capstan/shared";
+import { FEATURES, TEAM_ROLES, TOKEN_SCOPES, parseFeatureList, type Feature, type TeamRole, type TokenScope } from "@capstan/shared";
 import { ConfigError, loadConfig } from "../config.js";
 import { openInstanceData } from "../instance.js";
 import { AdminError } from "../services/admin.js";
@@ -11,6 +11,9 @@ const USAGE = `usage: capstan <command> [options]
   migrate                                       apply pending database migrations
   team create --name NAME [--description D]     prints the new team id
   team list
+  team features --team ID [--enable F1,F2] [--disable F3]
+                                                turns paid features of a team on or off and
+                                                prints the team's features, one per line
   user create --name NAME --email EMAIL         prints the new user id
   user list
   member add --team ID --user ID --role owner|admin|member|viewer
@@ -38,6 +41,17 @@ function intOf(values: Record<string, unknown>, name: string): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer`);
   return n;
+}
+
+/** --enable / --disable: a comma list of known feature names; absent means none. */
+function featuresOf(values: Record<string, unknown>, name: string): Feature[] {
+  const raw = values[name];
+  if (raw === undefined) return [];
+  const parsed = typeof raw === "string" ? parseFeatureList(raw) : { unknown: [] };
+  if ("unknown" in parsed || !parsed.features.length) {
+    throw new UsageError(`--${name} takes a comma list of ${FEATURES.join(", ")}`);
+  }
+  return parsed.features;
 }
 
 function scopesOf(raw: string): TokenScope[] {
@@ -73,6 +87,8 @@ async function run(argv: string[]): Promise<number> {
       scopes: { type: "string" },
       id: { type: "string" },
       "expires-in-days": { type: "string" },
+      enable: { type: "string" },
+      disable: { type: "string" },
     },
     strict: true,
     allowPositionals: false,
@@ -96,6 +112,14 @@ async function run(argv: string[]): Promise<number> {
       case "team list":
         for (const t of await admin.listTeams()) out(`${t.id}\t${t.name}\t${t._count.memberships} members`);
         return 0;
+      case "team features": {
+        const teamId = intOf(values, "team");
+        const enable = featuresOf(values, "enable");
+        const disable = featuresOf(values, "disable");
+        const result = enable.length || disable.length ? await admin.setTeamFeatures(teamId, { enable, disable }) : await admin.teamFeatures(teamId);
+        for (const f of result.features) out(f);
+        return 0;
+      }
       case "user create":
         out(String(await admin.createUser(need(values, "name"), need(values, "email"))));
         return 0;

@@ -4,7 +4,7 @@ import type { z } from "zod";
 import { controlCharacterIssues, looseObjects, requestBody } from "@capstan/shared";
 import type { Logger } from "pino";
 import type { Services } from "../services/index.js";
-import { AppError, bodyReadError, errorMiddleware, fieldErrorsOf, invalid, unknownRoute, type FieldErrors } from "./errors.js";
+import { AppError, bodyReadError, errorMiddleware, fieldErrorsOf, invalid, paymentRequired, unknownRoute, type FieldErrors } from "./errors.js";
 import { requireAuth, requireScope, resolveToken } from "./auth.js";
 import { expressPath, type AnyRoute } from "./route.js";
 import { routes as defaultRoutes } from "./routes/index.js";
@@ -76,6 +76,7 @@ function checkRouteTable(routes: AnyRoute[]): void {
       const loose = looseObjects(r.body);
       if (loose.length) problems.push(`${where}: body objects not built with requestBody() (shared/src/api/common.ts) at ${loose.map((p) => p || "(top)").join(", ")}`);
     }
+    if (r.feature !== undefined && r.auth === "none") problems.push(`${where}: a route without a token cannot need a feature`);
     for (const field of Object.keys(r.compatibleFields ?? {})) {
       if (r.body && r.body.safeParse({ [field]: null }).error?.issues.some((i) => i.code === "unrecognized_keys") !== true) {
         problems.push(`${where}: compatibility field ${field} is a field of the body`);
@@ -90,11 +91,15 @@ function checkRouteTable(routes: AnyRoute[]): void {
  * (token, scope, parameters), with the version read with its token (req.teamVersion).
  */
 function handle(r: AnyRoute, services: Services, cache?: ResponseCache): RequestHandler {
+  const feature = r.feature;
   return async (req, res, next) => {
     try {
       // Routes without token (webhooks) authenticate the request in their handler.
       const auth = r.auth === "none" ? undefined : requireAuth(req);
       if (auth) requireScope(auth, r);
+      // The feature gate: the team's features came with the token (http/auth.ts), so this costs
+      // a set lookup on gated routes and nothing on the others (docs/features.md).
+      if (feature !== undefined && !auth!.features.has(feature)) throw paymentRequired(feature);
       const errors: FieldErrors = {};
       const params = parsePart(r.params, req.params, errors);
       const query = parsePart(r.query, req.query, errors);

@@ -20,6 +20,9 @@ export const notFound = (what = "Resource") => new AppError(404, `${what} not fo
 export const forbidden = (message = "You do not have permission to perform this action.") => new AppError(403, message);
 export const conflict = (message: string) => new AppError(409, message);
 export const invalid = (errors: FieldErrors, message = "The given data was invalid.") => new AppError(422, message, errors);
+/** A paid feature the team does not have (spec section 7: 402; docs/features.md). */
+export const paymentRequired = (feature: string) =>
+  new AppError(402, `This needs the paid feature ${feature}, which is not enabled for this team. An instance administrator enables it with: capstan team features --team <id> --enable ${feature}`);
 
 /** Field errors keyed by dotted path; prefix distinguishes path/query parameters where it matters. */
 export function fieldErrorsOf(error: z.ZodError): FieldErrors {

@@ -133,6 +133,7 @@ const PIPELINE_RESPONSES = {
   PayloadTooLarge: errorResponse("Request body larger than PLATFORM_MAX_BODY_BYTES (default 1 MiB)"),
   UnsupportedMediaType: errorResponse("Request body is not JSON (send Content-Type: application/json), or has a Content-Encoding other than gzip, deflate or br"),
   ValidationFailed: errorResponse("Invalid path parameter, query parameter or body; `errors` maps each field to its problems"),
+  PaymentRequired: errorResponse("The paid feature this operation needs (`x-capstan-feature`) is not enabled for the token's team; the message names it"),
   TooManyRequests: errorResponse("Rate limit exceeded; wait until X-RateLimit-Reset", { "Retry-After": ref("headers", "RetryAfter") }),
 };
 
@@ -143,6 +144,7 @@ function pipelineResponses(r: AnyRoute): Record<string, JsonObject> {
     out[401] = ref("responses", "Unauthenticated");
     out[403] = ref("responses", "Forbidden");
   }
+  if (r.feature !== undefined) out[402] = ref("responses", "PaymentRequired");
   if (r.params || r.query || r.body) out[422] = ref("responses", "ValidationFailed");
   if (r.rawBody) out[413] = ref("responses", "PayloadTooLarge");
   if (r.body || r.path.includes("{")) out[400] = ref("responses", "MalformedJson");
@@ -207,8 +209,12 @@ export function openApiDocument(routes: AnyRoute[]): JsonObject {
       operationId: id,
       tags: [r.tag],
       summary: r.summary,
-      description: (r.description ? r.description + "\n\n" : "") + (tokenless ? "No token: the request is authenticated by its signature." : `Token scope: \`${scope}\`.`),
+      description:
+        (r.description ? r.description + "\n\n" : "") +
+        (tokenless ? "No token: the request is authenticated by its signature." : `Token scope: \`${scope}\`.`) +
+        (r.feature ? ` Paid feature: \`${r.feature}\` (402 when the team does not have it).` : ""),
       ...(tokenless ? {} : { "x-capstan-scope": scope }),
+      ...(r.feature ? { "x-capstan-feature": r.feature } : {}),
       security: tokenless ? [] : [{ bearerAuth: [scope] }],
       parameters: [...parameters(r.params, "path", components), ...parameters(r.query, "query", components)],
       responses: sorted,

@@ -1,6 +1,6 @@
 import type { Request, Response } from "express";
 import { z } from "zod";
-import type { TokenScope } from "@capstan/shared";
+import type { Feature, TokenScope } from "@capstan/shared";
 import type { AuthContext } from "./auth.js";
 import type { Services } from "../services/index.js";
 
@@ -52,6 +52,12 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
    * client address still applies. Default "token".
    */
   auth?: "token" | "none";
+  /**
+   * The paid feature the route needs (shared/src/api/features.ts). A team without it gets
+   * 402 naming the feature, after the token and scope checks and before anything else
+   * (validation, lookups): docs/features.md. Token routes only.
+   */
+  feature?: Feature;
   /** The body is handed over unparsed as a Buffer in `req.body` (signatures over the raw bytes); `body` must be unset. */
   rawBody?: { description: string };
   params?: P;

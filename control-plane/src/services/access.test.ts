@@ -62,6 +62,7 @@ const as = (teamId: number, userId: number | null, role: TeamRole): AuthContext 
   userId,
   role,
   scopes: new Set(["read", "write", "deploy"]),
+  features: new Set(),
 });
 
 async function status(p: Promise<unknown>): Promise<number> {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { IntId, resourceId, TeamRole, Timestamp, listOf } from "./common.js";
+import { Feature } from "./features.js";
 
 export const Team = z
   .object({
@@ -13,6 +14,12 @@ export type Team = z.infer<typeof Team>;
 
 export const TeamDetail = Team.extend({ members_count: z.number().int() }).meta({ id: "TeamDetail" });
 export type TeamDetail = z.infer<typeof TeamDetail>;
+
+/** GET /teams/current: the detail plus the team's paid features, read-only (set with the `capstan` CLI). */
+export const CurrentTeam = TeamDetail.extend({
+  features: z.array(Feature).meta({ description: "Paid features enabled for the team (docs/features.md); routes needing another one answer 402" }),
+}).meta({ id: "CurrentTeam" });
+export type CurrentTeam = z.infer<typeof CurrentTeam>;
 
 export const Member = z
   .object({ id: z.number().int(), name: z.string(), email: z.string(), role: TeamRole })

@@ -1,4 +1,4 @@
-import { MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, type TeamRole } from "@capstan/shared";
+import { CurrentTeam, MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, storedFeatures, type TeamRole } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
@@ -15,6 +15,11 @@ const teamDto = (t: { id: number; name: string; description: string; createdAt: 
 async function teamDetail(services: Services, auth: AuthContext, id: number) {
   const t = await services.teams.get(auth, id);
   return { ...teamDto(t), members_count: t._count.memberships };
+}
+
+async function currentTeam(services: Services, auth: AuthContext) {
+  const t = await services.teams.get(auth, auth.teamId);
+  return { ...teamDto(t), members_count: t._count.memberships, features: storedFeatures(t.features) };
 }
 
 async function members(services: Services, auth: AuthContext, teamId: number, query: PaginationQuery) {
@@ -55,9 +60,10 @@ export const teamRoutes = [
     path: "/teams/current",
     tag: "Teams",
     summary: "The team of the token",
-    responses: { 200: { description: "Team", schema: TeamDetail }, 401: ERR[401], 403: ERR[403] },
+    description: "With the team's paid features (`features`), which instance administrators set with the `capstan` CLI.",
+    responses: { 200: { description: "Team", schema: CurrentTeam }, 401: ERR[401], 403: ERR[403] },
     async handler({ auth, services }) {
-      return { body: await teamDetail(services, auth, auth.teamId) };
+      return { body: await currentTeam(services, auth) };
     },
   }),
   route({
