@@ -174,6 +174,17 @@ describe("control characters (one rule: shared/src/validation/text.ts)", () => {
     expect(unknown.body.errors).toEqual({ cache_buster: [CONTROL] });
   });
 
+  it("takes field names like constructor and __proto__ as plain unknown fields (found by the route fuzz: 500 before)", async () => {
+    for (const body of ['{"name":"x","constructor":1}', '{"name":"x","__proto__":{"admin":true}}', '{"name":"x","toString":"y"}']) {
+      const res = await send("/projects", { method: "POST", body, headers: { "Content-Type": "application/json" } });
+      expect(res.status, body).toBe(422);
+      expect(Object.keys(res.body.errors as object), body).toEqual([Object.keys(JSON.parse(body) as object)[1]]);
+    }
+    const query = await send("/applications?__proto__=%00&constructor=x", { method: "GET" });
+    expect(query.status).toBe(422);
+    expect(JSON.stringify(query.body.errors)).toBe('{"__proto__":["Must not contain control characters."]}');
+  });
+
   it("names a field whose name holds a control character", async () => {
     const res = await w.api.post("/projects", { name: "fine", ["na\u0000me"]: "x" });
     expect(res.status).toBe(422);

@@ -4,7 +4,7 @@ import type { z } from "zod";
 import { controlCharacterIssues, looseObjects, requestBody } from "@capstan/shared";
 import type { Logger } from "pino";
 import type { Services } from "../services/index.js";
-import { AppError, bodyReadError, errorMiddleware, fieldErrorsOf, invalid, paymentRequired, unknownRoute, type FieldErrors } from "./errors.js";
+import { AppError, addFieldError, bodyReadError, errorMiddleware, fieldErrorsOf, invalid, paymentRequired, unknownRoute, type FieldErrors } from "./errors.js";
 import { requireAuth, requireScope, resolveToken } from "./auth.js";
 import { expressPath, type AnyRoute } from "./route.js";
 import { routes as defaultRoutes } from "./routes/index.js";
@@ -27,11 +27,6 @@ export interface AppDeps {
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
-function addError(errors: FieldErrors, key: string, message: string): void {
-  const list = (errors[key] ??= []);
-  if (!list.includes(message)) list.push(message);
-}
-
 /**
  * Parses one part of the request (path parameters, query, body) with its schema, and applies
  * the control-character rule (shared validation/text.ts) to every string of it, including
@@ -39,11 +34,11 @@ function addError(errors: FieldErrors, key: string, message: string): void {
  */
 function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldErrors, parsed = value): unknown {
   const text = controlCharacterIssues(schema, value);
-  for (const issue of text) addError(errors, issue.path.length ? issue.path.join(".") : "body", issue.message);
+  for (const issue of text) addFieldError(errors, issue.path.length ? issue.path.join(".") : "body", issue.message);
   if (!schema) return {};
   const r = schema.safeParse(parsed);
   if (r.success) return text.length ? undefined : r.data;
-  for (const [key, messages] of Object.entries(fieldErrorsOf(r.error))) for (const m of messages) addError(errors, key, m);
+  for (const [key, messages] of Object.entries(fieldErrorsOf(r.error))) for (const m of messages) addFieldError(errors, key, m);
   return undefined;
 }
 

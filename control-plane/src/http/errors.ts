@@ -24,6 +24,17 @@ export const invalid = (errors: FieldErrors, message = "The given data was inval
 export const paymentRequired = (feature: string) =>
   new AppError(402, `This needs the paid feature ${feature}, which is not enabled for this team. An instance administrator enables it with: capstan team features --team <id> --enable ${feature}`);
 
+/**
+ * The message list of one field, created as an own property: field names come from clients, and
+ * `out["constructor"] ??= []` would find Object's constructor (and "__proto__" the prototype),
+ * a 500 the route fuzz found. Repeated messages are kept once.
+ */
+export function addFieldError(errors: FieldErrors, key: string, message: string): void {
+  if (!Object.hasOwn(errors, key)) Object.defineProperty(errors, key, { value: [], enumerable: true, writable: true, configurable: true });
+  const list = errors[key]!;
+  if (!list.includes(message)) list.push(message);
+}
+
 /** Field errors keyed by dotted path; prefix distinguishes path/query parameters where it matters. */
 export function fieldErrorsOf(error: z.ZodError): FieldErrors {
   const out: FieldErrors = {};
@@ -31,7 +42,7 @@ export function fieldErrorsOf(error: z.ZodError): FieldErrors {
     const missing = issue.code === "invalid_type" && /received undefined$/.test(issue.message);
     // An unknown field is named as a field of its own, so a client sees which one to drop.
     const keys = issue.code === "unrecognized_keys" ? issue.keys.map((k) => [...issue.path, k].join(".")) : [issue.path.length ? issue.path.join(".") : "body"];
-    for (const key of keys) (out[key] ??= []).push(missing ? "This field is required." : issue.message);
+    for (const key of keys) addFieldError(out, key, missing ? "This field is required." : issue.message);
   }
   return out;
 }

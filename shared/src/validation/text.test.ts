@@ -40,6 +40,12 @@ describe("controlCharacterIssues", () => {
     expect(controlCharacterIssues(undefined, "top\u0000").map((i) => i.path)).toEqual([[]]);
   });
 
+  it("takes field names like __proto__ and constructor as plain names (found by the route fuzz: a 500 before)", () => {
+    const parsed = JSON.parse('{"__proto__": {"a": "x\\u0000"}, "constructor": "y\\n", "toString": 1, "name": "ok"}') as unknown;
+    expect(paths(parsed)).toEqual(["__proto__.a", "constructor"]);
+    expect(controlCharacterIssues(Body, JSON.parse('{"__proto__": "v", "constructor": "w"}'))).toEqual([]);
+  });
+
   it("walks deeply nested values without recursion and reports at most 20 issues", () => {
     let deep: unknown = "\u0000";
     for (let i = 0; i < 100_000; i++) deep = [deep];

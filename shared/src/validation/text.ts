@@ -109,7 +109,8 @@ function childrenOf(nodes: Node[], key: string | number, isArray: boolean): Node
       if (def.type === "array") resolve(def.element, false, out);
       else if (def.type === "tuple") resolve(typeof key === "number" && def.items && key < def.items.length ? def.items[key] : (def.rest ?? undefined), false, out);
     } else if (def.type === "object") {
-      const field = def.shape?.[key as string];
+      // Own fields only: a client's "__proto__" or "constructor" must not find Object.prototype's.
+      const field = def.shape && Object.hasOwn(def.shape, key) ? def.shape[key as string] : undefined;
       resolve(field ?? def.catchall, false, out);
     } else if (def.type === "record") {
       resolve(def.valueType, false, out);

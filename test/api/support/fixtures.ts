@@ -30,10 +30,12 @@ export interface Fixtures {
   tag: string;
   teamId: number;
   api: ApiClient;
-  /** A member with a project grant and an environment override. */
-  member: { userId: number; email: string };
+  /** The owner's token (read, write, deploy): the one `api` uses. */
+  token: string;
+  /** A member with a project grant (deploy) and an environment override (view_only); its token has every scope. */
+  member: { userId: number; email: string; token: string };
   /** A member without any grant (free to be granted in positive controls). */
-  spare: { userId: number };
+  spare: { userId: number; token: string };
   project: { uuid: string; name: string };
   environment: { id: number; uuid: string; name: string };
   projectPermission: { id: number };
@@ -146,8 +148,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     tag,
     teamId: team.teamId,
     api,
-    member: { userId: member.userId, email },
-    spare: { userId: spare.userId },
+    token: team.token,
+    member: { userId: member.userId, email, token: member.token },
+    spare: { userId: spare.userId, token: spare.token },
     project: { uuid: project.uuid, name: project.name },
     environment: { id: environment.id, uuid: environment.uuid, name: environment.name },
     projectPermission: { id: pp.data.id },
