@@ -320,3 +320,42 @@ describe("unknown request fields: one rule for every route (422 naming them)", (
     expect(rows.sort()).toEqual(declared.sort());
   });
 });
+
+describe("requests that lose a race with a concurrent change (found by the route fuzz on PostgreSQL)", () => {
+  it("answers the real database errors of a lost race with 404/409, on both databases", async () => {
+    const testRoutes: AnyRoute[] = [
+      route({ method: "post", path: "/race/missing", tag: "Test", summary: "s", responses: { 200: { description: "ok" } }, handler: async ({ services }) => {
+        await services.db.project.delete({ where: { id: 2_000_000_000 } });
+        return { body: {} };
+      } }),
+      route({ method: "post", path: "/race/reference", tag: "Test", summary: "s", responses: { 200: { description: "ok" } }, handler: async ({ services }) => {
+        await services.db.environment.create({ data: { uuid: `race-${Date.now()}`, projectId: 2_000_000_000, name: "gone" } });
+        return { body: {} };
+      } }),
+      route({ method: "post", path: "/race/duplicate", tag: "Test", summary: "s", responses: { 200: { description: "ok" } }, handler: async ({ services }) => {
+        const env = await services.db.environment.findFirstOrThrow();
+        await services.db.environment.create({ data: { uuid: env.uuid, projectId: env.projectId, name: "dup" } });
+        return { body: {} };
+      } }),
+    ];
+    const served = await serveRoutes(t, testRoutes);
+    try {
+      const api = served.api(t.rootToken);
+      expect(await api.post("/race/missing")).toMatchObject({ status: 404, body: { message: "Not found: it was removed while this request ran." } });
+      expect(await api.post("/race/reference")).toMatchObject({ status: 409, body: { message: expect.stringMatching(/was removed or changed while it ran/) } });
+      expect(await api.post("/race/duplicate")).toMatchObject({ status: 409, body: { message: expect.stringMatching(/at the same time/) } });
+    } finally {
+      await served.close();
+    }
+  });
+
+  it("two deletes of one project at once: one 200, the other 404, never 500", async () => {
+    for (let i = 0; i < 5; i++) {
+      const project = (await w.api.post("/projects", { name: `raced-${i}` })).body;
+      const answers = await Promise.all([1, 2, 3].map(() => w.api.delete(`/projects/${project.uuid}`)));
+      const statuses = answers.map((a) => a.status).sort();
+      expect(statuses.filter((s) => s === 200), JSON.stringify(answers.map((a) => a.body))).toHaveLength(1);
+      expect(statuses.every((s) => s === 200 || s === 404), JSON.stringify(statuses)).toBe(true);
+    }
+  });
+});

@@ -22,7 +22,9 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { routes as allRoutes } from "../../control-plane/src/http/routes/index.js";
 import type { AnyRoute } from "../../control-plane/src/http/route.js";
+import { pino } from "pino";
 import { startTestInstance, type TestInstance } from "./harness.js";
+import { serveRoutes } from "./support/app.js";
 import { KeyFactory } from "./support/ssh.js";
 import { BODIES, RESOURCE_VALUES, buildFixtures, initFixtures, keyOf, kindOf, pathParams, type Fixtures } from "./support/fixtures.js";
 
@@ -39,14 +41,29 @@ const REQUEST_TIMEOUT_MS = 20_000;
 let t: TestInstance;
 const keys = new KeyFactory();
 const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY });
+/** The app under fuzz: the instance's own route table and services, with its error log kept. */
+let target: Awaited<ReturnType<typeof serveRoutes>>;
+/** "unhandled error" log lines by request id: a failure shows the server's stack. */
+const serverErrors = new Map<string, string>();
 
 beforeAll(async () => {
   // Network management on: the network routes get past "disabled" to their real work.
   t = await startTestInstance({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_PROXY_ISOLATION: "true" });
   await initFixtures(t, keys);
+  const log = pino(
+    { level: "error" },
+    {
+      write(line: string) {
+        const entry = JSON.parse(line) as { req?: { id?: string }; err?: { stack?: string; message?: string } };
+        if (entry.req?.id) serverErrors.set(entry.req.id, entry.err?.stack ?? entry.err?.message ?? line);
+      },
+    },
+  );
+  target = await serveRoutes(t, allRoutes, { log });
 }, 120_000);
 afterAll(async () => {
   agent.destroy();
+  await target?.close();
   await t?.close();
   keys.cleanup();
 });
@@ -274,6 +291,8 @@ interface Answer {
    * 431 with an empty body): still never a 5xx, but not the API's error shape.
    */
   fromApp: boolean;
+  /** The app's X-Request-Id (to find the server's log line of a failure). */
+  requestId?: string;
   /** No answer at all: allowed only for a raw request that promised more bytes than it sent. */
   none?: string;
 }
@@ -284,15 +303,16 @@ function send(spec: Spec): Promise<Answer> {
 
 function sendHttp(spec: Spec): Promise<Answer> {
   return new Promise((resolve) => {
-    const url = new URL(t.url);
+    const url = new URL(target.url);
     const headers = { ...spec.headers, ...(spec.body !== undefined ? { "content-length": String(spec.body.length) } : {}) };
     let req;
     try {
       req = httpRequest({ host: url.hostname, port: url.port, method: spec.method, path: spec.path, headers, agent, timeout: REQUEST_TIMEOUT_MS }, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
-        const fromApp = res.headers["x-request-id"] !== undefined;
-        res.on("end", () => resolve({ statuses: [res.statusCode ?? 0], body: Buffer.concat(chunks).toString("utf8"), contentType: res.headers["content-type"], fromApp }));
+        const requestId = res.headers["x-request-id"] as string | undefined;
+        const fromApp = requestId !== undefined;
+        res.on("end", () => resolve({ statuses: [res.statusCode ?? 0], body: Buffer.concat(chunks).toString("utf8"), contentType: res.headers["content-type"], fromApp, requestId }));
         res.on("error", (err) => resolve({ statuses: [res.statusCode ?? 0], body: "", contentType: undefined, fromApp, none: String(err) }));
       });
     } catch (err) {
@@ -308,7 +328,7 @@ function sendHttp(spec: Spec): Promise<Answer> {
 /** A request on its own socket, with the framing the spec asks for, even when it lies. */
 function sendRaw(spec: Spec): Promise<Answer> {
   return new Promise((resolve) => {
-    const url = new URL(t.url);
+    const url = new URL(target.url);
     const socket = connect(Number(url.port), url.hostname);
     const chunks: Buffer[] = [];
     let done = false;
@@ -324,11 +344,12 @@ function sendRaw(spec: Spec): Promise<Answer> {
         body: bodyAt >= 0 ? text.slice(bodyAt + 4) : "",
         contentType: /\r\ncontent-type: ([^\r]*)/i.exec(text)?.[1],
         fromApp: /\r\nx-request-id: /i.test(text),
+        requestId: /\r\nx-request-id: ([^\r]*)/i.exec(text)?.[1],
         none: statuses.length ? undefined : (none ?? "closed without an answer"),
       });
     };
     const timer = setTimeout(() => finish("timeout"), 5_000);
-    socket.on("data", (c) => chunks.push(c));
+    socket.on("data", (c: Buffer) => chunks.push(c));
     socket.on("close", () => {
       clearTimeout(timer);
       finish();
@@ -389,7 +410,7 @@ describe("route fuzz: every route, random input, no server error", () => {
             statusCounts.set(status, (statusCounts.get(status) ?? 0) + 1);
             if (status >= 500) {
               if (documented(spec, status)) documented5xx++;
-              else failures.push(`${status}: ${describeSpec(spec)} -> ${answer.body.slice(0, 300)}`);
+              else failures.push(`${status}: ${describeSpec(spec)} -> ${answer.body.slice(0, 300)}\n  server: ${(answer.requestId && serverErrors.get(answer.requestId)) || "(no log line)"}`);
             }
           }
           // Every error of the API is the one error shape (a raw request's framing errors are Node's own).

@@ -1,6 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { z } from "zod";
 import type { Logger } from "pino";
+import { lostRace } from "../db/errors.js";
 
 export type FieldErrors = Record<string, string[]>;
 
@@ -93,12 +94,26 @@ function pathDecodeError(err: unknown): AppError | undefined {
   return undefined;
 }
 
-/** Maps AppErrors and the router's path decoding failure to clear client errors; everything unknown becomes a bare 500. */
+/**
+ * A write that lost a race with a concurrent request (db/errors.ts): what the client must hear
+ * is that the object changed under it, not a 500. Found by the route fuzz on PostgreSQL: two
+ * deletes of one project, a database created in an environment being deleted.
+ */
+const RACE_ANSWERS = {
+  missing: () => new AppError(404, "Not found: it was removed while this request ran."),
+  "reference-gone": () => new AppError(409, "Something this request refers to was removed or changed while it ran; read it again and retry."),
+  duplicate: () => new AppError(409, "Another request created the same thing at the same time; read it again."),
+  conflict: () => new AppError(409, "The request collided with a concurrent change; retry it."),
+} as const;
+
+/** Maps AppErrors, lost races and the router's path decoding failure to client errors; everything unknown becomes a bare 500. */
 export function errorMiddleware(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     let status = 500;
     let body: { message: string; errors?: FieldErrors } = { message: "Internal server error." };
-    const known = err instanceof AppError ? err : pathDecodeError(err);
+    const race = err instanceof AppError ? undefined : lostRace(err);
+    if (race) log.warn({ err, race, req: { id: req.id, method: req.method, path: req.originalUrl.split("?")[0] } }, "request lost a race with a concurrent change");
+    const known = err instanceof AppError ? err : race ? RACE_ANSWERS[race]() : pathDecodeError(err);
     if (known) {
       status = known.status;
       body = known.errors ? { message: known.message, errors: known.errors } : { message: known.message };

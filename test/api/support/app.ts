@@ -1,6 +1,6 @@
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { pino } from "pino";
+import { pino, type Logger } from "pino";
 import { createApp } from "../../../control-plane/src/http/app.js";
 import type { AnyRoute } from "../../../control-plane/src/http/route.js";
 import { client, type ApiClient, type TestInstance } from "../harness.js";
@@ -9,10 +9,14 @@ import { client, type ApiClient, type TestInstance } from "../harness.js";
  * The control plane's HTTP app with a test-only route table, on the instance's services and
  * database (tokens, teams and features of the instance apply), listening on loopback.
  */
-export async function serveRoutes(t: TestInstance, routes: AnyRoute[]): Promise<{ url: string; api(token?: string): ApiClient; close(): Promise<void> }> {
+export async function serveRoutes(
+  t: TestInstance,
+  routes: AnyRoute[],
+  opts: { log?: Logger } = {},
+): Promise<{ url: string; api(token?: string): ApiClient; close(): Promise<void> }> {
   const app = createApp({
     services: t.instance.services,
-    log: pino({ level: "silent" }),
+    log: opts.log ?? pino({ level: "silent" }),
     rateLimit: (_req, _res, next) => next(),
     maxBodyBytes: t.config.maxBodyBytes,
     trustProxy: false,
