@@ -370,7 +370,10 @@ function sendRaw(spec: Spec): Promise<Answer> {
 
 /** 5xx a route declares itself (its agent is away or failed): a documented answer, not a crash. */
 function documented(spec: Spec, status: number): boolean {
-  return spec.route !== undefined && spec.method === spec.route.method.toUpperCase() && [502, 503].includes(status) && status in spec.route.responses;
+  if (spec.route === undefined || ![502, 503].includes(status) || !(status in spec.route.responses)) return false;
+  const method = spec.route.method.toUpperCase();
+  // HEAD is answered by the GET route.
+  return spec.method === method || (spec.method === "HEAD" && method === "GET");
 }
 
 function describeSpec(spec: Spec): string {
