@@ -200,42 +200,49 @@ export async function snapshot(f: Fixtures) {
     expect(r.status, `snapshot ${path}`).toBe(200);
     return r.body;
   };
-  return {
-    team: await get("/teams/current"),
-    members: await get("/teams/current/members"),
-    projects: await get("/projects"),
-    projectPermissions: await get("/permissions/project"),
-    environmentPermissions: await get("/permissions/environment"),
-    keys: await get("/security/keys"),
-    servers: await get("/servers"),
-    server: await get(`/servers/${f.server.uuid}`),
-    applications: await get("/applications"),
-    application: await get(`/applications/${f.application.uuid}`),
-    envVars: await get(`/applications/${f.application.uuid}/envs`),
-    storages: await get(`/applications/${f.application.uuid}/storages`),
-    gitApps: await get("/github-apps"),
-    deployments: await get("/deployments"),
-    deployment: await get(`/deployments/${f.deployment.uuid}`),
-    databases: await get("/databases"),
-    database: await get(`/databases/${f.database.uuid}`),
-    databaseEnvs: await get(`/databases/${f.database.uuid}/envs`),
-    networks: await get(`/networks/${f.server.uuid}`),
-    resourceNetworks: await get(`/networks/resource/application/${f.application.uuid}`),
-    s3Storages: await get("/s3-storages"),
-    backupSchedules: await get(`/databases/${f.database.uuid}/backups`),
-    backupExecutions: await get(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}/executions`),
+  // Every read at once (the order of the reads does not matter): the matrices take many snapshots.
+  return settle({
+    team: get("/teams/current"),
+    members: get("/teams/current/members"),
+    projects: get("/projects"),
+    projectPermissions: get("/permissions/project"),
+    environmentPermissions: get("/permissions/environment"),
+    keys: get("/security/keys"),
+    servers: get("/servers"),
+    server: get(`/servers/${f.server.uuid}`),
+    applications: get("/applications"),
+    application: get(`/applications/${f.application.uuid}`),
+    envVars: get(`/applications/${f.application.uuid}/envs`),
+    storages: get(`/applications/${f.application.uuid}/storages`),
+    gitApps: get("/github-apps"),
+    deployments: get("/deployments"),
+    deployment: get(`/deployments/${f.deployment.uuid}`),
+    databases: get("/databases"),
+    database: get(`/databases/${f.database.uuid}`),
+    databaseEnvs: get(`/databases/${f.database.uuid}/envs`),
+    networks: get(`/networks/${f.server.uuid}`),
+    resourceNetworks: get(`/networks/resource/application/${f.application.uuid}`),
+    s3Storages: get("/s3-storages"),
+    backupSchedules: get(`/databases/${f.database.uuid}/backups`),
+    backupExecutions: get(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}/executions`),
     // Not visible through the API: changed storage keys or passphrase would only show here.
-    s3Secrets: (await t.instance.database.prisma.s3Storage.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map((r) =>
-      [r.accessKey, r.secretKey, r.encryptionPassphrase].map((v) => (v === null ? null : t.instance.box.open(v))),
+    s3Secrets: t.instance.database.prisma.s3Storage.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) =>
+      rows.map((r) => [r.accessKey, r.secretKey, r.encryptionPassphrase].map((v) => (v === null ? null : t.instance.box.open(v)))),
     ),
     // Not visible through the API: a rotated webhook secret would only show here.
-    webhookSecrets: (await t.instance.database.prisma.application.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map((a) => a.webhookSecret),
-    keyMaterial: await t.instance.services.keys.reveal(f.teamId, f.key.uuid),
+    webhookSecrets: t.instance.database.prisma.application.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((a) => a.webhookSecret)),
+    keyMaterial: t.instance.services.keys.reveal(f.teamId, f.key.uuid),
     // Not visible through the API: a rotated agent token would only show here.
-    agentTokens: (await t.instance.database.prisma.server.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map(
-      (row) => (row as { agentTokenHash?: unknown }).agentTokenHash,
-    ),
-  };
+    agentTokens: t.instance.database.prisma.server
+      .findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })
+      .then((rows) => rows.map((row) => (row as { agentTokenHash?: unknown }).agentTokenHash)),
+  });
+}
+
+/** An object of promises, settled into an object of their values. */
+async function settle<T extends Record<string, Promise<unknown>>>(o: T): Promise<{ [K in keyof T]: Awaited<T[K]> }> {
+  const entries = await Promise.all(Object.entries(o).map(async ([k, v]) => [k, await v] as const));
+  return Object.fromEntries(entries) as { [K in keyof T]: Awaited<T[K]> };
 }
 
 // ---------------------------------------------------------------------------------------------
