@@ -36,6 +36,26 @@ function NoAmbiguousPaths() {
   };
 }
 
+/**
+ * capstan/feature-gate: an operation that needs a paid feature (`x-capstan-feature`, from
+ * RouteSpec.feature) documents the feature gate's 402, and only such operations document a
+ * 402 (spec section 7: 402 means a paid feature is missing).
+ */
+function FeatureGate() {
+  return {
+    Operation(operation, { report, location }) {
+      const feature = operation["x-capstan-feature"];
+      const has402 = Object.prototype.hasOwnProperty.call(operation.responses ?? {}, "402");
+      if (feature !== undefined && !has402) {
+        report({ message: `Operation needs the paid feature ${feature} but documents no 402 response.`, location: location.child(["responses"]).key() });
+      }
+      if (feature === undefined && has402) {
+        report({ message: "Operation documents a 402 response but names no paid feature (x-capstan-feature).", location: location.child(["responses", "402"]).key() });
+      }
+    },
+  };
+}
+
 export default function capstanPlugin() {
-  return { id: "capstan", rules: { oas3: { "no-ambiguous-paths": NoAmbiguousPaths } } };
+  return { id: "capstan", rules: { oas3: { "no-ambiguous-paths": NoAmbiguousPaths, "feature-gate": FeatureGate } } };
 }

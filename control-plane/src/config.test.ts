@@ -76,3 +76,19 @@ describe("network settings (docs/networks.md)", () => {
     expect(refusal({ PLATFORM_MAX_NETWORKS: "1000000" })).toMatch(/PLATFORM_MAX_NETWORKS: must be at most 100000/);
   });
 });
+
+describe("PLATFORM_DEFAULT_TEAM_FEATURES (docs/features.md)", () => {
+  it("defaults to no feature", () => {
+    expect(load({}).defaultTeamFeatures).toEqual([]);
+  });
+
+  it("reads a comma-separated list of known names, in the canonical order, blanks ignored", () => {
+    expect(load({ PLATFORM_DEFAULT_TEAM_FEATURES: " DNS_ENV_BINDINGS, REGISTRY_MANAGEMENT,," }).defaultTeamFeatures).toEqual(["REGISTRY_MANAGEMENT", "DNS_ENV_BINDINGS"]);
+  });
+
+  it.each(["GOLD", "dns_multi_domain", "REGISTRY_MANAGEMENT,NOPE", "*"])("refuses %j at start-up, naming the unknown feature and the known ones", (value) => {
+    const message = refusal({ PLATFORM_DEFAULT_TEAM_FEATURES: value });
+    expect(message).toMatch(/PLATFORM_DEFAULT_TEAM_FEATURES: unknown feature\(s\) /);
+    expect(message).toContain("REGISTRY_MANAGEMENT, CLUSTER_MANAGEMENT, DNS_PROVIDER_MANAGEMENT, DNS_MULTI_DOMAIN, DNS_ENV_BINDINGS, PROXY_LABEL_OVERRIDES");
+  });
+});

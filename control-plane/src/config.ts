@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { resolve } from "node:path";
-import { type BaseImages, ImageRef, isImageRef } from "@capstan/shared";
+import { type BaseImages, FEATURES, type Feature, ImageRef, isImageRef, parseFeatureList } from "@capstan/shared";
 
 /** PLATFORM_NETWORK_ISOLATION_MODE (spec section 1, "Network management behavior"). */
 export const NETWORK_ISOLATION_MODES = ["none", "environment", "strict"] as const;
@@ -70,6 +70,16 @@ const EnvSchema = z.object({
   PLATFORM_PROXY_ISOLATION: Bool.optional(),
   PLATFORM_OVERLAY_ENCRYPTION: Bool.default(false),
   PLATFORM_MAX_NETWORKS: z.coerce.number({ error: "must be a whole number" }).int("must be a whole number").min(1, "must be at least 1").max(100_000, "must be at most 100000").default(200),
+  // Paid features a new team gets (docs/features.md); the root team gets every one.
+  PLATFORM_DEFAULT_TEAM_FEATURES: z
+    .string()
+    .default("")
+    .transform((v, ctx) => {
+      const r = parseFeatureList(v);
+      if ("features" in r) return r.features;
+      ctx.addIssue({ code: "custom", message: `unknown feature(s) ${r.unknown.join(", ")}; use a comma-separated list of ${FEATURES.join(", ")}` });
+      return z.NEVER;
+    }),
 });
 
 /**
@@ -114,6 +124,8 @@ export interface Config {
   /** Where build servers push the images they build; null: build servers are not used. */
   buildRegistry: BuildRegistryConfig | null;
   network: NetworkConfig;
+  /** Paid features every new team gets (PLATFORM_DEFAULT_TEAM_FEATURES). */
+  defaultTeamFeatures: Feature[];
 }
 
 /** Network management as the instance runs it: the settings after start-up validation (docs/networks.md). */
@@ -188,6 +200,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         }
       : null,
     network,
+    defaultTeamFeatures: e.PLATFORM_DEFAULT_TEAM_FEATURES,
     builderImages: {
       node: e.PLATFORM_BUILDER_IMAGE_NODE,
       python: e.PLATFORM_BUILDER_IMAGE_PYTHON,

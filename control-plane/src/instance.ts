@@ -31,7 +31,7 @@ export async function openInstanceData(config: Config): Promise<InstanceData> {
   try {
     const box = new SecretBox(resolveInstanceKey(config.secretKey, config.dataDir));
     await verifyInstanceKey(database.prisma, box);
-    return { database, box, admin: new AdminService(database.prisma, box), migrationsApplied };
+    return { database, box, admin: new AdminService(database.prisma, box, config.defaultTeamFeatures), migrationsApplied };
   } catch (err) {
     await database.close();
     throw err;

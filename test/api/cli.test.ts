@@ -16,6 +16,7 @@ import { freePort } from "../support/ports.js";
 const ROOT = resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const BIN = join(ROOT, "control-plane/bin/capstan.js");
 const TOKEN = /^cap_[0-9A-Za-z]{40}$/;
+const FEATURE_NAMES = ["REGISTRY_MANAGEMENT", "CLUSTER_MANAGEMENT", "DNS_PROVIDER_MANAGEMENT", "DNS_MULTI_DOMAIN", "DNS_ENV_BINDINGS", "PROXY_LABEL_OVERRIDES"];
 
 interface Result {
   code: number | null;
@@ -191,6 +192,8 @@ describe("capstan CLI", () => {
         created_at: expect.any(String),
         members_count: 0,
         settings: { allow_member_bind_mounts: false },
+        // Issue 15: the team's paid features (none by default).
+        features: [],
       });
       // A team token can work in its team.
       const created = await server.api(teamToken).post("/projects", { name: "from-cli-token" });
@@ -218,6 +221,57 @@ describe("capstan CLI", () => {
       expect(bad.stdout).toBe("");
       expect(bad.stderr).toMatch(/--allow-member-bind-mounts takes true or false/);
       expect(await ok(["team", "settings", "--team", String(teamId)])).toBe("allow_member_bind_mounts\tfalse\n");
+    });
+  });
+
+  describe("team features (paid features, docs/features.md)", () => {
+    it("lists none for a new team, and the root team has every one", async () => {
+      expect(await capstan(["team", "features", "--team", String(teamId)])).toEqual({ code: 0, stdout: "", stderr: "" });
+      const rootTeam = (await ok(["team", "list"])).split("\n").find((l) => l.includes("\tRoot Team\t"))!.split("\t")[0]!;
+      expect(await ok(["team", "features", "--team", rootTeam])).toBe(FEATURE_NAMES.join("\n") + "\n");
+      expect((await server.api(rootToken).get("/teams/current")).body.features).toEqual(FEATURE_NAMES);
+    });
+
+    it("enables and disables features, prints the result, and the API sees it on the next request", async () => {
+      const on = await capstan(["team", "features", "--team", String(teamId), "--enable", "DNS_PROVIDER_MANAGEMENT,REGISTRY_MANAGEMENT"]);
+      expect(on).toEqual({ code: 0, stdout: "REGISTRY_MANAGEMENT\nDNS_PROVIDER_MANAGEMENT\n", stderr: "" });
+      expect((await server.api(teamToken).get("/teams/current")).body.features).toEqual(["REGISTRY_MANAGEMENT", "DNS_PROVIDER_MANAGEMENT"]);
+      const both = await capstan(["team", "features", "--team", String(teamId), "--enable", "DNS_MULTI_DOMAIN", "--disable", "REGISTRY_MANAGEMENT"]);
+      expect(both).toEqual({ code: 0, stdout: "DNS_PROVIDER_MANAGEMENT\nDNS_MULTI_DOMAIN\n", stderr: "" });
+      expect(await ok(["team", "features", "--team", String(teamId)])).toBe("DNS_PROVIDER_MANAGEMENT\nDNS_MULTI_DOMAIN\n");
+      await ok(["team", "features", "--team", String(teamId), "--disable", "DNS_PROVIDER_MANAGEMENT,DNS_MULTI_DOMAIN"]);
+      expect((await server.api(teamToken).get("/teams/current")).body.features).toEqual([]);
+    });
+
+    it.each([
+      ["an unknown feature", ["--enable", "DNS_PROVIDER_MANAGEMENT,TIME_TRAVEL"]],
+      ["a lowercase name", ["--disable", "dns_multi_domain"]],
+      ["an empty list", ["--enable", ","]],
+    ])("refuses %s with exit 2 and changes nothing", async (_name, args) => {
+      const r = await capstan(["team", "features", "--team", String(teamId), ...(args as string[])]);
+      expect(r.code).toBe(2);
+      expect(r.stdout).toBe("");
+      expect(r.stderr).toMatch(/takes a comma list of REGISTRY_MANAGEMENT, CLUSTER_MANAGEMENT/);
+      expect(await ok(["team", "features", "--team", String(teamId)])).toBe("");
+    });
+
+    it("fails with exit 1 for an unknown team, or a feature both enabled and disabled", async () => {
+      const unknown = await capstan(["team", "features", "--team", "999999"]);
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toMatch(/team 999999 does not exist/);
+      const both = await capstan(["team", "features", "--team", String(teamId), "--enable", "DNS_ENV_BINDINGS", "--disable", "DNS_ENV_BINDINGS"]);
+      expect(both.code).toBe(1);
+      expect(both.stderr).toMatch(/cannot both enable and disable DNS_ENV_BINDINGS/);
+    });
+
+    it("a new team gets PLATFORM_DEFAULT_TEAM_FEATURES; an unknown name there stops the command with a clear message", async () => {
+      const id = (await capstan(["team", "create", "--name", "Defaults"], { PLATFORM_DEFAULT_TEAM_FEATURES: "PROXY_LABEL_OVERRIDES, DNS_PROVIDER_MANAGEMENT" })).stdout.trim();
+      expect(await ok(["team", "features", "--team", id])).toBe("DNS_PROVIDER_MANAGEMENT\nPROXY_LABEL_OVERRIDES\n");
+      const bad = await capstan(["serve"], { PLATFORM_DEFAULT_TEAM_FEATURES: "DNS_PROVIDER_MANAGEMENT,GOLD" });
+      expect(bad.code).toBe(1);
+      expect(bad.stdout).toBe("");
+      expect(bad.stderr).toMatch(/Invalid configuration/);
+      expect(bad.stderr).toMatch(/PLATFORM_DEFAULT_TEAM_FEATURES: unknown feature\(s\) GOLD/);
     });
   });
 
@@ -334,6 +388,7 @@ describe("capstan CLI", () => {
       ["empty scopes", ["token", "create", "--team", "1", "--name", "n", "--scopes", ","]],
       ["unknown role", ["member", "add", "--team", "1", "--user", "1", "--role", "god"]],
       ["bad expiry", ["token", "create", "--team", "1", "--name", "n", "--scopes", "read", "--expires-in-days", "-3"]],
+      ["unknown feature", ["team", "features", "--team", "1", "--enable", "NOPE"]],
       ["no command at all", []],
     ])("%s", async (_name, args) => {
       const r = await capstan(args);

@@ -4,14 +4,30 @@
  * covered the day it is added — or this file fails, telling what it needs (a resource kind
  * fixture, a request body, a query parameter mapping).
  */
-import { createHmac, generateKeyPairSync, randomBytes } from "node:crypto";
-import { hostname } from "node:os";
+import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { z } from "zod";
 import { routes as allRoutes } from "../../control-plane/src/http/routes/index.js";
 import type { AnyRoute } from "../../control-plane/src/http/route.js";
 import { startTestInstance, type ApiClient, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
+import {
+  BODIES,
+  OWN_STATUS,
+  PAGINATION,
+  PREPARE_OWN,
+  QUERY_OPTIONS,
+  QUERY_REFS,
+  RESOURCE_VALUES,
+  UNOWNED_KINDS,
+  buildFixtures,
+  expectOwnStatus,
+  initFixtures,
+  keyOf,
+  kindOf,
+  pathParams,
+  snapshot,
+  type Fixtures,
+} from "./support/fixtures.js";
 
 let t: TestInstance;
 const keys = new KeyFactory();
@@ -22,474 +38,7 @@ const keys = new KeyFactory();
 const routes = allRoutes.filter((r) => r.auth !== "none");
 
 // ---------------------------------------------------------------------------------------------
-// Fixtures: one object of every resource kind, per team.
-
-interface Fixtures {
-  tag: string;
-  teamId: number;
-  api: ApiClient;
-  /** A member with a project grant and an environment override. */
-  member: { userId: number; email: string };
-  /** A member without any grant (free to be granted in positive controls). */
-  spare: { userId: number };
-  project: { uuid: string; name: string };
-  environment: { id: number; uuid: string; name: string };
-  projectPermission: { id: number };
-  environmentPermission: { id: number };
-  key: { uuid: string; name: string; fingerprint: string; publicKey: string };
-  server: { uuid: string; destinationUuid: string };
-  /** Applications (tests/api/applications*.test.ts): one per team, with a variable and a storage. */
-  application: { uuid: string };
-  envVar: { uuid: string };
-  storage: { uuid: string };
-  gitApp: { uuid: string };
-  /** A deployment of the application (deployed, then cancelled: no agent runs the fixtures). */
-  deployment: { uuid: string };
-  /** A shared network on the server (pending: no agent runs the fixtures), attached to the application. */
-  network: { uuid: string };
-  /** A standalone database (tests/api/databases*.test.ts) with a variable; never started (no agent). */
-  database: { uuid: string };
-  databaseEnvVar: { uuid: string };
-  /** An S3 storage (never contacted), a backup schedule of the database on it, and one execution of it. */
-  s3Storage: { id: number; uuid: string };
-  backupSchedule: { uuid: string };
-  backupExecution: { uuid: string };
-  /** Strings that identify this team's objects; no other team may ever see one of them. */
-  markers: string[];
-}
-
-async function ok<T = any>(res: Promise<ApiResponse<T>>, what: string): Promise<T> {
-  const r = await res;
-  if (r.status >= 300) throw new Error(`fixture ${what}: ${r.status} ${JSON.stringify(r.body)}`);
-  return r.body;
-}
-
-async function buildFixtures(prefix: string): Promise<Fixtures> {
-  const tag = `${prefix}-${randomBytes(4).toString("hex")}`;
-  const team = await t.newTeam(`${tag}-team`);
-  const api = team.api;
-  const member = await t.newMember(team.teamId, "member");
-  const spare = await t.newMember(team.teamId, "member");
-  const email = (await t.instance.database.prisma.user.findUniqueOrThrow({ where: { id: member.userId } })).email;
-  const project = await ok(api.post("/projects", { name: `${tag}-project`, description: `${tag}-description` }), "project");
-  const created = await ok(api.post(`/projects/${project.uuid}/environments`, { name: `${tag}-env` }), "environment");
-  const environment = await ok(api.get(`/projects/${project.uuid}/${tag}-env`), "environment lookup");
-  const pp = await ok(
-    api.post("/permissions/project", { project_uuid: project.uuid, user_id: member.userId, permission_level: "deploy" }),
-    "project permission",
-  );
-  const ep = await ok(
-    api.post("/permissions/environment", { environment_id: created.data.id, user_id: member.userId, permission_level: "view_only" }),
-    "environment permission",
-  );
-  const generated = await keys.generate("ed25519");
-  const key = await ok(api.post("/security/keys", { name: `${tag}-key`, private_key: generated.privateKey }), "private key");
-  const server = await ok(api.post("/servers", { name: `${tag}-server`, ip: "127.0.0.1", port: 1, private_key_uuid: key.uuid }), "server");
-  const destinationUuid = (await ok(api.get(`/servers/${server.uuid}`), "server detail")).destinations[0].uuid;
-  const gitApp = await ok(api.post("/github-apps", { name: `${tag}-git-app`, app_id: 1, installation_id: 1, private_key: gitAppKey, webhook_secret: `${tag}-whsec` }), "git app");
-  const application = await ok(
-    api.post("/applications/dockerimage", {
-      project_uuid: project.uuid,
-      environment_name: "production",
-      server_uuid: server.uuid,
-      destination_uuid: destinationUuid,
-      name: `${tag}-app`,
-      docker_registry_image_name: "nginx:1.27",
-      fqdn: `${tag}.example.com`,
-    }),
-    "application",
-  );
-  const envVar = (await ok(api.post(`/applications/${application.uuid}/envs`, { key: "FIXTURE_KEY", value: `${tag}-env-value` }), "env var")).data;
-  const storage = (await ok(api.post(`/applications/${application.uuid}/storages`, { name: "data", mount_path: "/data" }), "storage")).data;
-  const deployment = await ok(api.post(`/applications/${application.uuid}/deploy`), "deployment");
-  await ok(api.post(`/deployments/${deployment.deployment_uuid}/cancel`), "deployment cancel");
-  const database = await ok(
-    api.post("/databases/postgresql", {
-      project_uuid: project.uuid,
-      environment_name: "production",
-      server_uuid: server.uuid,
-      destination_uuid: destinationUuid,
-      name: `${tag}-db`,
-      postgres_password: `${tag}-db-secret`,
-      instant_deploy: false,
-    }),
-    "database",
-  );
-  const databaseEnvVar = (await ok(api.post(`/databases/${database.uuid}/envs`, { key: "FIXTURE_DB_KEY", value: `${tag}-db-env-value` }), "database env var")).data;
-  const network = (await ok(api.post(`/networks/${server.uuid}`, { name: `${tag}-net` }), "network")).data;
-  await ok(api.post(`/networks/resource/application/${application.uuid}/attach`, { network_uuid: network.uuid }), "network attach");
-  // The endpoint is this machine's own name: the storage is never contacted (the connect-time
-  // guard refuses its loopback or private address), so the test route makes no outside traffic.
-  const s3Storage = (
-    await ok(
-      api.post("/s3-storages", {
-        name: `${tag}-s3`,
-        endpoint: `http://${hostname()}:9000`,
-        bucket: `${tag}-bucket`,
-        access_key: `${tag}-access-key`,
-        secret_key: `${tag}-secret-key`,
-        encryption_passphrase: `${tag}-passphrase`,
-      }),
-      "s3 storage",
-    )
-  ).data;
-  const backupSchedule = (await ok(api.post(`/databases/${database.uuid}/backups`, { frequency: "0 3 * * *", s3_storage_id: s3Storage.id }), "backup schedule")).data;
-  // One cron tick: the server has no agent, so the execution is recorded as failed (with the reason).
-  const scheduleRow = await t.instance.database.prisma.backupSchedule.findUniqueOrThrow({ where: { uuid: backupSchedule.uuid } });
-  await t.instance.backupScheduler.fire(scheduleRow.id, new Date("2026-01-01T03:00:00Z"));
-  const backupExecution = (await ok(api.get(`/databases/${database.uuid}/backups/${backupSchedule.uuid}/executions`), "backup executions")).data[0];
-  return {
-    tag,
-    teamId: team.teamId,
-    api,
-    member: { userId: member.userId, email },
-    spare: { userId: spare.userId },
-    project: { uuid: project.uuid, name: project.name },
-    environment: { id: environment.id, uuid: environment.uuid, name: environment.name },
-    projectPermission: { id: pp.data.id },
-    environmentPermission: { id: ep.data.id },
-    key: { uuid: key.uuid, name: key.name, fingerprint: key.fingerprint, publicKey: key.public_key },
-    server: { uuid: server.uuid, destinationUuid },
-    application: { uuid: application.uuid },
-    envVar: { uuid: envVar.uuid },
-    storage: { uuid: storage.uuid },
-    gitApp: { uuid: gitApp.uuid },
-    deployment: { uuid: deployment.deployment_uuid },
-    database: { uuid: database.uuid },
-    databaseEnvVar: { uuid: databaseEnvVar.uuid },
-    network: { uuid: network.uuid },
-    s3Storage: { id: s3Storage.id, uuid: s3Storage.uuid },
-    backupSchedule: { uuid: backupSchedule.uuid },
-    backupExecution: { uuid: backupExecution.uuid },
-    markers: [
-      s3Storage.uuid,
-      backupSchedule.uuid,
-      backupExecution.uuid,
-      database.uuid,
-      databaseEnvVar.uuid,
-      network.uuid,
-      deployment.deployment_uuid,
-      tag,
-      project.uuid,
-      environment.uuid,
-      key.uuid,
-      key.fingerprint,
-      key.public_key.split(" ")[1]!,
-      email,
-      server.uuid,
-      destinationUuid,
-      application.uuid,
-      envVar.uuid,
-      storage.uuid,
-      gitApp.uuid,
-    ],
-  };
-}
-
-/** Everything a team has, as its owner sees it, plus the sealed key material. */
-async function snapshot(f: Fixtures) {
-  const get = async (path: string) => {
-    const r = await f.api.get(path);
-    expect(r.status, `snapshot ${path}`).toBe(200);
-    return r.body;
-  };
-  return {
-    team: await get("/teams/current"),
-    members: await get("/teams/current/members"),
-    projects: await get("/projects"),
-    projectPermissions: await get("/permissions/project"),
-    environmentPermissions: await get("/permissions/environment"),
-    keys: await get("/security/keys"),
-    servers: await get("/servers"),
-    server: await get(`/servers/${f.server.uuid}`),
-    applications: await get("/applications"),
-    application: await get(`/applications/${f.application.uuid}`),
-    envVars: await get(`/applications/${f.application.uuid}/envs`),
-    storages: await get(`/applications/${f.application.uuid}/storages`),
-    gitApps: await get("/github-apps"),
-    deployments: await get("/deployments"),
-    deployment: await get(`/deployments/${f.deployment.uuid}`),
-    databases: await get("/databases"),
-    database: await get(`/databases/${f.database.uuid}`),
-    databaseEnvs: await get(`/databases/${f.database.uuid}/envs`),
-    networks: await get(`/networks/${f.server.uuid}`),
-    resourceNetworks: await get(`/networks/resource/application/${f.application.uuid}`),
-    s3Storages: await get("/s3-storages"),
-    backupSchedules: await get(`/databases/${f.database.uuid}/backups`),
-    backupExecutions: await get(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}/executions`),
-    // Not visible through the API: changed storage keys or passphrase would only show here.
-    s3Secrets: (await t.instance.database.prisma.s3Storage.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map((r) =>
-      [r.accessKey, r.secretKey, r.encryptionPassphrase].map((v) => (v === null ? null : t.instance.box.open(v))),
-    ),
-    // Not visible through the API: a rotated webhook secret would only show here.
-    webhookSecrets: (await t.instance.database.prisma.application.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map((a) => a.webhookSecret),
-    keyMaterial: await t.instance.services.keys.reveal(f.teamId, f.key.uuid),
-    // Not visible through the API: a rotated agent token would only show here.
-    agentTokens: (await t.instance.database.prisma.server.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })).map(
-      (row) => (row as { agentTokenHash?: unknown }).agentTokenHash,
-    ),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// How to turn a route into requests. Each table is checked for completeness below.
-
-/** Path values per resource kind (x-capstan-resource); several variants where a path accepts several forms. */
-const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => string | number>> = {
-  team: { id: (f) => f.teamId },
-  project: { uuid: (f) => f.project.uuid },
-  environment: { uuid: (f) => f.environment.uuid, name: (f) => f.environment.name },
-  project_permission: { id: (f) => f.projectPermission.id },
-  environment_permission: { id: (f) => f.environmentPermission.id },
-  private_key: { uuid: (f) => f.key.uuid },
-  server: { uuid: (f) => f.server.uuid },
-  application: { uuid: (f) => f.application.uuid },
-  env_var: { uuid: (f) => f.envVar.uuid },
-  storage: { uuid: (f) => f.storage.uuid },
-  git_app: { uuid: (f) => f.gitApp.uuid },
-  deployment: { uuid: (f) => f.deployment.uuid },
-  database: { uuid: (f) => f.database.uuid },
-  database_env_var: { uuid: (f) => f.databaseEnvVar.uuid },
-  network: { uuid: (f) => f.network.uuid },
-  s3_storage: { id: (f) => f.s3Storage.id },
-  backup_schedule: { uuid: (f) => f.backupSchedule.uuid },
-  backup_execution: { uuid: (f) => f.backupExecution.uuid },
-  // {type} of /networks/resource/{type}/{uuid}: names a kind, not an object (UNOWNED_KINDS).
-  resource_type: { application: () => "application", database: () => "database" },
-  network_resource: { application: (f) => f.application.uuid, database: (f) => f.database.uuid },
-};
-
-/** Kinds whose path values are the same for every team (they name no object): never "team A's". */
-const UNOWNED_KINDS = new Set(["resource_type"]);
-
-interface BodySpec {
-  /** A valid body for the caller's own objects (sent with path values of the target). */
-  valid: (caller: Fixtures) => unknown;
-  /**
-   * Bodies that reference objects of `owner` by id, sent by `caller` of another team (with the
-   * caller's own objects in the path, if any); each must answer 404. Required for routes
-   * without path parameters: "none" when the body references no object by id.
-   */
-  foreign?: ((owner: Fixtures, caller: Fixtures) => unknown[]) | "none";
-}
-
-const BODIES: Record<string, BodySpec> = {
-  "post /projects": { valid: () => ({ name: "created" }), foreign: "none" },
-  // Changes the caller's own team only: team A's settings (in its snapshot) stay as they were.
-  "patch /teams/current/settings": { valid: () => ({ allow_member_bind_mounts: true }), foreign: "none" },
-  "patch /projects/{uuid}": { valid: () => ({ name: "hijacked", description: "hijacked" }) },
-  "post /projects/{uuid}/environments": { valid: () => ({ name: "intruder" }) },
-  "post /permissions/project": {
-    valid: (c) => ({ project_uuid: c.project.uuid, user_id: c.spare.userId, permission_level: "full_access" }),
-    foreign: (a, b) => [
-      { project_uuid: a.project.uuid, user_id: b.spare.userId, permission_level: "full_access" },
-      { project_uuid: b.project.uuid, user_id: a.spare.userId, permission_level: "full_access" },
-      { project_uuid: a.project.uuid, user_id: a.spare.userId, permission_level: "full_access" },
-    ],
-  },
-  "post /permissions/project/bulk": {
-    valid: (c) => ({ project_uuid: c.project.uuid, permission_level: "full_access" }),
-    foreign: (a) => [{ project_uuid: a.project.uuid, permission_level: "full_access" }],
-  },
-  "put /permissions/project/{id}": { valid: () => ({ permission_level: "full_access" }) },
-  "post /permissions/environment": {
-    valid: (c) => ({ environment_id: c.environment.id, user_id: c.spare.userId, permission_level: "full_access" }),
-    foreign: (a, b) => [
-      { environment_id: a.environment.id, user_id: b.spare.userId, permission_level: "full_access" },
-      { environment_id: b.environment.id, user_id: a.spare.userId, permission_level: "full_access" },
-      { environment_id: a.environment.id, user_id: a.spare.userId, permission_level: "full_access" },
-    ],
-  },
-  "post /security/keys": { valid: () => ({ name: "created", private_key: spareKey }), foreign: "none" },
-  "patch /security/keys/{uuid}": { valid: () => ({ name: "hijacked", private_key: spareKey }) },
-  "post /servers": {
-    valid: (c) => ({ name: "created", ip: "192.0.2.20", private_key_uuid: c.key.uuid }),
-    foreign: (a) => [{ name: "created", ip: "192.0.2.20", private_key_uuid: a.key.uuid }],
-  },
-  "patch /servers/{uuid}": {
-    valid: () => ({ name: "hijacked", port: 2222 }),
-    foreign: (a) => [{ private_key_uuid: a.key.uuid }, { name: "renamed", private_key_uuid: a.key.uuid }],
-  },
-  ...applicationBodies(),
-  ...backupBodies(),
-  ...databaseBodies(),
-  "post /applications/{uuid}/deploy": { valid: () => ({ force: true }) },
-  "post /networks/{serverUuid}": { valid: () => ({ name: "intruder-net" }) },
-  "post /networks/resource/{type}/{uuid}/attach": {
-    valid: (c) => ({ network_uuid: c.network.uuid }),
-    foreign: (a) => [{ network_uuid: a.network.uuid }],
-  },
-};
-
-/** S3 storages and database backups: a schedule names a storage by its integer id. */
-function backupBodies(): Record<string, BodySpec> {
-  return {
-    "post /s3-storages": {
-      valid: () => ({ name: "created", endpoint: "https://s3.example.com", bucket: "created-bucket", access_key: "created-ak", secret_key: "created-sk" }),
-      foreign: "none",
-    },
-    "patch /s3-storages/{id}": { valid: () => ({ name: "hijacked", secret_key: "hijacked-sk", encryption_passphrase: null }) },
-    "post /databases/{uuid}/backups": {
-      valid: (c) => ({ frequency: "@daily", s3_storage_id: c.s3Storage.id }),
-      foreign: (a) => [{ frequency: "@daily", s3_storage_id: a.s3Storage.id }],
-    },
-    "patch /databases/{uuid}/backups/{backup_uuid}": {
-      valid: () => ({ frequency: "@hourly", enabled: false }),
-      foreign: (a) => [{ s3_storage_id: a.s3Storage.id }, { enabled: false, s3_storage_id: a.s3Storage.id }],
-    },
-    "post /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}/restore": { valid: () => ({}) },
-  };
-}
-
-/** Application routes: every create path names a project, a server, a destination (and a git app or key). */
-function applicationBodies(): Record<string, BodySpec> {
-  const where = (p: Fixtures, s: Fixtures = p, d: Fixtures = s) => ({
-    project_uuid: p.project.uuid,
-    environment_name: "production",
-    server_uuid: s.server.uuid,
-    destination_uuid: d.server.destinationUuid,
-  });
-  /** Placements with one of team A's ids each (the rest the caller's). */
-  const foreignWhere = (a: Fixtures, b: Fixtures) => [where(a, b), where(b, a, a), where(b, b, a), where(a, a, a)];
-  const create = (extra: (caller: Fixtures) => Record<string, unknown>, foreignExtra?: (a: Fixtures, b: Fixtures) => Record<string, unknown>[]): BodySpec => ({
-    valid: (c) => ({ ...where(c), ...extra(c) }),
-    foreign: (a, b) => [...foreignWhere(a, b).map((w) => ({ ...w, ...extra(b) })), ...(foreignExtra?.(a, b) ?? []).map((x) => ({ ...where(b), ...extra(b), ...x }))],
-  });
-  const git = { git_branch: "main", build_pack: "builder_a" };
-  return {
-    "post /applications/public": create(() => ({ ...git, git_repository: "https://github.com/acme/created.git" })),
-    "post /applications/private-git-app": create(
-      (c) => ({ ...git, git_app_uuid: c.gitApp.uuid, git_repository: "acme/created" }),
-      (a) => [{ git_app_uuid: a.gitApp.uuid }],
-    ),
-    "post /applications/private-deploy-key": create(
-      (c) => ({ ...git, private_key_uuid: c.key.uuid, git_repository: "git@github.com:acme/created.git" }),
-      (a) => [{ private_key_uuid: a.key.uuid }],
-    ),
-    "post /applications/dockerfile": create(() => ({ dockerfile: "FROM capstan-test/busybox\n" })),
-    "post /applications/dockerimage": create(() => ({ docker_registry_image_name: "nginx:1.27" })),
-    "post /applications/dockercompose": create(() => ({ docker_compose_raw: "services:\n  web:\n    image: nginx:1.27\n" })),
-    "patch /applications/{uuid}": { valid: () => ({ name: "hijacked", fqdn: "hijacked.example.com" }) },
-    "delete /applications/{uuid}": { valid: () => ({ delete_volumes: true }) },
-    "post /applications/{uuid}/envs": { valid: () => ({ key: "INTRUDER", value: "x" }) },
-    "patch /applications/{uuid}/envs": { valid: () => ({ key: "FIXTURE_KEY", value: "hijacked" }) },
-    "patch /applications/{uuid}/envs/bulk": { valid: () => ({ variables: [{ key: "FIXTURE_KEY", value: "hijacked" }, { key: "INTRUDER", value: "x" }] }) },
-    "post /applications/{uuid}/storages": { valid: () => ({ name: "intruder", mount_path: "/intruder" }) },
-    "post /github-apps": { valid: () => ({ name: "created", app_id: 2, installation_id: 2, private_key: gitAppKey }), foreign: "none" },
-    "patch /github-apps/{uuid}": { valid: () => ({ name: "hijacked", private_key: gitAppKey, webhook_secret: null }) },
-  };
-}
-
-/** Database routes: every create path names a project, a server and a destination. */
-function databaseBodies(): Record<string, BodySpec> {
-  const where = (p: Fixtures, s: Fixtures = p, d: Fixtures = s) => ({
-    project_uuid: p.project.uuid,
-    environment_name: "production",
-    server_uuid: s.server.uuid,
-    destination_uuid: d.server.destinationUuid,
-  });
-  const create: BodySpec = {
-    valid: (c) => ({ ...where(c), instant_deploy: false }),
-    foreign: (a, b) => [where(a, b), where(b, a, a), where(b, b, a), where(a, a, a)],
-  };
-  const engines = ["postgresql", "mysql", "mariadb", "mongodb", "redis", "clickhouse", "dragonfly", "keydb"];
-  return {
-    ...Object.fromEntries(engines.map((e) => [`post /databases/${e}`, create])),
-    "patch /databases/{uuid}": { valid: () => ({ name: "hijacked", limits_memory: "1g" }) },
-    "delete /databases/{uuid}": { valid: () => ({ delete_volumes: true }) },
-    "post /databases/{uuid}/envs": { valid: () => ({ key: "INTRUDER", value: "x" }) },
-    "patch /databases/{uuid}/envs/bulk": { valid: () => ({ variables: [{ key: "FIXTURE_DB_KEY", value: "hijacked" }, { key: "INTRUDER", value: "x" }] }) },
-  };
-}
-
-/**
- * Routes that cannot succeed on a team's own objects in this test setup, with the status they
- * answer instead: no agent is connected to the fixture servers, and their SSH address
- * (127.0.0.1:1) refuses connections. "found" means: anything but 404/422 — the route found
- * the object and failed on what lies outside the test.
- */
-const OWN_STATUS: Record<string, number | "found"> = {
-  "get /servers/{uuid}/validate": 422,
-  "get /servers/{uuid}/resources": 503,
-  "get /servers/{uuid}/domains": 503,
-  "post /servers/{uuid}/install-agent": "found",
-  // The fixture application was never deployed, and its server has no agent.
-  "post /applications/{uuid}/start": 409,
-  "post /applications/{uuid}/restart": 409,
-  "post /applications/{uuid}/stop": 503,
-  "get /applications/{uuid}/logs": 503,
-  // The fixture deployment is cancelled already: found, and refused as not cancellable.
-  "post /deployments/{uuid}/cancel": 400,
-  // The fixture database's server has no agent.
-  "post /databases/{uuid}/start": 503,
-  "post /databases/{uuid}/stop": 503,
-  "post /databases/{uuid}/restart": 503,
-  "get /databases/{uuid}/logs": 503,
-  // No agent: inspection, sync and migrate need one; cleanup needs a migrate first.
-  "get /networks/{serverUuid}/{networkUuid}": 503,
-  "post /networks/{serverUuid}/sync": 503,
-  "post /networks/{serverUuid}/proxy/migrate": 503,
-  "post /networks/{serverUuid}/proxy/cleanup": 409,
-  // No agent: a backup cannot start; the fixture execution (a failed tick) has nothing to restore.
-  "post /databases/{uuid}/backups/{backup_uuid}/execute": 409,
-  "post /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}/restore": 409,
-};
-
-function expectOwnStatus(key: string, res: ApiResponse) {
-  const expected = OWN_STATUS[key];
-  const detail = `${key}: ${JSON.stringify(res.body)}`;
-  if (expected === "found") expect([404, 422], detail).not.toContain(res.status);
-  else if (expected !== undefined) expect(res.status, detail).toBe(expected);
-  else expect(res.status, detail).toBeLessThan(300);
-}
-
-/** Positive control only: what must happen before the request can succeed on own objects. */
-const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
-  // A key in use by a server cannot be deleted (409): free it first.
-  "delete /security/keys/{uuid}": async (f) => {
-    await f.api.delete(`/applications/${f.application.uuid}`);
-    await f.api.delete(`/databases/${f.database.uuid}`);
-    await f.api.delete(`/servers/${f.server.uuid}`);
-  },
-  // A server with applications or databases cannot be removed (409): delete them first.
-  "delete /servers/{uuid}": async (f) => {
-    await f.api.delete(`/applications/${f.application.uuid}`);
-    await f.api.delete(`/databases/${f.database.uuid}`);
-  },
-  // A storage used by a backup schedule cannot be deleted (409): delete the schedule first.
-  "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),
-  // The fixture network is attached already (409): detach it first.
-  "post /networks/resource/{type}/{uuid}/attach": (f) => f.api.delete(`/networks/resource/application/${f.application.uuid}/${f.network.uuid}`),
-};
-let spareKey = "";
-/** The RSA key of every fixture git app (git apps sign with RSA). */
-const gitAppKey = generateKeyPairSync("rsa", {
-  modulusLength: 2048,
-  privateKeyEncoding: { type: "pkcs1", format: "pem" },
-  publicKeyEncoding: { type: "spki", format: "pem" },
-}).privateKey;
-
-/** Query parameters that name objects: filled with the other team's ids on list endpoints. */
-const QUERY_REFS: Record<string, (f: Fixtures) => string | number> = {
-  project_uuid: (f) => f.project.uuid,
-  environment_id: (f) => f.environment.id,
-  user_id: (f) => f.member.userId,
-};
-const PAGINATION = new Set(["page", "per_page"]);
-/** Query parameters that are options, not object ids (application delete flags, log window). */
-const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "force", "commit_sha"]);
-
-// ---------------------------------------------------------------------------------------------
 // Cases, derived from the route table when the file is collected.
-
-const keyOf = (r: AnyRoute) => `${r.method} ${r.path}`;
-const pathParams = (r: AnyRoute) => [...r.path.matchAll(/\{([a-zA-Z_]+)\}/g)].map((m) => m[1]!);
-
-function kindOf(r: AnyRoute, param: string): string | undefined {
-  const schema = (r.params?.shape as Record<string, z.ZodType> | undefined)?.[param];
-  const kind = schema?.meta()?.["x-capstan-resource"];
-  return typeof kind === "string" ? kind : undefined;
-}
 
 type Owner = "A" | "B";
 interface Slot {
@@ -578,7 +127,7 @@ let B: Fixtures;
 beforeAll(async () => {
   // Network management and proxy isolation on: the network routes get past "disabled" (409).
   t = await startTestInstance({ PLATFORM_NETWORK_MANAGEMENT: "true", PLATFORM_PROXY_ISOLATION: "true" });
-  spareKey = (await keys.generate("ed25519")).privateKey;
+  await initFixtures(t, keys);
   A = await buildFixtures("alpha");
   B = await buildFixtures("beta");
 });
@@ -688,6 +237,25 @@ describe("positive control: the same requests on a team's own objects succeed", 
     const body = r.body ? BODIES[key]!.valid(C) : undefined;
     const res = await call(C.api, r, buildPath(r, ownSlots(r, "A"), { A: C, B: C }), body);
     expectOwnStatus(key, res);
+  });
+});
+
+describe("paid features (RouteSpec.feature)", () => {
+  // The fixture teams have every feature (above). A team without the route's feature is
+  // stopped by the gate (402) before anything is looked up, with team A's ids as much as with
+  // its own: the gate says nothing about another team's objects either.
+  const gated = covered.filter((r) => r.feature !== undefined);
+  it(`a team without the feature gets 402 on every gated route (${gated.length} today), team A unchanged`, async () => {
+    const { api } = await t.newTeam("poor-team");
+    for (const r of gated) {
+      const before = await snapshot(A);
+      const body = r.body ? BODIES[keyOf(r)]!.valid(A) : undefined;
+      const res = await call(api, r, buildPath(r, ownSlots(r, "A"), { A, B }), body);
+      expect(res.status, keyOf(r)).toBe(402);
+      expect(res.body, keyOf(r)).toEqual({ message: expect.stringContaining(r.feature!) });
+      expectNoMarkers(res, A, keyOf(r));
+      expect(await snapshot(A)).toEqual(before);
+    }
   });
 });
 

@@ -52,11 +52,14 @@ describe("POST /projects", () => {
     expect(a.environments[0]!.id).not.toBe(b.environments[0]!.id);
   });
 
-  it("ignores unknown fields instead of storing them", async () => {
+  // Issue 15 changed the rule from "dropped silently" to "refused, naming them" (one rule for
+  // all routes, docs/compatibility.md); the intent stays: a client never chooses a project's uuid or team.
+  it("never stores unknown fields: refuses them with 422 naming each, and creates nothing", async () => {
     const team = await t.newTeam();
     const res = await team.api.post("/projects", { name: "x", uuid: "chosen-by-client", team_id: 1 });
-    expect(res.status).toBe(201);
-    expect(res.body.uuid).toMatch(UUID);
+    expect(res.status).toBe(422);
+    expect(Object.keys(res.body.errors).sort()).toEqual(["team_id", "uuid"]);
+    expect((await team.api.get("/projects")).body.data).toEqual([]);
   });
 });
 

@@ -73,7 +73,8 @@ describe("GET /teams/current and /teams/{id}", () => {
   it("returns the token's team with members_count", async () => {
     const res = await alpha.api.get("/teams/current");
     expect(res.status).toBe(200);
-    expect(res.body).toEqual({ ...teamOf(alpha), members_count: 4, settings: { allow_member_bind_mounts: false } });
+    // Issue 15 added the team's settings and its paid features (none unless PLATFORM_DEFAULT_TEAM_FEATURES says so).
+    expect(res.body).toEqual({ ...teamOf(alpha), members_count: 4, settings: { allow_member_bind_mounts: false }, features: [] });
     expect(new Date(res.body.created_at).toISOString()).toBe(res.body.created_at);
   });
 

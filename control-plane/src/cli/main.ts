@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { z } from "zod";
-import { TEAM_ROLES, TOKEN_SCOPES, TeamRole, TokenScope } from "@capstan/shared";
+import { FEATURES, TEAM_ROLES, TOKEN_SCOPES, TeamRole, TokenScope, parseFeatureList, type Feature } from "@capstan/shared";
 import { ConfigError, loadConfig } from "../config.js";
 import { openInstanceData } from "../instance.js";
 import { AdminError } from "../services/admin.js";
@@ -14,6 +14,9 @@ const USAGE = `usage: capstan <command> [options]
   team list
   team settings --team ID [--allow-member-bind-mounts true|false]
                                                 prints the team's settings (after the change)
+  team features --team ID [--enable F1,F2] [--disable F3]
+                                                turns paid features of a team on or off and
+                                                prints the team's features, one per line
   user create --name NAME --email EMAIL         prints the new user id
   user list
   member add --team ID --user ID --role owner|admin|member|viewer
@@ -41,6 +44,17 @@ function intOf(values: Record<string, unknown>, name: string): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer`);
   return n;
+}
+
+/** --enable / --disable: a comma list of known feature names; absent means none. */
+function featuresOf(values: Record<string, unknown>, name: string): Feature[] {
+  const raw = values[name];
+  if (raw === undefined) return [];
+  const parsed = typeof raw === "string" ? parseFeatureList(raw) : { unknown: [] };
+  if ("unknown" in parsed || !parsed.features.length) {
+    throw new UsageError(`--${name} takes a comma list of ${FEATURES.join(", ")}`);
+  }
+  return parsed.features;
 }
 
 function scopesOf(raw: string): TokenScope[] {
@@ -77,6 +91,8 @@ async function run(argv: string[]): Promise<number> {
       id: { type: "string" },
       "expires-in-days": { type: "string" },
       "allow-member-bind-mounts": { type: "string" },
+      enable: { type: "string" },
+      disable: { type: "string" },
     },
     strict: true,
     allowPositionals: false,
@@ -105,6 +121,14 @@ async function run(argv: string[]): Promise<number> {
         if (raw !== undefined && raw !== "true" && raw !== "false") throw new UsageError("--allow-member-bind-mounts takes true or false");
         const settings = await admin.teamSettings(intOf(values, "team"), raw === undefined ? {} : { allowMemberBindMounts: raw === "true" });
         out(`allow_member_bind_mounts\t${settings.allowMemberBindMounts}`);
+        return 0;
+      }
+      case "team features": {
+        const teamId = intOf(values, "team");
+        const enable = featuresOf(values, "enable");
+        const disable = featuresOf(values, "disable");
+        const result = enable.length || disable.length ? await admin.setTeamFeatures(teamId, { enable, disable }) : await admin.teamFeatures(teamId);
+        for (const f of result.features) out(f);
         return 0;
       }
       case "user create":

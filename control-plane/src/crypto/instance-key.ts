@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Db } from "../db/client.js";
 import { SecretBox } from "./secret-box.js";
+import { ensurePrivateDir, ensurePrivateFile } from "../lib/private-files.js";
 
 const KEY_FILE = "secret.key";
 const CHECK_SETTING = "secret_key_check";
@@ -10,18 +11,19 @@ const CHECK_PLAINTEXT = "capstan-instance-key";
 
 /**
  * The instance key comes from PLATFORM_SECRET_KEY, else from <data dir>/secret.key
- * (created on first start, mode 0600). Replicas sharing a PostgreSQL database must share
+ * (created on first start, mode 0600, in a 0700 data directory: lib/private-files.ts). Replicas sharing a PostgreSQL database must share
  * the key: set PLATFORM_SECRET_KEY on all of them.
  */
 export function resolveInstanceKey(configured: Buffer | null, dataDir: string): Buffer {
   if (configured) return configured;
   const file = join(dataDir, KEY_FILE);
+  ensurePrivateDir(dataDir);
   if (existsSync(file)) {
+    ensurePrivateFile(file);
     const key = Buffer.from(readFileSync(file, "utf8").trim(), "base64");
     if (key.length !== 32) throw new Error(`${file} does not hold a 32-byte base64 key`);
     return key;
   }
-  mkdirSync(dataDir, { recursive: true });
   const key = randomBytes(32);
   writeFileSync(file, key.toString("base64") + "\n", { mode: 0o600, flag: "wx" });
   return key;

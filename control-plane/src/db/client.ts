@@ -1,4 +1,3 @@
-import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
 import { PrismaPg } from "@prisma/adapter-pg";
@@ -6,6 +5,7 @@ import { PrismaClient as SqliteClient } from "./generated/sqlite/client.js";
 import { PrismaClient as PostgresClient } from "./generated/postgresql/client.js";
 import type { DatabaseConfig } from "../config.js";
 import { openReader, type SqlReader } from "./reader.js";
+import { ensurePrivateDir, ensurePrivateSqlite } from "../lib/private-files.js";
 import { scopeTransactionCallbacks, SerializedSqliteFactory } from "./sqlite-serial.js";
 
 /**
@@ -25,7 +25,8 @@ export interface Database {
 
 export async function openDatabase(config: DatabaseConfig): Promise<Database> {
   if (config.kind === "sqlite") {
-    mkdirSync(dirname(config.file), { recursive: true });
+    ensurePrivateDir(dirname(config.file));
+    ensurePrivateSqlite(config.file);
     // One connection: serialised so an open transaction is isolated from every other query
     // (sqlite-serial.ts, docs/database.md).
     const adapter = new SerializedSqliteFactory(new PrismaBetterSqlite3({ url: config.file, timeout: 10_000 }));

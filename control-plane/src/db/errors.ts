@@ -2,3 +2,27 @@
 export function isUniqueViolation(err: unknown): boolean {
   return typeof err === "object" && err !== null && (err as { code?: string }).code === "P2002";
 }
+
+const codeOf = (err: unknown) => (typeof err === "object" && err !== null ? (err as { code?: unknown }).code : undefined);
+
+/**
+ * How a write that lost a race with another request fails, the same on SQLite and PostgreSQL:
+ * the row it changes or deletes is gone (P2025), a row it refers to is gone (P2003), the row it
+ * creates was just created by the other (P2002), or the database gave up on a conflict or a
+ * deadlock (P2034). Services check first, and these cover the window between check and write.
+ */
+export type LostRace = "missing" | "reference-gone" | "duplicate" | "conflict";
+
+export function lostRace(err: unknown): LostRace | undefined {
+  switch (codeOf(err)) {
+    case "P2025":
+      return "missing";
+    case "P2003":
+      return "reference-gone";
+    case "P2002":
+      return "duplicate";
+    case "P2034":
+      return "conflict";
+  }
+  return undefined;
+}

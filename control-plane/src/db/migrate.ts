@@ -1,10 +1,11 @@
 import { createHash, randomUUID } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import Database from "better-sqlite3";
 import pg from "pg";
 import type { DatabaseConfig } from "../config.js";
 import { repoPath } from "../lib/paths.js";
+import { ensurePrivateDir, ensurePrivateSqlite } from "../lib/private-files.js";
 
 /**
  * Applies Prisma-format migrations (prisma/migrations for SQLite,
@@ -53,7 +54,9 @@ export async function migrate(config: DatabaseConfig): Promise<string[]> {
 }
 
 function migrateSqlite(file: string, migrations: Migration[]): string[] {
-  mkdirSync(dirname(file), { recursive: true });
+  // The first to open the database: it is created here, private (lib/private-files.ts).
+  ensurePrivateDir(dirname(file));
+  ensurePrivateSqlite(file);
   const db = new Database(file, { timeout: 30_000 });
   try {
     db.pragma("journal_mode = WAL");

@@ -1,4 +1,4 @@
-import type { TeamRole, TokenScope } from "@capstan/shared";
+import type { Feature, TeamRole, TokenScope } from "@capstan/shared";
 
 /**
  * Who is asking: the identity behind a request's API token, as http/auth.ts resolved it. Every
@@ -12,4 +12,6 @@ export interface Caller {
   userId: number | null;
   role: TeamRole;
   scopes: ReadonlySet<TokenScope>;
+  /** The team's paid features, read with the token (the feature gate, domain/features.ts). */
+  features: ReadonlySet<Feature>;
 }

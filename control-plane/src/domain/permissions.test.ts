@@ -75,6 +75,7 @@ const as = (teamId: number, userId: number | null, role: TeamRole): Caller => ({
   userId,
   role,
   scopes: new Set(["read", "write", "deploy"]),
+  features: new Set(),
 });
 
 async function status(p: Promise<unknown>): Promise<number> {

@@ -1,10 +1,12 @@
 import express, { type Express, type RequestHandler } from "express";
 import { randomUUID } from "node:crypto";
 import type { z } from "zod";
+import { controlCharacterIssues, looseObjects, requestBody } from "@capstan/shared";
 import type { Logger } from "pino";
 import type { Services } from "../services/index.js";
 import { Invalid, type FieldErrors } from "../domain/errors.js";
-import { HttpError, errorMiddleware, fieldErrorsOf, unknownRoute } from "./errors.js";
+import { requireFeature } from "../domain/features.js";
+import { HttpError, addFieldError, bodyReadError, errorMiddleware, fieldErrorsOf, unknownRoute } from "./errors.js";
 import { requireAuth, requireScope, resolveToken } from "./auth.js";
 import { visibilityKey } from "../domain/permissions.js";
 import { expressPath, type AnyRoute } from "./route.js";
@@ -28,12 +30,58 @@ export interface AppDeps {
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
 
-function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldErrors): unknown {
+/**
+ * Parses one part of the request (path parameters, query, body) with its schema, and applies
+ * the control-character rule (shared validation/text.ts) to every string of it, including
+ * fields the schema does not know: a part with either kind of problem adds its field errors.
+ */
+function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldErrors, parsed = value): unknown {
+  const text = controlCharacterIssues(schema, value);
+  for (const issue of text) addFieldError(errors, issue.path.length ? issue.path.join(".") : "body", issue.message);
   if (!schema) return {};
-  const r = schema.safeParse(value);
-  if (r.success) return r.data;
-  Object.assign(errors, fieldErrorsOf(r.error));
+  const r = schema.safeParse(parsed);
+  if (r.success) return text.length ? undefined : r.data;
+  for (const [key, messages] of Object.entries(fieldErrorsOf(r.error))) for (const m of messages) addFieldError(errors, key, m);
   return undefined;
+}
+
+/** The body of a route that declares none: no fields at all (an empty object, or no body). */
+const NO_BODY = requestBody({});
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * The request body as the route's schema is to see it: without the compatibility fields the
+ * route accepts and ignores (RouteSpec.compatibleFields, docs/compatibility.md).
+ */
+function withoutCompatibleFields(r: AnyRoute, body: unknown): unknown {
+  if (!r.compatibleFields || !isPlainObject(body)) return body;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(body)) if (!Object.hasOwn(r.compatibleFields, k)) out[k] = v;
+  return out;
+}
+
+/**
+ * The checks of the route table itself, once when the app is built: every object of a request
+ * body is strict (built with requestBody, one rule for unknown fields), and a compatibility
+ * field is not also a field of the body. A route breaking them stops the start.
+ */
+function checkRouteTable(routes: AnyRoute[]): void {
+  const problems: string[] = [];
+  for (const r of routes) {
+    const where = `${r.method.toUpperCase()} ${r.path}`;
+    if (r.body) {
+      const loose = looseObjects(r.body);
+      if (loose.length) problems.push(`${where}: body objects not built with requestBody() (shared/src/api/common.ts) at ${loose.map((p) => p || "(top)").join(", ")}`);
+    }
+    if (r.feature !== undefined && r.auth === "none") problems.push(`${where}: a route without a token cannot need a feature`);
+    for (const field of Object.keys(r.compatibleFields ?? {})) {
+      if (r.body && r.body.safeParse({ [field]: null }).error?.issues.some((i) => i.code === "unrecognized_keys") !== true) {
+        problems.push(`${where}: compatibility field ${field} is a field of the body`);
+      }
+    }
+  }
+  if (problems.length) throw new Error(`route table:\n  ${problems.join("\n  ")}`);
 }
 
 /**
@@ -41,15 +89,21 @@ function parsePart(schema: z.ZodType | undefined, value: unknown, errors: FieldE
  * (token, scope, parameters), with the version read with its token (req.teamVersion).
  */
 function handle(r: AnyRoute, services: Services, cache?: ResponseCache): RequestHandler {
+  const feature = r.feature;
   return async (req, res, next) => {
     try {
       // Routes without token (webhooks) authenticate the request in their handler.
       const auth = r.auth === "none" ? undefined : requireAuth(req);
       if (auth) requireScope(auth, r);
+      // The feature gate (domain/features.ts): the team's features came with the token
+      // (http/auth.ts), so this costs a set lookup on gated routes and nothing on the others.
+      if (feature !== undefined) requireFeature(auth!, feature);
       const errors: FieldErrors = {};
       const params = parsePart(r.params, req.params, errors);
       const query = parsePart(r.query, req.query, errors);
-      const body = r.body ? parsePart(r.body, req.body ?? {}, errors) : undefined;
+      let body: unknown;
+      if (r.body) body = parsePart(r.body, req.body ?? {}, errors, withoutCompatibleFields(r, req.body ?? {}));
+      else if (!r.rawBody && req.body !== undefined) parsePart(NO_BODY, req.body, errors, withoutCompatibleFields(r, req.body));
       if (Object.keys(errors).length) throw new Invalid(errors);
       const version = req.teamVersion;
       let key: string | undefined;
@@ -76,6 +130,15 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
   };
 }
 
+/** A body reader (express.json / express.raw) whose client errors become 4xx HttpErrors. */
+function bodyReader(parser: RequestHandler): RequestHandler {
+  return (req, res, next) =>
+    parser(req, res, (err?: unknown) => {
+      if (err === undefined || err === null) return next();
+      next(bodyReadError(err, req.headers["content-encoding"]) ?? err);
+    });
+}
+
 /**
  * The gate of every token route, as one step (it runs on every request): 401 without a valid
  * token; then JSON in, JSON out: a body in any other type is refused rather than silently
@@ -83,7 +146,8 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
  */
 function tokenGate(maxBodyBytes: number): RequestHandler {
   // The same types the check admits: a body let through must also be parsed.
-  const json = express.json({ limit: maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] });
+  // Compressed bodies (gzip, deflate, br) are inflated; the limit applies to the inflated bytes.
+  const json = bodyReader(express.json({ limit: maxBodyBytes, strict: true, type: ["application/json", "application/*+json"] }));
   return (req, res, next) => {
     if (req.auth === undefined) {
       try {
@@ -131,6 +195,7 @@ function requestLog(log: Logger): RequestHandler {
 /** Builds the HTTP app without listening, so tests and the server share one construction. */
 export function createApp(deps: AppDeps): Express {
   const routes = deps.routes ?? defaultRoutes;
+  checkRouteTable(routes);
   const app = express();
   app.disable("x-powered-by");
   app.set("trust proxy", deps.trustProxy);
@@ -161,7 +226,7 @@ export function createApp(deps: AppDeps): Express {
   api.use(deps.rateLimit);
   // Routes without a token come before the token gate; a raw body is read only for them.
   for (const r of routes.filter((x) => x.auth === "none")) {
-    const raw = express.raw({ type: () => true, limit: deps.maxBodyBytes });
+    const raw = bodyReader(express.raw({ type: () => true, limit: deps.maxBodyBytes }));
     api[r.method](expressPath(r.path), ...(r.rawBody ? [raw] : []), handle(r, deps.services));
   }
   api.use(tokenGate(deps.maxBodyBytes));

@@ -1,5 +1,5 @@
 import type { RequestHandler } from "express";
-import { TeamRole, TokenScope } from "@capstan/shared";
+import { TeamRole, TokenScope, storedFeatures, type Feature } from "@capstan/shared";
 import type { Caller } from "../domain/caller.js";
 import type { Db } from "../db/client.js";
 import { toDate, toInt, type SqlReader } from "../db/reader.js";
@@ -24,13 +24,15 @@ declare module "express-serve-static-core" {
 const LAST_USED_RESOLUTION_MS = 60_000;
 
 /**
- * One query: the token, for a user token the user's membership of the token's team, and the
- * version of the team's data (http/response-cache.ts).
+ * One query: the token, for a user token the user's membership of the token's team, the
+ * version of the team's data (http/response-cache.ts) and the team's paid features (the
+ * feature gate: no query of its own).
  */
-const TOKEN_SQL = `SELECT t."id", t."teamId", t."userId", t."scopes", t."revokedAt", t."expiresAt", m."role", v."version"
+const TOKEN_SQL = `SELECT t."id", t."teamId", t."userId", t."scopes", t."revokedAt", t."expiresAt", m."role", v."version", tm."features"
   FROM "ApiToken" t
   LEFT JOIN "Membership" m ON m."userId" = t."userId" AND m."teamId" = t."teamId"
   LEFT JOIN "TeamVersion" v ON v."teamId" = t."teamId"
+  LEFT JOIN "Team" tm ON tm."id" = t."teamId"
   WHERE t."secretHash" = ?`;
 
 interface TokenRow {
@@ -42,6 +44,7 @@ interface TokenRow {
   expiresAt: unknown;
   role: string | null;
   version: number | string | null;
+  features: string | null;
 }
 
 /** The same few scope lists on every request: one frozen set per distinct list. */
@@ -55,6 +58,17 @@ function scopeSet(list: string): ReadonlySet<TokenScope> {
       return scope.success ? [scope.data] : [];
     }));
     if (scopeSets.size < 64) scopeSets.set(list, set);
+  }
+  return set;
+}
+
+/** Likewise for the teams' feature lists. */
+const featureSets = new Map<string, ReadonlySet<Feature>>();
+function featureSet(list: string): ReadonlySet<Feature> {
+  let set = featureSets.get(list);
+  if (!set) {
+    set = new Set(storedFeatures(list));
+    if (featureSets.size < 64) featureSets.set(list, set);
   }
   return set;
 }
@@ -89,6 +103,7 @@ export function resolveToken(db: Db, reader: SqlReader): RequestHandler {
         userId,
         role,
         scopes: scopeSet(row.scopes),
+        features: featureSet(row.features ?? ""),
       };
       if (row.version !== null) req.teamVersion = toInt(row.version);
       if (now - (lastUsedWritten.get(id) ?? 0) > LAST_USED_RESOLUTION_MS) {

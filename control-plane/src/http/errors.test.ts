@@ -12,7 +12,8 @@ import {
   Unavailable,
   UpstreamFailed,
 } from "../domain/errors.js";
-import { errorResponse, HttpError } from "./errors.js";
+import { requireFeature } from "../domain/features.js";
+import { errorResponse, HttpError, STATUS_OF } from "./errors.js";
 
 describe("errorResponse: the one mapping of domain errors to HTTP", () => {
   it("gives each kind its status and the spec's {message, errors?} body", () => {
@@ -49,5 +50,34 @@ describe("errorResponse: the one mapping of domain errors to HTTP", () => {
     expect(errorResponse(new HttpError(415, "Send JSON."))).toEqual({ status: 415, body: { message: "Send JSON." } });
     expect(errorResponse(new Error("boom"))).toBeNull();
     expect(errorResponse({ status: 404, message: "duck-typed" })).toBeNull();
+  });
+
+  it("a lost race (Prisma's error codes) is the domain error it amounts to, with that kind's status", () => {
+    expect(errorResponse({ code: "P2025" })?.status).toBe(STATUS_OF.not_found);
+    for (const code of ["P2003", "P2002", "P2034"]) expect(errorResponse({ code })?.status, code).toBe(STATUS_OF.conflict);
+    expect(errorResponse({ code: "P1001" })).toBeNull();
+    // A domain error is never taken for a race, whatever else it carries.
+    expect(errorResponse(Object.assign(new Forbidden(), { code: "P2025" }))?.status).toBe(403);
+  });
+
+  it("the percent-encoding failure the router marks with status 400 is a 400; other URIErrors are not mapped", () => {
+    expect(errorResponse(Object.assign(new URIError("URI malformed"), { status: 400 }))).toEqual({ status: 400, body: { message: "Malformed percent-encoding in the request path." } });
+    expect(errorResponse(new URIError("URI malformed"))).toBeNull();
+  });
+
+  it("a feature the caller's team lacks is PaymentRequired, 402, naming the feature and how to enable it", () => {
+    const caller = { tokenId: 1, teamId: 7, userId: 1, role: "owner" as const, scopes: new Set(["read" as const]), features: new Set(["DNS_PROVIDER_MANAGEMENT" as const]) };
+    expect(() => requireFeature(caller, "DNS_PROVIDER_MANAGEMENT")).not.toThrow();
+    let thrown: unknown;
+    try {
+      requireFeature(caller, "REGISTRY_MANAGEMENT");
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(PaymentRequired);
+    expect(errorResponse(thrown)).toEqual({
+      status: 402,
+      body: { message: "This needs the paid feature REGISTRY_MANAGEMENT, which is not enabled for this team. An instance administrator enables it with: capstan team features --team <id> --enable REGISTRY_MANAGEMENT" },
+    });
   });
 });

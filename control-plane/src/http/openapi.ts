@@ -125,12 +125,15 @@ const errorResponse = (description: string, extraHeaders: JsonObject = {}) => ({
 
 /** Errors the request pipeline (not the handler) produces; referenced by the operations they apply to. */
 const PIPELINE_RESPONSES = {
-  MalformedJson: errorResponse("Malformed JSON in the request body"),
+  MalformedJson: errorResponse(
+    "Malformed request: JSON that does not parse, a body that does not match its Content-Encoding or Content-Length, or a path parameter with malformed percent-encoding",
+  ),
   Unauthenticated: errorResponse("Missing or invalid token (message `Unauthenticated.`)"),
   Forbidden: errorResponse("Token lacks the required scope (message `Invalid ability provided.`) or the member lacks permission"),
   PayloadTooLarge: errorResponse("Request body larger than PLATFORM_MAX_BODY_BYTES (default 1 MiB)"),
-  UnsupportedMediaType: errorResponse("Request body is not JSON (send Content-Type: application/json)"),
+  UnsupportedMediaType: errorResponse("Request body is not JSON (send Content-Type: application/json), or has a Content-Encoding other than gzip, deflate or br"),
   ValidationFailed: errorResponse("Invalid path parameter, query parameter or body; `errors` maps each field to its problems"),
+  PaymentRequired: errorResponse("The paid feature this operation needs (`x-capstan-feature`) is not enabled for the token's team; the message names it"),
   TooManyRequests: errorResponse("Rate limit exceeded; wait until X-RateLimit-Reset", { "Retry-After": ref("headers", "RetryAfter") }),
 };
 
@@ -141,14 +144,29 @@ function pipelineResponses(r: AnyRoute): Record<string, JsonObject> {
     out[401] = ref("responses", "Unauthenticated");
     out[403] = ref("responses", "Forbidden");
   }
+  if (r.feature !== undefined) out[402] = ref("responses", "PaymentRequired");
   if (r.params || r.query || r.body) out[422] = ref("responses", "ValidationFailed");
   if (r.rawBody) out[413] = ref("responses", "PayloadTooLarge");
+  if (r.body || r.path.includes("{")) out[400] = ref("responses", "MalformedJson");
   if (r.body) {
-    out[400] = ref("responses", "MalformedJson");
     out[413] = ref("responses", "PayloadTooLarge");
     out[415] = ref("responses", "UnsupportedMediaType");
   }
   return out;
+}
+
+/**
+ * A body schema with the route's compatibility fields (accepted and ignored) added as
+ * deprecated properties, so a client's generator sees them and knows they do nothing.
+ */
+function withCompatibleFields(r: AnyRoute, schema: JsonObject, components: JsonObject): JsonObject {
+  if (!r.compatibleFields) return schema;
+  const ref = typeof schema.$ref === "string" ? (schema.$ref as string) : undefined;
+  const base = ref ? (structuredClone(components[ref.slice(COMPONENT_PREFIX.length)]) as JsonObject) : { ...schema };
+  const extra = Object.fromEntries(
+    Object.entries(r.compatibleFields).map(([name, why]) => [name, { deprecated: true, description: `Accepted for compatibility and ignored: ${why} (docs/compatibility.md)` }]),
+  );
+  return { ...base, properties: { ...((base.properties as JsonObject | undefined) ?? {}), ...extra } };
 }
 
 /** The OpenAPI 3.1 document, generated from the route table and its zod schemas. */
@@ -191,15 +209,23 @@ export function openApiDocument(routes: AnyRoute[]): JsonObject {
       operationId: id,
       tags: [r.tag],
       summary: r.summary,
-      description: (r.description ? r.description + "\n\n" : "") + (tokenless ? "No token: the request is authenticated by its signature." : `Token scope: \`${scope}\`.`),
+      description:
+        (r.description ? r.description + "\n\n" : "") +
+        (tokenless ? "No token: the request is authenticated by its signature." : `Token scope: \`${scope}\`.`) +
+        (r.feature ? ` Paid feature: \`${r.feature}\` (402 when the team does not have it).` : ""),
       ...(tokenless ? {} : { "x-capstan-scope": scope }),
+      ...(r.feature ? { "x-capstan-feature": r.feature } : {}),
       security: tokenless ? [] : [{ bearerAuth: [scope] }],
       parameters: [...parameters(r.params, "path", components), ...parameters(r.query, "query", components)],
       responses: sorted,
     };
     if (r.body) {
       // A body that may be left out entirely (every field optional) is not required.
-      op.requestBody = { required: !r.body.safeParse({}).success, content: { "application/json": { schema: toSchema(r.body, "input", components) } } };
+      const schema = withCompatibleFields(r, toSchema(r.body, "input", components), components);
+      op.requestBody = { required: !r.body.safeParse({}).success, content: { "application/json": { schema } } };
+    } else if (r.compatibleFields) {
+      const schema = withCompatibleFields(r, { type: "object", properties: {}, additionalProperties: false }, components);
+      op.requestBody = { required: false, content: { "application/json": { schema } } };
     } else if (r.rawBody) {
       const any = { type: "object", additionalProperties: true };
       op.requestBody = {

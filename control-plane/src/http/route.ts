@@ -1,6 +1,6 @@
 import type { Request, Response } from "express";
 import { z } from "zod";
-import type { TokenScope } from "@capstan/shared";
+import type { Feature, TokenScope } from "@capstan/shared";
 import type { Caller } from "../domain/caller.js";
 import type { TeamScope } from "../domain/scope.js";
 import type { Services } from "../services/index.js";
@@ -56,11 +56,28 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
    * client address still applies. Default "token".
    */
   auth?: "token" | "none";
+  /**
+   * The paid feature the route needs (shared/src/api/features.ts). A team without it gets
+   * 402 naming the feature, after the token and scope checks and before anything else
+   * (validation, lookups): docs/features.md. Token routes only.
+   */
+  feature?: Feature;
   /** The body is handed over unparsed as a Buffer in `req.body` (signatures over the raw bytes); `body` must be unset. */
   rawBody?: { description: string };
   params?: P;
   query?: Q;
+  /**
+   * The request body: built with requestBody() (shared/src/api/common.ts), so every object in it
+   * is strict and an unknown field is a 422 naming it; createApp refuses a route whose body is
+   * not. A route without `body` takes no fields at all (an empty object or no body).
+   */
   body?: B;
+  /**
+   * Body fields other clients send (Coolify's v4 API, docs/compatibility.md) that this route
+   * accepts and ignores, each with the reason. They are removed before the body is validated,
+   * never reach the handler, and must be listed in docs/compatibility.md (a test checks it).
+   */
+  compatibleFields?: Readonly<Record<string, string>>;
   responses: Record<number, ResponseSpec>;
   /**
    * GET only: the 200 body depends on nothing but the caller's team's projects, environments,

@@ -1,4 +1,4 @@
-import { TOKEN_SCOPES, type TeamRole, type TokenScope } from "@capstan/shared";
+import { ALL_FEATURES, FEATURES, TOKEN_SCOPES, storedFeatures, type Feature, type TeamRole, type TokenScope } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import { isUniqueViolation } from "../db/errors.js";
 import { generateApiToken, hashApiToken } from "../crypto/api-token.js";
@@ -20,10 +20,12 @@ export class AdminService {
   constructor(
     private readonly db: Db,
     private readonly box: SecretBox,
+    /** Paid features of a new team (PLATFORM_DEFAULT_TEAM_FEATURES). */
+    private readonly defaultTeamFeatures: readonly Feature[] = [],
   ) {}
 
   async createTeam(name: string, description = ""): Promise<number> {
-    const team = await this.db.team.create({ data: { name, description } });
+    const team = await this.db.team.create({ data: { name, description, features: this.defaultTeamFeatures.join(",") } });
     return team.id;
   }
 
@@ -38,6 +40,36 @@ export class AdminService {
         ? await this.db.team.findUniqueOrThrow({ where: { id: teamId } })
         : await this.db.team.update({ where: { id: teamId }, data: { allowMemberBindMounts: change.allowMemberBindMounts } });
     return { allowMemberBindMounts: team.allowMemberBindMounts };
+  }
+
+  /** The team's paid features; `all` when it has every one, also those of later releases (the root team). */
+  async teamFeatures(teamId: number): Promise<{ features: Feature[]; all: boolean }> {
+    const team = await this.requireTeam(teamId);
+    return { features: storedFeatures(team.features), all: team.features.trim() === ALL_FEATURES };
+  }
+
+  /**
+   * Turns paid features of a team on and off (docs/features.md); takes effect on the team's next
+   * request (the features are read with the token). Disabling one of "every feature" leaves the
+   * explicit list of the others.
+   */
+  async setTeamFeatures(teamId: number, change: { enable?: readonly Feature[]; disable?: readonly Feature[] }): Promise<{ features: Feature[]; all: boolean }> {
+    const enable = change.enable ?? [];
+    const disable = change.disable ?? [];
+    const both = enable.filter((f) => disable.includes(f));
+    if (both.length) throw new AdminError(`cannot both enable and disable ${both.join(", ")}`);
+    return this.db.$transaction(async (tx) => {
+      const team = await tx.team.findUnique({ where: { id: teamId } });
+      if (!team) throw new AdminError(`team ${teamId} does not exist`);
+      const all = team.features.trim() === ALL_FEATURES;
+      if (all && !disable.length) return { features: [...FEATURES], all: true };
+      const current = new Set(storedFeatures(team.features));
+      for (const f of enable) current.add(f);
+      for (const f of disable) current.delete(f);
+      const features = FEATURES.filter((f) => current.has(f));
+      await tx.team.update({ where: { id: teamId }, data: { features: features.join(",") } });
+      return { features, all: false };
+    });
   }
 
   listTeams() {
@@ -149,7 +181,8 @@ export class AdminService {
     try {
       return await this.db.$transaction(async (tx) => {
         await tx.instanceSetting.create({ data: { key: "root_bootstrapped", value: new Date().toISOString() } });
-        const team = await tx.team.create({ data: { name: "Root Team", description: "Created on first start" } });
+        // The root team has every paid feature, also those of later releases (ALL_FEATURES).
+        const team = await tx.team.create({ data: { name: "Root Team", description: "Created on first start", features: ALL_FEATURES } });
         const user = await tx.user.upsert({ where: { email: rootEmail }, create: { name: "root", email: rootEmail }, update: {} });
         await tx.membership.create({ data: { teamId: team.id, userId: user.id, role: "owner" } });
         const token = generateApiToken();

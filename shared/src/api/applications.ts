@@ -19,7 +19,8 @@ import {
   VolumeName,
 } from "../validation/inputs.js";
 import { HostPath } from "../validation/host-path.js";
-import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { multiline } from "../validation/text.js";
+import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 import { DeploymentStatus, DeploymentTrigger } from "./deployments.js";
 
 // ---------------------------------------------------------------------------------------------
@@ -34,7 +35,7 @@ export const ApplicationName = z
   .min(1)
   .max(255)
   .refine((v) => !CONTROL.test(v), "Must not contain control characters.");
-export const ApplicationDescription = z.string().max(2000);
+export const ApplicationDescription = multiline(z.string().max(2000));
 
 /** At most this many domains per application (the proxy route limit of a deployment). */
 export const MAX_DOMAINS = 100;
@@ -138,8 +139,7 @@ export function looksLikeDockerfile(text: string): boolean {
 
 const MAX_FILE = 1_048_576;
 
-export const DockerfileContent = z
-  .string()
+export const DockerfileContent = multiline(z.string())
   .min(1)
   .max(2 * MAX_FILE)
   .transform((v) => decodeMaybeBase64(v))
@@ -148,8 +148,7 @@ export const DockerfileContent = z
   .refine((v) => looksLikeDockerfile(v), "Not a Dockerfile: it needs a FROM instruction (send the contents raw or base64-encoded).")
   .meta({ description: "Dockerfile contents, raw or base64-encoded" });
 
-export const ComposeContent = z
-  .string()
+export const ComposeContent = multiline(z.string())
   .min(1)
   .max(2 * MAX_FILE)
   .transform((v) => decodeMaybeBase64(v))
@@ -238,7 +237,7 @@ const SettingsFields = {
 };
 
 /** The parameters the spec lists for POST /applications/public, taken by all six create paths. */
-const CommonCreate = z.object({
+const CommonCreate = requestBody({
   project_uuid: Uuid,
   environment_name: z.string().trim().min(1).max(64),
   server_uuid: Uuid,
@@ -287,19 +286,18 @@ export const CreatedApplication = z
 // ---------------------------------------------------------------------------------------------
 // Update
 
-export const UpdateApplicationBody = z
-  .object({
-    name: ApplicationName.optional(),
-    ...SettingsFields,
-    git_branch: AppGitBranch.optional(),
-    git_repository: z.string().max(2048).optional().meta({ description: "Validated as the create path of the application's source requires" }),
-    build_pack: GitBuildPack.optional(),
-    base_directory: BaseDirectory.optional(),
-    dockerfile: DockerfileContent.optional(),
-    docker_registry_image_name: ImageRef.optional(),
-    docker_registry_image_tag: ImageTag.optional(),
-    docker_compose_raw: ComposeContent.optional(),
-  })
+export const UpdateApplicationBody = requestBody({
+  name: ApplicationName.optional(),
+  ...SettingsFields,
+  git_branch: AppGitBranch.optional(),
+  git_repository: z.string().max(2048).optional().meta({ description: "Validated as the create path of the application's source requires" }),
+  build_pack: GitBuildPack.optional(),
+  base_directory: BaseDirectory.optional(),
+  dockerfile: DockerfileContent.optional(),
+  docker_registry_image_name: ImageRef.optional(),
+  docker_registry_image_tag: ImageTag.optional(),
+  docker_compose_raw: ComposeContent.optional(),
+})
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateApplicationBody = z.output<typeof UpdateApplicationBody>;
 
@@ -416,7 +414,7 @@ export const DeleteApplicationQuery = z.object({
   delete_volumes: QueryBoolean.optional().meta({ description: "Also delete its Docker volumes (default false). May also be sent in the JSON body." }),
   docker_cleanup: QueryBoolean.optional().meta({ description: "Also delete its images and build cache (default true). May also be sent in the JSON body." }),
 });
-export const DeleteApplicationBody = z.object({
+export const DeleteApplicationBody = requestBody({
   delete_configurations: z.boolean().optional(),
   delete_volumes: z.boolean().optional(),
   docker_cleanup: z.boolean().optional(),
@@ -455,34 +453,32 @@ export const ApplicationLogs = z
 export const MAX_ENVS = 500;
 export const MAX_STORAGES = 64;
 
-export const CreateEnvBody = z.object({
+export const CreateEnvBody = requestBody({
   key: EnvKey,
   value: EnvValue,
   is_build_time: z.boolean().default(false),
   is_preview: z.boolean().default(false),
 });
-export const UpdateEnvBody = z
-  .object({
-    key: EnvKey,
-    value: EnvValue.optional(),
-    is_build_time: z.boolean().optional(),
-    is_preview: z.boolean().default(false).meta({ description: "Which of the two variables of that key (default: the non-preview one)" }),
-  })
+export const UpdateEnvBody = requestBody({
+  key: EnvKey,
+  value: EnvValue.optional(),
+  is_build_time: z.boolean().optional(),
+  is_preview: z.boolean().default(false).meta({ description: "Which of the two variables of that key (default: the non-preview one)" }),
+})
   .refine((b) => b.value !== undefined || b.is_build_time !== undefined, { message: "Provide value or is_build_time.", path: ["value"] });
-export const BulkEnvBody = z
-  .object({
-    variables: z
-      .array(
-        z.object({
-          key: EnvKey,
-          value: EnvValue,
-          is_build_time: z.boolean().optional(),
-          is_preview: z.boolean().default(false),
-        }),
-      )
-      .min(1)
-      .max(MAX_ENVS),
-  })
+export const BulkEnvBody = requestBody({
+  variables: z
+    .array(
+      requestBody({
+        key: EnvKey,
+        value: EnvValue,
+        is_build_time: z.boolean().optional(),
+        is_preview: z.boolean().default(false),
+      }),
+    )
+    .min(1)
+    .max(MAX_ENVS),
+})
   .superRefine((b, ctx) => {
     const seen = new Set<string>();
     b.variables.forEach((v, i) => {
@@ -494,7 +490,7 @@ export const BulkEnvBody = z
 export const EnvMutation = z.object({ message: z.string(), data: EnvVar });
 export const EnvBulkMutation = z.object({ message: z.string(), data: z.array(EnvVar) });
 
-export const CreateStorageBody = z.object({
+export const CreateStorageBody = requestBody({
   name: StorageName,
   mount_path: MountPath,
   host_path: HostPath.nullable().optional().meta({ description: "A host directory to bind-mount instead of a Docker volume" }),

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Timestamp, Uuid, listOf, resourceId, unknownFieldsRefused } from "./common.js";
+import { Timestamp, Uuid, listOf, resourceId, requestBody } from "./common.js";
 import { BackupPassphrase } from "./s3-storages.js";
 
 /**
@@ -31,7 +31,7 @@ const LocalCount = z.number().int().min(0).max(1000);
 const RemoteCount = z.number().int().min(1).max(10_000);
 const StorageId = z.number().int().min(1).max(2_147_483_647);
 
-export const CreateBackupScheduleBody = z.strictObject({
+export const CreateBackupScheduleBody = requestBody({
   frequency: CronExpression,
   s3_storage_id: StorageId.nullable()
     .optional()
@@ -43,17 +43,16 @@ export const CreateBackupScheduleBody = z.strictObject({
     .default(null)
     .meta({ description: "Extension: newest backups of this database kept in the S3 storage; null keeps every one" }),
   enabled: z.boolean().default(true),
-}, unknownFieldsRefused);
+});
 export type CreateBackupScheduleBody = z.output<typeof CreateBackupScheduleBody>;
 
-export const UpdateBackupScheduleBody = z
-  .strictObject({
+export const UpdateBackupScheduleBody = requestBody({
     frequency: CronExpression.optional(),
     s3_storage_id: StorageId.nullable().optional(),
     number_of_backups_locally: LocalCount.optional(),
     number_of_backups_remote: RemoteCount.nullable().optional(),
     enabled: z.boolean().optional(),
-  }, unknownFieldsRefused)
+  })
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateBackupScheduleBody = z.output<typeof UpdateBackupScheduleBody>;
 
@@ -121,9 +120,9 @@ export const BackupExecutionParams = z.object({
 /** POST .../execute and .../restore: the job is queued; follow the execution's status fields. */
 export const BackupJobQueued = z.object({ message: z.string(), execution_uuid: z.string() });
 
-export const RestoreBackupBody = z.strictObject({
+export const RestoreBackupBody = requestBody({
   passphrase: BackupPassphrase.optional().meta({
     description: "Passphrase the backup was encrypted with, when it differs from the storage's current one (it was changed or removed since)",
   }),
-}, unknownFieldsRefused);
+});
 export type RestoreBackupBody = z.output<typeof RestoreBackupBody>;

@@ -70,6 +70,62 @@ export const unknownFieldsRefused = {
   error: (issue: { code?: string; keys?: string[] }) =>
     issue.code === "unrecognized_keys" ? `Unknown field(s): ${(issue.keys ?? []).join(", ")}. This path does not take them.` : undefined,
 };
+
+/**
+ * THE way to build a request body, and every object inside one: a strict object, so a field
+ * the path does not take is a 422 naming it (one rule for all routes, issue 15). Fields a route
+ * accepts only for compatibility with other clients, and ignores, are not part of the body:
+ * the route table lists them (`compatibleFields` of a RouteSpec, docs/compatibility.md). The
+ * HTTP edge refuses to start with a route whose body has an object not built this way.
+ */
+export function requestBody<T extends z.core.$ZodLooseShape>(shape: T) {
+  return z.strictObject(shape, unknownFieldsRefused);
+}
+
+/** Where a schema has an object that lets unknown fields through (not built with requestBody): dotted paths, "" for the top. */
+export function looseObjects(schema: z.ZodType): string[] {
+  const out: string[] = [];
+  const seen = new Set<unknown>();
+  const walk = (s: z.ZodType | undefined, path: string) => {
+    if (!s || seen.has(s)) return;
+    seen.add(s);
+    const def = (s as unknown as { _zod: { def: Record<string, any> } })._zod.def;
+    switch (def.type) {
+      case "object": {
+        const catchall = def.catchall as z.ZodType | undefined;
+        const strict = catchall !== undefined && (catchall as unknown as { _zod: { def: { type: string } } })._zod.def.type === "never";
+        if (!strict) out.push(path);
+        for (const [k, v] of Object.entries(def.shape as Record<string, z.ZodType>)) walk(v, path ? `${path}.${k}` : k);
+        return;
+      }
+      case "array":
+        return walk(def.element, `${path}[]`);
+      case "record":
+        return walk(def.valueType, `${path}.*`);
+      case "union":
+        for (const o of def.options as z.ZodType[]) walk(o, path);
+        return;
+      case "intersection":
+        walk(def.left, path);
+        return walk(def.right, path);
+      case "pipe":
+        walk(def.in, path);
+        return walk(def.out, path);
+      case "lazy":
+        return walk(def.getter(), path);
+      case "optional":
+      case "nullable":
+      case "default":
+      case "prefault":
+      case "nonoptional":
+      case "readonly":
+      case "catch":
+        return walk(def.innerType, path);
+    }
+  };
+  walk(schema, "");
+  return out;
+}
 /** Integer ids in paths and queries: canonical decimal digits only (no "0x1", "1e3", " 1" or "1.0"). */
 export const IntId = z.coerce
   .string()

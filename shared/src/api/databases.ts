@@ -1,9 +1,10 @@
 import { z } from "zod";
 import { DATABASE_ENGINES, DATABASE_ENGINE_FACTS, DatabaseEngine } from "../protocol/databases.js";
 import { CpuLimit, EnvKey, EnvValue, ImageRef, MemoryLimit } from "../validation/inputs.js";
+import { multiline } from "../validation/text.js";
 import { MAX_ENVS } from "./applications.js";
 import { BackupSchedule } from "./backups.js";
-import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId, unknownFieldsRefused } from "./common.js";
+import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId, requestBody } from "./common.js";
 
 /**
  * Standalone databases (spec 4.5). Every request body is a strict object: a field the path does
@@ -106,7 +107,7 @@ export const DatabaseName = z
   .min(1)
   .max(255)
   .refine((v) => !CONTROL.test(v), "Must not contain control characters.");
-export const DatabaseDescription = z.string().max(2000);
+export const DatabaseDescription = multiline(z.string().max(2000));
 
 /** User and database names: SQL-style identifiers, the same rule for every engine. */
 export const DbIdentifier = (max: number) =>
@@ -172,37 +173,30 @@ const database = (engine: DatabaseEngine) => {
 };
 const password = DbPassword.optional().meta({ description: "Generated (43 URL-safe characters) when not given" });
 
-export const CreatePostgresqlDatabaseBody = z
-  .strictObject({ ...CommonCreate, postgres_user: user("postgresql"), postgres_password: password, postgres_db: database("postgresql") }, unknownFieldsRefused)
+export const CreatePostgresqlDatabaseBody = requestBody({ ...CommonCreate, postgres_user: user("postgresql"), postgres_password: password, postgres_db: database("postgresql") })
   .superRefine(publicNeedsPort);
-export const CreateMysqlDatabaseBody = z
-  .strictObject(
+export const CreateMysqlDatabaseBody = requestBody(
     { ...CommonCreate, mysql_root_password: password, mysql_user: user("mysql"), mysql_password: password, mysql_database: database("mysql") },
-    unknownFieldsRefused,
   )
   .superRefine(publicNeedsPort)
   .superRefine(notRoot("mysql_user"));
-export const CreateMariadbDatabaseBody = z
-  .strictObject(
+export const CreateMariadbDatabaseBody = requestBody(
     { ...CommonCreate, mariadb_root_password: password, mariadb_user: user("mariadb"), mariadb_password: password, mariadb_database: database("mariadb") },
-    unknownFieldsRefused,
   )
   .superRefine(publicNeedsPort)
   .superRefine(notRoot("mariadb_user"));
-export const CreateMongodbDatabaseBody = z
-  .strictObject(
+export const CreateMongodbDatabaseBody = requestBody(
     {
       ...CommonCreate,
       mongo_initdb_root_username: user("mongodb"),
       mongo_initdb_root_password: password,
       mongo_initdb_database: database("mongodb"),
     },
-    unknownFieldsRefused,
   )
   .superRefine(publicNeedsPort);
-export const CreateRedisDatabaseBody = z.strictObject({ ...CommonCreate, redis_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
-export const CreateKeydbDatabaseBody = z.strictObject({ ...CommonCreate, keydb_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
-export const CreateDragonflyDatabaseBody = z.strictObject({ ...CommonCreate, dragonfly_password: password }, unknownFieldsRefused).superRefine(publicNeedsPort);
+export const CreateRedisDatabaseBody = requestBody({ ...CommonCreate, redis_password: password }).superRefine(publicNeedsPort);
+export const CreateKeydbDatabaseBody = requestBody({ ...CommonCreate, keydb_password: password }).superRefine(publicNeedsPort);
+export const CreateDragonflyDatabaseBody = requestBody({ ...CommonCreate, dragonfly_password: password }).superRefine(publicNeedsPort);
 /**
  * ClickHouse's own databases: a backup lists the tables of clickhouse_db and its restore drops and
  * recreates them, which must never touch the server's system tables.
@@ -213,15 +207,13 @@ const notClickhouseSystemDatabase = (b: { clickhouse_db?: string | undefined }, 
     ctx.addIssue({ code: "custom", path: ["clickhouse_db"], message: `${b.clickhouse_db} is a database of ClickHouse itself; choose another name.` });
   }
 };
-export const CreateClickhouseDatabaseBody = z
-  .strictObject(
+export const CreateClickhouseDatabaseBody = requestBody(
     {
       ...CommonCreate,
       clickhouse_admin_user: user("clickhouse"),
       clickhouse_admin_password: password,
       clickhouse_db: database("clickhouse").meta({ description: "Created at first start; internal_db_url names it and backups dump it. Default default (ClickHouse's own)" }),
     },
-    unknownFieldsRefused,
   )
   .superRefine(publicNeedsPort)
   .superRefine(notClickhouseSystemDatabase);
@@ -286,8 +278,7 @@ export const CreatedDatabase = z
 // ---------------------------------------------------------------------------------------------
 // Update
 
-export const UpdateDatabaseBody = z
-  .strictObject(
+export const UpdateDatabaseBody = requestBody(
     {
       name: DatabaseName.optional(),
       description: DatabaseDescription.optional(),
@@ -297,7 +288,6 @@ export const UpdateDatabaseBody = z
       limits_memory: MemoryLimit.nullable().optional(),
       limits_cpus: CpuLimit.nullable().optional(),
     },
-    unknownFieldsRefused,
   )
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateDatabaseBody = z.output<typeof UpdateDatabaseBody>;
@@ -378,13 +368,12 @@ export const DeleteDatabaseQuery = z.object({
   delete_volumes: QueryBoolean.optional().meta({ description: "Also delete its data volume (default false): the data is gone. May also be sent in the JSON body." }),
   docker_cleanup: QueryBoolean.optional().meta({ description: "Also delete its image when no other container uses it (default true). May also be sent in the JSON body." }),
 });
-export const DeleteDatabaseBody = z.strictObject(
+export const DeleteDatabaseBody = requestBody(
   {
     delete_configurations: z.boolean().optional(),
     delete_volumes: z.boolean().optional(),
     docker_cleanup: z.boolean().optional(),
   },
-  unknownFieldsRefused,
 );
 
 export const DatabaseActionResponse = z
@@ -399,9 +388,8 @@ export const DatabaseMutation = z.object({ message: z.string(), data: DatabaseDe
 // ---------------------------------------------------------------------------------------------
 // Environment variables
 
-export const CreateDatabaseEnvBody = z.strictObject({ key: EnvKey, value: EnvValue }, unknownFieldsRefused);
-export const BulkDatabaseEnvBody = z
-  .strictObject({ variables: z.array(z.strictObject({ key: EnvKey, value: EnvValue }, unknownFieldsRefused)).min(1).max(MAX_ENVS) }, unknownFieldsRefused)
+export const CreateDatabaseEnvBody = requestBody({ key: EnvKey, value: EnvValue });
+export const BulkDatabaseEnvBody = requestBody({ variables: z.array(requestBody({ key: EnvKey, value: EnvValue })).min(1).max(MAX_ENVS) })
   .superRefine((b, ctx) => {
     const seen = new Set<string>();
     b.variables.forEach((v, i) => {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { CommitSha } from "../validation/inputs.js";
-import { QueryBoolean, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { QueryBoolean, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 
 /** Spec section 3: queued -> in_progress -> finished | failed | cancelled. */
 export const DEPLOYMENT_STATUSES = ["queued", "in_progress", "finished", "failed", "cancelled"] as const;
@@ -26,7 +26,7 @@ export const DeployQuery = z.object({
   force: QueryBoolean.optional().meta({ description: "Rebuild without the build cache (default false). May also be sent in the JSON body." }),
   commit_sha: CommitSha.optional().meta({ description: "Deploy this commit instead of the branch head (git applications). May also be sent in the JSON body." }),
 });
-export const DeployBody = z.object({
+export const DeployBody = requestBody({
   force: z.boolean().optional().meta({ description: "Rebuild without the build cache (default false)." }),
   commit_sha: CommitSha.optional().meta({ description: "Deploy this commit instead of the branch head (git applications)." }),
 });

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { multiline } from "../validation/text.js";
+import { Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 
 /**
  * Base URLs of a git app's host: http(s), no credentials, query or fragment; a path is kept
@@ -19,10 +20,10 @@ export const GitAppBaseUrl = z
 const GitAppName = z.string().trim().min(1).max(255);
 const GitHubId = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
 /** The app's PEM private key (GitHub hands out RSA keys in PKCS#1 PEM). */
-const GitAppPrivateKey = z.string().min(1).max(16_384);
+const GitAppPrivateKey = multiline(z.string().min(1).max(16_384));
 const WebhookSecret = z.string().min(1).max(255);
 
-export const CreateGitAppBody = z.object({
+export const CreateGitAppBody = requestBody({
   name: GitAppName,
   app_id: GitHubId,
   installation_id: GitHubId,
@@ -33,16 +34,15 @@ export const CreateGitAppBody = z.object({
 });
 export type CreateGitAppBody = z.output<typeof CreateGitAppBody>;
 
-export const UpdateGitAppBody = z
-  .object({
-    name: GitAppName.optional(),
-    app_id: GitHubId.optional(),
-    installation_id: GitHubId.optional(),
-    private_key: GitAppPrivateKey.optional(),
-    api_url: GitAppBaseUrl.optional(),
-    html_url: GitAppBaseUrl.optional(),
-    webhook_secret: WebhookSecret.nullable().optional().meta({ description: "null removes it" }),
-  })
+export const UpdateGitAppBody = requestBody({
+  name: GitAppName.optional(),
+  app_id: GitHubId.optional(),
+  installation_id: GitHubId.optional(),
+  private_key: GitAppPrivateKey.optional(),
+  api_url: GitAppBaseUrl.optional(),
+  html_url: GitAppBaseUrl.optional(),
+  webhook_secret: WebhookSecret.nullable().optional().meta({ description: "null removes it" }),
+})
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateGitAppBody = z.output<typeof UpdateGitAppBody>;
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { multiline } from "../validation/text.js";
+import { Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 
 export const PrivateKey = z
   .object({
@@ -15,20 +16,20 @@ export const PrivateKey = z
 export type PrivateKey = z.infer<typeof PrivateKey>;
 
 /** 16 KiB holds any RSA-8192 key in PEM with room to spare. */
-const PrivateKeyText = z.string().min(1).max(16_384);
+const PrivateKeyText = multiline(z.string().min(1).max(16_384));
+const KeyDescription = multiline(z.string().max(2000));
 const KeyName = z.string().trim().min(1).max(255);
 
-export const CreatePrivateKeyBody = z.object({
+export const CreatePrivateKeyBody = requestBody({
   name: KeyName,
   description: z.string().max(2000).optional(),
   private_key: PrivateKeyText,
 });
-export const UpdatePrivateKeyBody = z
-  .object({
-    name: KeyName.optional(),
-    description: z.string().max(2000).optional(),
-    private_key: PrivateKeyText.optional(),
-  })
+export const UpdatePrivateKeyBody = requestBody({
+  name: KeyName.optional(),
+  description: KeyDescription.optional(),
+  private_key: PrivateKeyText.optional(),
+})
   .refine((b) => Object.values(b).some((v) => v !== undefined), {
     message: "Provide at least one of name, description, private_key.",
     path: ["name"],

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { DockerName } from "../protocol/names.js";
 import { NetworkDriver } from "../protocol/networks.js";
-import { Timestamp, Uuid, listOf, resourceId, unknownFieldsRefused } from "./common.js";
+import { Timestamp, Uuid, listOf, resourceId, requestBody } from "./common.js";
 
 /** Spec section 2, Network.scope. */
 export const NETWORK_SCOPES = ["environment", "shared", "proxy", "system"] as const;
@@ -35,13 +35,12 @@ export const SharedNetworkName = z
   .refine((v) => !["bridge", "host", "none", "ingress", "docker_gwbridge"].includes(v.toLowerCase()), "This name belongs to the container engine.");
 
 /** Request bodies are strict objects: a misspelt field is a 422 naming it, not silently ignored. */
-export const CreateNetworkBody = z.strictObject(
+export const CreateNetworkBody = requestBody(
   {
     name: SharedNetworkName,
     /** bridge on standalone servers, overlay on swarm managers; detected from the server's facts when omitted. */
     driver: NetworkDriver.optional(),
   },
-  unknownFieldsRefused,
 );
 
 export const Network = z
@@ -159,7 +158,7 @@ export const ResourceNetwork = z
   })
   .meta({ id: "ResourceNetwork" });
 
-export const AttachNetworkBody = z.strictObject({ network_uuid: Uuid }, unknownFieldsRefused);
+export const AttachNetworkBody = requestBody({ network_uuid: Uuid });
 
 export const NetworkServerParams = z.object({ serverUuid: resourceId("server", Uuid) });
 export const NetworkParams = NetworkServerParams.extend({ networkUuid: resourceId("network", Uuid) });

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { IntId, PermissionLevel, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { IntId, PermissionLevel, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 
 const Abilities = {
   can_view: z.boolean(),
@@ -53,14 +53,14 @@ export const EnvironmentPermissionQuery = z.object({ environment_id: IntId.optio
 /** An integer id in a JSON body: a number (no coercion) in the range of the database's int4 ids. */
 const BodyId = z.number().int().min(1).max(2_147_483_647);
 
-export const GrantProjectPermissionBody = z.object({
+export const GrantProjectPermissionBody = requestBody({
   project_uuid: Uuid,
   user_id: BodyId,
   permission_level: PermissionLevel,
 });
-export const UpdateProjectPermissionBody = z.object({ permission_level: PermissionLevel });
-export const BulkGrantBody = z.object({ project_uuid: Uuid, permission_level: PermissionLevel });
-export const GrantEnvironmentPermissionBody = z.object({
+export const UpdateProjectPermissionBody = requestBody({ permission_level: PermissionLevel });
+export const BulkGrantBody = requestBody({ project_uuid: Uuid, permission_level: PermissionLevel });
+export const GrantEnvironmentPermissionBody = requestBody({
   environment_id: BodyId,
   user_id: BodyId,
   permission_level: PermissionLevel,

@@ -1,6 +1,7 @@
 import { z } from "zod";
+import { multiline } from "../validation/text.js";
 import { Application } from "./applications.js";
-import { SLUG_PATTERN, Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { SLUG_PATTERN, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 import { Database } from "./databases.js";
 
 /** Names that would collide with fixed sub-paths of /projects/{uuid}/... */
@@ -45,18 +46,16 @@ export type Project = z.infer<typeof Project>;
 export const ProjectList = listOf(Project);
 
 export const ProjectName = z.string().trim().min(1).max(255);
-export const ProjectDescription = z.string().max(2000);
+export const ProjectDescription = multiline(z.string().max(2000));
 
-export const CreateProjectBody = z.object({
+export const CreateProjectBody = requestBody({
   name: ProjectName,
   description: ProjectDescription.optional(),
 });
-export const UpdateProjectBody = z
-  .object({ name: ProjectName.optional(), description: ProjectDescription.optional() })
-  .refine((b) => b.name !== undefined || b.description !== undefined, {
-    message: "Provide name or description.",
-    path: ["name"],
-  });
+export const UpdateProjectBody = requestBody({ name: ProjectName.optional(), description: ProjectDescription.optional() }).refine(
+  (b) => b.name !== undefined || b.description !== undefined,
+  { message: "Provide name or description.", path: ["name"] },
+);
 
 export const CreatedProject = z
   .object({
@@ -72,5 +71,5 @@ export const EnvironmentParams = z.object({
   uuid: resourceId("project", Uuid),
   environment_name_or_uuid: resourceId("environment", z.string().min(1).max(64)),
 });
-export const CreateEnvironmentBody = z.object({ name: EnvironmentName });
+export const CreateEnvironmentBody = requestBody({ name: EnvironmentName });
 export const EnvironmentList = listOf(Environment);

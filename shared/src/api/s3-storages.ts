@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { IntId, Timestamp, listOf, resourceId, unknownFieldsRefused } from "./common.js";
+import { multiline } from "../validation/text.js";
+import { IntId, Timestamp, listOf, resourceId, requestBody } from "./common.js";
 
 /**
  * S3 storages (/api/v1/s3-storages): team-level destinations of database backups. The integer
@@ -81,9 +82,9 @@ export const BackupPassphrase = z
   .refine((v) => !/[\u0000-\u001f\u007f]/.test(v), "No control characters.");
 
 const Name = z.string().trim().min(1).max(255);
-const Description = z.string().trim().max(1024);
+const Description = multiline(z.string().trim().max(1024));
 
-export const CreateS3StorageBody = z.strictObject({
+export const CreateS3StorageBody = requestBody({
   name: Name,
   description: Description.default(""),
   endpoint: S3Endpoint,
@@ -96,11 +97,10 @@ export const CreateS3StorageBody = z.strictObject({
   encryption_passphrase: BackupPassphrase.optional().meta({
     description: "Backups sent to this storage are OpenPGP-encrypted (symmetric, AEAD) with it. Stored encrypted; never returned.",
   }),
-}, unknownFieldsRefused);
+});
 export type CreateS3StorageBody = z.output<typeof CreateS3StorageBody>;
 
-export const UpdateS3StorageBody = z
-  .strictObject({
+export const UpdateS3StorageBody = requestBody({
     name: Name.optional(),
     description: Description.optional(),
     endpoint: S3Endpoint.optional(),
@@ -113,7 +113,7 @@ export const UpdateS3StorageBody = z
     encryption_passphrase: BackupPassphrase.nullable().optional().meta({
       description: "null: later backups are not encrypted. Restoring older encrypted backups then needs the old passphrase in the restore request.",
     }),
-  }, unknownFieldsRefused)
+  })
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateS3StorageBody = z.output<typeof UpdateS3StorageBody>;
 

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { Timestamp, Uuid, listOf, resourceId } from "./common.js";
+import { multiline } from "../validation/text.js";
+import { Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 import { ServerStatus } from "../protocol/status.js";
 
 /** Hostnames or IPv4/IPv6 addresses; nothing that could smuggle options or spaces. */
@@ -14,8 +15,9 @@ export const HostAddress = z
   );
 export const SshUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "Use a valid Unix user name.");
 const ServerName = z.string().trim().min(1).max(255);
+const ServerDescription = multiline(z.string().max(2000));
 
-export const CreateServerBody = z.object({
+export const CreateServerBody = requestBody({
   name: ServerName,
   description: z.string().max(2000).optional(),
   ip: HostAddress,
@@ -24,16 +26,15 @@ export const CreateServerBody = z.object({
   private_key_uuid: Uuid,
   is_build_server: z.boolean().default(false),
 });
-export const UpdateServerBody = z
-  .object({
-    name: ServerName.optional(),
-    description: z.string().max(2000).optional(),
-    ip: HostAddress.optional(),
-    port: z.number().int().min(1).max(65535).optional(),
-    user: SshUser.optional(),
-    private_key_uuid: Uuid.optional(),
-    is_build_server: z.boolean().optional(),
-  })
+export const UpdateServerBody = requestBody({
+  name: ServerName.optional(),
+  description: ServerDescription.optional(),
+  ip: HostAddress.optional(),
+  port: z.number().int().min(1).max(65535).optional(),
+  user: SshUser.optional(),
+  private_key_uuid: Uuid.optional(),
+  is_build_server: z.boolean().optional(),
+})
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field.", path: ["name"] });
 
 export const ServerSettings = z.object({ is_reachable: z.boolean(), is_usable: z.boolean() });

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { IntId, resourceId, TeamRole, Timestamp, listOf } from "./common.js";
+import { IntId, requestBody, resourceId, TeamRole, Timestamp, listOf } from "./common.js";
+import { Feature } from "./features.js";
 
 export const Team = z
   .object({
@@ -22,8 +23,7 @@ export const TeamSettings = z
   .meta({ id: "TeamSettings" });
 export type TeamSettings = z.infer<typeof TeamSettings>;
 
-export const UpdateTeamSettingsBody = z
-  .strictObject({ allow_member_bind_mounts: TeamSettings.shape.allow_member_bind_mounts })
+export const UpdateTeamSettingsBody = requestBody({ allow_member_bind_mounts: TeamSettings.shape.allow_member_bind_mounts })
   .meta({ id: "UpdateTeamSettingsBody" });
 export type UpdateTeamSettingsBody = z.infer<typeof UpdateTeamSettingsBody>;
 
@@ -31,6 +31,12 @@ export const TeamSettingsMutation = z.object({ message: z.string(), data: TeamSe
 
 export const TeamDetail = Team.extend({ members_count: z.number().int(), settings: TeamSettings }).meta({ id: "TeamDetail" });
 export type TeamDetail = z.infer<typeof TeamDetail>;
+
+/** GET /teams/current: the detail plus the team's paid features, read-only (set with the `capstan` CLI). */
+export const CurrentTeam = TeamDetail.extend({
+  features: z.array(Feature).meta({ description: "Paid features enabled for the team (docs/features.md); routes needing another one answer 402" }),
+}).meta({ id: "CurrentTeam" });
+export type CurrentTeam = z.infer<typeof CurrentTeam>;
 
 export const Member = z
   .object({ id: z.number().int(), name: z.string(), email: z.string(), role: TeamRole })

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { multiline } from "./text.js";
 
 /**
  * Values that end up in argv of git, docker or compose, in container configuration or in the
@@ -28,8 +29,11 @@ export const EnvKey = z
   .max(255)
   .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "Use letters, digits and underscores, not starting with a digit.");
 
-/** Environment variable values: any text without NUL (NUL cannot be passed to a process). */
-export const EnvValue = z.string().max(65_536).refine((v) => !v.includes("\u0000"), "Must not contain NUL characters.");
+/**
+ * Environment variable values: multi-line text (validation/text.ts: tab and line breaks only);
+ * NUL can never be passed to a process.
+ */
+export const EnvValue = multiline(z.string().max(65_536).refine((v) => !v.includes("\u0000"), "Must not contain NUL characters."));
 
 const HOST_LABEL = "[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?";
 const HOSTNAME = new RegExp(`^(?=.{1,253}$)${HOST_LABEL}(\\.${HOST_LABEL})*$`);

@@ -1,4 +1,4 @@
-import { MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, TeamRole, TeamSettingsMutation, type TeamSettings, UpdateTeamSettingsBody } from "@capstan/shared";
+import { CurrentTeam, MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, TeamRole, TeamSettingsMutation, type TeamSettings, UpdateTeamSettingsBody, storedFeatures } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
@@ -14,9 +14,17 @@ const teamDto = (t: { id: number; name: string; description: string; createdAt: 
 
 const settingsDto = (t: { allowMemberBindMounts: boolean }): TeamSettings => ({ allow_member_bind_mounts: t.allowMemberBindMounts });
 
+type TeamRow = Parameters<typeof teamDto>[0] & Parameters<typeof settingsDto>[0] & { _count: { memberships: number } };
+const detailDto = (t: TeamRow) => ({ ...teamDto(t), members_count: t._count.memberships, settings: settingsDto(t) });
+
 async function teamDetail(services: Services, scope: TeamScope, id: number) {
-  const t = await services.teams.get(scope, id);
-  return { ...teamDto(t), members_count: t._count.memberships, settings: settingsDto(t) };
+  return detailDto(await services.teams.get(scope, id));
+}
+
+/** The token's own team: the detail and the team's paid features. */
+async function currentTeam(services: Services, scope: TeamScope) {
+  const t = await services.teams.get(scope, scope.teamId);
+  return { ...detailDto(t), features: storedFeatures(t.features) };
 }
 
 async function members(services: Services, scope: TeamScope, teamId: number, query: PaginationQuery) {
@@ -57,9 +65,10 @@ export const teamRoutes = [
     path: "/teams/current",
     tag: "Teams",
     summary: "The team of the token",
-    responses: { 200: { description: "Team", schema: TeamDetail }, 401: ERR[401], 403: ERR[403] },
+    description: "With the team's settings (`settings`) and paid features (`features`, which instance administrators set with the `capstan` CLI).",
+    responses: { 200: { description: "Team", schema: CurrentTeam }, 401: ERR[401], 403: ERR[403] },
     async handler({ scope, services }) {
-      return { body: await teamDetail(services, scope, scope.teamId) };
+      return { body: await currentTeam(services, scope) };
     },
   }),
   route({
