@@ -25,6 +25,14 @@ export class NotFound extends DomainError {
   }
 }
 
+/**
+ * The object was there when the request began, and a concurrent request removed it while this
+ * one ran (a lost race, or a read that found it half gone: db/relations.ts).
+ */
+export function removedMeanwhile(what = "Resource"): NotFound {
+  return new NotFound(what, "Not found: it was removed while this request ran.");
+}
+
 /** The caller sees the object but its role or permission level does not allow the action. */
 export class Forbidden extends DomainError {
   readonly kind = "forbidden";

@@ -1,6 +1,7 @@
 import type { PermissionLevel } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, type SqlReader } from "../db/reader.js";
+import { whole } from "../db/relations.js";
 import type { Caller } from "./caller.js";
 import { Forbidden, NotFound } from "./errors.js";
 import { allows, fixedLevel, isTeamAdmin, levelSql, visibilitySql, type Need, type SqlFragment } from "./permissions.js";
@@ -22,12 +23,15 @@ export interface EnvironmentRef {
 const ENVIRONMENT = { select: { id: true, uuid: true, projectId: true } } as const;
 
 const applicationBase = { environment: ENVIRONMENT, server: { select: { id: true, name: true, status: true } } } satisfies Prisma.ApplicationInclude;
+/** The required relations of the lookups' includes: a row read without one was deleted meanwhile (db/relations.ts). */
+const APPLICATION_RELATIONS = ["environment", "server"];
 /** An application resolved for the caller: its row, its environment and the server it runs on. */
 export type ApplicationRef = Prisma.ApplicationGetPayload<{ include: typeof applicationBase }>;
 
 const databaseBase = { environment: ENVIRONMENT, server: { select: { id: true, name: true, status: true, ip: true, port: true } } } satisfies Prisma.StandaloneDatabaseInclude;
 /** A standalone database resolved for the caller: its row, its environment and its server. */
 export type DatabaseRef = Prisma.StandaloneDatabaseGetPayload<{ include: typeof databaseBase }>;
+const DATABASE_RELATIONS = ["environment", "server"];
 
 const deploymentBase = {
   application: { select: { uuid: true, name: true, environmentId: true, environment: ENVIRONMENT } },
@@ -35,6 +39,7 @@ const deploymentBase = {
 } satisfies Prisma.DeploymentInclude;
 /** A deployment resolved for the caller, with what names it to users (its application and server). */
 export type DeploymentRef = Prisma.DeploymentGetPayload<{ include: typeof deploymentBase }>;
+const DEPLOYMENT_RELATIONS = ["application", "application.environment", "server"];
 
 /** Where a new application or database goes: ids of the client, resolved in the caller's team. */
 export interface PlacementInput {
@@ -231,7 +236,7 @@ export class TeamScope {
     need: Need,
     include?: I,
   ): Promise<Prisma.ApplicationGetPayload<{ include: typeof applicationBase & I }>> {
-    const app = await this.db.application.findFirst({ where: { uuid, teamId: this.teamId }, include: { ...include, ...applicationBase } });
+    const app = whole(await this.db.application.findFirst({ where: { uuid, teamId: this.teamId }, include: { ...include, ...applicationBase } }), APPLICATION_RELATIONS);
     if (!app) throw new NotFound("Application");
     await this.assertEnvironment(app.environment, need, "Application");
     return app as Prisma.ApplicationGetPayload<{ include: typeof applicationBase & I }>;
@@ -242,7 +247,7 @@ export class TeamScope {
     need: Need,
     include?: I,
   ): Promise<Prisma.StandaloneDatabaseGetPayload<{ include: typeof databaseBase & I }>> {
-    const row = await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: this.teamId }, include: { ...include, ...databaseBase } });
+    const row = whole(await this.db.standaloneDatabase.findFirst({ where: { uuid, teamId: this.teamId }, include: { ...include, ...databaseBase } }), DATABASE_RELATIONS);
     if (!row) throw new NotFound("Database");
     await this.assertEnvironment(row.environment, need, "Database");
     return row as Prisma.StandaloneDatabaseGetPayload<{ include: typeof databaseBase & I }>;
@@ -250,7 +255,7 @@ export class TeamScope {
 
   /** A deployment, checked on its application's environment. */
   async deployment(uuid: string, need: Need): Promise<DeploymentRef> {
-    const d = await this.db.deployment.findFirst({ where: { uuid, teamId: this.teamId }, include: deploymentBase });
+    const d = whole(await this.db.deployment.findFirst({ where: { uuid, teamId: this.teamId }, include: deploymentBase }), DEPLOYMENT_RELATIONS);
     if (!d) throw new NotFound("Deployment");
     await this.assertEnvironment(d.application.environment, need, "Deployment");
     return d;

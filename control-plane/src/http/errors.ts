@@ -1,7 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { z } from "zod";
 import type { Logger } from "pino";
-import { Busy, Conflict, DomainError, Invalid, NotFound, type DomainErrorKind, type FieldErrors } from "../domain/errors.js";
+import { Busy, Conflict, DomainError, Invalid, NotFound, removedMeanwhile, type DomainErrorKind, type FieldErrors } from "../domain/errors.js";
 import { lostRace, type LostRace } from "../db/errors.js";
 
 export type { FieldErrors };
@@ -51,7 +51,7 @@ export interface ErrorResponse {
  * so they get their status from STATUS_OF like every other.
  */
 const RACE_ERRORS: Record<LostRace, () => DomainError> = {
-  missing: () => new NotFound("Resource", "Not found: it was removed while this request ran."),
+  missing: () => removedMeanwhile(),
   "reference-gone": () => new Conflict("Something this request refers to was removed or changed while it ran; read it again and retry."),
   duplicate: () => new Conflict("Another request created the same thing at the same time; read it again."),
   conflict: () => new Conflict("The request collided with a concurrent change; retry it."),

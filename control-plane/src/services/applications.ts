@@ -18,8 +18,9 @@ import {
 import type { z } from "zod";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { whole } from "../db/relations.js";
 import type { ApplicationRef, TeamScope } from "../domain/scope.js";
-import { Invalid, Conflict, Unavailable, UpstreamFailed, type FieldErrors } from "../domain/errors.js";
+import { Invalid, Conflict, Unavailable, UpstreamFailed, removedMeanwhile, type FieldErrors } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { CancelledJob, JobQueue } from "../jobs/queue.js";
@@ -61,6 +62,8 @@ const withDetail = {
   deployments: { orderBy: { id: "desc" }, take: 10 },
 } satisfies Prisma.ApplicationInclude;
 export type ApplicationWithDetail = Prisma.ApplicationGetPayload<{ include: typeof withDetail }>;
+/** The required relations of withDetail (db/relations.ts: without one, the application was deleted meanwhile). */
+const DETAIL_RELATIONS = ["environment", "environment.project", "server", "destination"];
 
 /** A row of the list query, in select-list order. */
 type ListRow = [
@@ -203,7 +206,9 @@ export class ApplicationService {
 
   async detail(scope: TeamScope, uuid: string): Promise<ApplicationWithDetail> {
     const app = await scope.application(uuid, "view");
-    return this.db.application.findUniqueOrThrow({ where: { id: app.id }, include: withDetail });
+    const row = whole(await this.db.application.findUnique({ where: { id: app.id }, include: withDetail }), DETAIL_RELATIONS);
+    if (!row) throw removedMeanwhile("Application");
+    return row;
   }
 
   // -------------------------------------------------------------------------------------------

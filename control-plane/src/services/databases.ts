@@ -17,9 +17,10 @@ import {
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { whole } from "../db/relations.js";
 import { lockInTransaction } from "../db/locks.js";
 import type { DatabaseRef, TeamScope } from "../domain/scope.js";
-import { Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
+import { Invalid, Conflict, Unavailable, UpstreamFailed, removedMeanwhile } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
@@ -58,6 +59,8 @@ const withDetail = {
   envs: { orderBy: { id: "asc" } },
 } satisfies Prisma.StandaloneDatabaseInclude;
 export type DatabaseWithDetail = Prisma.StandaloneDatabaseGetPayload<{ include: typeof withDetail }>;
+/** The required relations of withDetail (db/relations.ts: without one, the database was deleted meanwhile). */
+const DETAIL_RELATIONS = ["environment", "environment.project", "server", "destination"];
 
 type ListRow = [
   uuid: string,
@@ -248,7 +251,8 @@ export class DatabaseService {
   /** The full record, and whether the caller may see its secrets. */
   async detail(scope: TeamScope, uuid: string): Promise<{ row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }> {
     const ref = await scope.database(uuid, "view");
-    const row = await this.db.standaloneDatabase.findUniqueOrThrow({ where: { id: ref.id }, include: withDetail });
+    const row = whole(await this.db.standaloneDatabase.findUnique({ where: { id: ref.id }, include: withDetail }), DETAIL_RELATIONS);
+    if (!row) throw removedMeanwhile("Database");
     return { row, credentials: openCredentials(this.deps.box, row.credentials), reveal: await mayReveal(scope, ref) };
   }
 

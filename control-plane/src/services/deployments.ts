@@ -2,6 +2,7 @@ import { BuildResult, DeployResult, DeploymentStatus, DeploymentTrigger, OPEN_DE
 import type { Logger } from "pino";
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { wholeRows } from "../db/relations.js";
 import { lockInTransaction } from "../db/locks.js";
 import type { TeamScope } from "../domain/scope.js";
 import { Invalid, Busy, Rejected } from "../domain/errors.js";
@@ -242,7 +243,8 @@ export class DeploymentService {
   async listForApplication(scope: TeamScope, applicationUuid: string, window: Window): Promise<DeploymentListRow[]> {
     const app = await scope.application(applicationUuid, "view");
     const rows = await this.db.deployment.findMany({ where: { applicationId: app.id }, orderBy: { id: "desc" }, include: withApp, ...window });
-    return rows.map(listOf);
+    // Without their application, they were deleted with it while being read (db/relations.ts).
+    return wholeRows(rows, ["application", "server"]).map(listOf);
   }
 
   // -------------------------------------------------------------------------------------------

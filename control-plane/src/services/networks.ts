@@ -12,6 +12,7 @@ import {
   isReservedNetworkName,
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
+import { wholeRows } from "../db/relations.js";
 import type { Config } from "../config.js";
 import type { Need, TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict, Unavailable } from "../domain/errors.js";
@@ -506,7 +507,8 @@ export class NetworkService {
       orderBy: { id: "asc" },
       include: { network: { select: { uuid: true, name: true, scope: true, status: true } } },
     });
-    for (const a of attachments) out.push({ uuid: a.network.uuid, name: a.network.name, role: "attached", scope: a.network.scope, status: a.network.status, attachedAt: a.createdAt });
+    // An attachment read without its network went with the network meanwhile (db/relations.ts).
+    for (const a of wholeRows(attachments, ["network"])) out.push({ uuid: a.network.uuid, name: a.network.name, role: "attached", scope: a.network.scope, status: a.network.status, attachedAt: a.createdAt });
     return out;
   }
 

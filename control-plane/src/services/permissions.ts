@@ -1,20 +1,31 @@
 import type { PermissionLevel } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { isUniqueViolation } from "../db/errors.js";
+import { whole, wholeRows } from "../db/relations.js";
 import type { TeamScope } from "../domain/scope.js";
-import { NotFound, Conflict } from "../domain/errors.js";
+import { NotFound, Conflict, removedMeanwhile } from "../domain/errors.js";
 
 const projectPermissionInclude = {
   project: { select: { uuid: true, name: true } },
   user: { select: { name: true, email: true } },
 } satisfies Prisma.ProjectPermissionInclude;
 export type ProjectPermissionRow = Prisma.ProjectPermissionGetPayload<{ include: typeof projectPermissionInclude }>;
+/** The relations the includes read: without one, the grant went with its project or user meanwhile (db/relations.ts). */
+const PROJECT_GRANT_RELATIONS = ["project", "user"];
 
 const environmentPermissionInclude = {
   environment: { select: { name: true, project: { select: { uuid: true } } } },
   user: { select: { name: true } },
 } satisfies Prisma.EnvironmentPermissionInclude;
 export type EnvironmentPermissionRow = Prisma.EnvironmentPermissionGetPayload<{ include: typeof environmentPermissionInclude }>;
+const ENVIRONMENT_GRANT_RELATIONS = ["environment", "environment.project", "user"];
+
+/** A grant just written and read back with its relations; a torn read means it is gone already. */
+function written<T>(row: T, paths: readonly string[]): T {
+  const complete = whole(row, paths);
+  if (!complete) throw removedMeanwhile("Permission");
+  return complete;
+}
 
 type Window = { skip?: number; take?: number };
 
@@ -45,20 +56,24 @@ export class PermissionService {
     return this.db.projectPermission.count({ where: this.projectWhere(scope, filter) });
   }
 
-  listProject(scope: TeamScope, filter: { project_uuid?: string | undefined; user_id?: number | undefined }, window: Window) {
-    return this.db.projectPermission.findMany({
+  async listProject(scope: TeamScope, filter: { project_uuid?: string | undefined; user_id?: number | undefined }, window: Window) {
+    const rows = await this.db.projectPermission.findMany({
       where: this.projectWhere(scope, filter),
       include: projectPermissionInclude,
       orderBy: { id: "asc" },
       ...window,
     });
+    return wholeRows(rows, PROJECT_GRANT_RELATIONS);
   }
 
   async getProject(scope: TeamScope, id: number): Promise<ProjectPermissionRow> {
-    const row = await this.db.projectPermission.findFirst({
-      where: { id, ...this.projectWhere(scope, {}) },
-      include: projectPermissionInclude,
-    });
+    const row = whole(
+      await this.db.projectPermission.findFirst({
+        where: { id, ...this.projectWhere(scope, {}) },
+        include: projectPermissionInclude,
+      }),
+      PROJECT_GRANT_RELATIONS,
+    );
     if (!row) throw new NotFound("Permission");
     return row;
   }
@@ -68,10 +83,11 @@ export class PermissionService {
     const project = await scope.project(input.project_uuid);
     await scope.member(input.user_id);
     try {
-      return await this.db.projectPermission.create({
+      const row = await this.db.projectPermission.create({
         data: { projectId: project.id, userId: input.user_id, level: input.permission_level },
         include: projectPermissionInclude,
       });
+      return written(row, PROJECT_GRANT_RELATIONS);
     } catch (err) {
       if (isUniqueViolation(err)) throw new Conflict("User already has access to this project.");
       throw err;
@@ -81,7 +97,7 @@ export class PermissionService {
   async updateProject(scope: TeamScope, id: number, level: PermissionLevel) {
     scope.requireTeamAdmin("manage permissions");
     const row = await this.getProject(scope, id);
-    return this.db.projectPermission.update({ where: { id: row.id }, data: { level }, include: projectPermissionInclude });
+    return written(await this.db.projectPermission.update({ where: { id: row.id }, data: { level }, include: projectPermissionInclude }), PROJECT_GRANT_RELATIONS);
   }
 
   async revokeProject(scope: TeamScope, id: number): Promise<void> {
@@ -141,13 +157,14 @@ export class PermissionService {
     return this.db.environmentPermission.count({ where: this.environmentWhere(scope, filter) });
   }
 
-  listEnvironment(scope: TeamScope, filter: { environment_id?: number | undefined; user_id?: number | undefined }, window: Window) {
-    return this.db.environmentPermission.findMany({
+  async listEnvironment(scope: TeamScope, filter: { environment_id?: number | undefined; user_id?: number | undefined }, window: Window) {
+    const rows = await this.db.environmentPermission.findMany({
       where: this.environmentWhere(scope, filter),
       include: environmentPermissionInclude,
       orderBy: { id: "asc" },
       ...window,
     });
+    return wholeRows(rows, ENVIRONMENT_GRANT_RELATIONS);
   }
 
   async grantEnvironment(scope: TeamScope, input: { environment_id: number; user_id: number; permission_level: PermissionLevel }) {
@@ -155,10 +172,11 @@ export class PermissionService {
     const env = await scope.environmentById(input.environment_id);
     await scope.member(input.user_id);
     try {
-      return await this.db.environmentPermission.create({
+      const row = await this.db.environmentPermission.create({
         data: { environmentId: env.id, userId: input.user_id, level: input.permission_level },
         include: environmentPermissionInclude,
       });
+      return written(row, ENVIRONMENT_GRANT_RELATIONS);
     } catch (err) {
       if (isUniqueViolation(err)) throw new Conflict("User already has an override for this environment.");
       throw err;
