@@ -1,8 +1,8 @@
 /**
  * The control plane under test, in its own process: loadConfig + createInstance +
  * http.createServer + instance.attach, listening on 127.0.0.1, SQLite in the bench's temp
- * dir, logs silent, rate limit raised. Spawned by run.ts (with --expose-gc), which drives
- * it over IPC: memory after GC, connected agents, job round trips, probes.
+ * dir (or the PostgreSQL database FLEET_DATABASE_URL names), logs silent, rate limit raised.
+ * Spawned by run.ts (with --expose-gc), which drives it over IPC: memory after GC, connected agents, job round trips, probes.
  *
  * Env: FLEET_DATA_DIR, FLEET_PORT; FLEET_SEED_N > 0 makes it a seeding step instead: it
  * creates that many servers (one private key of the root team, from FLEET_KEY_FILE), writes
@@ -16,6 +16,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Session } from "node:inspector/promises";
 import { pino } from "pino";
 import Sqlite from "better-sqlite3";
+import pg from "pg";
 import { AGENTS_NAMESPACE } from "@capstan/shared";
 import { loadConfig } from "../../control-plane/src/config.js";
 import { createInstance } from "../../control-plane/src/instance.js";
@@ -26,23 +27,37 @@ import { watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, 
 
 const started = performance.now();
 
-// Instrumentation only: every SQL statement the Prisma adapter runs goes through
-// better-sqlite3's prepare(); counting them gives the database work per agent and per job.
+// Instrumentation only: every SQL statement the control plane runs is counted, by kind: on
+// SQLite each goes through better-sqlite3's prepare(), on PostgreSQL through pg's
+// Client.query() (the Prisma adapter, the plain read path, the rate limiter and the socket.io
+// adapter alike). That gives the database work per agent and per job.
 let sqlCount = 0;
 let sqlByKind: Record<string, number> = {};
-const prepare = Sqlite.prototype.prepare;
-Sqlite.prototype.prepare = function (this: Sqlite.Database, sql: string) {
+function countSql(sql: string): void {
   sqlCount++;
   const kind = sql
     .replace(/`main`\./g, "")
+    .replace(/\$\d+(::\w+)?/g, "?")
     .replace(/\s+/g, " ")
-    .replace(/^(SELECT) .*? (FROM \S+)(?: WHERE (.*?))?(?: ORDER BY.*| LIMIT.*)?$/, (_m, a, b, w) => `${a} ${b}${w ? " WHERE " + w.replace(/`/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90) : ""}`)
-    .replace(/^(UPDATE \S+) SET .*? WHERE (.*)$/, (_m, a, w) => `${a} WHERE ${w.replace(/`/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90)}`)
+    .trim()
+    .replace(/^(SELECT) .*? (FROM \S+)(?: WHERE (.*?))?(?: ORDER BY.*| LIMIT.*)?$/, (_m, a, b, w) => `${a} ${b}${w ? " WHERE " + w.replace(/[`"]/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90) : ""}`)
+    .replace(/^(UPDATE \S+) SET .*? WHERE (.*)$/, (_m, a, w) => `${a} WHERE ${w.replace(/[`"]/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90)}`)
     .replace(/^(INSERT INTO \S+).*/, "$1")
     .slice(0, 140);
   sqlByKind[kind] = (sqlByKind[kind] ?? 0) + 1;
+}
+const prepare = Sqlite.prototype.prepare;
+Sqlite.prototype.prepare = function (this: Sqlite.Database, sql: string) {
+  countSql(sql);
   return prepare.call(this, sql) as Sqlite.Statement;
 } as typeof Sqlite.prototype.prepare;
+const pgQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+(pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
+  const first = args[0] as string | { text?: string } | undefined;
+  const text = typeof first === "string" ? first : first?.text;
+  if (typeof text === "string") countSql(text);
+  return pgQuery.apply(this, args);
+};
 const env = (k: string): string => {
   const v = process.env[k];
   if (v === undefined) throw new Error(`${k} is not set`);
@@ -58,6 +73,7 @@ const config = loadConfig({
   PLATFORM_HOST: "127.0.0.1",
   PLATFORM_LOG_LEVEL: "silent",
   PLATFORM_RATE_LIMIT_PER_MINUTE: "1000000",
+  ...(process.env.FLEET_DATABASE_URL ? { DATABASE_URL: process.env.FLEET_DATABASE_URL } : {}),
 });
 // Logs stay silent, but errors the control plane logs are counted (never printed) so the
 // bench can report them: e.g. a heartbeat or pump pass that fails at this fleet size.
@@ -307,7 +323,7 @@ serveParent({
       for (let i = 0; i < 100; i++) [...ids].includes(ids[ids.length - 1]!);
       includesMs = (performance.now() - t) / 100;
     }
-    // What one Prisma round trip costs here (SQLite, in-process): the unit of the queue's work.
+    // What one Prisma round trip costs here (SQLite in-process, or PostgreSQL on loopback): the unit of the queue's work.
     const some = await db.server.findFirstOrThrow({ select: { id: true } });
     const Q = 500;
     let t = performance.now();
