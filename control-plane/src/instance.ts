@@ -15,6 +15,8 @@ import { attachGateway, type AgentGateway } from "./agents/gateway.js";
 import { joinCommand } from "./agents/join-command.js";
 import { installAgentOverSsh } from "./agents/ssh-install.js";
 import { usePostgresAdapter } from "./agents/cluster-adapter.js";
+import { clientAddress } from "./agents/client-address.js";
+import { accessVisibility } from "./agents/fleet-visibility.js";
 import { BackupScheduler } from "./backups/scheduler.js";
 
 export interface InstanceData {
@@ -82,12 +84,20 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     gateway: null,
     backupScheduler,
     async attach(http) {
-      const gateway = attachGateway(http, db, jobs, log);
+      const gateway = await attachGateway(http, jobs, {
+        db,
+        dialect: data.database.kind,
+        log,
+        clientAddress: (req) => clientAddress(req, config.trustProxy),
+        visibility: accessVisibility(services.access),
+        clustered: config.database.kind === "postgresql",
+      });
       if (config.database.kind === "postgresql") {
         const closeAdapter = await usePostgresAdapter(gateway.io, config.database.url);
         closers.push(closeAdapter);
       }
       services.servers.bindAgents(gateway);
+      jobs.attachDispatcher(gateway);
       instance.gateway = gateway;
       jobs.start();
       services.deployments.startSweep(log);
