@@ -157,8 +157,10 @@ if (seedN > 0) {
 }
 
 const http = createServer(instance.app);
+const attachStarted = performance.now();
 // attach() is async in newer trees (it may wire the PostgreSQL adapter); await works either way.
 const gateway = await instance.attach(http);
+const attachMs = performance.now() - attachStarted;
 await new Promise<void>((resolve, reject) => {
   http.once("error", reject);
   http.listen(port, "127.0.0.1", () => resolve());
@@ -273,11 +275,14 @@ serveParent({
     const loaded = latencies.splice(0);
     const loop = eldSummary();
     const ticks = summarize(tickMs);
-    // the same, one at a time: the service time without queueing behind the others
+    // the same, one at a time: the service time without queueing behind the others (and the
+    // statements a job costs when it has none to share them with)
+    const serialSql0 = sqlCount;
     for (let i = 0; i < args.serial; i++) await one(true);
     const serial = summarize(latencies);
     return {
       sqlPerJob,
+      serialSqlPerJob: args.serial ? (sqlCount - serialSql0) / args.serial : NaN,
       sqlKindsPerJob,
       serial,
       latency: summarize(loaded),
@@ -353,4 +358,5 @@ serveParent({
   },
 });
 
-void notifyParent("listening", { startupMs, pid: process.pid, at: Date.now() });
+// Where a start's time goes: loading the modules (from the process's start), createInstance, attach.
+void notifyParent("listening", { startupMs, attachMs, loadMs: started, pid: process.pid, at: Date.now() });

@@ -27,7 +27,7 @@ import { BUSY, HandshakeAdmission, type AdmissionLimits } from "./admission.js";
 import { KnownAgentTokens } from "./known-tokens.js";
 import { FleetStream } from "./fleet-stream.js";
 import type { FleetVisibility } from "./fleet-visibility.js";
-import { markReachable, type HelloWrite, type ServerStatusRow } from "./server-rows.js";
+import { markReachable, markUnreachable, type HelloWrite, type ServerStatusRow } from "./server-rows.js";
 
 /** Ping every 2.5 s, give up after 5 s more: a vanished agent is noticed within ~7.5 s. */
 export const PING_INTERVAL_MS = 2500;
@@ -208,17 +208,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   // Disconnects arriving together (a network blip drops many agents) share one statement.
   const disconnects = new GroupWriter<{ serverId: number; connection: string }, void>(
     async (batch) => {
-      const rows: ServerStatusRow[] = [];
-      for (const part of chunks(batch, 400)) {
-        rows.push(
-          ...(await db.server.updateManyAndReturn({
-            where: { OR: part.map((d) => ({ id: d.serverId, agentConnection: d.connection })) },
-            data: { status: "unreachable", isUsable: false, lastSeenAt: new Date(), agentConnection: null },
-            select: statusSelect,
-          })),
-        );
-      }
-      fleet.publishServers(rows.map(statusEvent));
+      fleet.publishServers((await markUnreachable(db, opts.dialect, batch)).map(statusEvent));
       return batch.map(() => undefined);
     },
     { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true },

@@ -123,7 +123,7 @@ describe("job queue: the hot path", () => {
     expect(row.finishedAt).toBeInstanceOf(Date);
     // INSERT, the "running" mark after the ack, the outcome's fenced UPDATE: nothing else
     // (but the waiter's fallback poll, which reads after 500 ms on a slow machine).
-    expect(calls.filter((c) => c !== "job.findUnique(select)")).toEqual(["job.createMany", "job.updateMany", "$queryRawUnsafe"]);
+    expect(calls.filter((c) => c !== "job.findUnique(select)")).toEqual(["$executeRawUnsafe", "$executeRawUnsafe", "$queryRawUnsafe"]);
   });
 
   it("jobs running together share their statements: fewer than one per job", async () => {

@@ -8,6 +8,7 @@ import type { SecretBox } from "../crypto/secret-box.js";
 import { openPayload, sealPayload } from "./payload.js";
 import { NO_DISPATCHER, type JobDispatcher } from "./dispatcher.js";
 import { GroupWriter } from "./group-writer.js";
+import { param, valuesList, type Dialect } from "./sql.js";
 
 export type JobStatus = "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
 const OPEN: JobStatus[] = ["queued", "dispatched", "running"];
@@ -171,7 +172,7 @@ export class JobQueue {
   private readonly delivered = new Map<string, Delivery>();
 
   private readonly box: SecretBox;
-  private readonly dialect: JobQueueOptions["dialect"];
+  private readonly dialect: Dialect;
   private readonly appendSql: string;
   private readonly inserts: GroupWriter<NewJob, void>;
   private readonly outcomes: GroupWriter<OutcomeWrite, JobType | null>;
@@ -191,23 +192,29 @@ export class JobQueue {
     // this turn share a statement.
     this.inserts = new GroupWriter<NewJob, void>(
       async (rows) => {
-        await this.db.job.createMany({ data: rows });
+        const params: unknown[] = [];
+        const now = new Date();
+        for (const r of rows) params.push(r.id, r.serverId, r.type, r.payload, r.status, r.attempt, r.deadlineAt, now);
+        await this.db.$executeRawUnsafe(insertJobsSql(this.dialect, rows.length), ...params);
         return rows.map(() => undefined);
       },
-      { startOnNextTurn: true },
+      { maxItems: INSERTS_PER_STATEMENT, startOnNextTurn: true },
     );
     this.outcomes = new GroupWriter((items) => this.storeOutcomes(items), { maxItems: OUTCOMES_PER_STATEMENT, startOnNextTurn: true });
-    this.runningMarks = new GroupWriter<{ id: string; attempt: number }, void>(async (marks) => {
-      // An outcome that arrived meanwhile already ended the job: nothing left to mark.
-      const open = marks.filter((m) => this.delivered.get(m.id)?.attempt === m.attempt);
-      if (open.length) {
-        await this.db.job.updateMany({
-          where: { status: "dispatched", OR: open.map((m) => ({ id: m.id, attempt: m.attempt })) },
-          data: { status: "running", startedAt: new Date() },
-        });
-      }
-      return marks.map(() => undefined);
-    }, { maxItems: RUNNING_MARKS_PER_STATEMENT, startOnNextTurn: true });
+    this.runningMarks = new GroupWriter<{ id: string; attempt: number }, void>(
+      async (marks) => {
+        // An outcome that arrived meanwhile already ended the job: nothing left to mark.
+        const open = marks.filter((m) => this.delivered.get(m.id)?.attempt === m.attempt);
+        if (open.length) {
+          const params: unknown[] = [];
+          for (const m of open) params.push(m.id, m.attempt);
+          params.push(new Date());
+          await this.db.$executeRawUnsafe(markRunningSql(this.dialect, open.length), ...params);
+        }
+        return marks.map(() => undefined);
+      },
+      { maxItems: RUNNING_MARKS_PER_STATEMENT, startOnNextTurn: true },
+    );
   }
 
   /** How jobs reach agents (the agents' gateway); until then none is reachable from here. */
@@ -651,31 +658,51 @@ export class JobQueue {
   private ticking: Promise<void> = Promise.resolve();
 }
 
-/** Outcomes per grouped UPDATE: 6 bound values each, within SQLite's 999. */
+/** Rows per grouped statement, within SQLite's 999 bound values: 8 per new job... */
+const INSERTS_PER_STATEMENT = 120;
+/** ...6 per outcome... */
 const OUTCOMES_PER_STATEMENT = 150;
-/** Running marks per grouped UPDATE: 2 bound values each (plus the status and the time). */
+/** ...2 per running mark. */
 const RUNNING_MARKS_PER_STATEMENT = 400;
+
+const OPEN_SQL = OPEN.map((s) => `'${s}'`).join(", ");
+
+/** New rows (parameters per row: id, serverId, type, payload, status, attempt, deadlineAt, createdAt). */
+function insertJobsSql(dialect: Dialect, n: number): string {
+  const values = valuesList(dialect, n, ["text", "int", "text", "text", "text", "int", "timestamp(3)", "timestamp(3)"]);
+  return `INSERT INTO "Job" ("id", "serverId", "type", "payload", "status", "attempt", "deadlineAt", "createdAt") VALUES ${values}`;
+}
+
+/** Dispatched jobs acked by their agent (parameters: id, attempt per job, then startedAt). */
+function markRunningSql(dialect: Dialect, n: number): string {
+  const values = valuesList(dialect, n, ["text", "int"]);
+  const at = param(dialect, n * 2 + 1, "timestamp(3)");
+  if (dialect === "sqlite") {
+    return `WITH "v"("id", "attempt") AS (VALUES ${values})
+      UPDATE "Job" SET "status" = 'running', "startedAt" = ${at}
+      FROM "v" WHERE "Job"."id" = "v"."id" AND "Job"."attempt" = "v"."attempt" AND "Job"."status" = 'dispatched'`;
+  }
+  return `UPDATE "Job" AS "j" SET "status" = 'running', "startedAt" = ${at}
+    FROM (VALUES ${values}) AS "v"("id", "attempt")
+    WHERE "j"."id" = "v"."id" AND "j"."attempt" = "v"."attempt" AND "j"."status" = 'dispatched'`;
+}
 
 /**
  * The fenced UPDATE of `n` outcomes (parameters: id, serverId, attempt, status, result, error
  * per outcome, then finishedAt), answering the id and type of each job it changed.
  */
-function finishOutcomesSql(dialect: JobQueueOptions["dialect"], n: number): string {
-  const open = OPEN.map((s) => `'${s}'`).join(", ");
+function finishOutcomesSql(dialect: Dialect, n: number): string {
+  const values = valuesList(dialect, n, ["text", "int", "int", "text", "text", "text"]);
+  const at = param(dialect, n * 6 + 1, "timestamp(3)");
   if (dialect === "sqlite") {
-    const values = Array.from({ length: n }, () => "(?, ?, ?, ?, ?, ?)").join(", ");
     return `WITH "v"("id", "serverId", "attempt", "status", "result", "error") AS (VALUES ${values})
-      UPDATE "Job" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ?
-      FROM "v" WHERE "Job"."id" = "v"."id" AND "Job"."serverId" = "v"."serverId" AND "Job"."attempt" = "v"."attempt" AND "Job"."status" IN (${open})
+      UPDATE "Job" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ${at}
+      FROM "v" WHERE "Job"."id" = "v"."id" AND "Job"."serverId" = "v"."serverId" AND "Job"."attempt" = "v"."attempt" AND "Job"."status" IN (${OPEN_SQL})
       RETURNING "id", "type"`;
   }
-  const values = Array.from({ length: n }, (_, i) => {
-    const p = i * 6;
-    return `($${p + 1}::text, $${p + 2}::int, $${p + 3}::int, $${p + 4}::text, $${p + 5}::text, $${p + 6}::text)`;
-  }).join(", ");
-  return `UPDATE "Job" AS "j" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = $${n * 6 + 1}::timestamp(3)
+  return `UPDATE "Job" AS "j" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ${at}
     FROM (VALUES ${values}) AS "v"("id", "serverId", "attempt", "status", "result", "error")
-    WHERE "j"."id" = "v"."id" AND "j"."serverId" = "v"."serverId" AND "j"."attempt" = "v"."attempt" AND "j"."status" IN (${open})
+    WHERE "j"."id" = "v"."id" AND "j"."serverId" = "v"."serverId" AND "j"."attempt" = "v"."attempt" AND "j"."status" IN (${OPEN_SQL})
     RETURNING "j"."id", "j"."type"`;
 }
 
