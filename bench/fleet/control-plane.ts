@@ -9,23 +9,54 @@
  * their agent tokens to FLEET_TOKENS_FILE (one a line, in server id order) and exits, so the
  * measured process starts clean.
  */
-import { chunks } from "../../control-plane/src/db/chunks.js";
-import { createServer } from "node:http";
+import { createServer, type RequestListener } from "node:http";
 import { readFileSync, writeFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Session } from "node:inspector/promises";
-import { pino } from "pino";
-import Sqlite from "better-sqlite3";
-import pg from "pg";
-import { AGENTS_NAMESPACE } from "@capstan/shared";
-import { loadConfig } from "../../control-plane/src/config.js";
-import { createInstance } from "../../control-plane/src/instance.js";
-import { generateAgentToken, hashAgentToken } from "../../control-plane/src/crypto/agent-token.js";
-import { parsePrivateKey } from "../../control-plane/src/crypto/ssh-key.js";
-import { newUuid } from "../../control-plane/src/lib/ids.js";
+import { openGatewayDoor } from "../../control-plane/src/agents/door.js";
 import { watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
 
 const started = performance.now();
+const env = (k: string): string => {
+  const v = process.env[k];
+  if (v === undefined) throw new Error(`${k} is not set`);
+  return v;
+};
+const dataDir = env("FLEET_DATA_DIR");
+const port = Number(env("FLEET_PORT"));
+const seedN = Number(process.env.FLEET_SEED_N ?? "0");
+
+// As `capstan serve` does (control-plane/src/server.ts): listen first, agents' handshakes held
+// at the gateway's door, then load and open the rest of the control plane.
+let app: RequestListener | null = null;
+const http = createServer((req, res) => {
+  if (app) return app(req, res);
+  res.writeHead(503).end();
+});
+const door = seedN > 0 ? null : openGatewayDoor(http);
+let portOpenAt = 0;
+if (door) {
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject);
+    http.listen(port, "127.0.0.1", () => resolve());
+  });
+  portOpenAt = Date.now();
+}
+const loadStarted = performance.now();
+const [{ chunks }, { pino }, { default: Sqlite }, { default: pg }, { AGENTS_NAMESPACE }, { loadConfig }, { createInstance }, { generateAgentToken, hashAgentToken }, { parsePrivateKey }, { newUuid }] =
+  await Promise.all([
+    import("../../control-plane/src/db/chunks.js"),
+    import("pino"),
+    import("better-sqlite3"),
+    import("pg"),
+    import("@capstan/shared"),
+    import("../../control-plane/src/config.js"),
+    import("../../control-plane/src/instance.js"),
+    import("../../control-plane/src/crypto/agent-token.js"),
+    import("../../control-plane/src/crypto/ssh-key.js"),
+    import("../../control-plane/src/lib/ids.js"),
+  ]);
+const loadMs = performance.now() - loadStarted;
 
 // Instrumentation only: every SQL statement the control plane runs is counted, by kind: on
 // SQLite each goes through better-sqlite3's prepare(), on PostgreSQL through pg's
@@ -47,26 +78,17 @@ function countSql(sql: string): void {
   sqlByKind[kind] = (sqlByKind[kind] ?? 0) + 1;
 }
 const prepare = Sqlite.prototype.prepare;
-Sqlite.prototype.prepare = function (this: Sqlite.Database, sql: string) {
+Sqlite.prototype.prepare = function (this: InstanceType<typeof Sqlite>, sql: string) {
   countSql(sql);
-  return prepare.call(this, sql) as Sqlite.Statement;
+  return prepare.call(this, sql);
 } as typeof Sqlite.prototype.prepare;
 const pgQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
-(pg.Client.prototype as { query: unknown }).query = function (this: pg.Client, ...args: unknown[]) {
+(pg.Client.prototype as { query: unknown }).query = function (this: unknown, ...args: unknown[]) {
   const first = args[0] as string | { text?: string } | undefined;
   const text = typeof first === "string" ? first : first?.text;
   if (typeof text === "string") countSql(text);
   return pgQuery.apply(this, args);
 };
-const env = (k: string): string => {
-  const v = process.env[k];
-  if (v === undefined) throw new Error(`${k} is not set`);
-  return v;
-};
-const dataDir = env("FLEET_DATA_DIR");
-const port = Number(env("FLEET_PORT"));
-const seedN = Number(process.env.FLEET_SEED_N ?? "0");
-
 const config = loadConfig({
   PLATFORM_DATA_DIR: dataDir,
   PLATFORM_PORT: String(port),
@@ -91,9 +113,10 @@ const errorCounter = {
     }
   },
 };
+const createStarted = performance.now();
 const instance = await createInstance(config, pino({ level: "error" }, errorCounter));
 const db = instance.database.prisma;
-const startupMs = performance.now() - started;
+const startupMs = performance.now() - createStarted;
 
 // Instrumentation only (nothing of the control plane is changed): how long each pass of the
 // queue's pump takes. jobs.start() (called by attach) looks tick up on the instance.
@@ -156,15 +179,10 @@ if (seedN > 0) {
   process.exit(0);
 }
 
-const http = createServer(instance.app);
 const attachStarted = performance.now();
-// attach() is async in newer trees (it may wire the PostgreSQL adapter); await works either way.
-const gateway = await instance.attach(http);
+const gateway = await instance.attach(http, door!);
+app = instance.app;
 const attachMs = performance.now() - attachStarted;
-await new Promise<void>((resolve, reject) => {
-  http.once("error", reject);
-  http.listen(port, "127.0.0.1", () => resolve());
-});
 
 // Instrumentation of the agents namespace (listeners added next to the gateway's own): how
 // long a handshake waits in the gateway's auth middleware, and why agents disconnect.
@@ -358,5 +376,6 @@ serveParent({
   },
 });
 
-// Where a start's time goes: loading the modules (from the process's start), createInstance, attach.
-void notifyParent("listening", { startupMs, attachMs, loadMs: started, pid: process.pid, at: Date.now() });
+// Where a start's time goes: from the process's start to listening (the door), loading the
+// rest, createInstance, attach; `at` is when everything is ready.
+void notifyParent("listening", { startupMs, attachMs, loadMs, portMs: started, portOpenAt, pid: process.pid, at: Date.now() });

@@ -12,6 +12,7 @@ import { createRateLimiter } from "./http/rate-limit.js";
 import { createApp } from "./http/app.js";
 import { JobQueue } from "./jobs/queue.js";
 import { attachGateway, type AgentGateway } from "./agents/gateway.js";
+import type { GatewayDoor } from "./agents/door.js";
 import { joinCommand } from "./agents/join-command.js";
 import { installAgentOverSsh } from "./agents/ssh-install.js";
 import { usePostgresAdapter } from "./agents/cluster-adapter.js";
@@ -47,8 +48,11 @@ export interface Instance extends InstanceData {
   gateway: AgentGateway | null;
   /** Runs the backup schedules (started by attach). */
   backupScheduler: BackupScheduler;
-  /** Attaches the agent gateway to the HTTP server and starts background work. */
-  attach(http: HttpServer): Promise<AgentGateway>;
+  /**
+   * Attaches the agent gateway to the HTTP server and starts background work. `door`: the
+   * socket.io server already listening there, holding handshakes until now (server.ts).
+   */
+  attach(http: HttpServer, door?: GatewayDoor): Promise<AgentGateway>;
   close(): Promise<void>;
 }
 
@@ -83,8 +87,9 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     jobs,
     gateway: null,
     backupScheduler,
-    async attach(http) {
+    async attach(http, door) {
       const gateway = await attachGateway(http, jobs, {
+        ...(door ? { door } : {}),
         db,
         dialect: data.database.kind,
         log,

@@ -66,7 +66,6 @@ export class FleetStream {
     private readonly ns: Namespace,
     private readonly deps: FleetStreamDeps,
   ) {
-    ns.use((socket, next) => void this.authenticate(socket, next));
     ns.on("connection", (socket) => this.connected(socket));
     ns.on(BATCH_EVENT, (batches: TeamBatch[]) => {
       for (const b of batches) this.deliver(b);
@@ -80,6 +79,9 @@ export class FleetStream {
   close(): void {
     clearInterval(this.timer);
   }
+
+  /** The handshake check of /fleet (the gateway's door runs it). */
+  readonly check = (socket: Socket, next: (err?: Error) => void): void => void this.authenticate(socket, next);
 
   /** Connectivity changes of servers: every dashboard of the server's team hears of them. */
   publishServers(events: { teamId: number; event: ServerStatusEvent }[]): void {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, Server as HttpServer } from "node:http";
-import { Server as IoServer, type Namespace, type Socket } from "socket.io";
+import type { Server as IoServer, Namespace, Socket } from "socket.io";
 import {
   AGENTS_NAMESPACE,
   AgentHandshake,
@@ -28,15 +28,12 @@ import { KnownAgentTokens } from "./known-tokens.js";
 import { FleetStream } from "./fleet-stream.js";
 import type { FleetVisibility } from "./fleet-visibility.js";
 import { markReachable, markUnreachable, type HelloWrite, type ServerStatusRow } from "./server-rows.js";
+import { openGatewayDoor, type GatewayDoor } from "./door.js";
 
-/** Ping every 2.5 s, give up after 5 s more: a vanished agent is noticed within ~7.5 s. */
-export const PING_INTERVAL_MS = 2500;
-export const PING_TIMEOUT_MS = 5000;
+export { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "./door.js";
 const ACK_TIMEOUT_MS = 5000;
 const HEARTBEAT_MS = 10_000;
 const STALE_AFTER_MS = 35_000;
-/** A connection that joins no namespace within this is closed (socket.io's default is 45 s). */
-const CONNECT_TIMEOUT_MS = 10_000;
 /** The known agent tokens are read again this often (known-tokens.ts). */
 const KNOWN_TOKENS_RELOAD_MS = 30_000;
 /** Token lookups and hellos per database statement during a reconnect storm. */
@@ -77,6 +74,8 @@ export interface GatewayOptions {
   clustered: boolean;
   /** Handshake limits (admission.ts); tests lower them. */
   admission?: Partial<AdmissionLimits>;
+  /** The socket.io server already listening on `http` (door.ts); else one is made here. */
+  door?: GatewayDoor;
 }
 
 /**
@@ -88,15 +87,8 @@ export interface GatewayOptions {
  */
 export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: GatewayOptions): Promise<AgentGateway> {
   const { db, log } = opts;
-  const io = new IoServer(http, {
-    pingInterval: PING_INTERVAL_MS,
-    pingTimeout: PING_TIMEOUT_MS,
-    connectTimeout: CONNECT_TIMEOUT_MS,
-    maxHttpBufferSize: 4 * 1024 * 1024,
-    serveClient: false,
-    cors: { origin: false },
-  });
-  io.use((_socket, next) => next(new Error("Unauthenticated.")));
+  const door = opts.door ?? openGatewayDoor(http);
+  const io: IoServer = door.io;
   const agents: Namespace = io.of(AGENTS_NAMESPACE);
   const admission = new HandshakeAdmission(opts.admission);
   const fleet = new FleetStream(io.of(FLEET_NAMESPACE), {
@@ -145,7 +137,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
     { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true },
   );
 
-  agents.use((socket, next) => {
+  const checkAgent = (socket: Socket, next: (err?: Error) => void) => {
     const address = opts.clientAddress(socket.request);
     const hs = AgentHandshake.safeParse(socket.handshake.auth);
     if (!hs.success) {
@@ -181,7 +173,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
         next(new Error(BUSY));
       },
     );
-  });
+  };
 
   // ---------------------------------------------------------------- hellos
   // Hellos arriving together are stored in one statement, then acked; their agents' open jobs
@@ -295,6 +287,9 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
     }
   }, HEARTBEAT_MS);
   heartbeat.unref();
+
+  // Everything is in place: the handshakes held while this control plane started go through.
+  door.open({ agents: checkAgent, fleet: fleet.check });
 
   const ready = (serverId: number): Socket | null => {
     const socket = sockets.get(serverId);
