@@ -38,7 +38,7 @@ let portOpenAt = 0;
 if (door) {
   await new Promise<void>((resolve, reject) => {
     http.once("error", reject);
-    http.listen(port, "127.0.0.1", () => resolve());
+    http.listen({ port, host: "127.0.0.1", backlog: 4096 }, () => resolve()); // as server.ts does
   });
   portOpenAt = Date.now();
 }

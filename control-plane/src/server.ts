@@ -20,6 +20,9 @@ function closeGracefully(server: Server, timeoutMs: number): Promise<void> {
   });
 }
 
+/** Connections queued by the kernel before they are accepted (capped by net.core.somaxconn). */
+const LISTEN_BACKLOG = 4096;
+
 /** Until the control plane is ready, every request (/healthz and /readyz too) gets a 503. */
 function starting(_req: IncomingMessage, res: ServerResponse): void {
   res.writeHead(503, { "Content-Type": "application/json", "Retry-After": "1" });
@@ -37,7 +40,9 @@ export async function serve(config: Config): Promise<void> {
   const door = openGatewayDoor(server);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(config.port, config.host, () => resolve());
+    // While the rest loads the event loop is busy: a fleet's connections wait in the kernel's
+    // accept queue (Node's default of 511 would drop the rest, and each drop costs a retry).
+    server.listen({ port: config.port, host: config.host, backlog: LISTEN_BACKLOG }, () => resolve());
   });
   let instance: Instance;
   try {

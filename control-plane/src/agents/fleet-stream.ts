@@ -83,14 +83,21 @@ export class FleetStream {
   /** The handshake check of /fleet (the gateway's door runs it). */
   readonly check = (socket: Socket, next: (err?: Error) => void): void => void this.authenticate(socket, next);
 
+  /** Whether anyone may hear: a dashboard here, or other replicas (which may have some). */
+  get listened(): boolean {
+    return this.deps.clustered || this.byTeam.size > 0;
+  }
+
   /** Connectivity changes of servers: every dashboard of the server's team hears of them. */
   publishServers(events: { teamId: number; event: ServerStatusEvent }[]): void {
+    if (!this.listened) return;
     for (const e of events) this.batch(e.teamId).servers.push(e.event);
     this.scheduleFlush();
   }
 
   /** Status changes of resources: each dashboard hears of those its token's user may see. */
   publishResources(changes: ResourceChange[]): void {
+    if (!this.listened) return;
     for (const c of changes) this.batch(c.teamId).resources.push(c);
     this.scheduleFlush();
   }

@@ -190,7 +190,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
         dataOf(h.socket).greeted = true;
         greeted.set(h.write.serverId, greetedAt);
       }
-      fleet.publishServers(rows.map(statusEvent));
+      if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
       await jobs.redeliver(greeted);
       return batch.map(() => undefined);
     },
@@ -200,7 +200,8 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   // Disconnects arriving together (a network blip drops many agents) share one statement.
   const disconnects = new GroupWriter<{ serverId: number; connection: string }, void>(
     async (batch) => {
-      fleet.publishServers((await markUnreachable(db, opts.dialect, batch)).map(statusEvent));
+      const rows = await markUnreachable(db, opts.dialect, batch);
+      if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
       return batch.map(() => undefined);
     },
     { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true },
@@ -267,6 +268,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
       const now = new Date();
       for (const ids of chunks([...sockets.keys()])) {
         await db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } });
+        await new Promise((r) => setImmediate(r)); // a chunk per turn: pings and jobs go on meanwhile
       }
       // Local servers were just stamped, so they cannot match; the check below is a guard.
       const stale = await db.server.findMany({
@@ -279,7 +281,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
           data: { status: "unreachable", isUsable: false, agentConnection: null },
           select: statusSelect,
         });
-        fleet.publishServers(rows.map(statusEvent));
+        if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
         await new Promise((r) => setImmediate(r));
       }
     } catch (err) {

@@ -31,9 +31,17 @@ export class KnownAgentTokens {
     this.timer = null;
   }
 
+  /** Reads every server's hash, 2,000 rows per turn of the event loop (no long stall at 100,000). */
   async reload(): Promise<void> {
-    const rows = await this.db.server.findMany({ select: { agentTokenHash: true } });
-    this.known = new Set(rows.map((r) => r.agentTokenHash.slice(0, KEPT)));
+    const next = new Set<string>();
+    for (let after = 0; ; ) {
+      const rows = await this.db.server.findMany({ where: { id: { gt: after } }, orderBy: { id: "asc" }, take: 2000, select: { id: true, agentTokenHash: true } });
+      for (const r of rows) next.add(r.agentTokenHash.slice(0, KEPT));
+      if (rows.length < 2000) break;
+      after = rows[rows.length - 1]!.id;
+      await new Promise((r) => setImmediate(r));
+    }
+    this.known = next;
   }
 
   has(tokenHash: string): boolean {

@@ -1,4 +1,5 @@
 import { EventEmitter } from "node:events";
+import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { randomUUID } from "node:crypto";
 import { JOBS, type JobOutcome, type JobPayload, type JobResult, type JobType } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
@@ -600,6 +601,9 @@ export class JobQueue {
     }
     await this.stopEndedElsewhere();
     for (const ids of chunks([...here])) {
+      // One chunk per turn of the event loop: with SQLite a read runs without yielding, and a
+      // pass over 10,000 connected servers would otherwise hold every socket for tens of ms.
+      await yieldToEventLoop();
       const pending = await this.db.job.findMany({
         where: { serverId: { in: ids }, status: { in: ["queued", "dispatched"] } },
         orderBy: { createdAt: "asc" },
