@@ -19,7 +19,7 @@ import type { Db } from "../db/client.js";
 import type { Logger } from "../lib/log.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { JobDispatcher } from "../jobs/dispatcher.js";
-import { GroupWriter } from "../jobs/group-writer.js";
+import { GroupWriter, Serial } from "../jobs/group-writer.js";
 import { AGENT_TOKEN_PATTERN, hashAgentToken } from "../crypto/agent-token.js";
 import { chunks } from "../db/chunks.js";
 import { applyStatusReport } from "./resource-status.js";
@@ -105,6 +105,9 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   sweeper.unref();
 
   const sockets = new Map<number, Socket>();
+  // Grouped writes of server rows (hellos, disconnects, the heartbeat) run one at a time: two
+  // at once could deadlock on PostgreSQL (group-writer.ts, Serial).
+  const serverWrites = new Serial();
   const dataOf = (socket: Socket) => socket.data as AgentSocketData;
 
   const statusEvent = (s: ServerStatusRow): { teamId: number; event: ServerStatusEvent } => ({
@@ -182,7 +185,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   const hellos = new GroupWriter<Hello, void>(
     async (batch) => {
       const live = batch.filter((h) => h.socket.connected && sockets.get(h.write.serverId) === h.socket);
-      const rows = live.length ? await markReachable(db, opts.dialect, live.map((h) => h.write)) : [];
+      const rows = live.length ? await serverWrites.run(() => markReachable(db, opts.dialect, live.map((h) => h.write))) : [];
       const greetedAt = Date.now();
       const greeted = new Map<number, number>();
       for (const h of live) {
@@ -200,7 +203,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   // Disconnects arriving together (a network blip drops many agents) share one statement.
   const disconnects = new GroupWriter<{ serverId: number; connection: string }, void>(
     async (batch) => {
-      const rows = await markUnreachable(db, opts.dialect, batch);
+      const rows = await serverWrites.run(() => markUnreachable(db, opts.dialect, batch));
       if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
       return batch.map(() => undefined);
     },
@@ -267,7 +270,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
     try {
       const now = new Date();
       for (const ids of chunks([...sockets.keys()])) {
-        await db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } });
+        await serverWrites.run(() => db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } }));
         await new Promise((r) => setImmediate(r)); // a chunk per turn: pings and jobs go on meanwhile
       }
       // Local servers were just stamped, so they cannot match; the check below is a guard.
@@ -276,11 +279,13 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
         select: { id: true },
       });
       for (const ids of chunks(stale.map((s) => s.id).filter((id) => !sockets.has(id)))) {
-        const rows = await db.server.updateManyAndReturn({
-          where: { id: { in: ids }, status: "reachable" },
-          data: { status: "unreachable", isUsable: false, agentConnection: null },
-          select: statusSelect,
-        });
+        const rows = await serverWrites.run(() =>
+          db.server.updateManyAndReturn({
+            where: { id: { in: ids }, status: "reachable" },
+            data: { status: "unreachable", isUsable: false, agentConnection: null },
+            select: statusSelect,
+          }),
+        );
         if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
         await new Promise((r) => setImmediate(r));
       }

@@ -77,3 +77,19 @@ export class GroupWriter<T, R> {
     this.settle();
   }
 }
+
+/**
+ * Runs writes one after another. Two grouped UPDATEs of the same table running at once on
+ * PostgreSQL can lock their rows in opposite orders and deadlock (PostgreSQL notices after
+ * its deadlock_timeout, 1 s by default, and aborts one); writes of one process that may touch
+ * the same rows go through one of these instead.
+ */
+export class Serial {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(write: () => Promise<T>): Promise<T> {
+    const next = this.tail.then(write, write);
+    this.tail = next.catch(() => {});
+    return next;
+  }
+}

@@ -8,7 +8,7 @@ import { chunks } from "../db/chunks.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { openPayload, sealPayload } from "./payload.js";
 import { NO_DISPATCHER, type JobDispatcher } from "./dispatcher.js";
-import { GroupWriter } from "./group-writer.js";
+import { GroupWriter, Serial } from "./group-writer.js";
 import { param, valuesList, type Dialect } from "./sql.js";
 
 export type JobStatus = "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
@@ -178,6 +178,8 @@ export class JobQueue {
   private readonly inserts: GroupWriter<NewJob, void>;
   private readonly outcomes: GroupWriter<OutcomeWrite, JobType | null>;
   private readonly runningMarks: GroupWriter<{ id: string; attempt: number }, void>;
+  /** The grouped UPDATEs of existing rows (outcomes, running marks) run one at a time. */
+  private readonly rowWrites = new Serial();
 
   constructor(
     private readonly db: Db,
@@ -201,7 +203,7 @@ export class JobQueue {
       },
       { maxItems: INSERTS_PER_STATEMENT, startOnNextTurn: true },
     );
-    this.outcomes = new GroupWriter((items) => this.storeOutcomes(items), { maxItems: OUTCOMES_PER_STATEMENT, startOnNextTurn: true });
+    this.outcomes = new GroupWriter((items) => this.rowWrites.run(() => this.storeOutcomes(items)), { maxItems: OUTCOMES_PER_STATEMENT, startOnNextTurn: true });
     this.runningMarks = new GroupWriter<{ id: string; attempt: number }, void>(
       async (marks) => {
         // An outcome that arrived meanwhile already ended the job: nothing left to mark.
@@ -210,7 +212,7 @@ export class JobQueue {
           const params: unknown[] = [];
           for (const m of open) params.push(m.id, m.attempt);
           params.push(new Date());
-          await this.db.$executeRawUnsafe(markRunningSql(this.dialect, open.length), ...params);
+          await this.rowWrites.run(() => this.db.$executeRawUnsafe(markRunningSql(this.dialect, open.length), ...params));
         }
         return marks.map(() => undefined);
       },
