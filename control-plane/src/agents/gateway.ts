@@ -16,6 +16,8 @@ import {
   type ServerStatusEvent,
 } from "@capstan/shared";
 import type { Db } from "../db/client.js";
+import { toInt, type SqlReader } from "../db/reader.js";
+import { paddedIn } from "../jobs/sql.js";
 import type { Logger } from "../lib/log.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { JobDispatcher } from "../jobs/dispatcher.js";
@@ -37,7 +39,7 @@ const STALE_AFTER_MS = 35_000;
 /** The known agent tokens are read again this often (known-tokens.ts). */
 const KNOWN_TOKENS_RELOAD_MS = 30_000;
 /** Token lookups and hellos per database statement during a reconnect storm. */
-const HANDSHAKES_PER_BATCH = 500;
+const HANDSHAKES_PER_BATCH = 512;
 
 interface AgentSocketData {
   serverId: number;
@@ -64,6 +66,8 @@ export interface AgentGateway extends JobDispatcher {
 
 export interface GatewayOptions {
   db: Db;
+  /** The plain read path (db/reader.ts): handshakes' token checks read through it. */
+  reader: SqlReader;
   dialect: "sqlite" | "postgresql";
   log: Logger;
   /** The source address of a handshake, by the HTTP layer's `trust proxy` rule (client-address.ts). */
@@ -128,13 +132,15 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   // meets the whole fleet at once), one batch per turn of the event loop, so pings of
   // connected agents keep being answered in between.
   type ServerRef = { id: number; teamId: number; uuid: string; name: string };
+  // Through the plain read path: committed rows, one statement prepared per list size.
   const lookups = new GroupWriter<string, ServerRef | null>(
     async (hashes) => {
-      const rows = await db.server.findMany({
-        where: { agentTokenHash: { in: [...new Set(hashes)] } },
-        select: { id: true, teamId: true, uuid: true, name: true, agentTokenHash: true },
-      });
-      const byHash = new Map(rows.map((r) => [r.agentTokenHash, r]));
+      const { list, values } = paddedIn([...new Set(hashes)], "");
+      const rows = await opts.reader.all<{ id: unknown; teamId: unknown; uuid: string; name: string; agentTokenHash: string }>(
+        `SELECT "id", "teamId", "uuid", "name", "agentTokenHash" FROM "Server" WHERE "agentTokenHash" IN (${list})`,
+        values,
+      );
+      const byHash = new Map(rows.map((r) => [r.agentTokenHash, { id: toInt(r.id), teamId: toInt(r.teamId), uuid: r.uuid, name: r.name }]));
       return hashes.map((h) => byHash.get(h) ?? null);
     },
     { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true },

@@ -8,6 +8,7 @@ import type { JobAck, JobEnvelope } from "@capstan/shared";
 import type { DatabaseConfig } from "../config.js";
 import { migrate } from "../db/migrate.js";
 import { openDatabase, type Database, type Db } from "../db/client.js";
+import { openReader, type SqlReader } from "../db/reader.js";
 import { SecretBox } from "../crypto/secret-box.js";
 import { freshPostgresDatabase } from "../../../test/api/support/database.js";
 import type { JobDispatcher } from "./dispatcher.js";
@@ -20,6 +21,7 @@ import { JobQueue } from "./queue.js";
  */
 let dir: string;
 let database: Database;
+let reader: SqlReader;
 let dropPg: (() => Promise<void>) | null = null;
 let db: Db;
 let serverId: number;
@@ -37,6 +39,7 @@ beforeAll(async () => {
   }
   await migrate(config);
   database = await openDatabase(config);
+  reader = openReader(config);
   const team = await database.prisma.team.create({ data: { name: "t" } });
   const key = await database.prisma.privateKey.create({ data: { uuid: randomUUID(), teamId: team.id, name: "k", privateKeyEncrypted: "x", publicKey: "x", fingerprint: "x" } });
   const server = (name: string) => database.prisma.server.create({ data: { uuid: randomUUID(), teamId: team.id, name, ip: "10.0.0.1", privateKeyId: key.id, agentTokenHash: randomUUID() } });
@@ -63,6 +66,7 @@ beforeAll(async () => {
   }) as Db;
 });
 afterAll(async () => {
+  await reader?.close();
   await database?.close();
   await dropPg?.();
   rmSync(dir, { recursive: true, force: true });
@@ -174,10 +178,10 @@ describe("job queue: the hot path", () => {
     expect((await Promise.all([held1, held2])).map((r) => r.status)).toEqual(["cancelled", "cancelled"]);
   });
 
-  it("run() for an agent not connected here writes the job queued; the hello's redelivery claims and sends it", async () => {
+  for (const via of ["Prisma", "the plain read path"] as const) it(`run() for an agent not connected here writes the job queued; the hello's redelivery (read through ${via}) claims and sends it`, async () => {
     let connected = false;
     const delivered: JobEnvelope[] = [];
-    const queue = new JobQueue(db, pino({ level: "silent" }), { box, dialect: database.kind });
+    const queue = new JobQueue(db, pino({ level: "silent" }), { box, dialect: database.kind, ...(via === "Prisma" ? {} : { reader }) });
     queue.attachDispatcher({
       canDeliver: (id) => connected && id === serverId,
       deliverable: () => (connected ? [serverId] : []),

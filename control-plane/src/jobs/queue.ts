@@ -9,7 +9,8 @@ import type { SecretBox } from "../crypto/secret-box.js";
 import { openPayload, sealPayload } from "./payload.js";
 import { NO_DISPATCHER, type JobDispatcher } from "./dispatcher.js";
 import { GroupWriter, Serial } from "./group-writer.js";
-import { param, valuesList, type Dialect } from "./sql.js";
+import { paddedIn, param, valuesList, type Dialect } from "./sql.js";
+import { toDate, toInt, type SqlReader } from "../db/reader.js";
 
 export type JobStatus = "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
 const OPEN: JobStatus[] = ["queued", "dispatched", "running"];
@@ -147,6 +148,8 @@ export interface JobQueueOptions {
   box: SecretBox;
   /** SQL dialect of the database: progress is appended with one UPDATE, written per dialect. */
   dialect: "sqlite" | "postgresql";
+  /** The plain read path (db/reader.ts): a reconnecting fleet's open jobs are read through it. */
+  reader?: SqlReader;
 }
 
 /**
@@ -174,6 +177,7 @@ export class JobQueue {
 
   private readonly box: SecretBox;
   private readonly dialect: Dialect;
+  private readonly reader: SqlReader | undefined;
   private readonly appendSql: string;
   private readonly inserts: GroupWriter<NewJob, void>;
   private readonly outcomes: GroupWriter<OutcomeWrite, JobType | null>;
@@ -189,6 +193,7 @@ export class JobQueue {
     this.events.setMaxListeners(0);
     this.box = opts.box;
     this.dialect = opts.dialect;
+    this.reader = opts.reader;
     this.appendSql = appendLogSql(opts.dialect);
     // On the next turn of the event loop: with SQLite a statement completes without yielding
     // to I/O, so only waiting one turn lets the outcomes (and new jobs) of the sockets read in
@@ -293,17 +298,42 @@ export class JobQueue {
    * is not overtaken by a duplicate it never needed). One read for the whole group.
    */
   async redeliver(greeted: ReadonlyMap<number, number>): Promise<void> {
-    for (const ids of chunks([...greeted.keys()].filter((id) => this.dispatcher.canDeliver(id)))) {
-      const jobs = await this.db.job.findMany({
-        where: { serverId: { in: ids }, status: { in: OPEN } },
-        orderBy: { createdAt: "asc" },
-      });
+    for (const ids of chunks([...greeted.keys()].filter((id) => this.dispatcher.canDeliver(id)), 512)) {
+      const jobs = await this.openJobsOf(ids);
       for (const job of jobs) {
         const since = greeted.get(job.serverId) ?? 0;
         if (job.status !== "queued" && (this.delivered.get(job.id)?.at ?? 0) >= since) continue;
         await this.dispatch(job);
       }
     }
+  }
+
+  /**
+   * The open jobs of these servers, oldest first: through the plain read path when there is
+   * one (a statement prepared once, not Prisma's planning per call: a fleet reconnecting after
+   * a restart asks this for every group of hellos), else through Prisma.
+   */
+  private async openJobsOf(serverIds: number[]): Promise<JobRow[]> {
+    if (!this.reader) {
+      return this.db.job.findMany({ where: { serverId: { in: serverIds }, status: { in: OPEN } }, orderBy: { createdAt: "asc" } });
+    }
+    const { list, values } = paddedIn(serverIds, -1);
+    const rows = await this.reader.all<Record<string, unknown>>(
+      `SELECT "id", "serverId", "type", "payload", "status", "attempt", "deadlineAt", "result", "error" FROM "Job"
+        WHERE "serverId" IN (${list}) AND "status" IN (${OPEN_SQL}) ORDER BY "createdAt"`,
+      values,
+    );
+    return rows.map((r) => ({
+      id: String(r.id),
+      serverId: toInt(r.serverId),
+      type: String(r.type),
+      payload: String(r.payload),
+      status: String(r.status),
+      attempt: toInt(r.attempt),
+      deadlineAt: toDate(r.deadlineAt),
+      result: r.result === null || r.result === undefined ? null : String(r.result),
+      error: r.error === null || r.error === undefined ? null : String(r.error),
+    }));
   }
 
   /** Claims the next attempt of a stored job (fenced) and delivers it. */

@@ -28,3 +28,15 @@ export function valuesList(dialect: Dialect, rows: number, types: readonly PgTyp
 export function param(dialect: Dialect, position: number, type: PgType): string {
   return dialect === "sqlite" ? "?" : `$${position}::${type}`;
 }
+
+/**
+ * The values of an `IN (...)` list padded to a power of two with a value that matches nothing,
+ * so a read through the plain read path (db/reader.ts, statements prepared once per SQL text)
+ * has at most a dozen texts to prepare however the lists vary; with `?` placeholders for them.
+ */
+export function paddedIn<T>(values: readonly T[], filler: T): { list: string; values: T[] } {
+  let size = 1;
+  while (size < values.length) size *= 2;
+  const padded = [...values, ...Array.from({ length: size - values.length }, () => filler)];
+  return { list: padded.map(() => "?").join(", "), values: padded };
+}
