@@ -25,6 +25,9 @@ interface TeamBatch {
 /** Replica to replica (socket.io's server-side emit through the cluster adapter). */
 const BATCH_EVENT = "capstan:fleet-batch";
 
+/** Events of this long go out together. */
+const BATCH_WINDOW_MS = 50;
+
 /** An idle dashboard's token is looked at again this often (a busy one at every batch). */
 export const FLEET_RECHECK_MS = 30_000;
 
@@ -47,7 +50,7 @@ export interface FleetStreamDeps {
  * The dashboards' stream (/fleet): `server:status` of every server of the token's team, and
  * `resource:status` of the resources the token's user may see (fleet-visibility.ts).
  *
- * Events are sent in batches per team, and before each batch every receiving socket's token
+ * Events are sent in batches per team (those of 50 ms together), and before each batch every receiving socket's token
  * is read again (revoked, expired, member removed, `read` scope lost: the socket is dropped)
  * and, for members, their grants. A batch is built on the replica where the agent is
  * connected and handed to every replica (cluster adapter), each of which checks and delivers
@@ -114,7 +117,9 @@ export class FleetStream {
   private scheduleFlush(): void {
     if (this.flushScheduled) return;
     this.flushScheduled = true;
-    setImmediate(() => {
+    // A short window gathers a reconnecting fleet's events into few batches: one token check
+    // per batch and team, and (with several replicas) one NOTIFY per batch.
+    setTimeout(() => {
       this.flushScheduled = false;
       const batches = [...this.pending.values()];
       this.pending = new Map();
@@ -127,7 +132,7 @@ export class FleetStream {
         }
       }
       for (const b of batches) this.deliver(b);
-    });
+    }, BATCH_WINDOW_MS).unref();
   }
 
   private deliver(batch: TeamBatch): void {

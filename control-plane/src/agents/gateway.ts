@@ -200,7 +200,8 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
         greeted.set(h.write.serverId, greetedAt);
       }
       if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
-      await jobs.redeliver(greeted);
+      // Not awaited: the next group of hellos need not wait for this group's jobs.
+      jobs.redeliver(greeted).catch((err) => log.warn({ err: { message: (err as Error)?.message } }, "redelivering jobs after hellos failed; the pump retries"));
       return batch.map(() => undefined);
     },
     { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true },
