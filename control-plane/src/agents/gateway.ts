@@ -38,6 +38,8 @@ const HEARTBEAT_MS = 10_000;
 const STALE_AFTER_MS = 35_000;
 /** The known agent tokens are read again this often (known-tokens.ts). */
 const KNOWN_TOKENS_RELOAD_MS = 30_000;
+/** Groups of token checks, and of hellos, written at once. */
+const GROUPS_IN_FLIGHT = 4;
 /** Token lookups and hellos per database statement during a reconnect storm. */
 const HANDSHAKES_PER_BATCH = 512;
 
@@ -109,8 +111,11 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   sweeper.unref();
 
   const sockets = new Map<number, Socket>();
-  // Grouped writes of server rows (hellos, disconnects, the heartbeat) run one at a time: two
-  // at once could deadlock on PostgreSQL (group-writer.ts, Serial).
+  // The heartbeat's and the disconnects' grouped writes of server rows run one at a time (two at
+  // once could deadlock on PostgreSQL: group-writer.ts, Serial). Hellos write each server of a
+  // group in id order, as the heartbeat does, and several groups at once (a reconnecting
+  // fleet on PostgreSQL would wait a round trip per group); a deadlock PostgreSQL still finds
+  // fails one statement, whose hellos are then written one by one.
   const serverWrites = new Serial();
   const dataOf = (socket: Socket) => socket.data as AgentSocketData;
 
@@ -143,7 +148,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
       const byHash = new Map(rows.map((r) => [r.agentTokenHash, { id: toInt(r.id), teamId: toInt(r.teamId), uuid: r.uuid, name: r.name }]));
       return hashes.map((h) => byHash.get(h) ?? null);
     },
-    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true },
+    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true, concurrency: GROUPS_IN_FLIGHT },
   );
 
   const checkAgent = (socket: Socket, next: (err?: Error) => void) => {
@@ -190,8 +195,9 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   type Hello = { socket: Socket; write: HelloWrite; ok: boolean; ack?: (r: unknown) => void };
   const hellos = new GroupWriter<Hello, void>(
     async (batch) => {
-      const live = batch.filter((h) => h.socket.connected && sockets.get(h.write.serverId) === h.socket);
-      const rows = live.length ? await serverWrites.run(() => markReachable(db, opts.dialect, live.map((h) => h.write))) : [];
+      // In server id order: groups written at once, and the heartbeat, lock rows in one order.
+      const live = batch.filter((h) => h.socket.connected && sockets.get(h.write.serverId) === h.socket).sort((a, b) => a.write.serverId - b.write.serverId);
+      const rows = live.length ? await markReachable(db, opts.dialect, live.map((h) => h.write)) : [];
       const greetedAt = Date.now();
       const greeted = new Map<number, number>();
       for (const h of live) {
@@ -204,7 +210,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
       jobs.redeliver(greeted).catch((err) => log.warn({ err: { message: (err as Error)?.message } }, "redelivering jobs after hellos failed; the pump retries"));
       return batch.map(() => undefined);
     },
-    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true },
+    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true, concurrency: GROUPS_IN_FLIGHT },
   );
 
   // Disconnects arriving together (a network blip drops many agents) share one statement.

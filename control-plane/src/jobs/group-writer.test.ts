@@ -47,4 +47,34 @@ describe("group writer", () => {
     await w.flushed();
     expect(writes).toEqual([[1, 2], [3]]);
   });
+
+  it("with concurrency, a new group starts while another is still being written", async () => {
+    const started: number[][] = [];
+    const releases: (() => void)[] = [];
+    const w = new GroupWriter<number, number>(
+      async (items) => {
+        started.push(items);
+        await new Promise<void>((r) => releases.push(r));
+        return items;
+      },
+      { concurrency: 2 },
+    );
+    const a = w.add(1);
+    await new Promise((r) => setImmediate(r));
+    const b = w.add(2);
+    const c = w.add(3);
+    await new Promise((r) => setImmediate(r));
+    expect(started).toEqual([[1], [2, 3]]); // the second group did not wait for the first
+    const d = w.add(4);
+    await new Promise((r) => setImmediate(r));
+    expect(started).toEqual([[1], [2, 3]]); // two in flight: the fourth waits
+    releases[0]!();
+    expect(await a).toBe(1);
+    await new Promise((r) => setImmediate(r));
+    expect(started).toEqual([[1], [2, 3], [4]]);
+    releases[1]!();
+    releases[2]!();
+    expect(await Promise.all([b, c, d])).toEqual([2, 3, 4]);
+    await w.flushed();
+  });
 });

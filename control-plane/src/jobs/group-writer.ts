@@ -3,6 +3,12 @@ export interface GroupWriterOptions {
   maxItems?: number;
   /** Start on the next turn of the event loop and yield between writes (see GroupWriter). */
   startOnNextTurn?: boolean;
+  /**
+   * Groups written at once (default 1). More only for writes that may overlap in time: with
+   * PostgreSQL each statement waits a round trip, and one at a time caps the rate at one group
+   * per round trip.
+   */
+  concurrency?: number;
 }
 
 /**
@@ -20,12 +26,12 @@ export interface GroupWriterOptions {
  */
 export class GroupWriter<T, R> {
   private queued: { item: T; resolve: (r: R) => void; reject: (e: unknown) => void }[] = [];
-  private busy = false;
+  private running = 0;
   private idle: Promise<void> = Promise.resolve();
   private settle: () => void = () => {};
-
   private readonly maxItems: number;
   private readonly nextTurn: boolean;
+  private readonly concurrency: number;
 
   constructor(
     /** Writes the items; answers one result per item, in order. */
@@ -34,14 +40,15 @@ export class GroupWriter<T, R> {
   ) {
     this.maxItems = opts.maxItems ?? 200;
     this.nextTurn = opts.startOnNextTurn ?? false;
+    this.concurrency = Math.max(1, opts.concurrency ?? 1);
   }
 
   add(item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       this.queued.push({ item, resolve, reject });
-      if (this.busy) return;
-      this.busy = true;
-      this.idle = new Promise((r) => (this.settle = r));
+      if (this.running >= this.concurrency) return;
+      if (this.running === 0) this.idle = new Promise((r) => (this.settle = r));
+      this.running++;
       if (this.nextTurn) setImmediate(() => void this.drain());
       else queueMicrotask(() => void this.drain());
     });
@@ -56,6 +63,7 @@ export class GroupWriter<T, R> {
     for (let first = true; this.queued.length; first = false) {
       if (!first && this.nextTurn) await new Promise((r) => setImmediate(r));
       const batch = this.queued.splice(0, this.maxItems);
+      if (!batch.length) break;
       try {
         const results = await this.write(batch.map((b) => b.item));
         batch.forEach((b, i) => b.resolve(results[i]!));
@@ -73,8 +81,8 @@ export class GroupWriter<T, R> {
         }
       }
     }
-    this.busy = false;
-    this.settle();
+    this.running--;
+    if (this.running === 0) this.settle();
   }
 }
 
