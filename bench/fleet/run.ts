@@ -5,8 +5,9 @@
  *
  * Children (all killed by pid at the end, on error, on SIGINT/SIGTERM and at the overall
  * time limit; each also exits by itself when this process goes away):
- *   control-plane.ts  the real control plane (createInstance + attach) on SQLite in a temp dir;
- *                     run once first as the seeding step (FLEET_SEED_N)
+ *   control-plane.ts  the real control plane, started as `capstan serve` starts it (listen with
+ *                     the gateway's door, then createInstance + attach), on SQLite in a temp
+ *                     dir or PostgreSQL (FLEET_DB); run once first as the seeding step (FLEET_SEED_N)
  *   bare-server.ts    a bare socket.io server with the same engine settings (baseline)
  *   load-gen.ts × G   the simulated agents, N/G WebSocket connections each
  *
