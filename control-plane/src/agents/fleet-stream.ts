@@ -3,11 +3,10 @@ import type { Namespace, Socket } from "socket.io";
 import { EV, type ResourceStatusEvent, type ServerStatusEvent, type TeamRole, type TokenScope } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import type { Logger } from "../lib/log.js";
-import type { AuthContext } from "../http/auth.js";
 import { chunks } from "../db/chunks.js";
 import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
 import type { HandshakeAdmission } from "./admission.js";
-import type { FleetVisibility, ResourcePlace } from "./fleet-visibility.js";
+import type { FleetCaller, FleetVisibility, ResourcePlace } from "./fleet-visibility.js";
 
 /** A resource status change and where the resource lives (only `event` is sent). */
 export interface ResourceChange extends ResourcePlace {
@@ -168,8 +167,8 @@ export class FleetStream {
   }
 
   /** The tokens as they stand now; a token that no longer grants `read` is left out. */
-  private async callers(tokenIds: number[]): Promise<Map<number, AuthContext>> {
-    const out = new Map<number, AuthContext>();
+  private async callers(tokenIds: number[]): Promise<Map<number, FleetCaller>> {
+    const out = new Map<number, FleetCaller>();
     for (const ids of chunks([...new Set(tokenIds)])) {
       const tokens = await this.deps.db.apiToken.findMany({
         where: { id: { in: ids } },
@@ -249,7 +248,7 @@ function callerOf(
   t: { id: number; teamId: number; userId: number | null; scopes: string; revokedAt: Date | null; expiresAt: Date | null },
   role: string | null,
   opts: { needRead: boolean } = { needRead: true },
-): AuthContext | null {
+): FleetCaller | null {
   if (t.revokedAt || (t.expiresAt && t.expiresAt.getTime() <= Date.now())) return null;
   if (t.userId !== null && role === null) return null;
   const scopes = new Set(t.scopes.split(",").filter(Boolean) as TokenScope[]);
