@@ -1,48 +1,22 @@
 /**
  * The control plane under test, in its own process: loadConfig + createInstance +
  * http.createServer + instance.attach, listening on 127.0.0.1, SQLite in the bench's temp
- * dir, logs silent, rate limit raised. Spawned by run.ts (with --expose-gc), which drives
- * it over IPC: memory after GC, connected agents, job round trips, probes.
+ * dir (or the PostgreSQL database FLEET_DATABASE_URL names), logs silent, rate limit raised.
+ * Spawned by run.ts (with --expose-gc), which drives it over IPC: memory after GC, connected agents, job round trips, probes.
  *
  * Env: FLEET_DATA_DIR, FLEET_PORT; FLEET_SEED_N > 0 makes it a seeding step instead: it
  * creates that many servers (one private key of the root team, from FLEET_KEY_FILE), writes
  * their agent tokens to FLEET_TOKENS_FILE (one a line, in server id order) and exits, so the
  * measured process starts clean.
  */
-import { chunks } from "../../control-plane/src/db/chunks.js";
-import { createServer } from "node:http";
+import { createServer, type RequestListener } from "node:http";
 import { readFileSync, writeFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Session } from "node:inspector/promises";
-import { pino } from "pino";
-import Sqlite from "better-sqlite3";
-import { AGENTS_NAMESPACE } from "@capstan/shared";
-import { loadConfig } from "../../control-plane/src/config.js";
-import { createInstance } from "../../control-plane/src/instance.js";
-import { generateAgentToken, hashAgentToken } from "../../control-plane/src/crypto/agent-token.js";
-import { parsePrivateKey } from "../../control-plane/src/crypto/ssh-key.js";
-import { newUuid } from "../../control-plane/src/lib/ids.js";
+import { openGatewayDoor } from "../../control-plane/src/agents/door.js";
 import { watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
 
 const started = performance.now();
-
-// Instrumentation only: every SQL statement the Prisma adapter runs goes through
-// better-sqlite3's prepare(); counting them gives the database work per agent and per job.
-let sqlCount = 0;
-let sqlByKind: Record<string, number> = {};
-const prepare = Sqlite.prototype.prepare;
-Sqlite.prototype.prepare = function (this: Sqlite.Database, sql: string) {
-  sqlCount++;
-  const kind = sql
-    .replace(/`main`\./g, "")
-    .replace(/\s+/g, " ")
-    .replace(/^(SELECT) .*? (FROM \S+)(?: WHERE (.*?))?(?: ORDER BY.*| LIMIT.*)?$/, (_m, a, b, w) => `${a} ${b}${w ? " WHERE " + w.replace(/`/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90) : ""}`)
-    .replace(/^(UPDATE \S+) SET .*? WHERE (.*)$/, (_m, a, w) => `${a} WHERE ${w.replace(/`/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90)}`)
-    .replace(/^(INSERT INTO \S+).*/, "$1")
-    .slice(0, 140);
-  sqlByKind[kind] = (sqlByKind[kind] ?? 0) + 1;
-  return prepare.call(this, sql) as Sqlite.Statement;
-} as typeof Sqlite.prototype.prepare;
 const env = (k: string): string => {
   const v = process.env[k];
   if (v === undefined) throw new Error(`${k} is not set`);
@@ -52,12 +26,76 @@ const dataDir = env("FLEET_DATA_DIR");
 const port = Number(env("FLEET_PORT"));
 const seedN = Number(process.env.FLEET_SEED_N ?? "0");
 
+// As `capstan serve` does (control-plane/src/server.ts): listen first, agents' handshakes held
+// at the gateway's door, then load and open the rest of the control plane.
+let app: RequestListener | null = null;
+const http = createServer((req, res) => {
+  if (app) return app(req, res);
+  res.writeHead(503).end();
+});
+const door = seedN > 0 ? null : openGatewayDoor(http);
+let portOpenAt = 0;
+if (door) {
+  await new Promise<void>((resolve, reject) => {
+    http.once("error", reject);
+    http.listen({ port, host: "127.0.0.1", backlog: 4096 }, () => resolve()); // as server.ts does
+  });
+  portOpenAt = Date.now();
+}
+const loadStarted = performance.now();
+const [{ chunks }, { pino }, { default: Sqlite }, { default: pg }, { AGENTS_NAMESPACE }, { loadConfig }, { createInstance }, { generateAgentToken, hashAgentToken }, { parsePrivateKey }, { newUuid }] =
+  await Promise.all([
+    import("../../control-plane/src/db/chunks.js"),
+    import("pino"),
+    import("better-sqlite3"),
+    import("pg"),
+    import("@capstan/shared"),
+    import("../../control-plane/src/config.js"),
+    import("../../control-plane/src/instance.js"),
+    import("../../control-plane/src/crypto/agent-token.js"),
+    import("../../control-plane/src/crypto/ssh-key.js"),
+    import("../../control-plane/src/lib/ids.js"),
+  ]);
+const loadMs = performance.now() - loadStarted;
+
+// Instrumentation only: every SQL statement the control plane runs is counted, by kind: on
+// SQLite each goes through better-sqlite3's prepare(), on PostgreSQL through pg's
+// Client.query() (the Prisma adapter, the plain read path, the rate limiter and the socket.io
+// adapter alike). That gives the database work per agent and per job.
+let sqlCount = 0;
+let sqlByKind: Record<string, number> = {};
+function countSql(sql: string): void {
+  sqlCount++;
+  const kind = sql
+    .replace(/`main`\./g, "")
+    .replace(/\$\d+(::\w+)?/g, "?")
+    .replace(/\s+/g, " ")
+    .trim()
+    .replace(/^(SELECT) .*? (FROM \S+)(?: WHERE (.*?))?(?: ORDER BY.*| LIMIT.*)?$/, (_m, a, b, w) => `${a} ${b}${w ? " WHERE " + w.replace(/[`"]/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90) : ""}`)
+    .replace(/^(UPDATE \S+) SET .*? WHERE (.*)$/, (_m, a, w) => `${a} WHERE ${w.replace(/[`"]/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90)}`)
+    .replace(/^(INSERT INTO \S+).*/, "$1")
+    .slice(0, 140);
+  sqlByKind[kind] = (sqlByKind[kind] ?? 0) + 1;
+}
+const prepare = Sqlite.prototype.prepare;
+Sqlite.prototype.prepare = function (this: InstanceType<typeof Sqlite>, sql: string) {
+  countSql(sql);
+  return prepare.call(this, sql);
+} as typeof Sqlite.prototype.prepare;
+const pgQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
+(pg.Client.prototype as { query: unknown }).query = function (this: unknown, ...args: unknown[]) {
+  const first = args[0] as string | { text?: string } | undefined;
+  const text = typeof first === "string" ? first : first?.text;
+  if (typeof text === "string") countSql(text);
+  return pgQuery.apply(this, args);
+};
 const config = loadConfig({
   PLATFORM_DATA_DIR: dataDir,
   PLATFORM_PORT: String(port),
   PLATFORM_HOST: "127.0.0.1",
   PLATFORM_LOG_LEVEL: "silent",
   PLATFORM_RATE_LIMIT_PER_MINUTE: "1000000",
+  ...(process.env.FLEET_DATABASE_URL ? { DATABASE_URL: process.env.FLEET_DATABASE_URL } : {}),
 });
 // Logs stay silent, but errors the control plane logs are counted (never printed) so the
 // bench can report them: e.g. a heartbeat or pump pass that fails at this fleet size.
@@ -75,9 +113,10 @@ const errorCounter = {
     }
   },
 };
+const createStarted = performance.now();
 const instance = await createInstance(config, pino({ level: "error" }, errorCounter));
 const db = instance.database.prisma;
-const startupMs = performance.now() - started;
+const startupMs = performance.now() - createStarted;
 
 // Instrumentation only (nothing of the control plane is changed): how long each pass of the
 // queue's pump takes. jobs.start() (called by attach) looks tick up on the instance.
@@ -140,13 +179,10 @@ if (seedN > 0) {
   process.exit(0);
 }
 
-const http = createServer(instance.app);
-// attach() is async in newer trees (it may wire the PostgreSQL adapter); await works either way.
-const gateway = await instance.attach(http);
-await new Promise<void>((resolve, reject) => {
-  http.once("error", reject);
-  http.listen(port, "127.0.0.1", () => resolve());
-});
+const attachStarted = performance.now();
+const gateway = await instance.attach(http, door!);
+app = instance.app;
+const attachMs = performance.now() - attachStarted;
 
 // Instrumentation of the agents namespace (listeners added next to the gateway's own): how
 // long a handshake waits in the gateway's auth middleware, and why agents disconnect.
@@ -257,11 +293,14 @@ serveParent({
     const loaded = latencies.splice(0);
     const loop = eldSummary();
     const ticks = summarize(tickMs);
-    // the same, one at a time: the service time without queueing behind the others
+    // the same, one at a time: the service time without queueing behind the others (and the
+    // statements a job costs when it has none to share them with)
+    const serialSql0 = sqlCount;
     for (let i = 0; i < args.serial; i++) await one(true);
     const serial = summarize(latencies);
     return {
       sqlPerJob,
+      serialSqlPerJob: args.serial ? (sqlCount - serialSql0) / args.serial : NaN,
       sqlKindsPerJob,
       serial,
       latency: summarize(loaded),
@@ -307,7 +346,7 @@ serveParent({
       for (let i = 0; i < 100; i++) [...ids].includes(ids[ids.length - 1]!);
       includesMs = (performance.now() - t) / 100;
     }
-    // What one Prisma round trip costs here (SQLite, in-process): the unit of the queue's work.
+    // What one Prisma round trip costs here (SQLite in-process, or PostgreSQL on loopback): the unit of the queue's work.
     const some = await db.server.findFirstOrThrow({ select: { id: true } });
     const Q = 500;
     let t = performance.now();
@@ -337,4 +376,6 @@ serveParent({
   },
 });
 
-void notifyParent("listening", { startupMs, pid: process.pid, at: Date.now() });
+// Where a start's time goes: from the process's start to listening (the door), loading the
+// rest, createInstance, attach; `at` is when everything is ready.
+void notifyParent("listening", { startupMs, attachMs, loadMs, portMs: started, portOpenAt, pid: process.pid, at: Date.now() });

@@ -5,12 +5,15 @@
  *
  * Children (all killed by pid at the end, on error, on SIGINT/SIGTERM and at the overall
  * time limit; each also exits by itself when this process goes away):
- *   control-plane.ts  the real control plane (createInstance + attach) on SQLite in a temp dir;
- *                     run once first as the seeding step (FLEET_SEED_N)
+ *   control-plane.ts  the real control plane, started as `capstan serve` starts it (listen with
+ *                     the gateway's door, then createInstance + attach), on SQLite in a temp
+ *                     dir or PostgreSQL (FLEET_DB); run once first as the seeding step (FLEET_SEED_N)
  *   bare-server.ts    a bare socket.io server with the same engine settings (baseline)
  *   load-gen.ts × G   the simulated agents, N/G WebSocket connections each
  *
- * Settings (env): FLEET_N agents (10000), FLEET_LOADGENS (2), FLEET_CONNECT_CONCURRENCY
+ * Settings (env): FLEET_DB (sqlite | postgresql; PostgreSQL: a fresh database on the server
+ * FLEET_PG_URL or CAPSTAN_TEST_PG_URL names, default the test server of
+ * test/services/postgres.sh on 127.0.0.1:55432), FLEET_N agents (10000), FLEET_LOADGENS (2), FLEET_CONNECT_CONCURRENCY
  * (200), FLEET_M round trips (2000), FLEET_JOB_CONCURRENCY (50), FLEET_WARMUP (200),
  * FLEET_SERIAL_M (200 more, one at a time),
  * FLEET_TIMEOUT_S overall limit (900), FLEET_RECONNECT_TIMEOUT_S (240), FLEET_FD_LIMIT
@@ -24,6 +27,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { Child, summarize, type LatencySummary, type MemorySample, type Stall } from "./ipc.js";
 import { freePort } from "../../test/support/ports.js";
+import { freshPostgresDatabase } from "../../test/api/support/database.js";
 
 const int = (name: string, dflt: number): number => {
   const raw = process.env[name];
@@ -44,6 +48,9 @@ const RECONNECT_TIMEOUT_S = int("FLEET_RECONNECT_TIMEOUT_S", 240);
 const FD_LIMIT = int("FLEET_FD_LIMIT", 200_000);
 const PROBE = process.env.FLEET_PROBE !== "0";
 const PROFILE_DIR = process.env.FLEET_PROFILE_DIR ?? "";
+const DB = process.env.FLEET_DB ?? "sqlite";
+if (DB !== "sqlite" && DB !== "postgresql") throw new Error(`FLEET_DB must be sqlite or postgresql, got ${DB}`);
+const PG_ADMIN_URL = process.env.FLEET_PG_URL || process.env.CAPSTAN_TEST_PG_URL || "postgresql://capstan@127.0.0.1:55432/capstan";
 if (N < 1) throw new Error("FLEET_N must be at least 1");
 
 const t0 = Date.now();
@@ -59,10 +66,13 @@ const log = (msg: string) => process.stdout.write(`[${((Date.now() - t0) / 1000)
 const dir = mkdtempSync(join(tmpdir(), "capstan-fleet-"));
 const children = new Set<Child>();
 let finished = false;
+/** The bench's own PostgreSQL database (FLEET_DB=postgresql), dropped at the end. */
+let pgDatabase: { url: string; drop(): Promise<void> } | null = null;
 
 async function cleanup(): Promise<void> {
   await Promise.all([...children].map((c) => c.kill("SIGKILL", 5000).catch(() => {})));
   children.clear();
+  if (pgDatabase && process.env.FLEET_KEEP_TMP !== "1") await pgDatabase.drop().catch(() => {});
   if (process.env.FLEET_KEEP_TMP === "1") process.stdout.write(`temp dir kept: ${dir}\n`);
   else rmSync(dir, { recursive: true, force: true });
 }
@@ -113,6 +123,7 @@ interface RoundTrips {
   tick?: LatencySummary;
   tickErrors?: Record<string, number>;
   sqlPerJob?: number;
+  serialSqlPerJob?: number;
   sqlKindsPerJob?: Record<string, number>;
 }
 type Mem = MemorySample & { connected?: number; agents?: number };
@@ -183,8 +194,25 @@ async function connectFleet(loadgens: Child[], url: string, mode: "capstan" | "b
   }
 }
 
+/**
+ * A server child's "listening" event, sent when it is ready (`at`). The control plane listens
+ * earlier (`portOpenAt`, its gateway's door holding handshakes) and says where its start's time
+ * went: process start to listening, loading the rest, createInstance, attach.
+ */
+interface Listening {
+  at: number;
+  portOpenAt?: number;
+  portMs?: number;
+  loadMs?: number;
+  startupMs?: number;
+  attachMs?: number;
+}
+const startup = (l: Listening) =>
+  `port open ${ms(l.portMs ?? NaN)} after the process started, then modules ${ms(l.loadMs ?? NaN)}, createInstance ${ms(l.startupMs ?? NaN)}, attach ${ms(l.attachMs ?? NaN)}`;
+
 interface RestartResult {
   killToListenMs: number;
+  killToReadyMs: number;
   killToAllMs: number;
   listenToAllMs: number;
   reconnected: number;
@@ -206,11 +234,13 @@ async function restart(current: Child, respawn: () => Child, loadgens: Child[], 
   const tKill = Date.now();
   await current.kill("SIGKILL");
   const child = respawn();
-  const tListen = (await child.waitEvent<{ at: number }>("listening", 180_000)).at;
+  const listening = await child.waitEvent<Listening>("listening", 180_000);
+  const tListen = listening.portOpenAt || listening.at;
+  const tReady = listening.at;
   const cpu0 = await child.call<Cpu>("cpu");
   if (countSql) await child.call("sql", { reset: true });
   if (profileFile) await child.call("profileStart");
-  log(`listening again ${secs(tListen - tKill)} after the kill; waiting for ${N} agents (socket.io backoff 500 ms..10 s, ±50%)`);
+  log(`listening again ${secs(tListen - tKill)} after the kill, ready after ${secs(tReady - tKill)}${listening.startupMs === undefined ? "" : ` (${startup(listening)})`}; waiting for ${N} agents (socket.io backoff 500 ms..10 s, ±50%)`);
   let lastPrint = 0;
   let last = await fleetStatus(loadgens, tKill);
   const deadline = Date.now() + RECONNECT_TIMEOUT_S * 1000;
@@ -230,6 +260,7 @@ async function restart(current: Child, respawn: () => Child, loadgens: Child[], 
   const readyTimes = (await Promise.all(loadgens.map((l) => l.call<number[]>("readyTimes", { since: tKill }, 60_000)))).flat();
   const r: RestartResult = {
     killToListenMs: tListen - tKill,
+    killToReadyMs: tReady - tKill,
     killToAllMs: tAll - tKill,
     listenToAllMs: tAll - tListen,
     reconnected: last.ready,
@@ -250,7 +281,7 @@ async function restart(current: Child, respawn: () => Child, loadgens: Child[], 
 const loadStart = loadavg().map((l) => l.toFixed(1)).join(" ");
 
 async function main(): Promise<void> {
-  log(`N=${N} agents over ${G} load generator(s), connect concurrency ${CONNECT_CONCURRENCY}, M=${M} round trips at ${JOB_CONCURRENCY} in flight (+${WARMUP} warm-up), ${cpus().length} CPU(s), load average ${loadStart}, temp ${dir}`);
+  log(`${DB}, N=${N} agents over ${G} load generator(s), connect concurrency ${CONNECT_CONCURRENCY}, M=${M} round trips at ${JOB_CONCURRENCY} in flight (+${WARMUP} warm-up), ${cpus().length} CPU(s), load average ${loadStart}, temp ${dir}`);
   const keyFile = join(dir, "fleet_key");
   const { privateKey } = generateKeyPairSync("rsa", {
     modulusLength: 2048,
@@ -262,7 +293,17 @@ async function main(): Promise<void> {
   const cpPort = await freePort();
   const barePort = await freePort();
   const cpUrl = `http://127.0.0.1:${cpPort}`;
-  const cpEnv = { FLEET_DATA_DIR: join(dir, "data"), FLEET_PORT: String(cpPort), FLEET_KEY_FILE: keyFile, FLEET_TOKENS_FILE: tokensFile };
+  if (DB === "postgresql") {
+    pgDatabase = await freshPostgresDatabase(PG_ADMIN_URL);
+    log(`PostgreSQL database ${new URL(pgDatabase.url).pathname.slice(1)} on ${new URL(PG_ADMIN_URL).host}`);
+  }
+  const cpEnv: Record<string, string> = {
+    FLEET_DATA_DIR: join(dir, "data"),
+    FLEET_PORT: String(cpPort),
+    FLEET_KEY_FILE: keyFile,
+    FLEET_TOKENS_FILE: tokensFile,
+    ...(pgDatabase ? { FLEET_DATABASE_URL: pgDatabase.url } : {}),
+  };
   const serverNodeArgs = ["--expose-gc", "--max-old-space-size=4096"];
   const startCp = () => spawnChild("control-plane", "control-plane.ts", cpEnv, serverNodeArgs);
 
@@ -275,8 +316,8 @@ async function main(): Promise<void> {
 
   enter("control plane");
   let cp = startCp();
-  const first = await cp.waitEvent<{ startupMs: number }>("listening", 180_000);
-  log(`listening on ${cpUrl}; createInstance took ${ms(first.startupMs)}`);
+  const first = await cp.waitEvent<Listening>("listening", 180_000);
+  log(`listening on ${cpUrl}; ${startup(first)}`);
   const cpMem0 = await cp.call<Mem>("mem");
   log(`heap with 0 agents (after GC): ${mb(cpMem0.heapUsed)}, rss ${mb(cpMem0.rss)}`);
 
@@ -395,6 +436,7 @@ async function main(): Promise<void> {
       ? ([[`idle CPU with ${N} agents (% of a core)`, `${probe.controlPlane.idle.cpuPercent.toFixed(1)} %`, `${bareIdle.cpuPercent.toFixed(1)} %`]] as [string, string, string][])
       : []),
     ["restart: kill -> listening", secs(cr.killToListenMs), secs(br.killToListenMs)],
+    ["restart: kill -> ready (gateway open)", secs(cr.killToReadyMs), secs(br.killToReadyMs)],
     [`restart: kill -> all ${N} reconnected`, secs(cr.killToAllMs), secs(br.killToAllMs)],
     [`restart: listening -> all ${N} reconnected`, secs(cr.listenToAllMs), secs(br.listenToAllMs)],
     ["restart: per-agent p50 / p99 from kill", `${secs(cr.perAgent.p50)} / ${secs(cr.perAgent.p99)}`, `${secs(br.perAgent.p50)} / ${secs(br.perAgent.p99)}`],
@@ -418,18 +460,35 @@ async function main(): Promise<void> {
   const ratioP99 = jobs.latency.p99 / echo.latency.p99;
   const errs = (label: string, e: Record<string, { count: number; last: string }>) =>
     Object.keys(e).length ? `  control plane logged errors (${label}): ${JSON.stringify(e)}` : "";
+  // The aims of issue 16, each a ratio against the bare server measured in this run.
+  const aim = (ok: boolean) => (ok ? "ok" : "MISSED");
+  const connectRatio = cpConnect.ms / bareConnect.ms;
+  const restartRatio = cr.killToAllMs / br.killToAllMs;
+  const dropped = (cr.agentDisconnectReasons["ping timeout"] ?? 0) + (N - cr.reconnected);
+  const sqlPerJob = jobs.sqlPerJob ?? NaN;
+  const aims: [string, string, boolean][] = [
+    [`job round trip p99 (${JOB_CONCURRENCY} in flight)`, `${ms(jobs.latency.p99)} / ${ms(echo.latency.p99)} = ${ratioP99.toFixed(2)}x (aim <= 3x)`, ratioP99 <= 3],
+    ["SQL statements per job", `${sqlPerJob.toFixed(2)} at ${JOB_CONCURRENCY} in flight, ${(jobs.serialSqlPerJob ?? NaN).toFixed(2)} at 1 (aim <= 4)`, sqlPerJob <= 4 && (jobs.serialSqlPerJob ?? NaN) <= 4],
+    [`connect all ${N}`, `${secs(cpConnect.ms)} / ${secs(bareConnect.ms)} = ${connectRatio.toFixed(2)}x (aim <= 2x)`, connectRatio <= 2],
+    [`restart: kill -> all ${N} re-registered`, `${secs(cr.killToAllMs)} / ${secs(br.killToAllMs)} = ${Number.isFinite(restartRatio) ? restartRatio.toFixed(2) + "x" : "n/a"} (aim <= 2x)`, restartRatio <= 2],
+    ["restart: agents dropped or not back", `${dropped} (aim 0)`, dropped === 0],
+    ["heap per agent", `${(heapPerAgent / 1024).toFixed(1)} KB (aim <= 15 KB)`, heapPerAgent <= 15 * 1024],
+  ];
+  const aimW = Math.max(...aims.map((a) => a[0].length));
   const out = [
     "",
-    `fleet bench: N=${N} agents, ${G} load generator(s), ${cpus().length} CPU(s), node ${process.version}; load average ${loadStart} at start, ${loadavg().map((l) => l.toFixed(1)).join(" ")} at end`,
+    `fleet bench: ${DB}, N=${N} agents, ${G} load generator(s), ${cpus().length} CPU(s), node ${process.version}; load average ${loadStart} at start, ${loadavg().map((l) => l.toFixed(1)).join(" ")} at end`,
     line("", "capstan", "bare socket.io"),
     ...rows.map((r) => line(...r)),
     "",
     `  ratio ours/bare: p50 ${ratioP50.toFixed(2)}x, p99 ${ratioP99.toFixed(2)}x`,
+    "  aims (issue 16), capstan / bare in this run:",
+    ...aims.map(([what, figure, ok]) => `    ${what.padEnd(aimW)}  ${figure}  ${aim(ok)}`),
     `  load generators: ${lgHeapPerSocket.toFixed(0)} B heap per client socket`,
     `  restart, agent side: disconnects ${JSON.stringify(cr.agentDisconnectReasons)}, connect errors ${JSON.stringify(cr.connectErrors)}`,
     `  restart, control plane: ${JSON.stringify(cr.server)}, CPU ${cr.serverCpu.cpuMs.toFixed(0)} ms (${cr.serverCpu.corePercent.toFixed(0)} % of a core)`,
     `  restart, bare: disconnects ${JSON.stringify(br.agentDisconnectReasons)}, connect errors ${JSON.stringify(br.connectErrors)}, CPU ${br.serverCpu.cpuMs.toFixed(0)} ms`,
-    `  SQL statements per connect: ${(cpConnectSql.total / N).toFixed(2)}; per job: ${jobs.sqlPerJob?.toFixed(2)} ${JSON.stringify(jobs.sqlKindsPerJob)}`,
+    `  SQL statements per connect: ${(cpConnectSql.total / N).toFixed(2)}; per job: ${jobs.sqlPerJob?.toFixed(2)} at ${JOB_CONCURRENCY} in flight ${JSON.stringify(jobs.sqlKindsPerJob)}, ${jobs.serialSqlPerJob?.toFixed(2)} at 1 in flight`,
     cr.sql ? `  SQL statements during the restart: ${cr.sql.total} (${(cr.sql.total / N).toFixed(2)} per agent) ${JSON.stringify(cr.sql.byKind)}` : "",
     `  queue pump passes during the jobs: ${JSON.stringify(jobs.tick)}, failed passes ${JSON.stringify(jobs.tickErrors ?? {})}`,
     jobs.failed ? `  job failures: ${JSON.stringify(jobs.errors)}` : "",
@@ -450,6 +509,7 @@ async function main(): Promise<void> {
       process.env.FLEET_JSON,
       JSON.stringify(
         {
+          db: DB,
           n: N,
           loadgens: G,
           cpus: cpus().length,
@@ -463,7 +523,8 @@ async function main(): Promise<void> {
           restart: { capstan: cr, bare: br },
           jobsAfterRestart: jobsAfter,
           echo,
-          ratio: { p50: ratioP50, p99: ratioP99 },
+          ratio: { p50: ratioP50, p99: ratioP99, connect: connectRatio, restart: restartRatio },
+          aims: aims.map(([what, figure, ok]) => ({ what, figure, ok })),
           cpErrors: { first: cpErrors1, afterRestart: cpErrors2 },
           stalls,
           phases: marks.map((m) => ({ phase: m.phase, atS: (m.at - t0) / 1000 })),

@@ -12,9 +12,12 @@ import { createRateLimiter } from "./http/rate-limit.js";
 import { createApp } from "./http/app.js";
 import { JobQueue } from "./jobs/queue.js";
 import { attachGateway, type AgentGateway } from "./agents/gateway.js";
+import type { GatewayDoor } from "./agents/door.js";
 import { joinCommand } from "./agents/join-command.js";
 import { installAgentOverSsh } from "./agents/ssh-install.js";
 import { usePostgresAdapter } from "./agents/cluster-adapter.js";
+import { clientAddress } from "./agents/client-address.js";
+import { scopeVisibility } from "./agents/fleet-visibility.js";
 import { BackupScheduler } from "./backups/scheduler.js";
 
 export interface InstanceData {
@@ -45,8 +48,11 @@ export interface Instance extends InstanceData {
   gateway: AgentGateway | null;
   /** Runs the backup schedules (started by attach). */
   backupScheduler: BackupScheduler;
-  /** Attaches the agent gateway to the HTTP server and starts background work. */
-  attach(http: HttpServer): Promise<AgentGateway>;
+  /**
+   * Attaches the agent gateway to the HTTP server and starts background work. `door`: the
+   * socket.io server already listening there, holding handshakes until now (server.ts).
+   */
+  attach(http: HttpServer, door?: GatewayDoor): Promise<AgentGateway>;
   close(): Promise<void>;
 }
 
@@ -54,7 +60,7 @@ export interface Instance extends InstanceData {
 export async function createInstance(config: Config, log: Logger): Promise<Instance> {
   const data = await openInstanceData(config);
   const db = data.database.prisma;
-  const jobs = new JobQueue(db, log, { box: data.box, dialect: data.database.kind });
+  const jobs = new JobQueue(db, log, { box: data.box, dialect: data.database.kind, reader: data.database.reader });
   const agentParams = (token: string) => ({ url: config.publicUrl, image: config.agentImage, token });
   const services = createServices(db, data.database.reader, data.box, jobs, {
     joinCommand: (token) => joinCommand(config.publicUrl, config.agentImage, token),
@@ -81,13 +87,23 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     jobs,
     gateway: null,
     backupScheduler,
-    async attach(http) {
-      const gateway = attachGateway(http, db, jobs, log);
+    async attach(http, door) {
+      const gateway = await attachGateway(http, jobs, {
+        ...(door ? { door } : {}),
+        db,
+        reader: data.database.reader,
+        dialect: data.database.kind,
+        log,
+        clientAddress: (req) => clientAddress(req, config.trustProxy),
+        visibility: scopeVisibility(services.scope),
+        clustered: config.database.kind === "postgresql",
+      });
       if (config.database.kind === "postgresql") {
         const closeAdapter = await usePostgresAdapter(gateway.io, config.database.url);
         closers.push(closeAdapter);
       }
       services.servers.bindAgents(gateway);
+      jobs.attachDispatcher(gateway);
       instance.gateway = gateway;
       jobs.start();
       services.deployments.startSweep(log);

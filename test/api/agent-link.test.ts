@@ -268,10 +268,16 @@ describe("fleet-sized id lists", () => {
     const jobId = await t.instance.jobs.enqueue(db, last, "containers.list", {});
     const delivered: string[] = [];
     const queue = new JobQueue(db, pino({ level: "silent" }), { box: t.instance.box, dialect: t.instance.database.kind });
-    queue.bindTransport(async (_serverId, envelope) => {
-      delivered.push(envelope.id);
-      return { accepted: true };
-    }, () => ids);
+    const here = new Set(ids);
+    queue.attachDispatcher({
+      canDeliver: (id) => here.has(id),
+      deliverable: () => ids,
+      deliver: async (_serverId, envelope) => {
+        delivered.push(envelope.id);
+        return { accepted: true };
+      },
+      cancel: () => {},
+    });
     await queue.tick();
     expect(delivered).toContain(jobId);
   });

@@ -1,6 +1,5 @@
-import type { Server as HttpServer } from "node:http";
-import { setImmediate as yieldToEventLoop } from "node:timers/promises";
-import { Server as IoServer, type Namespace, type Socket } from "socket.io";
+import type { IncomingMessage, Server as HttpServer } from "node:http";
+import type { Server as IoServer, Namespace, Socket } from "socket.io";
 import {
   AGENTS_NAMESPACE,
   AgentHandshake,
@@ -12,24 +11,36 @@ import {
   JobProgress,
   PROTOCOL_VERSION,
   ResourceStatusReport,
+  type JobEnvelope,
   type OutcomeAck,
   type ServerStatusEvent,
 } from "@capstan/shared";
 import type { Db } from "../db/client.js";
+import { paddedIn, toInt, type SqlReader } from "../db/reader.js";
 import type { Logger } from "../lib/log.js";
 import type { JobQueue } from "../jobs/queue.js";
+import type { JobDispatcher } from "../jobs/dispatcher.js";
+import { GroupWriter, Serial } from "../jobs/group-writer.js";
 import { AGENT_TOKEN_PATTERN, hashAgentToken } from "../crypto/agent-token.js";
 import { chunks } from "../db/chunks.js";
-import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
 import { applyStatusReport } from "./resource-status.js";
+import { BUSY, HandshakeAdmission, type AdmissionLimits } from "./admission.js";
+import { KnownAgentTokens } from "./known-tokens.js";
+import { FleetStream } from "./fleet-stream.js";
+import type { FleetVisibility } from "./fleet-visibility.js";
+import { markReachable, markUnreachable, type HelloWrite, type ServerStatusRow } from "./server-rows.js";
+import { openGatewayDoor, type GatewayDoor } from "./door.js";
 
-/** Ping every 2.5 s, give up after 5 s more: a vanished agent is noticed within ~7.5 s. */
-export const PING_INTERVAL_MS = 2500;
-export const PING_TIMEOUT_MS = 5000;
+export { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "./door.js";
 const ACK_TIMEOUT_MS = 5000;
 const HEARTBEAT_MS = 10_000;
-const MAX_HANDSHAKES_IN_FLIGHT = 100;
 const STALE_AFTER_MS = 35_000;
+/** The known agent tokens are read again this often (known-tokens.ts). */
+const KNOWN_TOKENS_RELOAD_MS = 30_000;
+/** Groups of token checks, and of hellos, written at once. */
+const GROUPS_IN_FLIGHT = 4;
+/** Token lookups and hellos per database statement during a reconnect storm. */
+const HANDSHAKES_PER_BATCH = 512;
 
 interface AgentSocketData {
   serverId: number;
@@ -37,9 +48,11 @@ interface AgentSocketData {
   uuid: string;
   name: string;
   agentVersion: string;
+  /** Set once its hello is stored: jobs go only to greeted connections. */
+  greeted: boolean;
 }
 
-export interface AgentGateway {
+export interface AgentGateway extends JobDispatcher {
   io: IoServer;
   connectedServerIds(): number[];
   isConnected(serverId: number): boolean;
@@ -52,108 +65,180 @@ export interface AgentGateway {
   close(): Promise<void>;
 }
 
+export interface GatewayOptions {
+  db: Db;
+  /** The plain read path (db/reader.ts): handshakes' token checks read through it. */
+  reader: SqlReader;
+  dialect: "sqlite" | "postgresql";
+  log: Logger;
+  /** The source address of a handshake, by the HTTP layer's `trust proxy` rule (client-address.ts). */
+  clientAddress: (req: IncomingMessage) => string;
+  /** Who may see which resource's status on /fleet (fleet-visibility.ts). */
+  visibility: FleetVisibility;
+  /** Several replicas share one database (PostgreSQL and its socket.io cluster adapter). */
+  clustered: boolean;
+  /** Handshake limits (admission.ts); tests lower them. */
+  admission?: Partial<AdmissionLimits>;
+  /** The socket.io server already listening on `http` (door.ts); else one is made here. */
+  door?: GatewayDoor;
+}
+
 /**
  * socket.io endpoint of agents (/agents, authenticated by per-server token) and of the fleet
- * stream for dashboards (/fleet, authenticated by API token, scoped to its team).
+ * stream for dashboards (/fleet, authenticated by API token, scoped to its team and to what
+ * its user may see). The default namespace `/` serves nothing and refuses everyone.
+ *
+ * It is the queue's JobDispatcher: jobs go to the agents connected here.
  */
-export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Logger): AgentGateway {
-  const io = new IoServer(http, {
-    pingInterval: PING_INTERVAL_MS,
-    pingTimeout: PING_TIMEOUT_MS,
-    maxHttpBufferSize: 4 * 1024 * 1024,
-    serveClient: false,
-    cors: { origin: false },
-  });
+export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: GatewayOptions): Promise<AgentGateway> {
+  const { db, log } = opts;
+  const door = opts.door ?? openGatewayDoor(http);
+  const io: IoServer = door.io;
   const agents: Namespace = io.of(AGENTS_NAMESPACE);
-  const fleet: Namespace = io.of(FLEET_NAMESPACE);
-  const sockets = new Map<number, Socket>();
-  // Connections whose agent said hello: jobs go only to these, so the hello's redelivery is
-  // the first delivery of a connection and the pump cannot race it with a duplicate.
-  const greeted = new WeakSet<Socket>();
+  const admission = new HandshakeAdmission(opts.admission);
+  const fleet = new FleetStream(io.of(FLEET_NAMESPACE), {
+    db,
+    log,
+    admission,
+    clientAddress: opts.clientAddress,
+    visibility: opts.visibility,
+    clustered: opts.clustered,
+  });
+  const known = new KnownAgentTokens(db);
+  await known.start(KNOWN_TOKENS_RELOAD_MS, (err) => log.error({ err: { message: (err as Error)?.message } }, "reloading the known agent tokens failed"));
+  const sweeper = setInterval(() => admission.sweep(), 60_000);
+  sweeper.unref();
 
-  type StatusRow = { uuid: string; name: string; teamId: number; status: string; lastSeenAt: Date | null; agentVersion: string | null };
-  const publish = async (serverId: number, row?: StatusRow) => {
-    const s = row ?? (await db.server.findUnique({ where: { id: serverId } }));
-    if (!s) return;
-    const event: ServerStatusEvent = {
+  const sockets = new Map<number, Socket>();
+  // The heartbeat's and the disconnects' grouped writes of server rows run one at a time (two at
+  // once could deadlock on PostgreSQL: group-writer.ts, Serial). Hellos write each server of a
+  // group in id order, as the heartbeat does, and several groups at once (a reconnecting
+  // fleet on PostgreSQL would wait a round trip per group); a deadlock PostgreSQL still finds
+  // fails one statement, whose hellos are then written one by one.
+  const serverWrites = new Serial();
+  const dataOf = (socket: Socket) => socket.data as AgentSocketData;
+
+  const statusEvent = (s: ServerStatusRow): { teamId: number; event: ServerStatusEvent } => ({
+    teamId: s.teamId,
+    event: {
       uuid: s.uuid,
       name: s.name,
       status: s.status as ServerStatusEvent["status"],
       last_seen_at: s.lastSeenAt?.toISOString() ?? null,
       agent_version: s.agentVersion,
       at: new Date().toISOString(),
-    };
-    fleet.to(`team:${s.teamId}`).emit(EV.serverStatus, event);
-  };
-
-  // A restarted control plane meets the whole fleet at once. Handshakes beyond this many in
-  // flight are turned away (the agent retries with backoff and jitter), and each yields to
-  // the event loop first, so pings of connected agents keep being answered.
-  let handshakesInFlight = 0;
-  agents.use(async (socket, next) => {
-    if (handshakesInFlight >= MAX_HANDSHAKES_IN_FLIGHT) return next(new Error("busy, retry later"));
-    handshakesInFlight++;
-    try {
-      await yieldToEventLoop();
-      await authenticate(socket, next);
-    } finally {
-      handshakesInFlight--;
-    }
+    },
   });
+  const statusSelect = { id: true, uuid: true, name: true, teamId: true, status: true, lastSeenAt: true, agentVersion: true } as const;
 
-  const authenticate = async (socket: Socket, next: (err?: Error) => void) => {
+  // ---------------------------------------------------------------- handshakes
+  // Token checks of handshakes arriving together share one read (a restarted control plane
+  // meets the whole fleet at once), one batch per turn of the event loop, so pings of
+  // connected agents keep being answered in between.
+  type ServerRef = { id: number; teamId: number; uuid: string; name: string };
+  // Through the plain read path: committed rows, one statement prepared per list size.
+  const lookups = new GroupWriter<string, ServerRef | null>(
+    async (hashes) => {
+      const { list, values } = paddedIn([...new Set(hashes)], "");
+      const rows = await opts.reader.all<{ id: unknown; teamId: unknown; uuid: string; name: string; agentTokenHash: string }>(
+        `SELECT "id", "teamId", "uuid", "name", "agentTokenHash" FROM "Server" WHERE "agentTokenHash" IN (${list})`,
+        values,
+      );
+      const byHash = new Map(rows.map((r) => [r.agentTokenHash, { id: toInt(r.id), teamId: toInt(r.teamId), uuid: r.uuid, name: r.name }]));
+      return hashes.map((h) => byHash.get(h) ?? null);
+    },
+    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true, concurrency: GROUPS_IN_FLIGHT },
+  );
+
+  const checkAgent = (socket: Socket, next: (err?: Error) => void) => {
+    const address = opts.clientAddress(socket.request);
     const hs = AgentHandshake.safeParse(socket.handshake.auth);
-    if (!hs.success) return next(new Error("invalid handshake"));
+    if (!hs.success) {
+      admission.failed(address);
+      return next(new Error("invalid handshake"));
+    }
     if (hs.data.protocol_version !== PROTOCOL_VERSION) {
       return next(new Error(`unsupported protocol version ${hs.data.protocol_version}; this control plane speaks ${PROTOCOL_VERSION}`));
     }
-    if (!AGENT_TOKEN_PATTERN.test(hs.data.token)) return next(new Error("invalid agent token"));
-    const server = await db.server.findUnique({ where: { agentTokenHash: hashAgentToken(hs.data.token) } });
-    if (!server) return next(new Error("invalid agent token"));
-    const data: AgentSocketData = {
-      serverId: server.id,
-      teamId: server.teamId,
-      uuid: server.uuid,
-      name: server.name,
-      agentVersion: hs.data.agent_version,
-    };
-    socket.data = data;
-    next();
+    if (!AGENT_TOKEN_PATTERN.test(hs.data.token)) {
+      admission.failed(address);
+      return next(new Error("invalid agent token"));
+    }
+    const hash = hashAgentToken(hs.data.token);
+    const ticket = admission.admit(address, known.has(hash) ? "known" : "other");
+    if (!ticket.ok) return next(new Error(ticket.reason));
+    lookups.add(hash).then(
+      (server) => {
+        ticket.release();
+        if (!server) {
+          known.forget(hash);
+          admission.failed(address);
+          return next(new Error("invalid agent token"));
+        }
+        known.add(hash);
+        const data: AgentSocketData = { serverId: server.id, teamId: server.teamId, uuid: server.uuid, name: server.name, agentVersion: hs.data.agent_version, greeted: false };
+        socket.data = data;
+        next();
+      },
+      (err: unknown) => {
+        ticket.release();
+        log.error({ err: { message: (err as Error)?.message } }, "agent handshake failed");
+        next(new Error(BUSY));
+      },
+    );
   };
 
+  // ---------------------------------------------------------------- hellos
+  // Hellos arriving together are stored in one statement, then acked; their agents' open jobs
+  // are (re)delivered with one read for the group.
+  type Hello = { socket: Socket; write: HelloWrite; ok: boolean; ack?: (r: unknown) => void };
+  const hellos = new GroupWriter<Hello, void>(
+    async (batch) => {
+      // In server id order: groups written at once, and the heartbeat, lock rows in one order.
+      const live = batch.filter((h) => h.socket.connected && sockets.get(h.write.serverId) === h.socket).sort((a, b) => a.write.serverId - b.write.serverId);
+      const rows = live.length ? await markReachable(db, opts.dialect, live.map((h) => h.write)) : [];
+      const greetedAt = Date.now();
+      const greeted = new Map<number, number>();
+      for (const h of live) {
+        if (typeof h.ack === "function") h.ack({ ok: h.ok });
+        dataOf(h.socket).greeted = true;
+        greeted.set(h.write.serverId, greetedAt);
+      }
+      if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
+      // Not awaited: the next group of hellos need not wait for this group's jobs.
+      jobs.redeliver(greeted).catch((err) => log.warn({ err: { message: (err as Error)?.message } }, "redelivering jobs after hellos failed; the pump retries"));
+      return batch.map(() => undefined);
+    },
+    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true, concurrency: GROUPS_IN_FLIGHT },
+  );
+
+  // Disconnects arriving together (a network blip drops many agents) share one statement.
+  const disconnects = new GroupWriter<{ serverId: number; connection: string }, void>(
+    async (batch) => {
+      const rows = await serverWrites.run(() => markUnreachable(db, opts.dialect, batch));
+      if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
+      return batch.map(() => undefined);
+    },
+    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true },
+  );
+
   agents.on("connection", (socket) => {
-    const { serverId, agentVersion, uuid: serverUuid } = socket.data as AgentSocketData;
+    const { serverId, agentVersion } = dataOf(socket);
     const previous = sockets.get(serverId);
     sockets.set(serverId, socket);
     previous?.disconnect(true); // one live connection per server: the newest wins
     log.info({ server: serverId, agentVersion }, "agent connected");
 
-    socket.on(EV.hello, async (raw: unknown, ack?: (r: unknown) => void) => {
-      await yieldToEventLoop();
+    socket.on(EV.hello, (raw: unknown, ack?: (r: unknown) => void) => {
       const hello = AgentHello.safeParse(raw);
-      const row = await db.server.update({
-        where: { id: serverId },
-        data: {
-          status: "reachable",
-          lastSeenAt: new Date(),
-          agentVersion,
-          agentConnection: socket.id,
-          ...(hello.success ? { facts: JSON.stringify(hello.data.facts) } : {}),
-        },
-      });
-      if (typeof ack === "function") ack({ ok: hello.success });
-      await publish(serverId, row);
-      const greetedAt = Date.now();
-      greeted.add(socket);
-      await jobs.kick(serverId, { redeliverSince: greetedAt });
+      const write: HelloWrite = { serverId, facts: hello.success ? JSON.stringify(hello.data.facts) : null, agentVersion, connection: socket.id };
+      hellos.add({ socket, write, ok: hello.success, ack }).catch((err) => log.error({ err: { message: (err as Error)?.message }, server: serverId }, "storing an agent's hello failed"));
     });
 
-    socket.on(EV.facts, async (raw: unknown) => {
+    socket.on(EV.facts, (raw: unknown) => {
       const report = AgentHello.safeParse(raw);
       if (!report.success) return;
-      await db.server
-        .update({ where: { id: serverId }, data: { facts: JSON.stringify(report.data.facts), lastSeenAt: new Date() } })
-        .catch(() => {});
+      db.server.update({ where: { id: serverId }, data: { facts: JSON.stringify(report.data.facts), lastSeenAt: new Date() } }).catch(() => {});
     });
 
     // Reports of one agent are applied one after another, in the order they were sent.
@@ -161,17 +246,15 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     socket.on(EV.resourceStatus, (raw: unknown) => {
       const report = ResourceStatusReport.safeParse(raw);
       if (!report.success) return;
+      const { uuid } = dataOf(socket);
       statusChain = statusChain
-        .then(async () => {
-          const changes = await applyStatusReport(db, { id: serverId, uuid: serverUuid }, report.data);
-          for (const c of changes) fleet.to(`team:${c.teamId}`).emit(EV.resourceStatus, c.event);
-        })
+        .then(async () => fleet.publishResources(await applyStatusReport(db, { id: serverId, uuid }, report.data)))
         .catch((err) => log.error({ err, server: serverId }, "storing resource statuses failed"));
     });
 
-    socket.on(EV.jobProgress, async (raw: unknown) => {
+    socket.on(EV.jobProgress, (raw: unknown) => {
       const p = JobProgress.safeParse(raw);
-      if (p.success) await jobs.progress(serverId, p.data.id, p.data.attempt, p.data.lines).catch(() => {});
+      if (p.success) jobs.progress(serverId, p.data.id, p.data.attempt, p.data.lines).catch(() => {});
     });
 
     socket.on(EV.jobOutcome, async (raw: unknown, ack?: (r: unknown) => void) => {
@@ -185,32 +268,12 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
       }
     });
 
-    socket.on("disconnect", async (reason) => {
+    socket.on("disconnect", (reason) => {
       if (sockets.get(serverId) !== socket) return; // replaced by a newer connection
       sockets.delete(serverId);
       log.info({ server: serverId, reason }, "agent disconnected");
-      await db.server
-        .updateMany({
-          where: { id: serverId, agentConnection: socket.id },
-          data: { status: "unreachable", isUsable: false, lastSeenAt: new Date(), agentConnection: null },
-        })
-        .catch(() => {});
-      await publish(serverId).catch(() => {});
+      disconnects.add({ serverId, connection: socket.id }).catch(() => {});
     });
-  });
-
-  fleet.use(async (socket, next) => {
-    const token = (socket.handshake.auth as { token?: unknown })?.token;
-    if (typeof token !== "string" || !looksLikeApiToken(token)) return next(new Error("Unauthenticated."));
-    const row = await db.apiToken.findUnique({ where: { secretHash: hashApiToken(token) } });
-    if (!row || row.revokedAt || (row.expiresAt && row.expiresAt <= new Date())) return next(new Error("Unauthenticated."));
-    if (!row.scopes.split(",").includes("read")) return next(new Error("Invalid ability provided."));
-    socket.data = { teamId: row.teamId };
-    next();
-  });
-  fleet.on("connection", async (socket) => {
-    const { teamId } = socket.data as { teamId: number };
-    await socket.join(`team:${teamId}`);
   });
 
   // Liveness across replicas: each replica vouches for its own agents; a server nobody
@@ -219,17 +282,24 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     try {
       const now = new Date();
       for (const ids of chunks([...sockets.keys()])) {
-        await db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } });
+        await serverWrites.run(() => db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } }));
+        await new Promise((r) => setImmediate(r)); // a chunk per turn: pings and jobs go on meanwhile
       }
       // Local servers were just stamped, so they cannot match; the check below is a guard.
       const stale = await db.server.findMany({
         where: { status: "reachable", lastSeenAt: { lt: new Date(now.getTime() - STALE_AFTER_MS) } },
         select: { id: true },
       });
-      for (const s of stale) {
-        if (sockets.has(s.id)) continue;
-        await db.server.updateMany({ where: { id: s.id, status: "reachable" }, data: { status: "unreachable", isUsable: false, agentConnection: null } });
-        await publish(s.id);
+      for (const ids of chunks(stale.map((s) => s.id).filter((id) => !sockets.has(id)))) {
+        const rows = await serverWrites.run(() =>
+          db.server.updateManyAndReturn({
+            where: { id: { in: ids }, status: "reachable" },
+            data: { status: "unreachable", isUsable: false, agentConnection: null },
+            select: statusSelect,
+          }),
+        );
+        if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
+        await new Promise((r) => setImmediate(r));
       }
     } catch (err) {
       log.error({ err }, "agent heartbeat failed");
@@ -237,10 +307,23 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
   }, HEARTBEAT_MS);
   heartbeat.unref();
 
-  jobs.bindTransport(
-    async (serverId, envelope) => {
-      const socket = sockets.get(serverId);
-      if (!socket || !greeted.has(socket)) return null;
+  // Everything is in place: the handshakes held while this control plane started go through.
+  door.open({ agents: checkAgent, fleet: fleet.check });
+
+  const ready = (serverId: number): Socket | null => {
+    const socket = sockets.get(serverId);
+    return socket && dataOf(socket).greeted ? socket : null;
+  };
+
+  return {
+    io,
+    connectedServerIds: () => [...sockets.keys()],
+    isConnected: (id) => sockets.has(id),
+    canDeliver: (serverId) => ready(serverId) !== null,
+    deliverable: () => [...sockets].filter(([, socket]) => dataOf(socket).greeted).map(([id]) => id),
+    async deliver(serverId: number, envelope: JobEnvelope) {
+      const socket = ready(serverId);
+      if (!socket) return null;
       try {
         const raw = await socket.timeout(ACK_TIMEOUT_MS).emitWithAck(EV.job, envelope);
         const ack = JobAck.safeParse(raw);
@@ -249,16 +332,9 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
         return null;
       }
     },
-    () => [...sockets].filter(([, socket]) => greeted.has(socket)).map(([id]) => id),
-  );
-  jobs.cancelOnAgent = (serverId, jobId) => {
-    sockets.get(serverId)?.emit(EV.jobCancel, { id: jobId });
-  };
-
-  return {
-    io,
-    connectedServerIds: () => [...sockets.keys()],
-    isConnected: (id) => sockets.has(id),
+    cancel(serverId, jobId) {
+      sockets.get(serverId)?.emit(EV.jobCancel, { id: jobId });
+    },
     standDown(serverId, reason) {
       const socket = sockets.get(serverId);
       if (!socket) return;
@@ -272,13 +348,17 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
     // replica, and a replica shutting down would drop the agents connected to the others.
     disconnectAll() {
       agents.local.disconnectSockets(true);
-      fleet.local.disconnectSockets(true);
+      io.of(FLEET_NAMESPACE).local.disconnectSockets(true);
     },
     async close() {
       clearInterval(heartbeat);
+      clearInterval(sweeper);
+      known.stop();
+      fleet.close();
       agents.local.disconnectSockets(true);
-      fleet.local.disconnectSockets(true);
+      io.of(FLEET_NAMESPACE).local.disconnectSockets(true);
       await new Promise<void>((resolve) => io.close(() => resolve()));
+      await Promise.all([hellos.flushed(), disconnects.flushed()]);
     },
   };
 }

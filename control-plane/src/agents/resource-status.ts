@@ -1,18 +1,18 @@
-import type { ResourceStatusEvent, ResourceStatusReport } from "@capstan/shared";
+import type { ResourceStatusReport } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import { chunks } from "../db/chunks.js";
+import type { ResourceChange } from "./fleet-stream.js";
 
-/** A status change worth telling dashboards about. */
-export interface StatusChange {
-  teamId: number;
-  event: ResourceStatusEvent;
-}
+/** A status change worth telling dashboards about, with where the resource lives (who may see it). */
+export type StatusChange = ResourceChange;
 
 interface StatusRow {
   id: number;
   uuid: string;
   teamId: number;
   status: string;
+  environmentId: number;
+  environment: { projectId: number };
 }
 
 /** The table behind one reported resource type (the capstan.resource.type label). */
@@ -21,7 +21,7 @@ interface StatusTable {
   update(ids: number[], serverId: number, status: string): Promise<unknown>;
 }
 
-const select = { id: true, uuid: true, teamId: true, status: true } as const;
+const select = { id: true, uuid: true, teamId: true, status: true, environmentId: true, environment: { select: { projectId: true } } } as const;
 
 function tables(db: Db): Record<"application" | "database", StatusTable> {
   return {
@@ -58,7 +58,12 @@ export async function applyStatusReport(db: Db, server: { id: number; uuid: stri
       const status = reported.get(row.uuid) ?? (report.full ? "exited" : null);
       if (status === null || status === row.status) continue;
       byStatus.set(status, [...(byStatus.get(status) ?? []), row.id]);
-      changes.push({ teamId: row.teamId, event: { uuid: row.uuid, type, status, server_uuid: server.uuid, at } });
+      changes.push({
+        teamId: row.teamId,
+        environmentId: row.environmentId,
+        projectId: row.environment.projectId,
+        event: { uuid: row.uuid, type, status, server_uuid: server.uuid, at },
+      });
     }
     for (const [status, ids] of byStatus) {
       for (const part of chunks(ids)) await table.update(part, server.id, status);

@@ -2,9 +2,8 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { FEATURES, TEAM_ROLES, TOKEN_SCOPES, TeamRole, TokenScope, parseFeatureList, type Feature } from "@capstan/shared";
 import { ConfigError, loadConfig } from "../config.js";
-import { openInstanceData } from "../instance.js";
-import { AdminError } from "../services/admin.js";
-import { serve } from "../server.js";
+// The instance and the server are imported when a command needs them: `serve` listens before
+// it loads the rest of the control plane (server.ts).
 
 const USAGE = `usage: capstan <command> [options]
 
@@ -100,9 +99,11 @@ async function run(argv: string[]): Promise<number> {
 
   const config = loadConfig();
   if (group === "serve") {
+    const { serve } = await import("../server.js");
     await serve(config);
     return -1; // keeps running
   }
+  const { openInstanceData } = await import("../instance.js");
   const data = await openInstanceData(config);
   const { admin } = data;
   try {
@@ -198,6 +199,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
       process.stderr.write(`capstan: ${(err as Error).message}\n\n${USAGE}\n`);
       process.exit(2);
     }
+    const { AdminError } = await import("../services/admin.js");
     if (err instanceof ConfigError || err instanceof AdminError) {
       process.stderr.write(`capstan: ${err.message}\n`);
       process.exit(1);

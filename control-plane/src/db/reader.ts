@@ -24,6 +24,22 @@ export interface SqlReader {
   close(): Promise<void>;
 }
 
+/** The longest list for paddedIn (a power of two, with room for a few other parameters under 999). */
+export const PADDED_IN_MAX = 512;
+
+/**
+ * The values of an `IN (...)` list padded to a power of two with a value that matches nothing,
+ * so a read through this path (statements prepared once per SQL text, and kept) has at most a
+ * dozen texts to prepare however the lists vary; with `?` placeholders for them. Lists go in
+ * chunks of at most PADDED_IN_MAX: padded, a longer one could pass SQLite's 999 bound values.
+ */
+export function paddedIn<T>(values: readonly T[], filler: T): { list: string; values: T[] } {
+  let size = 1;
+  while (size < values.length) size *= 2;
+  const padded = [...values, ...Array.from({ length: size - values.length }, () => filler)];
+  return { list: padded.map(() => "?").join(", "), values: padded };
+}
+
 export function openReader(config: DatabaseConfig): SqlReader {
   return config.kind === "sqlite" ? sqliteReader(config.file) : postgresReader(config.url);
 }

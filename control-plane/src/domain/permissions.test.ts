@@ -237,6 +237,25 @@ describe("permissions: member with project-level grants", () => {
     expect(await access(inB()).projectLevel(p.id)).toBeNull();
     expect(await access(inB()).canSeeProject(p.id)).toBe(false);
     expect(await access(inB()).visibleProjectIds()).toEqual([]);
+    expect(await access(inB()).canSeeEnvironments([p.env("production"), p.env("staging")])).toEqual([false, false]);
+    expect(await access(as(teamA, m, "member")).canSeeEnvironments([p.env("production"), p.env("staging")])).toEqual([true, true]);
+  });
+
+  it("many environments at once: in chunks, missing and foreign ones invisible", async () => {
+    const p = await project(teamA);
+    const foreign = await project(teamB);
+    const m = await user(teamA, "member");
+    await grant(p.id, m, "view_only");
+    // A grant held on another team's project says nothing inside this team.
+    await grant(foreign.id, m, "full_access");
+    // More than one statement's list (PADDED_IN_MAX), with ids of no environment in between.
+    const missing = Array.from({ length: 700 }, (_, i) => ({ id: 1_000_000 + i, projectId: p.id }));
+    const asked = [p.env("production"), ...missing.slice(0, 600), foreign.env("production"), ...missing.slice(600), p.env("staging")];
+    const seen = await access(as(teamA, m, "member")).canSeeEnvironments(asked);
+    expect(seen.length).toBe(asked.length);
+    expect(seen[0]).toBe(true);
+    expect(seen.at(-1)).toBe(true);
+    expect(seen.slice(1, -1).some(Boolean)).toBe(false);
   });
 
   it("a context caches its grants; a new context sees changed grants", async () => {
@@ -403,6 +422,12 @@ describe("permissions: lists and single objects agree", () => {
           expect({ target, other, projectVisible, project: projectLevel }, label).toEqual(want);
           expect(await environmentStatuses(ctx, p.env("target")), label).toEqual(NEEDS.map((n) => statusFor(want.target !== null, want.target, n)));
           expect(await projectStatuses(ctx, p.id), label).toEqual(NEEDS.map((n) => statusFor(want.projectVisible, want.project, n)));
+          // Many objects at once (the /fleet stream's batches), in a fresh scope: the same answers.
+          expect(await access(ctx()).canSeeEnvironments([p.env("target"), p.env("other"), p.env("target")]), label).toEqual([
+            want.target !== null,
+            want.other !== null,
+            want.target !== null,
+          ]);
 
           // The list path: GET /projects with the environments listed in it.
           const listed = (await projects.list(access(ctx()), {})).find((x) => x.uuid === uuid);

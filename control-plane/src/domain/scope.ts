@@ -1,6 +1,7 @@
 import type { PermissionLevel } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import { toInt, type SqlReader } from "../db/reader.js";
+import { PADDED_IN_MAX, paddedIn, toInt, type SqlReader } from "../db/reader.js";
+import { chunks } from "../db/chunks.js";
 import { whole } from "../db/relations.js";
 import type { Caller } from "./caller.js";
 import { Forbidden, NotFound } from "./errors.js";
@@ -170,6 +171,33 @@ export class TeamScope {
 
   async canSeeEnvironment(env: EnvironmentRef): Promise<boolean> {
     return (await this.environmentLevel(env)) !== null;
+  }
+
+  /**
+   * canSeeEnvironment for many environments at once (the /fleet stream's batches of status
+   * events): the levels not yet known are read in one statement per chunk, then answered from
+   * memory. The same SQL rule as every other check; an environment of another team is invisible.
+   */
+  async canSeeEnvironments(envs: readonly EnvironmentRef[]): Promise<boolean[]> {
+    if (fixedLevel(this.caller)) return envs.map(() => true);
+    this.envLevels ??= new Map();
+    const known = this.envLevels;
+    const unknown = [...new Set(envs.map((e) => e.id))].filter((id) => !known.has(id));
+    if (unknown.length) {
+      const { level: sql } = levelSql(this.caller, "environment", "e");
+      for (const ids of chunks(unknown, PADDED_IN_MAX)) {
+        const { list, values } = paddedIn(ids, -1);
+        const read = this.reader
+          .all<{ id: unknown; level: PermissionLevel | null }>(`SELECT e."id" AS "id", ${sql.sql} AS "level" FROM "Environment" e ${IN_TEAM_ENVIRONMENT} AND e."id" IN (${list})`, [
+            ...sql.params,
+            this.teamId,
+            ...values,
+          ])
+          .then((rows) => new Map(rows.map((r) => [toInt(r.id), r.level])));
+        for (const id of ids) known.set(id, read.then((levels) => levels.get(id) ?? null));
+      }
+    }
+    return Promise.all(envs.map((e) => this.canSeeEnvironment(e)));
   }
 
   /** Whether the caller may act on the environment with `need` (no error: e.g. whether secrets are shown). */

@@ -1,4 +1,5 @@
 import { EventEmitter } from "node:events";
+import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { randomUUID } from "node:crypto";
 import { JOBS, type JobOutcome, type JobPayload, type JobResult, type JobType } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
@@ -6,6 +7,10 @@ import type { Logger } from "../lib/log.js";
 import { chunks } from "../db/chunks.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { openPayload, sealPayload } from "./payload.js";
+import { NO_DISPATCHER, type JobDispatcher } from "./dispatcher.js";
+import { GroupWriter, Serial } from "./group-writer.js";
+import { param, valuesList, type Dialect } from "./sql.js";
+import { PADDED_IN_MAX, paddedIn, toDate, toInt, type SqlReader } from "../db/reader.js";
 
 export type JobStatus = "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
 const OPEN: JobStatus[] = ["queued", "dispatched", "running"];
@@ -44,8 +49,34 @@ export type FinishedJob<T extends JobType = JobType> =
   | { id: string; status: "succeeded"; result: JobResult<T> }
   | { id: string; status: "failed" | "cancelled"; error: string };
 
-/** Sends a job to the agent of a server; resolves with the agent's ack, or null if not delivered. */
-export type Deliver = (serverId: number, envelope: { id: string; attempt: number; type: JobType; payload: unknown; deadline: string }) => Promise<{ accepted: boolean; reason?: string } | null>;
+/** A job this replica handed to an agent (kept until it ends): when, to whom, which attempt. */
+interface Delivery {
+  at: number;
+  serverId: number;
+  type: JobType;
+  attempt: number;
+}
+
+/** An agent's outcome on its way into the fenced UPDATE (grouped with others under load). */
+interface OutcomeWrite {
+  id: string;
+  serverId: number;
+  attempt: number;
+  status: "succeeded" | "failed";
+  result: string | null;
+  error: string | null;
+}
+
+/** A job row written by run(): claimed for delivery at once when its agent is connected here. */
+interface NewJob {
+  id: string;
+  serverId: number;
+  type: JobType;
+  payload: string;
+  deadlineAt: Date;
+  status: "queued" | "dispatched";
+  attempt: number;
+}
 
 type Tx = Prisma.TransactionClient | Db;
 
@@ -117,6 +148,8 @@ export interface JobQueueOptions {
   box: SecretBox;
   /** SQL dialect of the database: progress is appended with one UPDATE, written per dialect. */
   dialect: "sqlite" | "postgresql";
+  /** The plain read path (db/reader.ts): a reconnecting fleet's open jobs are read through it. */
+  reader?: SqlReader;
 }
 
 /**
@@ -125,17 +158,32 @@ export interface JobQueueOptions {
  * agent dedupes by job id. Each delivery bumps `attempt`, and an outcome is applied only
  * for the current attempt of an open job, so a stale attempt can never overwrite a newer
  * state. Every job has a deadline after which it is failed with a reason.
+ *
+ * Agents are reached through a JobDispatcher (attachDispatcher; the agents' gateway is one).
+ *
+ * The hot path (run() to a connected agent, its outcome) costs two statements when alone: the
+ * INSERT of a row already claimed for delivery (it is committed before the agent hears of it)
+ * and the fenced UPDATE that stores the outcome. The "running" mark after the agent's ack is
+ * a third, skipped when the outcome came first. Under load each of the three is grouped with
+ * the others of its kind waiting meanwhile: one statement (and one commit) per group.
  */
 export class JobQueue {
   private readonly events = new EventEmitter();
   private readonly finishHooks = new Map<string, ((job: JobRow) => Promise<void>)[]>();
-  private deliver: Deliver | null = null;
-  private connected: () => number[] = () => [];
+  private dispatcher: JobDispatcher = NO_DISPATCHER;
   private timers: NodeJS.Timeout[] = [];
-  private readonly lastDelivery = new Map<string, number>();
+  /** Open jobs delivered from here: the pump's resend timer, the type of outcomes to come. */
+  private readonly delivered = new Map<string, Delivery>();
 
   private readonly box: SecretBox;
+  private readonly dialect: Dialect;
+  private readonly reader: SqlReader | undefined;
   private readonly appendSql: string;
+  private readonly inserts: GroupWriter<NewJob, void>;
+  private readonly outcomes: GroupWriter<OutcomeWrite, JobType | null>;
+  private readonly runningMarks: GroupWriter<{ id: string; attempt: number }, void>;
+  /** The grouped UPDATEs of existing rows (outcomes, running marks) run one at a time. */
+  private readonly rowWrites = new Serial();
 
   constructor(
     private readonly db: Db,
@@ -144,13 +192,42 @@ export class JobQueue {
   ) {
     this.events.setMaxListeners(0);
     this.box = opts.box;
+    this.dialect = opts.dialect;
+    this.reader = opts.reader;
     this.appendSql = appendLogSql(opts.dialect);
+    // On the next turn of the event loop: with SQLite a statement completes without yielding
+    // to I/O, so only waiting one turn lets the outcomes (and new jobs) of the sockets read in
+    // this turn share a statement.
+    this.inserts = new GroupWriter<NewJob, void>(
+      async (rows) => {
+        const params: unknown[] = [];
+        const now = new Date();
+        for (const r of rows) params.push(r.id, r.serverId, r.type, r.payload, r.status, r.attempt, r.deadlineAt, now);
+        await this.db.$executeRawUnsafe(insertJobsSql(this.dialect, rows.length), ...params);
+        return rows.map(() => undefined);
+      },
+      { maxItems: INSERTS_PER_STATEMENT, startOnNextTurn: true },
+    );
+    this.outcomes = new GroupWriter((items) => this.rowWrites.run(() => this.storeOutcomes(items)), { maxItems: OUTCOMES_PER_STATEMENT, startOnNextTurn: true });
+    this.runningMarks = new GroupWriter<{ id: string; attempt: number }, void>(
+      async (marks) => {
+        // An outcome that arrived meanwhile already ended the job: nothing left to mark.
+        const open = marks.filter((m) => this.delivered.get(m.id)?.attempt === m.attempt);
+        if (open.length) {
+          const params: unknown[] = [];
+          for (const m of open) params.push(m.id, m.attempt);
+          params.push(new Date());
+          await this.rowWrites.run(() => this.db.$executeRawUnsafe(markRunningSql(this.dialect, open.length), ...params));
+        }
+        return marks.map(() => undefined);
+      },
+      { maxItems: RUNNING_MARKS_PER_STATEMENT, startOnNextTurn: true },
+    );
   }
 
-  /** Wired by the agent gateway: how to reach agents connected to this replica. */
-  bindTransport(deliver: Deliver, connectedServerIds: () => number[]): void {
-    this.deliver = deliver;
-    this.connected = connectedServerIds;
+  /** How jobs reach agents (the agents' gateway); until then none is reachable from here. */
+  attachDispatcher(dispatcher: JobDispatcher): void {
+    this.dispatcher = dispatcher;
   }
 
   /**
@@ -168,11 +245,31 @@ export class JobQueue {
     return enqueueJob(tx, this.box, serverId, type, payload, timeoutMs, opts);
   }
 
-  /** Enqueue outside any other state change, deliver, and wait for the outcome. */
+  /**
+   * Enqueue outside any other state change, deliver, and wait for the outcome. When the
+   * server's agent is connected here the row is written already claimed (attempt 1,
+   * dispatched) and this very row is delivered once committed: no read of it. Otherwise it is
+   * written queued for the replica holding the agent (its pump) or the agent's next hello.
+   */
   async run<T extends JobType>(serverId: number, type: T, payload: JobPayload<T>, timeoutMs?: number): Promise<FinishedJob<T>> {
-    const id = await this.enqueue(this.db, serverId, type, payload, timeoutMs);
-    this.nudge(serverId);
-    return this.wait<T>(id);
+    const parsed = JOBS[type].payload.parse(payload);
+    const direct = this.dispatcher.canDeliver(serverId);
+    const row: NewJob = {
+      id: randomUUID(),
+      serverId,
+      type,
+      payload: sealPayload(this.box, parsed),
+      deadlineAt: new Date(Date.now() + (timeoutMs ?? DEFAULT_TIMEOUT_MS[type])),
+      status: direct ? "dispatched" : "queued",
+      attempt: direct ? 1 : 0,
+    };
+    await this.inserts.add(row);
+    // Subscribed before the agent can hear of the job: its outcome cannot be missed, so the
+    // first look at the row is left to the fallback poll.
+    const finished = this.waitFor<T>(row.id, false);
+    if (direct) this.send(row, parsed).catch((err: Error) => this.log.warn({ err: { message: err?.message }, job: row.id }, "job delivery failed; the pump retries"));
+    else this.nudge(serverId);
+    return finished;
   }
 
   /**
@@ -184,28 +281,63 @@ export class JobQueue {
     this.kick(serverId).catch((err: Error) => this.log.warn({ err: { message: err?.message }, server: serverId }, "job delivery failed; the pump retries"));
   }
 
-  /**
-   * Delivers the queued jobs of a server whose agent is connected here. `redeliverSince`
-   * (a new connection's greeting time) also re-sends its dispatched and running jobs, except
-   * those already delivered on that connection: one delivery per connection, so an attempt
-   * the agent holds is not overtaken by a duplicate it never needed.
-   */
-  async kick(serverId: number, opts: { redeliverSince?: number } = {}): Promise<void> {
-    if (!this.deliver || !this.connected().includes(serverId)) return;
-    const since = opts.redeliverSince;
-    const statuses: JobStatus[] = since === undefined ? ["queued"] : OPEN;
+  /** Delivers the queued jobs of a server whose agent is connected here. */
+  async kick(serverId: number): Promise<void> {
+    if (!this.dispatcher.canDeliver(serverId)) return;
     const jobs = await this.db.job.findMany({
-      where: { serverId, status: { in: statuses } },
+      where: { serverId, status: "queued" },
       orderBy: { createdAt: "asc" },
     });
-    for (const job of jobs) {
-      if (since !== undefined && job.status !== "queued" && (this.lastDelivery.get(job.id) ?? 0) >= since) continue;
-      await this.dispatch(job);
+    for (const job of jobs) await this.dispatch(job);
+  }
+
+  /**
+   * Agents that (re)connected here and said hello, with the time of each hello: their queued
+   * jobs are delivered, and their dispatched and running jobs re-sent, except those already
+   * delivered on that connection (one delivery per connection, so an attempt the agent holds
+   * is not overtaken by a duplicate it never needed). One read for the whole group.
+   */
+  async redeliver(greeted: ReadonlyMap<number, number>): Promise<void> {
+    for (const ids of chunks([...greeted.keys()].filter((id) => this.dispatcher.canDeliver(id)), PADDED_IN_MAX)) {
+      const jobs = await this.openJobsOf(ids);
+      for (const job of jobs) {
+        const since = greeted.get(job.serverId) ?? 0;
+        if (job.status !== "queued" && (this.delivered.get(job.id)?.at ?? 0) >= since) continue;
+        await this.dispatch(job);
+      }
     }
   }
 
+  /**
+   * The open jobs of these servers, oldest first: through the plain read path when there is
+   * one (a statement prepared once, not Prisma's planning per call: a fleet reconnecting after
+   * a restart asks this for every group of hellos), else through Prisma.
+   */
+  private async openJobsOf(serverIds: number[]): Promise<JobRow[]> {
+    if (!this.reader) {
+      return this.db.job.findMany({ where: { serverId: { in: serverIds }, status: { in: OPEN } }, orderBy: { createdAt: "asc" } });
+    }
+    const { list, values } = paddedIn(serverIds, -1);
+    const rows = await this.reader.all<Record<string, unknown>>(
+      `SELECT "id", "serverId", "type", "payload", "status", "attempt", "deadlineAt", "result", "error" FROM "Job"
+        WHERE "serverId" IN (${list}) AND "status" IN (${OPEN_SQL}) ORDER BY "createdAt"`,
+      values,
+    );
+    return rows.map((r) => ({
+      id: String(r.id),
+      serverId: toInt(r.serverId),
+      type: String(r.type),
+      payload: String(r.payload),
+      status: String(r.status),
+      attempt: toInt(r.attempt),
+      deadlineAt: toDate(r.deadlineAt),
+      result: r.result === null || r.result === undefined ? null : String(r.result),
+      error: r.error === null || r.error === undefined ? null : String(r.error),
+    }));
+  }
+
+  /** Claims the next attempt of a stored job (fenced) and delivers it. */
   private async dispatch(job: JobRow): Promise<void> {
-    if (!this.deliver) return;
     const attempt = job.attempt + 1;
     // Fencing: only the holder of the previous attempt number may start the next one.
     const claimed = await this.db.job.updateMany({
@@ -213,7 +345,6 @@ export class JobQueue {
       data: { attempt, status: job.status === "queued" ? "dispatched" : job.status },
     });
     if (claimed.count === 0) return;
-    this.lastDelivery.set(job.id, Date.now());
     let payload: unknown;
     try {
       payload = openPayload(this.box, job.payload);
@@ -221,22 +352,26 @@ export class JobQueue {
       await this.finish(job.id, attempt, { status: "failed", error: "the job's payload cannot be opened with this instance's key" });
       return;
     }
-    const ack = await this.deliver(job.serverId, {
+    await this.send({ id: job.id, serverId: job.serverId, type: job.type as JobType, attempt, deadlineAt: job.deadlineAt }, payload);
+  }
+
+  /** Hands a claimed attempt (committed) to the agent and records the agent's answer. */
+  private async send(job: { id: string; serverId: number; type: JobType; attempt: number; deadlineAt: Date }, payload: unknown): Promise<void> {
+    this.delivered.set(job.id, { at: Date.now(), serverId: job.serverId, type: job.type, attempt: job.attempt });
+    const ack = await this.dispatcher.deliver(job.serverId, {
       id: job.id,
-      attempt,
-      type: job.type as JobType,
+      attempt: job.attempt,
+      type: job.type,
       payload,
       deadline: job.deadlineAt.toISOString(),
     });
     if (!ack) return; // not delivered: the pump or the next reconnect tries again
     if (!ack.accepted) {
-      await this.finish(job.id, attempt, { status: "failed", error: `agent refused the job: ${ack.reason ?? "no reason"}` });
+      await this.finish(job.id, job.attempt, { status: "failed", error: `agent refused the job: ${ack.reason ?? "no reason"}` });
       return;
     }
-    await this.db.job.updateMany({
-      where: { id: job.id, attempt, status: "dispatched" },
-      data: { status: "running", startedAt: new Date() },
-    });
+    // Not awaited: the agent's outcome may well be stored first, and then there is nothing to mark.
+    this.runningMarks.add({ id: job.id, attempt: job.attempt }).catch((err: Error) => this.log.warn({ err: { message: err?.message }, job: job.id }, "marking a job running failed"));
   }
 
   /**
@@ -272,18 +407,61 @@ export class JobQueue {
 
   /**
    * Applies an agent's outcome; the serverId comes from the authenticated socket. Returns
-   * whether it changed the job (false for unknown, finished or stale-attempt outcomes).
+   * whether it changed the job (false for unknown, finished or stale-attempt outcomes). The
+   * type (for checking the result) is known from the delivery when it went out from here;
+   * only an outcome of a job delivered by another process needs a read first.
    */
   async applyOutcome(serverId: number, outcome: JobOutcome): Promise<boolean> {
     await this.writing.get(outcome.id);
-    const job = await this.db.job.findFirst({ where: { id: outcome.id, serverId } });
-    if (!job) return false;
-    if (!outcome.ok) return this.finish(job.id, outcome.attempt, { status: "failed", error: outcome.error });
-    const parsed = JOBS[job.type as JobType].result.safeParse(outcome.result);
-    if (!parsed.success) {
-      return this.finish(job.id, outcome.attempt, { status: "failed", error: `agent sent an invalid result: ${parsed.error.message}` });
+    const delivery = this.delivered.get(outcome.id);
+    let type = delivery?.serverId === serverId ? delivery.type : null;
+    if (!type) {
+      const job = await this.db.job.findFirst({ where: { id: outcome.id, serverId }, select: { type: true } });
+      if (!job) return false;
+      type = job.type as JobType;
     }
-    return this.finish(job.id, outcome.attempt, { status: "succeeded", result: parsed.data });
+    let end: { status: "succeeded"; result: unknown } | { status: "failed"; error: string };
+    if (!outcome.ok) end = { status: "failed", error: outcome.error };
+    else {
+      const parsed = JOBS[type].result.safeParse(outcome.result);
+      end = parsed.success ? { status: "succeeded", result: parsed.data } : { status: "failed", error: `agent sent an invalid result: ${parsed.error.message}` };
+    }
+    // The fenced UPDATE: this job of this server, at this attempt, still open.
+    const changed = await this.outcomes.add({
+      id: outcome.id,
+      serverId,
+      attempt: outcome.attempt,
+      status: end.status,
+      result: end.status === "succeeded" ? JSON.stringify(end.result) : null,
+      error: end.status === "failed" ? end.error : null,
+    });
+    if (!changed) return false;
+    this.delivered.delete(outcome.id);
+    await this.afterFinish(outcome.id, end, changed);
+    return true;
+  }
+
+  /**
+   * Stores agents' outcomes in one UPDATE (per dialect, over a VALUES list), fenced per row by
+   * job id, server, attempt and open status. Answers, per outcome, the job's type when it
+   * changed the row, else null. An id twice in one group (a resent outcome) goes in a second
+   * statement, so each outcome is judged against what the one before it left.
+   */
+  private async storeOutcomes(items: OutcomeWrite[]): Promise<(JobType | null)[]> {
+    const out: (JobType | null)[] = items.map(() => null);
+    let pending = items.map((item, index) => ({ item, index }));
+    while (pending.length) {
+      const seen = new Set<string>();
+      const now = pending.filter((p) => !seen.has(p.item.id) && seen.add(p.item.id));
+      pending = pending.filter((p) => !now.includes(p));
+      const params: unknown[] = [];
+      for (const { item } of now) params.push(item.id, item.serverId, item.attempt, item.status, item.result, item.error);
+      params.push(new Date());
+      const rows = await this.db.$queryRawUnsafe<{ id: string; type: string }[]>(finishOutcomesSql(this.dialect, now.length), ...params);
+      const changed = new Map(rows.map((r) => [r.id, r.type as JobType]));
+      for (const { item, index } of now) out[index] = changed.get(item.id) ?? null;
+    }
+    return out;
   }
 
   private async finish(
@@ -300,14 +478,17 @@ export class JobQueue {
       },
     });
     if (updated.count === 0) return false;
-    this.lastDelivery.delete(id);
+    this.delivered.delete(id);
     await this.afterFinish(id, end);
     return true;
   }
 
-  /** Runs the finish hooks of a job that just ended and wakes its waiters. */
-  private async afterFinish(id: string, end: { status: "succeeded"; result: unknown } | { status: "failed" | "cancelled"; error: string }): Promise<void> {
-    if (this.finishHooks.size) {
+  /**
+   * Runs the finish hooks of a job that just ended and wakes its waiters. The row is read for
+   * the hooks only when its type has some (or is not known here).
+   */
+  private async afterFinish(id: string, end: { status: "succeeded"; result: unknown } | { status: "failed" | "cancelled"; error: string }, type?: JobType): Promise<void> {
+    if (type === undefined ? this.finishHooks.size > 0 : this.finishHooks.has(type)) {
       const row = await this.db.job.findUnique({ where: { id } });
       const hooks = (row && this.finishHooks.get(row.type)) || [];
       if (row && hooks.length) {
@@ -369,8 +550,8 @@ export class JobQueue {
    */
   async cancelled(jobs: readonly CancelledJob[]): Promise<void> {
     for (const job of jobs) {
-      this.lastDelivery.delete(job.id);
-      this.cancelOnAgent?.(job.serverId, job.id);
+      this.delivered.delete(job.id);
+      this.dispatcher.cancel(job.serverId, job.id);
     }
     for (const job of jobs) await this.afterFinish(job.id, { status: "cancelled", error: job.reason });
   }
@@ -391,7 +572,7 @@ export class JobQueue {
     const row = await this.db.job.findUnique({ where: { id }, select: { serverId: true } });
     if (!row) return false;
     const done = await this.finish(id, null, { status: "cancelled", error: reason });
-    if (done) this.cancelOnAgent?.(row.serverId, id);
+    if (done) this.dispatcher.cancel(row.serverId, id);
     return done;
   }
 
@@ -399,7 +580,12 @@ export class JobQueue {
    * Resolves when the job ends. A job finished in this process is reported by its event
    * without another read; one finished by another replica is seen by polling (500 ms).
    */
-  async wait<T extends JobType>(id: string): Promise<FinishedJob<T>> {
+  wait<T extends JobType>(id: string): Promise<FinishedJob<T>> {
+    return this.waitFor<T>(id, true);
+  }
+
+  /** wait(); `readFirst` false when the caller knows the job cannot have ended yet (run()). */
+  private async waitFor<T extends JobType>(id: string, readFirst: boolean): Promise<FinishedJob<T>> {
     let finished: FinishedJob | null = null;
     let wake: (() => void) | null = null;
     const onDone = (f: FinishedJob) => {
@@ -408,13 +594,15 @@ export class JobQueue {
     };
     this.events.on(`done:${id}`, onDone);
     try {
-      for (;;) {
+      for (let read = readFirst; ; read = true) {
         if (finished) return finished as FinishedJob<T>;
-        const job = await this.db.job.findUnique({ where: { id }, select: { status: true, result: true, error: true } });
-        if (!job) throw new Error(`job ${id} vanished`);
-        if (job.status === "succeeded") return { id, status: "succeeded", result: JSON.parse(job.result ?? "null") };
-        if (job.status === "failed" || job.status === "cancelled") return { id, status: job.status, error: job.error ?? "" };
-        if (finished) return finished as FinishedJob<T>;
+        if (read) {
+          const job = await this.db.job.findUnique({ where: { id }, select: { status: true, result: true, error: true } });
+          if (!job) throw new Error(`job ${id} vanished`);
+          if (job.status === "succeeded") return { id, status: "succeeded", result: JSON.parse(job.result ?? "null") };
+          if (job.status === "failed" || job.status === "cancelled") return { id, status: job.status, error: job.error ?? "" };
+          if (finished) return finished as FinishedJob<T>;
+        }
         await new Promise<void>((resolve) => {
           const timer = setTimeout(resolve, 500);
           wake = () => {
@@ -436,22 +624,25 @@ export class JobQueue {
   async tick(): Promise<void> {
     const now = new Date();
     const overdue = await this.db.job.findMany({ where: { status: { in: OPEN }, deadlineAt: { lt: now } }, select: { id: true, serverId: true, status: true } });
-    const here = new Set(this.connected());
+    const here = new Set(this.dispatcher.deliverable());
     for (const job of overdue) {
       const reason = here.has(job.serverId) || job.status === "running"
         ? `${DEADLINE_EXCEEDED}: the agent did not finish the job in time`
         : `${DEADLINE_EXCEEDED}: the server's agent was not connected`;
-      if (await this.finish(job.id, null, { status: "failed", error: reason })) this.cancelOnAgent?.(job.serverId, job.id);
+      if (await this.finish(job.id, null, { status: "failed", error: reason })) this.dispatcher.cancel(job.serverId, job.id);
     }
     await this.stopEndedElsewhere();
     for (const ids of chunks([...here])) {
+      // One chunk per turn of the event loop: with SQLite a read runs without yielding, and a
+      // pass over 10,000 connected servers would otherwise hold every socket for tens of ms.
+      await yieldToEventLoop();
       const pending = await this.db.job.findMany({
         where: { serverId: { in: ids }, status: { in: ["queued", "dispatched"] } },
         orderBy: { createdAt: "asc" },
         take: 500,
       });
       for (const job of pending) {
-        if (job.status === "dispatched" && Date.now() - (this.lastDelivery.get(job.id) ?? 0) < 10_000) continue;
+        if (job.status === "dispatched" && Date.now() - (this.delivered.get(job.id)?.at ?? 0) < 10_000) continue;
         await this.dispatch(job);
       }
     }
@@ -462,22 +653,19 @@ export class JobQueue {
    * (connected here) is still running them and is told to stop. Forgets every ended job.
    */
   private async stopEndedElsewhere(): Promise<void> {
-    for (const ids of chunks([...this.lastDelivery.keys()])) {
+    for (const ids of chunks([...this.delivered.keys()])) {
       const ended = await this.db.job.findMany({
         where: { id: { in: ids }, status: { notIn: OPEN } },
         select: { id: true, serverId: true, status: true, error: true },
       });
       for (const job of ended) {
-        this.lastDelivery.delete(job.id);
+        this.delivered.delete(job.id);
         if (job.status === "cancelled" || (job.status === "failed" && job.error?.startsWith(DEADLINE_EXCEEDED))) {
-          this.cancelOnAgent?.(job.serverId, job.id);
+          this.dispatcher.cancel(job.serverId, job.id);
         }
       }
     }
   }
-
-  /** Set by the gateway so overdue jobs are stopped on the agent too. */
-  cancelOnAgent?: (serverId: number, jobId: string) => void;
 
   start(intervalMs = 1000): void {
     this.running = true;
@@ -499,10 +687,59 @@ export class JobQueue {
     for (const t of this.timers) clearTimeout(t);
     this.timers = [];
     await this.ticking;
+    await Promise.all([this.inserts.flushed(), this.outcomes.flushed(), this.runningMarks.flushed()]);
   }
 
   private running = false;
   private ticking: Promise<void> = Promise.resolve();
+}
+
+/** Rows per grouped statement, within SQLite's 999 bound values: 8 per new job... */
+const INSERTS_PER_STATEMENT = 120;
+/** ...6 per outcome... */
+const OUTCOMES_PER_STATEMENT = 150;
+/** ...2 per running mark. */
+const RUNNING_MARKS_PER_STATEMENT = 400;
+
+const OPEN_SQL = OPEN.map((s) => `'${s}'`).join(", ");
+
+/** New rows (parameters per row: id, serverId, type, payload, status, attempt, deadlineAt, createdAt). */
+function insertJobsSql(dialect: Dialect, n: number): string {
+  const values = valuesList(dialect, n, ["text", "int", "text", "text", "text", "int", "timestamp(3)", "timestamp(3)"]);
+  return `INSERT INTO "Job" ("id", "serverId", "type", "payload", "status", "attempt", "deadlineAt", "createdAt") VALUES ${values}`;
+}
+
+/** Dispatched jobs acked by their agent (parameters: id, attempt per job, then startedAt). */
+function markRunningSql(dialect: Dialect, n: number): string {
+  const values = valuesList(dialect, n, ["text", "int"]);
+  const at = param(dialect, n * 2 + 1, "timestamp(3)");
+  if (dialect === "sqlite") {
+    return `WITH "v"("id", "attempt") AS (VALUES ${values})
+      UPDATE "Job" SET "status" = 'running', "startedAt" = ${at}
+      FROM "v" WHERE "Job"."id" = "v"."id" AND "Job"."attempt" = "v"."attempt" AND "Job"."status" = 'dispatched'`;
+  }
+  return `UPDATE "Job" AS "j" SET "status" = 'running', "startedAt" = ${at}
+    FROM (VALUES ${values}) AS "v"("id", "attempt")
+    WHERE "j"."id" = "v"."id" AND "j"."attempt" = "v"."attempt" AND "j"."status" = 'dispatched'`;
+}
+
+/**
+ * The fenced UPDATE of `n` outcomes (parameters: id, serverId, attempt, status, result, error
+ * per outcome, then finishedAt), answering the id and type of each job it changed.
+ */
+function finishOutcomesSql(dialect: Dialect, n: number): string {
+  const values = valuesList(dialect, n, ["text", "int", "int", "text", "text", "text"]);
+  const at = param(dialect, n * 6 + 1, "timestamp(3)");
+  if (dialect === "sqlite") {
+    return `WITH "v"("id", "serverId", "attempt", "status", "result", "error") AS (VALUES ${values})
+      UPDATE "Job" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ${at}
+      FROM "v" WHERE "Job"."id" = "v"."id" AND "Job"."serverId" = "v"."serverId" AND "Job"."attempt" = "v"."attempt" AND "Job"."status" IN (${OPEN_SQL})
+      RETURNING "id", "type"`;
+  }
+  return `UPDATE "Job" AS "j" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ${at}
+    FROM (VALUES ${values}) AS "v"("id", "serverId", "attempt", "status", "result", "error")
+    WHERE "j"."id" = "v"."id" AND "j"."serverId" = "v"."serverId" AND "j"."attempt" = "v"."attempt" AND "j"."status" IN (${OPEN_SQL})
+    RETURNING "j"."id", "j"."type"`;
 }
 
 /**

@@ -1,0 +1,114 @@
+import type { Db } from "../db/client.js";
+import { toDate, toInt } from "../db/reader.js";
+import { param, valuesList, type Dialect } from "../jobs/sql.js";
+
+/** What a hello changes on its server's row. */
+export interface HelloWrite {
+  serverId: number;
+  /** HostFacts as JSON; null keeps the stored facts (a hello whose facts did not parse). */
+  facts: string | null;
+  agentVersion: string;
+  /** The socket id of the connection that said hello (a stale disconnect must not undo it). */
+  connection: string;
+}
+
+/** A server row as the fleet stream reports it. */
+export interface ServerStatusRow {
+  id: number;
+  uuid: string;
+  name: string;
+  teamId: number;
+  status: string;
+  lastSeenAt: Date | null;
+  agentVersion: string | null;
+}
+
+/** Rows per statement, within SQLite's 999 bound values: 4 per hello, 2 per disconnect. */
+const HELLOS_PER_STATEMENT = 200;
+const DISCONNECTS_PER_STATEMENT = 400;
+
+const RETURNING = ["id", "uuid", "name", "teamId", "status", "lastSeenAt", "agentVersion"];
+
+/**
+ * Marks the servers of these hellos reachable, in one UPDATE per 200 hellos (a fleet
+ * reconnecting after a restart says hello 10,000 times within seconds), and answers the rows
+ * as stored. Written per dialect over a VALUES list (jobs/sql.ts); `updatedAt` is set here as
+ * Prisma would.
+ */
+export async function markReachable(db: Db, dialect: Dialect, hellos: HelloWrite[]): Promise<ServerStatusRow[]> {
+  const out: ServerStatusRow[] = [];
+  for (let i = 0; i < hellos.length; i += HELLOS_PER_STATEMENT) {
+    const part = hellos.slice(i, i + HELLOS_PER_STATEMENT);
+    const params: unknown[] = [];
+    for (const h of part) params.push(h.serverId, h.facts, h.agentVersion, h.connection);
+    const now = new Date();
+    params.push(now, now); // lastSeenAt, updatedAt
+    out.push(...rowsOf(await db.$queryRawUnsafe<Record<string, unknown>[]>(markReachableSql(dialect, part.length), ...params)));
+  }
+  return out;
+}
+
+/**
+ * Marks the servers of these closed connections unreachable (and not usable), each only while
+ * that connection is still the server's current one: a newer connection of the same agent,
+ * here or on another replica, is left alone.
+ */
+export async function markUnreachable(db: Db, dialect: Dialect, closed: { serverId: number; connection: string }[]): Promise<ServerStatusRow[]> {
+  const out: ServerStatusRow[] = [];
+  for (let i = 0; i < closed.length; i += DISCONNECTS_PER_STATEMENT) {
+    const part = closed.slice(i, i + DISCONNECTS_PER_STATEMENT);
+    const params: unknown[] = [];
+    for (const c of part) params.push(c.serverId, c.connection);
+    const now = new Date();
+    params.push(now, now); // lastSeenAt, updatedAt
+    out.push(...rowsOf(await db.$queryRawUnsafe<Record<string, unknown>[]>(markUnreachableSql(dialect, part.length), ...params)));
+  }
+  return out;
+}
+
+function rowsOf(rows: Record<string, unknown>[]): ServerStatusRow[] {
+  return rows.map((r) => ({
+    id: toInt(r.id),
+    uuid: String(r.uuid),
+    name: String(r.name),
+    teamId: toInt(r.teamId),
+    status: String(r.status),
+    lastSeenAt: r.lastSeenAt === null || r.lastSeenAt === undefined ? null : toDate(r.lastSeenAt),
+    agentVersion: r.agentVersion === null || r.agentVersion === undefined ? null : String(r.agentVersion),
+  }));
+}
+
+function markReachableSql(dialect: Dialect, n: number): string {
+  const values = valuesList(dialect, n, ["int", "text", "text", "text"]);
+  const seen = param(dialect, n * 4 + 1, "timestamp(3)");
+  const updated = param(dialect, n * 4 + 2, "timestamp(3)");
+  if (dialect === "sqlite") {
+    return `WITH "v"("id", "facts", "agentVersion", "agentConnection") AS (VALUES ${values})
+      UPDATE "Server" SET "status" = 'reachable', "lastSeenAt" = ${seen}, "updatedAt" = ${updated},
+        "agentVersion" = "v"."agentVersion", "agentConnection" = "v"."agentConnection", "facts" = COALESCE("v"."facts", "Server"."facts")
+      FROM "v" WHERE "Server"."id" = "v"."id"
+      RETURNING ${RETURNING.map((c) => `"${c}"`).join(", ")}`;
+  }
+  return `UPDATE "Server" AS "s" SET "status" = 'reachable', "lastSeenAt" = ${seen}, "updatedAt" = ${updated},
+      "agentVersion" = "v"."agentVersion", "agentConnection" = "v"."agentConnection", "facts" = COALESCE("v"."facts", "s"."facts")
+    FROM (VALUES ${values}) AS "v"("id", "facts", "agentVersion", "agentConnection")
+    WHERE "s"."id" = "v"."id"
+    RETURNING ${RETURNING.map((c) => `"s"."${c}"`).join(", ")}`;
+}
+
+function markUnreachableSql(dialect: Dialect, n: number): string {
+  const values = valuesList(dialect, n, ["int", "text"]);
+  const seen = param(dialect, n * 2 + 1, "timestamp(3)");
+  const updated = param(dialect, n * 2 + 2, "timestamp(3)");
+  const set = `"status" = 'unreachable', "isUsable" = false, "agentConnection" = NULL, "lastSeenAt" = ${seen}, "updatedAt" = ${updated}`;
+  if (dialect === "sqlite") {
+    return `WITH "v"("id", "agentConnection") AS (VALUES ${values})
+      UPDATE "Server" SET ${set}
+      FROM "v" WHERE "Server"."id" = "v"."id" AND "Server"."agentConnection" = "v"."agentConnection"
+      RETURNING ${RETURNING.map((c) => `"${c}"`).join(", ")}`;
+  }
+  return `UPDATE "Server" AS "s" SET ${set}
+    FROM (VALUES ${values}) AS "v"("id", "agentConnection")
+    WHERE "s"."id" = "v"."id" AND "s"."agentConnection" = "v"."agentConnection"
+    RETURNING ${RETURNING.map((c) => `"s"."${c}"`).join(", ")}`;
+}
