@@ -363,7 +363,9 @@ describe("db.action on postgresql", () => {
   it("docker_cleanup removes the database's image when nothing else uses it", async () => {
     const uuid = randomUUID();
     const image = `capstan-test/db-cleanup:${RUN}`;
-    await sh("docker", ["tag", "capstan-test/redis:latest", image]);
+    // An image of its own (a label makes a new id): other suites run capstan-test/redis at the
+    // same time, and the cleanup rightly keeps an image whose id a container still uses.
+    await sh("docker", ["build", "-q", "-t", image, "--label", `capstan.test.run=${RUN}`, "-"], { input: "FROM capstan-test/redis:latest\n" });
     const k = CASES.find((x) => x.engine === "redis")!;
     await handlers["db.deploy"]({ ...deployPayload(k, uuid, k.credentials()), image }, job());
     const ctx = job();
