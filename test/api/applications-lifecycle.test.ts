@@ -20,7 +20,7 @@ afterAll(async () => {
 
 const newConnectedWorld = () => connectedWorld(t, keys, agents);
 
-const PROXY = { name: "capstan-proxy", image: "capstan/proxy:latest", networks: ["capstan"], ensure_networks: [], http_port: 80, https_port: 443 };
+const PROXY = { name: "capstan-proxy", image: "capstan/proxy:latest", networks: ["capstan"], ensure_networks: [], http_port: 80, https_port: 443, ownership: { generation: expect.any(Number), projects: [] } };
 
 async function openDeployment(appUuid: string, status: "queued" | "in_progress" = "in_progress") {
   const db = t.instance.database.prisma;
