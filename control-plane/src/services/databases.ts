@@ -18,7 +18,7 @@ import {
 import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import { lockInTransaction } from "../db/locks.js";
-import type { DatabaseRef, TeamScope } from "../domain/scope.js";
+import type { DatabaseRef, EnvironmentRef, TeamScope } from "../domain/scope.js";
 import { Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -106,6 +106,17 @@ export function maskSecrets(text: string, secrets: string[]): string {
   // Longest first: a secret inside another is not left half-masked.
   for (const s of [...secrets].sort((a, b) => b.length - a.length)) if (s) out = out.split(s).join(MASKED_PASSWORD);
   return out;
+}
+
+/** A public port another database of the server publishes; thrown inside the port transaction. */
+class PortTaken extends Error {
+  constructor(
+    readonly port: number,
+    readonly serverName: string,
+    readonly other: { name: string; environment: EnvironmentRef },
+  ) {
+    super(`port ${port} taken`);
+  }
 }
 
 /** Passwords and variable values of a database are shown to callers who may manage it (full access). */
@@ -283,8 +294,9 @@ export class DatabaseService {
 
   /**
    * A host port a database may be published on: not the proxy's ports nor the server's SSH port
-   * (422), not published by another database of the server (409). Applications never publish
-   * host ports (docs/compose.md), so public databases and the proxy are all there is.
+   * (422), not published by another database of the server (PortTaken, answered as a 409 by
+   * portConflict once the transaction is over). Applications never publish host ports
+   * (docs/compose.md), so public databases and the proxy are all there is.
    */
   private async assertPortFree(tx: Tx, serverId: number, port: number, exceptId?: number): Promise<void> {
     const server = await tx.server.findUniqueOrThrow({ where: { id: serverId }, select: { name: true, port: true } });
@@ -296,9 +308,20 @@ export class DatabaseService {
     for (const [p, what] of reserved) if (p === port) throw new Invalid({ public_port: [`Port ${port} is ${what} on server ${server.name}; choose another.`] });
     const other = await tx.standaloneDatabase.findFirst({
       where: { serverId, isPublic: true, publicPort: port, ...(exceptId ? { id: { not: exceptId } } : {}) },
-      select: { name: true },
+      select: { name: true, environment: { select: { id: true, projectId: true } } },
     });
-    if (other) throw new Conflict(`Port ${port} of server ${server.name} is already published by database ${other.name}; choose another public_port.`);
+    if (other) throw new PortTaken(port, server.name, other);
+  }
+
+  /** The 409 of a taken port: it names the other database only when the caller may see it. */
+  private async portConflict<T>(scope: TeamScope, work: Promise<T>): Promise<T> {
+    try {
+      return await work;
+    } catch (err) {
+      if (!(err instanceof PortTaken)) throw err;
+      const who = (await scope.canSeeEnvironment(err.other.environment)) ? `database ${err.other.name}` : "another database";
+      throw new Conflict(`Port ${err.port} of server ${err.serverName} is already published by ${who}; choose another public_port.`);
+    }
   }
 
   async create(
@@ -324,12 +347,12 @@ export class DatabaseService {
       limitsCpus: input.limits_cpus ?? null,
       credentials: sealCredentials(this.deps.box, credentials),
     };
-    const row = await this.withPorts(where.serverId, async (tx) => {
+    const row = await this.portConflict(scope, this.withPorts(where.serverId, async (tx) => {
       if (input.is_public) await this.assertPortFree(tx, where.serverId, input.public_port!);
       const created = await tx.standaloneDatabase.create({ data, select: { id: true, uuid: true, name: true } });
       if (input.instant_deploy) await this.deps.jobs.enqueue(tx, where.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, created.id, this.deps.network));
       return created;
-    });
+    }));
     if (input.instant_deploy) this.deps.jobs.nudge(where.serverId);
     return { uuid: row.uuid, name: row.name, type: databaseType(engine), internal_db_url: this.internalUrl(engine, uuid, credentials) };
   }
@@ -367,11 +390,11 @@ export class DatabaseService {
       (input.limits_cpus !== undefined && input.limits_cpus !== ref.limitsCpus);
     const redeploying = containerChanged && isUp(ref.status);
 
-    await this.withPorts(ref.serverId, async (tx) => {
+    await this.portConflict(scope, this.withPorts(ref.serverId, async (tx) => {
       if (isPublic && published(isPublic, publicPort) !== published(ref.isPublic, ref.publicPort)) await this.assertPortFree(tx, ref.serverId, publicPort!, ref.id);
       await tx.standaloneDatabase.update({ where: { id: ref.id }, data });
       if (redeploying) await this.deps.jobs.enqueue(tx, ref.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, ref.id, this.deps.network));
-    });
+    }));
     if (redeploying) this.deps.jobs.nudge(ref.serverId);
     return { redeploying };
   }

@@ -1,10 +1,11 @@
-import type { HostFacts } from "@capstan/shared";
+import { LABEL_RESOURCE_UUID, type HostFacts } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { JobQueue } from "../jobs/queue.js";
+import { onlyVisibleResources } from "./resource-visibility.js";
 
 /** The network every server gets; its destination is the default `destination_uuid`. */
 export const DEFAULT_NETWORK = "capstan";
@@ -217,13 +218,16 @@ export class ServerService {
     return { dockerVersion: job.result.docker_version };
   }
 
-  /** Containers the platform manages on the server, as the engine reports them now. */
+  /**
+   * Containers the platform manages on the server, as the engine reports them now: those of
+   * resources the caller may see (onlyVisibleResources, by their capstan.resource.uuid label).
+   */
   async managedContainers(scope: TeamScope, uuid: string) {
     const server = await this.get(scope, uuid);
     this.requireAgent(server);
     const job = await this.jobs.run(server.id, "containers.list", {});
     if (job.status !== "succeeded") throw new Unavailable(`Reading the server's containers failed: ${job.error}`);
-    return job.result.containers;
+    return onlyVisibleResources(this.db, scope, job.result.containers, (c) => c.labels[LABEL_RESOURCE_UUID]);
   }
 
   static facts(server: { facts: string | null }): HostFacts | null {
