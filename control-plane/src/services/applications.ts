@@ -8,6 +8,7 @@ import {
   SshGitUrl,
   GitUrl,
   imageReference,
+  createMasker,
   type ApplicationSource,
   type BuildPack,
   type CreateApplicationCommon,
@@ -509,11 +510,19 @@ export class ApplicationService {
     return { status: 200, message: `Application ${words.done}.`, appStatus: outcome.result.status };
   }
 
+  /**
+   * Recent log lines of the application's serving container, its variables' values masked for
+   * every caller (as deployment logs mask them): by the agent before the lines leave the server,
+   * and here again (an older agent).
+   */
   async logs(scope: TeamScope, uuid: string, since: number, tail: number) {
     const app = await scope.application(uuid, "view");
     this.requireAgent(app);
-    const job = await this.jobs.run(app.serverId, "app.logs", { app: { uuid: app.uuid, name: app.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
+    const envs = await this.db.envVar.findMany({ where: { applicationId: app.id }, select: { value: true } });
+    const secrets = envs.map((e) => this.box.open(e.value));
+    const job = await this.jobs.run(app.serverId, "app.logs", { app: { uuid: app.uuid, name: app.name }, since_s: since, tail, secrets }, LOGS_TIMEOUT_MS);
     if (job.status !== "succeeded") throw new UpstreamFailed(`Reading the logs of ${app.name} failed: ${job.error}`);
-    return job.result;
+    const mask = createMasker(secrets);
+    return { ...job.result, lines: job.result.lines.map(mask) };
   }
 }

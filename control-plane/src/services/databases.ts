@@ -6,6 +6,7 @@ import {
   DbActionResult,
   DbDeployResult,
   MASKED_PASSWORD,
+  createMasker,
   databaseType,
   databaseUrl,
   defaultDatabaseImage,
@@ -119,8 +120,8 @@ class PortTaken extends Error {
   }
 }
 
-/** Passwords and variable values of a database are shown to callers who may manage it (full access). */
-const mayReveal = (scope: TeamScope, row: { environment: { id: number; projectId: number } }) => scope.allows(row.environment, "manage");
+/** Passwords and variable values of a database: the team scope's one rule for secrets (read scope and full access). */
+const mayReveal = (scope: TeamScope, row: { environment: { id: number; projectId: number } }) => scope.maySeeSecrets(row.environment);
 
 /** SQLite gives booleans as 0/1, PostgreSQL as booleans. */
 const toBool = (v: unknown) => v === true || v === 1 || v === "1" || v === "t";
@@ -354,7 +355,10 @@ export class DatabaseService {
       return created;
     }));
     if (input.instant_deploy) this.deps.jobs.nudge(where.serverId);
-    return { uuid: row.uuid, name: row.name, type: databaseType(engine), internal_db_url: this.internalUrl(engine, uuid, credentials) };
+    // The URL carries the password: masked for a caller who may not read it afterwards either.
+    const environment = await this.db.environment.findUniqueOrThrow({ where: { id: where.environmentId }, select: { id: true, projectId: true } });
+    const shown = (await scope.maySeeSecrets(environment)) ? credentials : { ...credentials, password: MASKED_PASSWORD };
+    return { uuid: row.uuid, name: row.name, type: databaseType(engine), internal_db_url: this.internalUrl(engine, uuid, shown) };
   }
 
   internalUrl(engine: DatabaseEngine, uuid: string, credentials: DbCredentials): string {
@@ -515,12 +519,19 @@ export class DatabaseService {
     return { status: 200, message: `Database ${words.done}.`, dbStatus: outcome.result.status };
   }
 
-  /** Recent log lines of the database's container (app.logs finds containers by the resource uuid label). */
+  /**
+   * Recent log lines of the database's container (app.logs finds containers by the resource uuid
+   * label), its passwords and variable values masked for every caller: the agent masks them
+   * before the lines leave the server, and they are masked here again (an older agent).
+   */
   async logs(scope: TeamScope, uuid: string, since: number, tail: number) {
     const ref = await scope.database(uuid, "view");
     this.requireAgent(ref);
-    const job = await this.deps.jobs.run(ref.serverId, "app.logs", { app: { uuid: ref.uuid, name: ref.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
+    const envs = await this.db.envVar.findMany({ where: { databaseId: ref.id }, select: { value: true } });
+    const secrets = [...this.secretsOf(ref.credentials), ...envs.map((e) => this.deps.box.open(e.value))];
+    const job = await this.deps.jobs.run(ref.serverId, "app.logs", { app: { uuid: ref.uuid, name: ref.name }, since_s: since, tail, secrets }, LOGS_TIMEOUT_MS);
     if (job.status !== "succeeded") throw new UpstreamFailed(`Reading the logs of ${ref.name} failed: ${job.error}`);
-    return job.result;
+    const mask = createMasker(secrets);
+    return { ...job.result, lines: job.result.lines.map(mask) };
   }
 }

@@ -206,6 +206,11 @@ export const AppLogsPayload = z.object({
   app: AppRef,
   since_s: z.number().int().min(0).max(30 * 24 * 3600),
   tail: z.number().int().min(1).max(10_000),
+  /**
+   * The resource's known secret values (its passwords, its variables' values): masked in the
+   * lines before they leave the agent (log/mask.ts). Absent from older control planes.
+   */
+  secrets: z.array(z.string().max(65_536)).max(1_024).optional(),
 });
 export const AppLogsResult = z.object({
   container: z.string().nullable(),
