@@ -22,6 +22,7 @@ import { AGENT_TOKEN_PATTERN, hashAgentToken } from "../crypto/agent-token.js";
 import { chunks } from "../db/chunks.js";
 import { hashApiToken, looksLikeApiToken } from "../crypto/api-token.js";
 import { applyStatusReport } from "./resource-status.js";
+import { factsData, reprepareIfFailed } from "./server-facts.js";
 
 /** Ping every 2.5 s, give up after 5 s more: a vanished agent is noticed within ~7.5 s. */
 export const PING_INTERVAL_MS = 2500;
@@ -138,7 +139,8 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
           lastSeenAt: new Date(),
           agentVersion,
           agentConnection: socket.id,
-          ...(hello.success ? { facts: JSON.stringify(hello.data.facts) } : {}),
+          // is_usable follows what the agent reports (not GET .../validate, which changes nothing).
+          ...(hello.success ? factsData(hello.data.facts) : {}),
         },
       });
       if (typeof ack === "function") ack({ ok: hello.success });
@@ -146,14 +148,14 @@ export function attachGateway(http: HttpServer, db: Db, jobs: JobQueue, log: Log
       const greetedAt = Date.now();
       greeted.add(socket);
       await jobs.kick(serverId, { redeliverSince: greetedAt });
+      if (hello.success) await reprepareIfFailed(db, jobs, serverId, hello.data.facts).catch((err) => log.error({ err, server: serverId }, "preparing the server again failed"));
     });
 
     socket.on(EV.facts, async (raw: unknown) => {
       const report = AgentHello.safeParse(raw);
       if (!report.success) return;
-      await db.server
-        .update({ where: { id: serverId }, data: { facts: JSON.stringify(report.data.facts), lastSeenAt: new Date() } })
-        .catch(() => {});
+      await db.server.update({ where: { id: serverId }, data: { ...factsData(report.data.facts), lastSeenAt: new Date() } }).catch(() => {});
+      if (greeted.has(socket)) await reprepareIfFailed(db, jobs, serverId, report.data.facts).catch((err) => log.error({ err, server: serverId }, "preparing the server again failed"));
     });
 
     // Reports of one agent are applied one after another, in the order they were sent.
