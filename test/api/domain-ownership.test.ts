@@ -69,6 +69,19 @@ describe("a host belongs to one project", () => {
     expect(listed.filter((a) => a.fqdn?.includes("a1.example.com"))).toHaveLength(1);
   });
 
+  it("every build pack's create path follows the rule (compose, git, Dockerfile)", async () => {
+    const taken = "https://a1.example.com/shop";
+    for (const [path, body] of [
+      ["/applications/dockercompose", { docker_compose_raw: "services:\n  web:\n    image: nginx:1.27\n" }],
+      ["/applications/public", { git_repository: "https://github.com/capstan-test/hello-node.git", git_branch: "main", build_pack: "builder_a" }],
+      ["/applications/dockerfile", { dockerfile: "FROM nginx:1.27\n" }],
+    ] as const) {
+      const res = await member.api.post(path, { ...placement(w), project_uuid: other.uuid, ...body, fqdn: taken });
+      expect(res.status, `${path}: ${JSON.stringify(res.body)}`).toBe(409);
+      expect(res.body.message, path).not.toMatch(/victim-app/);
+    }
+  });
+
   it("a host under the same parent domain that no wildcard covers stays free", async () => {
     const res = await member.api.post("/applications/dockerimage", inOther({ fqdn: "https://b1.example.com" }));
     expect(res.status, JSON.stringify(res.body)).toBe(201);
