@@ -41,7 +41,29 @@ async function ready() {
   return false;
 }
 
+/** The engine socket the local agent will use (its own rule: DOCKER_SOCKET, else a unix:// DOCKER_HOST). */
+function engineSocket() {
+  const strip = (v) => (v.startsWith("unix://") ? v.slice("unix://".length) : v);
+  if (env.DOCKER_SOCKET) return strip(env.DOCKER_SOCKET);
+  if (env.DOCKER_HOST?.startsWith("unix://")) return strip(env.DOCKER_HOST);
+  return "/var/run/docker.sock";
+}
+
 if (env.PLATFORM_LOCAL_AGENT !== "false" && existsSync(agentBin)) {
+  // A newcomer without Docker: say once, in plain words, what is missing and how to get it.
+  // The agent starts anyway: it checks again with backoff and picks the engine up once it is there.
+  const socket = engineSocket();
+  if (!existsSync(socket)) {
+    console.error(
+      [
+        `capstan: no Docker Engine found at ${socket}.`,
+        '  The control plane runs, but the server "localhost" cannot run anything until a Docker Engine is there:',
+        "  install one and start it (Debian/Ubuntu: apt-get install docker.io; others: https://docs.docker.com/engine/install/),",
+        "  or point DOCKER_HOST at one (DOCKER_HOST=unix:///path/to/docker.sock npm start).",
+        "  The local agent keeps looking (backing off to once a minute); GET /api/v1/servers/{uuid} says why the server is not usable.",
+      ].join("\n"),
+    );
+  }
   if (!(await ready())) {
     console.error("capstan: the control plane did not become ready; not starting the local agent");
   } else {

@@ -27,6 +27,13 @@ describe("loadConfig", () => {
     expect(loadConfig({ ...base, CAPSTAN_AGENT_LOG_LEVEL: "" }).logLevel).toBe("info");
   });
 
+  it("reads the engine's socket from DOCKER_SOCKET, else from Docker's own DOCKER_HOST (unix:// only)", () => {
+    expect(loadConfig(base).dockerSocket).toBe("/var/run/docker.sock");
+    expect(loadConfig({ ...base, DOCKER_HOST: "unix:///run/user/1000/docker.sock" }).dockerSocket).toBe("/run/user/1000/docker.sock");
+    expect(loadConfig({ ...base, DOCKER_SOCKET: "/srv/d.sock", DOCKER_HOST: "tcp://10.0.0.1:2375" }).dockerSocket).toBe("/srv/d.sock");
+    expect(() => loadConfig({ ...base, DOCKER_HOST: "tcp://10.0.0.1:2375" })).toThrow(/DOCKER_HOST: must be unix:\/\/\/path/);
+  });
+
   it("lists every bad variable in one clear error", () => {
     let err: unknown;
     try {

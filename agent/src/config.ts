@@ -29,9 +29,17 @@ const EnvSchema = z.object({
   DOCKER_SOCKET: optional(
     z
       .string()
-      .default("/var/run/docker.sock")
       .transform((s) => (s.startsWith("unix://") ? s.slice("unix://".length) : s))
-      .refine(isAbsolute, "must be an absolute path to the Docker Engine's unix socket (or unix:///path)"),
+      .refine(isAbsolute, "must be an absolute path to the Docker Engine's unix socket (or unix:///path)")
+      .optional(),
+  ),
+  /** Docker's own variable, read when DOCKER_SOCKET is not set: only unix:// engines (the agent speaks to a local socket). */
+  DOCKER_HOST: optional(
+    z
+      .string()
+      .refine((s) => s.startsWith("unix://") && isAbsolute(s.slice("unix://".length)), "must be unix:///path/to/docker.sock (the agent drives a local engine's socket; set DOCKER_SOCKET to override)")
+      .transform((s) => s.slice("unix://".length))
+      .optional(),
   ),
   CAPSTAN_AGENT_LOG_LEVEL: optional(z.enum(LOG_LEVELS).default("info")),
   CAPSTAN_AGENT_LABELS: optional(
@@ -65,7 +73,8 @@ export class ConfigError extends Error {}
 
 /** Parses the agent's environment; throws ConfigError listing every bad variable. */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
-  const parsed = EnvSchema.safeParse(env);
+  // DOCKER_SOCKET wins over DOCKER_HOST: then a DOCKER_HOST meant for a docker CLI is not checked.
+  const parsed = EnvSchema.safeParse(env.DOCKER_SOCKET ? { ...env, DOCKER_HOST: undefined } : env);
   if (!parsed.success) {
     const lines = parsed.error.issues.map((i) => `  ${i.path.join(".")}: ${i.message}`);
     throw new ConfigError(`Invalid capstan-agent configuration:\n${lines.join("\n")}`);
@@ -75,7 +84,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     url: e.CAPSTAN_URL.replace(/\/+$/, ""),
     token: e.CAPSTAN_AGENT_TOKEN,
     stateDir: resolve(e.CAPSTAN_AGENT_STATE_DIR),
-    dockerSocket: e.DOCKER_SOCKET,
+    dockerSocket: e.DOCKER_SOCKET ?? e.DOCKER_HOST ?? "/var/run/docker.sock",
     logLevel: e.CAPSTAN_AGENT_LOG_LEVEL,
     extraLabels: Object.fromEntries(e.CAPSTAN_AGENT_LABELS.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])),
   };

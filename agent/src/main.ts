@@ -2,6 +2,7 @@ import { type AgentConfig, ConfigError, loadConfig } from "./config.js";
 import { AgentConnection } from "./connection/connection.js";
 import type { Engine } from "./docker/engine.js";
 import { DockerodeEngine } from "./docker/dockerode-engine.js";
+import { EngineWatch, quietWhileDown } from "./docker/engine-watch.js";
 import { ownContainerId } from "./docker/self.js";
 import { gatherFacts } from "./facts/facts.js";
 import { createHandlers } from "./handlers/index.js";
@@ -73,9 +74,18 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     await store.clearStandDown();
   }
 
-  // Resource statuses follow the engine: events between full reports (see status/reporter.ts).
+  // Whether there is an engine at all: said once, retried with backoff, shown in the server's
+  // facts (docker/engine-watch.ts). While it is down, failures that follow from it are quiet.
   let connection: AgentConnection | null = null;
-  const statuses = new StatusReporter(engine, (report) => connection?.reportStatus(report), log);
+  let statuses: StatusReporter | null = null;
+  const watch = new EngineWatch(engine, log, (state) => {
+    connection?.refreshFacts();
+    if (state.up) void statuses?.full();
+  });
+  const quiet = quietWhileDown(log, watch);
+
+  // Resource statuses follow the engine: events between full reports (see status/reporter.ts).
+  statuses = new StatusReporter(engine, (report) => connection?.reportStatus(report), quiet);
   connection = new AgentConnection({
     config,
     agentVersion: AGENT_VERSION,
@@ -96,12 +106,17 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     pending_outcomes: store.pending().length,
   });
   connection.start();
+  watch.start();
   statuses.start();
-  const events = watchContainerEvents(config.dockerSocket, {
-    onEvent: (e) => statuses.onEvent(e),
-    onResync: () => void statuses.full(),
-    onError: (err) => log.warn("the engine's event stream broke; reconnecting", { err: errorMessage(err) }),
-  });
+  const events = watchContainerEvents(
+    config.dockerSocket,
+    {
+      onEvent: (e) => statuses.onEvent(e),
+      onResync: () => void statuses.full(),
+      onError: (err) => quiet.warn("the engine's event stream broke; reconnecting", { err: errorMessage(err) }),
+    },
+    { maxDelayMs: 60_000 },
+  );
 
   let stopping = false;
   const shutdown = (signal: string) => {
@@ -109,6 +124,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     stopping = true;
     log.info("stopping", { signal });
     events.stop();
+    watch.stop();
     statuses.stop();
     connection!.stop().then(
       () => process.exit(0),

@@ -105,6 +105,8 @@ async function main(): Promise<void> {
     t = await startTestInstance(
       {
         PLATFORM_PUBLIC_URL: `http://127.0.0.1:${port}`,
+        // The bench's server is this machine at 127.0.0.1: loopback needs the opt-out.
+        PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true",
         PLATFORM_PROXY_IMAGE: "capstan/proxy:latest",
         PLATFORM_PROXY_NAME: proxyName,
         PLATFORM_PROXY_HTTP_PORT: String(await freePort()),

@@ -19,3 +19,4 @@ export * from "./validation/inputs.js";
 export * from "./validation/host-path.js";
 export * from "./validation/text.js";
 export * from "./log/redact.js";
+export * from "./log/mask.js";

@@ -57,7 +57,7 @@ describe("servers API (4.3) with an agent link", () => {
       port: 22,
       user: "root",
       status: "pending",
-      settings: { is_reachable: false, is_usable: false },
+      settings: { is_reachable: false, is_usable: false, unusable_reason: "The agent is not connected." },
       private_key_uuid: keyUuid,
       agent: { connected: false, version: null },
       destinations: [{ name: "default", network: "capstan" }],
@@ -104,11 +104,11 @@ describe("servers API (4.3) with an agent link", () => {
     const v = await validating;
     expect(v.status).toBe(200);
     expect(v.body).toEqual({ message: "Server is reachable and usable.", docker_version: "20.10.24" });
-    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings).toEqual({ is_reachable: true, is_usable: true });
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings).toEqual({ is_reachable: true, is_usable: true, unusable_reason: null });
 
     a.close();
     await until(async () => (await team.api.get(`/servers/${s.uuid}`)).body.status === "unreachable");
-    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings).toEqual({ is_reachable: false, is_usable: false });
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings).toEqual({ is_reachable: false, is_usable: false, unusable_reason: "The agent is not connected." });
     await until(async () => events.some((e) => e.uuid === s.uuid && e.status === "unreachable"));
     const v2 = await team.api.get(`/servers/${s.uuid}/validate`);
     expect(v2.status).toBe(422);

@@ -20,7 +20,7 @@ afterAll(async () => {
 
 const newConnectedWorld = () => connectedWorld(t, keys, agents);
 
-const PROXY = { name: "capstan-proxy", image: "capstan/proxy:latest", networks: ["capstan"], ensure_networks: [], http_port: 80, https_port: 443 };
+const PROXY = { name: "capstan-proxy", image: "capstan/proxy:latest", networks: ["capstan"], ensure_networks: [], http_port: 80, https_port: 443, ownership: { generation: expect.any(Number), projects: [] } };
 
 async function openDeployment(appUuid: string, status: "queued" | "in_progress" = "in_progress") {
   const db = t.instance.database.prisma;
@@ -162,7 +162,8 @@ describe("logs", () => {
     const lines = ["2026-11-22T10:00:00.000000000Z listening on :80", "2026-11-22T10:00:01.000000000Z GET / 200"];
     const reading = w.api.get(`/applications/${app.uuid}/logs`);
     const job = await answerNext(agent, "app.logs", { result: { container: `${app.uuid}-abc`, lines, truncated: false } });
-    expect(job.payload).toEqual({ app: { uuid: app.uuid, name: "web" }, since_s: 600, tail: 100 });
+    // secrets: its variables' values (none here), for the agent to mask (issue 15, item 6)
+    expect(job.payload).toEqual({ app: { uuid: app.uuid, name: "web" }, since_s: 600, tail: 100, secrets: [] });
     const res = await reading;
     expect(res.status).toBe(200);
     expect(res.body).toEqual({ container: `${app.uuid}-abc`, logs: lines.join("\n") + "\n", truncated: false });

@@ -10,7 +10,7 @@ import { startTestInstance, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { connectFleet, type ScriptedAgent } from "./support/fake-agent.js";
 import { appWorld, connectedWorld, connectServerAgent, createImageApp, ok, placement, until, type AppWorld } from "./support/applications.js";
-import { ISO, UUID, answerJob, createDb, deployed, jobCount } from "./support/standalone-databases.js";
+import { GENERATED, ISO, UUID, answerJob, createDb, deployed, jobCount } from "./support/standalone-databases.js";
 
 let t: TestInstance;
 const keys = new KeyFactory();
@@ -164,7 +164,8 @@ describe("start, stop, restart", () => {
     const db = await createDb(w, "postgresql", { name: "logged" });
     const reading = w.api.get(`/databases/${db.uuid}/logs`);
     const job = await answerJob(agent, "app.logs", { result: { container: db.uuid, lines: ["2026-01-01T00:00:00Z ready to accept connections"], truncated: false } });
-    expect(job.payload).toEqual({ app: { uuid: db.uuid, name: "logged" }, since_s: 600, tail: 100 });
+    // secrets: the generated password, for the agent to mask (issue 15, item 6)
+    expect(job.payload).toEqual({ app: { uuid: db.uuid, name: "logged" }, since_s: 600, tail: 100, secrets: [expect.stringMatching(GENERATED)] });
     expect((await reading).body).toEqual({ container: db.uuid, logs: "2026-01-01T00:00:00Z ready to accept connections\n", truncated: false });
 
     const custom = w.api.get(`/databases/${db.uuid}/logs`, { since: 0, tail: 5 });

@@ -1,4 +1,4 @@
-import { createHmac, generateKeyPairSync } from "node:crypto";
+import { createHmac, generateKeyPairSync, randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DeployPayload, type JobEnvelope, type WebhookProvider } from "@capstan/shared";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
@@ -187,6 +187,117 @@ describe("inbound webhooks", () => {
   });
 });
 
+describe("replayed deliveries (issue 15, item 5)", () => {
+  /** Each provider's delivery id header (checked against the providers' documentation). */
+  const DELIVERY: Record<WebhookProvider, string> = { github: "X-GitHub-Delivery", gitlab: "X-Gitlab-Event-UUID", gitea: "X-Gitea-Delivery", bitbucket: "X-Request-UUID" };
+  const withId = (req: { body: string; headers: Record<string, string> }, name: string, id: string) => ({ body: req.body, headers: { ...req.headers, [name]: id } });
+
+  it.each(PROVIDERS)("%s: the same signed delivery sent again answers 200 and deploys once", async (provider) => {
+    const app = await world.gitApp(server, `replay-${provider}`);
+    const secret = await rotate(app);
+    const delivery = withId(push(provider, secret), DELIVERY[provider], `d-${provider}-${randomUUID()}`);
+    const first = await deliver(app, provider, delivery);
+    expect(first.body.deployment_uuid).toEqual(expect.any(String));
+    for (let i = 0; i < 3; i++) {
+      const again = await deliver(app, provider, delivery);
+      expect(again.status).toBe(200);
+      expect(again.body).toEqual({ message: "Already received: this delivery was acted on before; nothing was deployed again." });
+    }
+    expect(await deploymentsOf(app)).toBe(1);
+    // Another delivery (another push, or the provider's next event) deploys.
+    const next = await deliver(app, provider, withId(push(provider, secret), DELIVERY[provider], `d-${provider}-${randomUUID()}`));
+    expect(next.body.deployment_uuid).toEqual(expect.any(String));
+    expect(await deploymentsOf(app)).toBe(2);
+  });
+
+  it("concurrent copies of one delivery deploy once", async () => {
+    const app = await world.gitApp(server, "replay-race");
+    const secret = await rotate(app);
+    const delivery = withId(push("github", secret), "X-GitHub-Delivery", randomUUID());
+    const answers = await Promise.all(Array.from({ length: 6 }, () => deliver(app, "github", delivery)));
+    expect(answers.map((a) => a.status)).toEqual(Array(6).fill(200));
+    expect(answers.filter((a) => a.body.deployment_uuid)).toHaveLength(1);
+    expect(await deploymentsOf(app)).toBe(1);
+  });
+
+  it("GitLab's Idempotency-Key wins over the event UUID; Bitbucket's X-Hook-UUID (the webhook's id) is no delivery id", async () => {
+    const lab = await world.gitApp(server, "replay-lab");
+    const labSecret = await rotate(lab);
+    const key = randomUUID();
+    await deliver(lab, "gitlab", { ...push("gitlab", labSecret), headers: { ...push("gitlab", labSecret).headers, "Idempotency-Key": key, "X-Gitlab-Event-UUID": randomUUID() } });
+    const retry = await deliver(lab, "gitlab", { ...push("gitlab", labSecret), headers: { ...push("gitlab", labSecret).headers, "Idempotency-Key": key, "X-Gitlab-Event-UUID": randomUUID() } });
+    expect(retry.body.deployment_uuid).toBeUndefined();
+    expect(await deploymentsOf(lab)).toBe(1);
+
+    const bucket = await world.gitApp(server, "replay-bucket");
+    const bucketSecret = await rotate(bucket);
+    const hook = randomUUID();
+    for (let i = 0; i < 2; i++) {
+      const res = await deliver(bucket, "bitbucket", withId(withId(push("bitbucket", bucketSecret), "X-Hook-UUID", hook), "X-Request-UUID", randomUUID()));
+      expect(res.body.deployment_uuid).toEqual(expect.any(String));
+    }
+    expect(await deploymentsOf(bucket)).toBe(2);
+  });
+
+  it("a delivery without an id deploys every time (as before); ids are remembered per application", async () => {
+    const app = await world.gitApp(server, "replay-noid");
+    const secret = await rotate(app);
+    const bare = push("github", secret);
+    await deliver(app, "github", bare);
+    await deliver(app, "github", bare);
+    expect(await deploymentsOf(app)).toBe(2);
+    // The same id at another application is that application's first delivery.
+    const id = randomUUID();
+    const other = await world.gitApp(server, "replay-other");
+    const otherSecret = await rotate(other);
+    await deliver(app, "github", withId(push("github", secret), "X-GitHub-Delivery", id));
+    expect((await deliver(other, "github", withId(push("github", otherSecret), "X-GitHub-Delivery", id))).body.deployment_uuid).toEqual(expect.any(String));
+  });
+
+  it("a delivery refused for a full deploy queue (429) is not used up: the provider's retry deploys", async () => {
+    const full = await world.server("replay-full");
+    const app = await world.gitApp(full, "replay-busy");
+    const secret = await rotate(app);
+    const row = await db().application.findUniqueOrThrow({ where: { uuid: app } });
+    const filler = Array.from({ length: t.config.deploy.queueLimit }, () => ({
+      uuid: randomUUID(),
+      teamId: row.teamId,
+      applicationId: row.id,
+      serverId: row.serverId,
+      status: "queued",
+      trigger: "api",
+    }));
+    await db().deployment.createMany({ data: filler });
+    const delivery = withId(push("github", secret), "X-GitHub-Delivery", randomUUID());
+    expect((await deliver(app, "github", delivery)).status).toBe(429);
+    await db().deployment.deleteMany({ where: { uuid: { in: filler.map((f) => f.uuid) } } });
+    const retry = await deliver(app, "github", delivery);
+    expect(retry.body.deployment_uuid).toEqual(expect.any(String));
+    expect((await deliver(app, "github", delivery)).body.deployment_uuid).toBeUndefined();
+  });
+
+  it("ids older than the window are forgotten and swept; bad signatures and ignored events claim nothing", async () => {
+    const app = await world.gitApp(server, "replay-window");
+    const secret = await rotate(app);
+    const id = randomUUID();
+    // An ignored event and a bad signature with the id do not use it up.
+    await deliver(app, "github", withId(push("github", secret, { event: "issues" }), "X-GitHub-Delivery", id));
+    expect((await deliver(app, "github", withId(push("github", "wrong"), "X-GitHub-Delivery", id))).status).toBe(401);
+    const delivery = withId(push("github", secret), "X-GitHub-Delivery", id);
+    expect((await deliver(app, "github", delivery)).body.deployment_uuid).toEqual(expect.any(String));
+    // Eight days later (the window is seven): the row no longer counts.
+    await db().webhookDelivery.updateMany({ data: { createdAt: new Date(Date.now() - 8 * 24 * 3600_000) } });
+    expect((await deliver(app, "github", delivery)).body.deployment_uuid).toEqual(expect.any(String));
+    expect(await deploymentsOf(app)).toBe(2);
+    // The sweep (run by deliveries, at most every 10 minutes per process) removes expired rows only.
+    await db().webhookDelivery.create({ data: { receiver: "application:0", deliveryId: "x".repeat(64), createdAt: new Date(Date.now() - 8 * 24 * 3600_000) } });
+    const fresh = await db().webhookDelivery.count({ where: { createdAt: { gt: new Date(Date.now() - 3600_000) } } });
+    expect(await t.instance.services.webhooks.sweepExpired()).toBeGreaterThanOrEqual(1);
+    expect(await db().webhookDelivery.count({ where: { receiver: "application:0" } })).toBe(0);
+    expect(await db().webhookDelivery.count({ where: { createdAt: { gt: new Date(Date.now() - 3600_000) } } })).toBe(fresh);
+  });
+});
+
 describe("git app push webhooks", () => {
   const appKey = generateKeyPairSync("rsa", { modulusLength: 2048, privateKeyEncoding: { type: "pkcs1", format: "pem" }, publicKeyEncoding: { type: "spki", format: "pem" } }).privateKey;
 
@@ -241,6 +352,18 @@ describe("git app push webhooks", () => {
     expect(elsewhere.body).toEqual({ message: "Ignored: no application deploys acme/unknown from main.", deployment_uuids: [] });
     expect((await send(w.gitApp, signed(secret, payload, "installation"))).body.message).toMatch(/^Ignored/);
     expect(await db().deployment.count({ where: { application: { uuid: { in: [w.dev, w.other] } } } })).toBe(0);
+  });
+
+  it("a replayed delivery answers 200 and deploys nothing again", async () => {
+    const secret = "git-app-replay-secret";
+    const w = await gitAppWithApps(secret);
+    const payload = { ref: "refs/heads/main", after: SHA, head_commit: { id: SHA, message: "Ship it" }, repository: { full_name: "acme/shop" } };
+    const req = signed(secret, payload);
+    const delivery = { body: req.body, headers: { ...req.headers, "X-GitHub-Delivery": randomUUID() } };
+    expect((await send(w.gitApp, delivery)).body.deployment_uuids).toHaveLength(2);
+    const again = await send(w.gitApp, delivery);
+    expect(again).toEqual({ status: 200, body: { message: "Already received: this delivery was acted on before; nothing was deployed again.", deployment_uuids: [] } });
+    expect(await db().deployment.count({ where: { application: { uuid: { in: [w.main, w.mainToo] } } } })).toBe(2);
   });
 
   it("a bad signature, a git app without a webhook secret, or an unknown git app: 401, nothing created", async () => {

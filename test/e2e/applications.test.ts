@@ -160,6 +160,8 @@ beforeAll(async () => {
   t = await startTestInstance(
     {
       PLATFORM_PUBLIC_URL: `http://127.0.0.1:${port}`,
+      // The server is this machine, added at 127.0.0.1: loopback addresses need the opt-out (docs/configuration.md).
+      PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true",
       PLATFORM_PROXY_IMAGE: "capstan/proxy:latest",
       PLATFORM_PROXY_NAME: PROXY_NAME,
       PLATFORM_PROXY_HTTP_PORT: String(proxyPort),

@@ -61,6 +61,8 @@ async function startStack(label: string, env: Record<string, string>): Promise<S
   const t = await startTestInstance(
     {
       PLATFORM_PUBLIC_URL: `http://127.0.0.1:${port}`,
+      // The server is this machine, added at 127.0.0.1: loopback addresses need the opt-out (docs/configuration.md).
+      PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true",
       PLATFORM_PROXY_IMAGE: "capstan/proxy:latest",
       PLATFORM_PROXY_NAME: proxyName,
       PLATFORM_PROXY_HTTP_PORT: String(proxyPort),

@@ -154,6 +154,11 @@ export class AgentConnection {
     }, delay);
   }
 
+  /** Sends the host facts now (e.g. the engine came or went), when connected; else the next hello carries them. */
+  refreshFacts(): void {
+    if (this.socket.connected) void this.sendFacts(EV.facts);
+  }
+
   private factsInFlight = false;
   private async sendFacts(event: typeof EV.hello | typeof EV.facts): Promise<void> {
     if (this.factsInFlight && event === EV.facts) return;

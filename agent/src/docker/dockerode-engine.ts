@@ -28,6 +28,7 @@ import {
 import { ExecDemux } from "./exec-demux.js";
 import { LineSplitter, readJsonLines, readLogFrames } from "./streams.js";
 import { singleFileTar } from "./tar.js";
+import { engineHint } from "./engine-watch.js";
 
 /**
  * The Engine interfaces (engine.ts) over dockerode and the engine's unix socket: engine
@@ -74,7 +75,8 @@ export class DockerodeEngine implements Engine {
     const e = err as { statusCode?: number; json?: { message?: string } | null; code?: string; message?: string; name?: string };
     if (e?.name === "AbortError") return new EngineError(`${what}: aborted`, null, "ABORT_ERR");
     if (e?.code && UNREACHABLE_CODES.has(e.code)) {
-      return new EngineError(`Docker Engine is not reachable at ${this.socketPath} (${e.code})`, null, e.code);
+      // The first sentence is what callers match; the hint says what to do (engine-watch.ts).
+      return new EngineError(`Docker Engine is not reachable at ${this.socketPath} (${e.code}): ${engineHint(e.code)}`, null, e.code);
     }
     if (typeof e?.statusCode === "number") {
       const detail = (e.json && typeof e.json === "object" && e.json.message) || e.message || "error";

@@ -7,14 +7,17 @@ import { errorMessage, type Logger, silentLogger } from "../log.js";
 
 const ENGINE_TIMEOUT_MS = 10_000;
 
-async function settle<T>(p: Promise<T>, log: Logger, what: string): Promise<T | null> {
+async function settle<T>(p: Promise<T>, log: Logger, what: string, failed?: (err: unknown) => void): Promise<T | null> {
   try {
     return await p;
   } catch (err) {
     log.debug(`could not read ${what}`, { err: errorMessage(err) });
+    failed?.(err);
     return null;
   }
 }
+
+const ENGINE_ERROR_MAX = 1000;
 
 async function diskOf(paths: string[]): Promise<{ total_bytes: number; free_bytes: number }> {
   for (const p of paths) {
@@ -36,12 +39,14 @@ async function diskOf(paths: string[]): Promise<{ total_bytes: number; free_byte
  */
 export async function gatherFacts(engine: Engine, log: Logger = silentLogger): Promise<HostFacts> {
   const signal = AbortSignal.timeout(ENGINE_TIMEOUT_MS);
+  // Why the engine does not answer, for the server's detail (settings.unusable_reason).
+  let engineError: string | null = null;
   const [osInfo, cpu, mem, info, version, compose] = await Promise.all([
     settle(si.osInfo(), log, "os info"),
     settle(si.cpu(), log, "cpu info"),
     settle(si.mem(), log, "memory info"),
-    settle<EngineInfo>(engine.info(signal), log, "engine info"),
-    settle(engine.version(signal), log, "engine version"),
+    settle<EngineInfo>(engine.info(signal), log, "engine info", (err) => (engineError ??= errorMessage(err))),
+    settle(engine.version(signal), log, "engine version", (err) => (engineError ??= errorMessage(err))),
     settle(engine.composeVersion(signal), log, "compose version"),
   ]);
   const running = info !== null && version !== null;
@@ -71,6 +76,7 @@ export async function gatherFacts(engine: Engine, log: Logger = silentLogger): P
       compose_version: running ? compose : null,
       swarm: info?.swarm ?? null,
       swarm_role: info?.swarmRole ?? null,
+      error: running ? null : (engineError ?? "the Docker Engine did not answer").slice(0, ENGINE_ERROR_MAX),
     },
   };
 }

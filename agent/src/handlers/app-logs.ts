@@ -1,6 +1,7 @@
 import type { Engine } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
 import { appContainers, servingContainer } from "../deploy/app-containers.js";
+import { createMasker } from "../deploy/mask.js";
 
 /** Bounds on what one app.logs result carries (it travels in one socket.io message). */
 export const LOGS_MAX_BYTES = 1024 * 1024;
@@ -8,7 +9,9 @@ export const LOGS_MAX_LINE_CHARS = 8192;
 
 /**
  * app.logs: the newest lines of the serving container (the newest running one by rollout,
- * else the newest), stdout and stderr interleaved, each with the engine's timestamp.
+ * else the newest), stdout and stderr interleaved, each with the engine's timestamp. The
+ * resource's secrets the payload names are masked in every line, before a long line is cut
+ * (so no part of a secret is left at the cut).
  */
 export function appLogs(engine: Engine, now: () => number = Date.now): Handler<"app.logs"> {
   return async (payload, { signal }) => {
@@ -17,7 +20,9 @@ export function appLogs(engine: Engine, now: () => number = Date.now): Handler<"
     const since = payload.since_s > 0 ? Math.max(1, Math.floor(now() / 1000) - payload.since_s) : 0;
     const res = await engine.containerLogs(c.id, { since, tail: payload.tail, timestamps: true, maxBytes: LOGS_MAX_BYTES }, signal);
     let truncated = res.truncated;
-    const lines = res.lines.slice(-payload.tail).map((l) => {
+    const mask = createMasker(payload.secrets ?? []);
+    const lines = res.lines.slice(-payload.tail).map((raw) => {
+      const l = mask(raw);
       if (l.length <= LOGS_MAX_LINE_CHARS) return l;
       truncated = true;
       return `${l.slice(0, LOGS_MAX_LINE_CHARS - 1)}…`;

@@ -556,6 +556,13 @@ describe("app.logs", () => {
     expect(r).toEqual({ container: NEW, lines: [`2026-01-01T00:00:01Z ${NEW} boom s3cr3t-run`], truncated: true });
   });
 
+  it("masks the secrets the payload names before the lines leave (values shorter than 4 characters stay)", async () => {
+    const { engine, handlers } = setup();
+    engine.add(NEW, oldLabels);
+    const r = await handlers["app.logs"]({ app: { uuid: APP, name: "web" }, since_s: 0, tail: 10, secrets: ["s3cr3t-run", "ab"] }, job());
+    expect(r.lines).toEqual([`2026-01-01T00:00:00Z ${NEW} line 1`, `2026-01-01T00:00:01Z ${NEW} boom ********`]);
+  });
+
   it("answers no container when the app has none", async () => {
     const { handlers } = setup();
     expect(await handlers["app.logs"]({ app: { uuid: APP, name: "web" }, since_s: 60, tail: 100 }, job())).toEqual({ container: null, lines: [], truncated: false });

@@ -1,5 +1,5 @@
 import { inspectAll } from "../docker/inspect.js";
-import { ProxySettings, LABEL_RESOURCE_UUID, MANAGED } from "@capstan/shared";
+import { ProxySettings, LABEL_RESOURCE_UUID, MANAGED, type RouteOwnership } from "@capstan/shared";
 import { type Engine, EngineError } from "../docker/engine.js";
 import { KeyedMutex } from "../mutex.js";
 import { disconnectOne, ensureNetworks, findNetwork, isPlatformNetwork } from "../networks/index.js";
@@ -100,6 +100,22 @@ export async function resyncProxy(engine: Engine, ctx: ProxyContext, opts: Proxy
 /** proxy container id -> the canonical config this process loaded into it last. */
 const lastLoaded = new Map<string, string>();
 
+/**
+ * engine socket + proxy name -> the newest ownership table a job brought (by generation). A job
+ * written before a host moved but run after a newer one uses the newer table; a sync without a
+ * table (resyncProxy, an older control plane) uses the last one known.
+ */
+const newestOwnership = new Map<string, RouteOwnership>();
+
+export function ownershipFor(key: string, given: RouteOwnership | undefined): RouteOwnership | undefined {
+  const known = newestOwnership.get(key);
+  if (given && (!known || given.generation >= known.generation)) {
+    newestOwnership.set(key, given);
+    return given;
+  }
+  return known;
+}
+
 async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, opts: ProxyOptions & { name: string }): Promise<SyncResult> {
   const { signal, progress } = ctx;
   const docker = dockerFor(engine);
@@ -122,7 +138,7 @@ async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, 
   const joined = await leaveUnlisted(engine, opts.name, proxy, networks, ctx);
 
   const candidates = await gatherCandidates(engine, opts.select ?? {}, signal);
-  const selection = selectRoutes(candidates, joined);
+  const selection = selectRoutes(candidates, joined, ownershipFor(`${engine.socketPath}:${opts.name}`, settings.ownership));
   for (const w of selection.warnings) warn(w);
 
   const config = canonicalJson(renderCaddyConfig(selection.routes, { httpsPort: settings.https_port }));

@@ -142,3 +142,63 @@ describe("selectRoutes: the routing network (capstan.proxy.network)", () => {
     expect(routes.map((r) => r.dial)).toEqual(["old-1:8080", "up-1:8080"]);
   });
 });
+
+describe("selectRoutes: host ownership from the control plane", () => {
+  const site = (name: string, resource: string, path = "/", host = "a1.example.com") => app(name, { resource, routes: [{ host, https: true, path }] });
+  // res-a (project 1) owns a1.example.com; res-b is another project's resource on the server.
+  const table = (generation = 1) => ({ generation, projects: [{ resources: ["res-a"], hosts: ["a1.example.com"] }, { resources: ["res-b"], hosts: ["b.example.com"] }] });
+
+  it("without a table, longest-prefix routing would hand /login of another resource's host to whoever labels it", () => {
+    const { routes } = selectRoutes([site("a", "res-a"), site("b", "res-b", "/login")], ["capstan"]);
+    expect(routes.map((r) => `${r.resource} ${r.host}${r.path}`)).toEqual(["res-a a1.example.com/", "res-b a1.example.com/login"]);
+  });
+
+  it("never lets a resource serve a path under a host owned by another project's resource", () => {
+    const { routes, warnings } = selectRoutes([site("a", "res-a"), site("b", "res-b", "/login")], ["capstan"], table());
+    expect(routes.map((r) => `${r.resource} ${r.host}${r.path}`)).toEqual(["res-a a1.example.com/"]);
+    expect(warnings).toEqual([expect.stringMatching(/container b: a1\.example\.com\/login is not routed: the control plane gives a1\.example\.com to another resource's project/)]);
+  });
+
+  it("keeps the owner on its host even when the other resource's stale label would win the tie (smaller uuid)", () => {
+    // "res-0" sorts first and would keep a1.example.com/ under the label-only rule.
+    const { routes } = selectRoutes([site("stale", "res-0"), site("a", "res-a")], ["capstan"], table());
+    expect(routes.map((r) => r.resource)).toEqual(["res-a"]);
+  });
+
+  it("refuses hosts a wildcard of another project covers, and wildcards covering another project's host", () => {
+    const wild = { generation: 1, projects: [{ resources: ["res-a"], hosts: ["*.example.com"] }] };
+    const sub = selectRoutes([site("b", "res-b", "/", "shop.example.com")], ["capstan"], wild);
+    expect(sub.routes).toEqual([]);
+    const cover = selectRoutes([site("b", "res-b", "/", "*.example.com")], ["capstan"], table());
+    expect(cover.routes).toEqual([]);
+    // a deeper name is not covered by *.example.com (one label, as Caddy matches)
+    expect(selectRoutes([site("b", "res-b", "/", "x.y.example.com")], ["capstan"], wild).routes).toHaveLength(1);
+  });
+
+  it("lets resources of the owning project share a host by path, and routes hosts nobody owns by their labels", () => {
+    const shared = { generation: 1, projects: [{ resources: ["res-a", "res-c"], hosts: ["a1.example.com"] }] };
+    const { routes, warnings } = selectRoutes([site("a", "res-a"), site("c", "res-c", "/api"), site("d", "res-d", "/", "free.example.com")], ["capstan"], shared);
+    expect(warnings).toEqual([]);
+    expect(routes.map((r) => `${r.resource} ${r.host}${r.path}`)).toEqual(["res-a a1.example.com/", "res-c a1.example.com/api", "res-d free.example.com/"]);
+  });
+
+  it("a resource the table does not know (a leftover container) serves no listed host", () => {
+    const { routes } = selectRoutes([site("old", "res-gone")], ["capstan"], table());
+    expect(routes).toEqual([]);
+  });
+});
+
+describe("ownershipFor: the newest table wins", () => {
+  it("keeps the table of the highest generation, and the last one for syncs that bring none", async () => {
+    const { ownershipFor } = await import("./index.js");
+    const key = `test-${Math.random()}`;
+    const newer = { generation: 20, projects: [] };
+    const older = { generation: 10, projects: [{ resources: ["x"], hosts: ["x.test"] }] };
+    expect(ownershipFor(key, undefined)).toBeUndefined();
+    expect(ownershipFor(key, newer)).toBe(newer);
+    expect(ownershipFor(key, older)).toBe(newer);
+    expect(ownershipFor(key, undefined)).toBe(newer);
+    const newest = { generation: 30, projects: [] };
+    expect(ownershipFor(key, newest)).toBe(newest);
+  });
+});

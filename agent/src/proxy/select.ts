@@ -6,6 +6,9 @@ import {
   LABEL_PROXY_ROUTES,
   LABEL_RESOURCE_UUID,
   LABEL_ROLLOUT,
+  foreignHost,
+  indexOwnership,
+  type RouteOwnership,
 } from "@capstan/shared";
 import { z } from "zod";
 
@@ -94,9 +97,15 @@ export function normalisePrefix(path: string): string {
  * routes (ties: the one with routes, then the greater name, so the choice is stable). Its labels say the routes, the
  * upstream port and the network; a container the proxy cannot reach on one of `networks` is
  * skipped. A host+path claimed by two resources goes to the smaller resource uuid.
+ *
+ * With the control plane's `ownership` table (protocol/routing.ts), a route whose host the
+ * table gives to another project than the resource's (or to anyone, for a resource the table
+ * does not know) is skipped: labels never let a container serve, or put a path in front of,
+ * a host the control plane gave to someone else.
  */
-export function selectRoutes(candidates: Candidate[], networks: readonly string[]): Selection {
+export function selectRoutes(candidates: Candidate[], networks: readonly string[], ownership?: RouteOwnership): Selection {
   const warnings: string[] = [];
+  const owners = ownership ? indexOwnership(ownership) : null;
   const winners = new Map<string, Candidate>();
   for (const c of candidates) {
     const resource = c.labels[LABEL_RESOURCE_UUID];
@@ -147,6 +156,11 @@ export function selectRoutes(candidates: Candidate[], networks: readonly string[
     const upstream = network && QUALIFIABLE_NETWORK.test(network) ? `${c.name}.${network}` : c.name;
     for (const r of parsedRoutes) {
       const path = normalisePrefix(r.path);
+      const foreign = owners ? foreignHost(owners, resource, r.host) : null;
+      if (foreign !== null) {
+        warnings.push(`container ${c.name}: ${r.host}${path === "/" ? "" : path} is not routed: the control plane gives ${foreign} to another resource's project`);
+        continue;
+      }
       const key = `${r.host} ${path}`;
       const owner = claimed.get(key);
       if (owner !== undefined) {

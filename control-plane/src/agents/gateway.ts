@@ -30,6 +30,7 @@ import { FleetStream } from "./fleet-stream.js";
 import type { FleetVisibility } from "./fleet-visibility.js";
 import { markReachable, markUnreachable, type HelloWrite, type ServerStatusRow } from "./server-rows.js";
 import { openGatewayDoor, type GatewayDoor } from "./door.js";
+import { isUsableFacts, reprepareFailed } from "./server-facts.js";
 
 export { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "./door.js";
 const ACK_TIMEOUT_MS = 5000;
@@ -207,6 +208,9 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
       if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
       // Not awaited: the next group of hellos need not wait for this group's jobs.
       jobs.redeliver(greeted).catch((err) => log.warn({ err: { message: (err as Error)?.message } }, "redelivering jobs after hellos failed; the pump retries"));
+      // A server whose preparation failed while it had no engine is prepared again now it has one.
+      const usable = live.filter((h) => h.write.usable).map((h) => h.write.serverId);
+      reprepareFailed(db, jobs, usable).catch((err) => log.error({ err: { message: (err as Error)?.message } }, "preparing servers again failed"));
       return batch.map(() => undefined);
     },
     { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true, concurrency: GROUPS_IN_FLIGHT },
@@ -231,14 +235,21 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
 
     socket.on(EV.hello, (raw: unknown, ack?: (r: unknown) => void) => {
       const hello = AgentHello.safeParse(raw);
-      const write: HelloWrite = { serverId, facts: hello.success ? JSON.stringify(hello.data.facts) : null, agentVersion, connection: socket.id };
+      // is_usable follows what the agent reports (GET .../validate changes nothing).
+      const write: HelloWrite = hello.success
+        ? { serverId, facts: JSON.stringify(hello.data.facts), usable: isUsableFacts(hello.data.facts), agentVersion, connection: socket.id }
+        : { serverId, facts: null, usable: null, agentVersion, connection: socket.id };
       hellos.add({ socket, write, ok: hello.success, ack }).catch((err) => log.error({ err: { message: (err as Error)?.message }, server: serverId }, "storing an agent's hello failed"));
     });
 
     socket.on(EV.facts, (raw: unknown) => {
       const report = AgentHello.safeParse(raw);
       if (!report.success) return;
-      db.server.update({ where: { id: serverId }, data: { facts: JSON.stringify(report.data.facts), lastSeenAt: new Date() } }).catch(() => {});
+      const usable = isUsableFacts(report.data.facts);
+      db.server
+        .update({ where: { id: serverId }, data: { facts: JSON.stringify(report.data.facts), isUsable: usable, lastSeenAt: new Date() } })
+        .then(() => (usable && dataOf(socket).greeted ? reprepareFailed(db, jobs, [serverId]) : 0))
+        .catch((err) => log.error({ err: { message: (err as Error)?.message }, server: serverId }, "storing an agent's facts failed"));
     });
 
     // Reports of one agent are applied one after another, in the order they were sent.

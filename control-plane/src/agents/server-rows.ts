@@ -7,6 +7,8 @@ export interface HelloWrite {
   serverId: number;
   /** HostFacts as JSON; null keeps the stored facts (a hello whose facts did not parse). */
   facts: string | null;
+  /** Whether those facts make the server usable; null keeps the stored flag. */
+  usable: boolean | null;
   agentVersion: string;
   /** The socket id of the connection that said hello (a stale disconnect must not undo it). */
   connection: string;
@@ -23,8 +25,8 @@ export interface ServerStatusRow {
   agentVersion: string | null;
 }
 
-/** Rows per statement, within SQLite's 999 bound values: 4 per hello, 2 per disconnect. */
-const HELLOS_PER_STATEMENT = 200;
+/** Rows per statement, within SQLite's 999 bound values: 5 per hello, 2 per disconnect. */
+const HELLOS_PER_STATEMENT = 190;
 const DISCONNECTS_PER_STATEMENT = 400;
 
 const RETURNING = ["id", "uuid", "name", "teamId", "status", "lastSeenAt", "agentVersion"];
@@ -40,7 +42,7 @@ export async function markReachable(db: Db, dialect: Dialect, hellos: HelloWrite
   for (let i = 0; i < hellos.length; i += HELLOS_PER_STATEMENT) {
     const part = hellos.slice(i, i + HELLOS_PER_STATEMENT);
     const params: unknown[] = [];
-    for (const h of part) params.push(h.serverId, h.facts, h.agentVersion, h.connection);
+    for (const h of part) params.push(h.serverId, h.facts, h.usable, h.agentVersion, h.connection);
     const now = new Date();
     params.push(now, now); // lastSeenAt, updatedAt
     out.push(...rowsOf(await db.$queryRawUnsafe<Record<string, unknown>[]>(markReachableSql(dialect, part.length), ...params)));
@@ -79,19 +81,19 @@ function rowsOf(rows: Record<string, unknown>[]): ServerStatusRow[] {
 }
 
 function markReachableSql(dialect: Dialect, n: number): string {
-  const values = valuesList(dialect, n, ["int", "text", "text", "text"]);
-  const seen = param(dialect, n * 4 + 1, "timestamp(3)");
-  const updated = param(dialect, n * 4 + 2, "timestamp(3)");
+  const values = valuesList(dialect, n, ["int", "text", "boolean", "text", "text"]);
+  const seen = param(dialect, n * 5 + 1, "timestamp(3)");
+  const updated = param(dialect, n * 5 + 2, "timestamp(3)");
   if (dialect === "sqlite") {
-    return `WITH "v"("id", "facts", "agentVersion", "agentConnection") AS (VALUES ${values})
+    return `WITH "v"("id", "facts", "usable", "agentVersion", "agentConnection") AS (VALUES ${values})
       UPDATE "Server" SET "status" = 'reachable', "lastSeenAt" = ${seen}, "updatedAt" = ${updated},
-        "agentVersion" = "v"."agentVersion", "agentConnection" = "v"."agentConnection", "facts" = COALESCE("v"."facts", "Server"."facts")
+        "agentVersion" = "v"."agentVersion", "agentConnection" = "v"."agentConnection", "facts" = COALESCE("v"."facts", "Server"."facts"), "isUsable" = COALESCE("v"."usable", "Server"."isUsable")
       FROM "v" WHERE "Server"."id" = "v"."id"
       RETURNING ${RETURNING.map((c) => `"${c}"`).join(", ")}`;
   }
   return `UPDATE "Server" AS "s" SET "status" = 'reachable', "lastSeenAt" = ${seen}, "updatedAt" = ${updated},
-      "agentVersion" = "v"."agentVersion", "agentConnection" = "v"."agentConnection", "facts" = COALESCE("v"."facts", "s"."facts")
-    FROM (VALUES ${values}) AS "v"("id", "facts", "agentVersion", "agentConnection")
+      "agentVersion" = "v"."agentVersion", "agentConnection" = "v"."agentConnection", "facts" = COALESCE("v"."facts", "s"."facts"), "isUsable" = COALESCE("v"."usable", "s"."isUsable")
+    FROM (VALUES ${values}) AS "v"("id", "facts", "usable", "agentVersion", "agentConnection")
     WHERE "s"."id" = "v"."id"
     RETURNING ${RETURNING.map((c) => `"s"."${c}"`).join(", ")}`;
 }

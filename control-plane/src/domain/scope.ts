@@ -206,6 +206,17 @@ export class TeamScope {
     return level !== null && allows(level, need);
   }
 
+  /**
+   * Whether secrets of things in the environment (a database's passwords and URLs, variable
+   * values) are shown to the caller, on every response path (GET, list, create, PATCH, actions):
+   * its token must have the read scope (showing a secret is a read, whatever the method: a
+   * write-only token sees secrets masked) and its level must allow manage (full access; owners,
+   * admins and automation tokens have it everywhere). Every mapper of a secret asks this.
+   */
+  async maySeeSecrets(env: EnvironmentRef): Promise<boolean> {
+    return this.caller.scopes.has("read") && (await this.allows(env, "manage"));
+  }
+
   /** 404 (as `what`) when the caller cannot see the project, 403 when it sees it without `need`. */
   async assertProject(project: { id: number }, need: Need, what = "Project"): Promise<void> {
     const { visible, level } = await this.projectStanding(project.id);

@@ -9,7 +9,7 @@
 export type Dialect = "sqlite" | "postgresql";
 
 /** PostgreSQL types of the columns of a VALUES list (SQLite needs none). */
-export type PgType = "text" | "int" | "timestamp(3)";
+export type PgType = "text" | "int" | "boolean" | "timestamp(3)";
 
 /**
  * `(?, ?), (?, ?)` on SQLite; `($1::int, $2::text), ($3::int, $4::text)` on PostgreSQL, for

@@ -8,7 +8,7 @@ import {
   SshGitUrl,
   GitUrl,
   imageReference,
-  parseDomains,
+  createMasker,
   type ApplicationSource,
   type BuildPack,
   type CreateApplicationCommon,
@@ -28,6 +28,7 @@ import { bindSources, parseCompose } from "../compose/index.js";
 import { assertMayAddBindMounts } from "./bind-mounts.js";
 import { ServerService } from "./servers.js";
 import { forgetAttachments } from "./network-plan.js";
+import { assertDomainsFree } from "./domain-ownership.js";
 
 type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
@@ -222,31 +223,6 @@ export class ApplicationService {
     return input.fqdn !== undefined ? input.fqdn : input.domains;
   }
 
-  /**
-   * A domain (host and path) serves one application per server: the proxy could not tell two
-   * apart. Only applications of the same server are compared, and a server belongs to one team.
-   */
-  private async assertDomainsFree(serverId: number, fqdn: string | null, exceptId?: number): Promise<void> {
-    if (!fqdn) return;
-    const wanted = new Set(this.entries(fqdn).map((e) => `${e.host}${e.path}`));
-    const others = await this.db.application.findMany({
-      where: { serverId, fqdn: { not: null }, ...(exceptId ? { id: { not: exceptId } } : {}) },
-      select: { name: true, fqdn: true },
-    });
-    for (const other of others) {
-      for (const e of this.entries(other.fqdn!)) {
-        if (wanted.has(`${e.host}${e.path}`)) {
-          throw new Conflict(`${e.host}${e.path === "/" ? "" : e.path} is already served by application ${other.name} on this server.`);
-        }
-      }
-    }
-  }
-
-  private entries(fqdn: string) {
-    const r = parseDomains(fqdn);
-    return "entries" in r ? r.entries : [];
-  }
-
   /** Settings shared by create and PATCH, as columns; only what the input carries. */
   private settings(input: Partial<CreateApplicationCommon> & { name?: string | undefined }): Prisma.ApplicationUncheckedUpdateInput {
     const data: Prisma.ApplicationUncheckedUpdateInput = {};
@@ -342,7 +318,8 @@ export class ApplicationService {
     }
     const settings = this.settings(input) as Partial<Prisma.ApplicationUncheckedCreateInput>;
     const data: Prisma.ApplicationUncheckedCreateInput = { ...source, ...settings, name: input.name ?? defaultName };
-    await this.assertDomainsFree(where.serverId, (data.fqdn as string | null | undefined) ?? null);
+    const environment = await this.db.environment.findUniqueOrThrow({ where: { id: where.environmentId }, select: { id: true, projectId: true } });
+    await assertDomainsFree(this.db, scope, { serverId: where.serverId, environment }, (data.fqdn as string | null | undefined) ?? null);
     const app = await this.db.application.create({ data, select: { uuid: true, name: true, fqdn: true } });
     return app;
   }
@@ -382,7 +359,7 @@ export class ApplicationService {
     }
     if (Object.keys(errors).length) throw new Invalid(errors);
     await assertMayAddBindMounts(this.db, scope, addedBinds);
-    if (data.fqdn !== undefined) await this.assertDomainsFree(app.serverId, data.fqdn as string | null, app.id);
+    if (data.fqdn !== undefined) await assertDomainsFree(this.db, scope, { id: app.id, serverId: app.serverId, environment: ref.environment }, data.fqdn as string | null);
     await this.db.application.update({ where: { id: app.id }, data });
   }
 
@@ -538,11 +515,19 @@ export class ApplicationService {
     return { status: 200, message: `Application ${words.done}.`, appStatus: outcome.result.status };
   }
 
+  /**
+   * Recent log lines of the application's serving container, its variables' values masked for
+   * every caller (as deployment logs mask them): by the agent before the lines leave the server,
+   * and here again (an older agent).
+   */
   async logs(scope: TeamScope, uuid: string, since: number, tail: number) {
     const app = await scope.application(uuid, "view");
     this.requireAgent(app);
-    const job = await this.jobs.run(app.serverId, "app.logs", { app: { uuid: app.uuid, name: app.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
+    const envs = await this.db.envVar.findMany({ where: { applicationId: app.id }, select: { value: true } });
+    const secrets = envs.map((e) => this.box.open(e.value));
+    const job = await this.jobs.run(app.serverId, "app.logs", { app: { uuid: app.uuid, name: app.name }, since_s: since, tail, secrets }, LOGS_TIMEOUT_MS);
     if (job.status !== "succeeded") throw new UpstreamFailed(`Reading the logs of ${app.name} failed: ${job.error}`);
-    return job.result;
+    const mask = createMasker(secrets);
+    return { ...job.result, lines: job.result.lines.map(mask) };
   }
 }

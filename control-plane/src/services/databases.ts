@@ -6,6 +6,7 @@ import {
   DbActionResult,
   DbDeployResult,
   MASKED_PASSWORD,
+  createMasker,
   databaseType,
   databaseUrl,
   defaultDatabaseImage,
@@ -19,7 +20,7 @@ import type { Db, Prisma } from "../db/client.js";
 import { toInt, toIso, type SqlReader } from "../db/reader.js";
 import { whole } from "../db/relations.js";
 import { lockInTransaction } from "../db/locks.js";
-import type { DatabaseRef, TeamScope } from "../domain/scope.js";
+import type { DatabaseRef, EnvironmentRef, TeamScope } from "../domain/scope.js";
 import { Invalid, Conflict, Unavailable, UpstreamFailed, removedMeanwhile } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -111,8 +112,19 @@ export function maskSecrets(text: string, secrets: string[]): string {
   return out;
 }
 
-/** Passwords and variable values of a database are shown to callers who may manage it (full access). */
-const mayReveal = (scope: TeamScope, row: { environment: { id: number; projectId: number } }) => scope.allows(row.environment, "manage");
+/** A public port another database of the server publishes; thrown inside the port transaction. */
+class PortTaken extends Error {
+  constructor(
+    readonly port: number,
+    readonly serverName: string,
+    readonly other: { name: string; environment: EnvironmentRef },
+  ) {
+    super(`port ${port} taken`);
+  }
+}
+
+/** Passwords and variable values of a database: the team scope's one rule for secrets (read scope and full access). */
+const mayReveal = (scope: TeamScope, row: { environment: { id: number; projectId: number } }) => scope.maySeeSecrets(row.environment);
 
 /** SQLite gives booleans as 0/1, PostgreSQL as booleans. */
 const toBool = (v: unknown) => v === true || v === 1 || v === "1" || v === "t";
@@ -287,8 +299,9 @@ export class DatabaseService {
 
   /**
    * A host port a database may be published on: not the proxy's ports nor the server's SSH port
-   * (422), not published by another database of the server (409). Applications never publish
-   * host ports (docs/compose.md), so public databases and the proxy are all there is.
+   * (422), not published by another database of the server (PortTaken, answered as a 409 by
+   * portConflict once the transaction is over). Applications never publish host ports
+   * (docs/compose.md), so public databases and the proxy are all there is.
    */
   private async assertPortFree(tx: Tx, serverId: number, port: number, exceptId?: number): Promise<void> {
     const server = await tx.server.findUniqueOrThrow({ where: { id: serverId }, select: { name: true, port: true } });
@@ -300,9 +313,20 @@ export class DatabaseService {
     for (const [p, what] of reserved) if (p === port) throw new Invalid({ public_port: [`Port ${port} is ${what} on server ${server.name}; choose another.`] });
     const other = await tx.standaloneDatabase.findFirst({
       where: { serverId, isPublic: true, publicPort: port, ...(exceptId ? { id: { not: exceptId } } : {}) },
-      select: { name: true },
+      select: { name: true, environment: { select: { id: true, projectId: true } } },
     });
-    if (other) throw new Conflict(`Port ${port} of server ${server.name} is already published by database ${other.name}; choose another public_port.`);
+    if (other) throw new PortTaken(port, server.name, other);
+  }
+
+  /** The 409 of a taken port: it names the other database only when the caller may see it. */
+  private async portConflict<T>(scope: TeamScope, work: Promise<T>): Promise<T> {
+    try {
+      return await work;
+    } catch (err) {
+      if (!(err instanceof PortTaken)) throw err;
+      const who = (await scope.canSeeEnvironment(err.other.environment)) ? `database ${err.other.name}` : "another database";
+      throw new Conflict(`Port ${err.port} of server ${err.serverName} is already published by ${who}; choose another public_port.`);
+    }
   }
 
   async create(
@@ -328,14 +352,17 @@ export class DatabaseService {
       limitsCpus: input.limits_cpus ?? null,
       credentials: sealCredentials(this.deps.box, credentials),
     };
-    const row = await this.withPorts(where.serverId, async (tx) => {
+    const row = await this.portConflict(scope, this.withPorts(where.serverId, async (tx) => {
       if (input.is_public) await this.assertPortFree(tx, where.serverId, input.public_port!);
       const created = await tx.standaloneDatabase.create({ data, select: { id: true, uuid: true, name: true } });
       if (input.instant_deploy) await this.deps.jobs.enqueue(tx, where.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, created.id, this.deps.network));
       return created;
-    });
+    }));
     if (input.instant_deploy) this.deps.jobs.nudge(where.serverId);
-    return { uuid: row.uuid, name: row.name, type: databaseType(engine), internal_db_url: this.internalUrl(engine, uuid, credentials) };
+    // The URL carries the password: masked for a caller who may not read it afterwards either.
+    const environment = await this.db.environment.findUniqueOrThrow({ where: { id: where.environmentId }, select: { id: true, projectId: true } });
+    const shown = (await scope.maySeeSecrets(environment)) ? credentials : { ...credentials, password: MASKED_PASSWORD };
+    return { uuid: row.uuid, name: row.name, type: databaseType(engine), internal_db_url: this.internalUrl(engine, uuid, shown) };
   }
 
   internalUrl(engine: DatabaseEngine, uuid: string, credentials: DbCredentials): string {
@@ -371,11 +398,11 @@ export class DatabaseService {
       (input.limits_cpus !== undefined && input.limits_cpus !== ref.limitsCpus);
     const redeploying = containerChanged && isUp(ref.status);
 
-    await this.withPorts(ref.serverId, async (tx) => {
+    await this.portConflict(scope, this.withPorts(ref.serverId, async (tx) => {
       if (isPublic && published(isPublic, publicPort) !== published(ref.isPublic, ref.publicPort)) await this.assertPortFree(tx, ref.serverId, publicPort!, ref.id);
       await tx.standaloneDatabase.update({ where: { id: ref.id }, data });
       if (redeploying) await this.deps.jobs.enqueue(tx, ref.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, ref.id, this.deps.network));
-    });
+    }));
     if (redeploying) this.deps.jobs.nudge(ref.serverId);
     return { redeploying };
   }
@@ -496,12 +523,19 @@ export class DatabaseService {
     return { status: 200, message: `Database ${words.done}.`, dbStatus: outcome.result.status };
   }
 
-  /** Recent log lines of the database's container (app.logs finds containers by the resource uuid label). */
+  /**
+   * Recent log lines of the database's container (app.logs finds containers by the resource uuid
+   * label), its passwords and variable values masked for every caller: the agent masks them
+   * before the lines leave the server, and they are masked here again (an older agent).
+   */
   async logs(scope: TeamScope, uuid: string, since: number, tail: number) {
     const ref = await scope.database(uuid, "view");
     this.requireAgent(ref);
-    const job = await this.deps.jobs.run(ref.serverId, "app.logs", { app: { uuid: ref.uuid, name: ref.name }, since_s: since, tail }, LOGS_TIMEOUT_MS);
+    const envs = await this.db.envVar.findMany({ where: { databaseId: ref.id }, select: { value: true } });
+    const secrets = [...this.secretsOf(ref.credentials), ...envs.map((e) => this.deps.box.open(e.value))];
+    const job = await this.deps.jobs.run(ref.serverId, "app.logs", { app: { uuid: ref.uuid, name: ref.name }, since_s: since, tail, secrets }, LOGS_TIMEOUT_MS);
     if (job.status !== "succeeded") throw new UpstreamFailed(`Reading the logs of ${ref.name} failed: ${job.error}`);
-    return job.result;
+    const mask = createMasker(secrets);
+    return { ...job.result, lines: job.result.lines.map(mask) };
   }
 }

@@ -4,6 +4,7 @@ import type { Config } from "../config.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import { DomainError, Invalid } from "../domain/errors.js";
 import { parseCompose, rewriteCompose, type ExtraNetwork } from "../compose/index.js";
+import { routeOwnership } from "./domain-ownership.js";
 import { NetworkLimitError, proxyNetworks, resourceNetworks, type NetworkPlanContext, type PlannedEnvironmentNetwork, type ResourceNetworkPlan } from "./network-plan.js";
 
 /** What a deploy payload needs from the instance configuration. */
@@ -17,7 +18,8 @@ export interface DeploySpecConfig {
 /**
  * The server's reverse proxy: image and host ports from the configuration, and the networks
  * it joins (services/network-plan.ts: the destination networks, environment networks with
- * public resources, or the dedicated proxy network under proxy isolation).
+ * public resources, or the dedicated proxy network under proxy isolation), and who owns which
+ * host on the server (services/domain-ownership.ts), which the proxy enforces.
  */
 export async function proxySettings(
   ctx: NetworkPlanContext,
@@ -26,7 +28,8 @@ export async function proxySettings(
   opts: { record?: boolean; planned?: PlannedEnvironmentNetwork } = {},
 ): Promise<ProxySettings> {
   const { networks, ensure_networks } = await proxyNetworks(ctx, serverId, opts);
-  return ProxySettings.parse({ name: proxy.name, image: proxy.image, networks, ensure_networks, http_port: proxy.httpPort, https_port: proxy.httpsPort });
+  const ownership = await routeOwnership(ctx.db, serverId);
+  return ProxySettings.parse({ name: proxy.name, image: proxy.image, networks, ensure_networks, http_port: proxy.httpPort, https_port: proxy.httpsPort, ownership });
 }
 
 /** A reason the deployment cannot start, shown to the user as the deployment's reason. */

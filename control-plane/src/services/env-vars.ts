@@ -14,7 +14,7 @@ export interface EnvOwnerRef {
   owner: EnvOwner;
   /** "An application", "A database": for limit messages. */
   noun: string;
-  /** Whether the caller may see values (full access on the owner's environment). */
+  /** Whether the caller may see values (TeamScope.maySeeSecrets: read scope, full access on the owner's environment). */
   canReveal(): Promise<boolean>;
 }
 
@@ -167,6 +167,6 @@ export class EnvVarService {
 export function applicationEnvOwners(): EnvOwnerResolver {
   return async (scope, uuid, need) => {
     const app = await scope.application(uuid, need);
-    return { owner: { applicationId: app.id }, noun: "An application", canReveal: () => scope.allows(app.environment, "manage") };
+    return { owner: { applicationId: app.id }, noun: "An application", canReveal: () => scope.maySeeSecrets(app.environment) };
   };
 }

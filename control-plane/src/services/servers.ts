@@ -1,10 +1,14 @@
-import type { HostFacts } from "@capstan/shared";
+import { lookup as dnsLookup } from "node:dns/promises";
+import { isIP } from "node:net";
+import { LABEL_RESOURCE_UUID, engineUsability, type HostFacts } from "@capstan/shared";
+import { classifyAddress, isRefusedAddress } from "@capstan/shared/net";
 import type { Db, Prisma } from "../db/client.js";
 import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { JobQueue } from "../jobs/queue.js";
+import { onlyVisibleResources } from "./resource-visibility.js";
 
 /** The network every server gets; its destination is the default `destination_uuid`. */
 export const DEFAULT_NETWORK = "capstan";
@@ -57,6 +61,23 @@ export interface CreateServerInput {
   is_build_server: boolean;
 }
 
+export interface ServerServiceOptions {
+  /** PLATFORM_ALLOW_PRIVATE_ENDPOINTS: servers may also be at loopback, link-local or metadata addresses. */
+  allowPrivateEndpoints?: boolean;
+  /** Name resolution for install-agent (tests replace it). */
+  lookup?: (host: string) => Promise<{ address: string }[]>;
+}
+
+const defaultLookup = (host: string) => dnsLookup(host, { all: true, verbatim: true });
+
+function refusedAddress(host: string, address: string): string {
+  const what = isIP(address) === 0 ? `${host} names this machine (loopback);` : host === address ? `${address} is` : `${host} resolves to ${address},`;
+  return (
+    `${what}${isIP(address) === 0 ? "" : ` a ${classifyAddress(address)} address:`} servers cannot be at loopback, link-local, unspecified, multicast, reserved or cloud metadata addresses ` +
+    "(the instance setting PLATFORM_ALLOW_PRIVATE_ENDPOINTS allows them); private network addresses are fine."
+  );
+}
+
 /** Servers of a team (spec 4.3): records, agent credentials and live checks through the agent. */
 export class ServerService {
   private agents: AgentLink | null = null;
@@ -65,6 +86,7 @@ export class ServerService {
     private readonly db: Db,
     private readonly jobs: JobQueue,
     private readonly setup: AgentSetup,
+    private readonly opts: ServerServiceOptions = {},
   ) {}
 
   bindAgents(link: AgentLink): void {
@@ -93,6 +115,7 @@ export class ServerService {
 
   async create(scope: TeamScope, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
     scope.requireTeamAdmin("manage servers");
+    this.checkAddress(input.ip);
     const key = await scope.privateKey(input.private_key_uuid);
     const agentToken = generateAgentToken();
     const serverId = await this.db.$transaction(async (tx) => {
@@ -129,7 +152,10 @@ export class ServerService {
     const data: Prisma.ServerUncheckedUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
     if (input.description !== undefined) data.description = input.description;
-    if (input.ip !== undefined) data.ip = input.ip;
+    if (input.ip !== undefined) {
+      this.checkAddress(input.ip);
+      data.ip = input.ip;
+    }
     if (input.port !== undefined) data.port = input.port;
     if (input.user !== undefined) data.user = input.user;
     if (input.is_build_server !== undefined) data.isBuildServer = input.is_build_server;
@@ -169,13 +195,16 @@ export class ServerService {
     scope.requireTeamAdmin("manage servers");
     const server = await this.get(scope, uuid);
     const key = await this.db.privateKey.findUniqueOrThrow({ where: { id: server.privateKeyId } });
+    // Checked again right before connecting: the record may predate the rule, and a name may
+    // resolve elsewhere now than when it was saved.
+    const host = await this.sshAddress(server.ip);
     // The new token takes effect only once the installer succeeded: a failed attempt leaves
     // the running agent alone. The new agent retries (with backoff) until then.
     const agentToken = generateAgentToken();
     let result: InstallResult;
     try {
       result = await this.setup.install(
-        { host: server.ip, port: server.port, username: server.user, privateKey: this.setup.openKey(key.privateKeyEncrypted), knownHostKey: server.sshHostKey },
+        { host, port: server.port, username: server.user, privateKey: this.setup.openKey(key.privateKeyEncrypted), knownHostKey: server.sshHostKey },
         agentToken,
       );
     } catch (err) {
@@ -197,33 +226,83 @@ export class ServerService {
     }
   }
 
-  /** Engine running and compose available, checked now by the agent; updates is_usable. */
+  /**
+   * Engine running and compose available, checked now by the agent. A GET changes nothing:
+   * is_usable follows the facts the agent reports (on connect, every minute, and at once when
+   * its engine comes or goes: agents/gateway.ts), and the reason of an unusable server is in its
+   * detail (settings.unusable_reason) as well as in this answer.
+   */
   async validate(scope: TeamScope, uuid: string): Promise<{ dockerVersion: string }> {
     const server = await this.get(scope, uuid);
     if (!ServerService.agentConnected(server)) {
-      await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
       throw new Invalid({ server: ["The agent is not connected."] }, `Server ${server.name} is not usable: the agent is not connected.`);
     }
     const job = await this.jobs.run(server.id, "server.validate", {});
     if (job.status !== "succeeded") {
-      await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
       throw new Invalid({ server: [job.error] }, `Server ${server.name} is not usable: ${job.error}`);
     }
     if (!job.result.compose_version) {
-      await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
       throw new Invalid({ server: ["Docker Compose is not available."] }, `Server ${server.name} is not usable: Docker Compose is not available.`);
     }
-    await this.db.server.update({ where: { id: server.id }, data: { isUsable: true } });
     return { dockerVersion: job.result.docker_version };
   }
 
-  /** Containers the platform manages on the server, as the engine reports them now. */
+  /**
+   * Whether the server can run what the platform sends it, and if not why (shown as
+   * settings.unusable_reason): its agent's connection, then the agent's last facts.
+   */
+  static usability(server: { status: string; isUsable: boolean; facts: string | null }): { usable: boolean; reason: string | null } {
+    if (!ServerService.agentConnected(server)) return { usable: false, reason: "The agent is not connected." };
+    const { usable, reason } = engineUsability(ServerService.facts(server));
+    // The stored flag is what the agent last reported (facts written before it existed say nothing).
+    return server.isUsable && usable ? { usable: true, reason: null } : { usable: false, reason: reason ?? "The agent has not reported a usable engine yet." };
+  }
+
+  /**
+   * A server address users may give (POST and PATCH): not a loopback, link-local, unspecified,
+   * multicast, reserved or cloud metadata address, nor localhost by name, unless the instance
+   * allows them (PLATFORM_ALLOW_PRIVATE_ENDPOINTS). Private networks are normal for servers.
+   * Names are judged on every address they resolve to when install-agent connects.
+   */
+  private checkAddress(ip: string): void {
+    if (this.opts.allowPrivateEndpoints) return;
+    const host = ip.replace(/^\[|\]$/g, "").replace(/\.+$/, "").toLowerCase();
+    if (isIP(host) !== 0 ? isRefusedAddress(host) : host === "localhost" || host.endsWith(".localhost")) {
+      throw new Invalid({ ip: [refusedAddress(host, host)] });
+    }
+  }
+
+  /**
+   * The address install-agent connects to, checked right before: a literal as it is; a name
+   * resolved now, every address it resolves to checked, and the connection made to the checked
+   * address (a second lookup could answer differently).
+   */
+  private async sshAddress(ip: string): Promise<string> {
+    if (this.opts.allowPrivateEndpoints) return ip;
+    this.checkAddress(ip);
+    if (isIP(ip) !== 0) return ip;
+    let addresses: { address: string }[];
+    try {
+      addresses = await (this.opts.lookup ?? defaultLookup)(ip);
+    } catch (err) {
+      throw new UpstreamFailed(`The server's address ${ip} does not resolve (${(err as NodeJS.ErrnoException).code ?? (err as Error).message}).`);
+    }
+    const bad = addresses.find((a) => isRefusedAddress(a.address));
+    if (bad) throw new Invalid({ ip: [refusedAddress(ip, bad.address)] });
+    if (!addresses[0]) throw new UpstreamFailed(`The server's address ${ip} does not resolve.`);
+    return addresses[0].address;
+  }
+
+  /**
+   * Containers the platform manages on the server, as the engine reports them now: those of
+   * resources the caller may see (onlyVisibleResources, by their capstan.resource.uuid label).
+   */
   async managedContainers(scope: TeamScope, uuid: string) {
     const server = await this.get(scope, uuid);
     this.requireAgent(server);
     const job = await this.jobs.run(server.id, "containers.list", {});
     if (job.status !== "succeeded") throw new Unavailable(`Reading the server's containers failed: ${job.error}`);
-    return job.result.containers;
+    return onlyVisibleResources(this.db, scope, job.result.containers, (c) => c.labels[LABEL_RESOURCE_UUID]);
   }
 
   static facts(server: { facts: string | null }): HostFacts | null {

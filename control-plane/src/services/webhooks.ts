@@ -1,15 +1,28 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { CommitSha, webhookUrls, type WebhookProvider } from "@capstan/shared";
 import type { Db } from "../db/client.js";
+import { isUniqueViolation } from "../db/errors.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { TeamScope } from "../domain/scope.js";
 import { Invalid, Busy, Rejected, Unauthenticated } from "../domain/errors.js";
 import type { DeploymentService } from "./deployments.js";
 import { gitAppCloneUrl } from "./applications.js";
 
+/**
+ * How long a delivery id is remembered: a replay within it answers 200 without deploying. Seven
+ * days: longer than GitHub keeps deliveries redeliverable (3 days), and one row per deploying
+ * push costs next to nothing. Older rows are swept (at most every SWEEP_EVERY_MS, by whichever
+ * replica receives a webhook).
+ */
+export const REPLAY_WINDOW_MS = 7 * 24 * 3600_000;
+const SWEEP_EVERY_MS = 10 * 60_000;
+const DELIVERY_ID_MAX = 1024;
+
 /** One answer for an unknown application and a bad or missing signature: no existence oracle. */
 export const BAD_SIGNATURE = "Invalid or missing webhook signature.";
 const COMMIT_MESSAGE_MAX = 1000;
+/** The answer to a delivery already acted on (200: the provider must not retry it). */
+export const ALREADY_RECEIVED = "Already received: this delivery was acted on before; nothing was deployed again.";
 
 /** What a push event says, once the provider's shape is read. */
 export interface PushEvent {
@@ -62,6 +75,28 @@ export function verifySignature(provider: WebhookProvider, secret: string, heade
     case "bitbucket":
       return safeEqual(`sha256=${hmacHex(secret, body)}`, header(headers, "x-hub-signature")?.trim().toLowerCase());
   }
+}
+
+/**
+ * The provider's id of this delivery, the same when the provider (or anyone) sends it again:
+ * - GitHub: X-GitHub-Delivery (one GUID per event, kept on redelivery).
+ * - Gitea: X-Gitea-Delivery (Gitea also sends it as X-Gogs-Delivery and X-GitHub-Delivery).
+ * - GitLab: Idempotency-Key (17.4+, kept across retries), else X-Gitlab-Event-UUID.
+ * - Bitbucket Cloud: X-Request-UUID (X-Hook-UUID names the webhook, the same for every event).
+ * null when the request carries none (then it deploys, as before: docs/deployments.md).
+ */
+export function deliveryIdOf(provider: WebhookProvider, headers: Headers): string | null {
+  const names = {
+    github: ["x-github-delivery"],
+    gitea: ["x-gitea-delivery", "x-gogs-delivery", "x-github-delivery"],
+    gitlab: ["idempotency-key", "x-gitlab-event-uuid"],
+    bitbucket: ["x-request-uuid"],
+  }[provider];
+  for (const name of names) {
+    const v = header(headers, name)?.trim();
+    if (v) return v.slice(0, DELIVERY_ID_MAX);
+  }
+  return null;
 }
 
 /** The event name the provider puts in its headers, and whether it is a push. */
@@ -135,6 +170,7 @@ function parseBody(body: Buffer, contentType: string | undefined): unknown {
 export class WebhookService {
   /** A secret for unknown applications, so that case does the same work as a wrong signature. */
   private readonly decoy = randomBytes(32).toString("hex");
+  private lastSweep = 0;
 
   constructor(
     private readonly db: Db,
@@ -171,13 +207,58 @@ export class WebhookService {
     }
     const commit = CommitSha.safeParse(match.commit);
     if (!commit.success) throw new Invalid({ commit: ["Use a hexadecimal commit id."] }, "The push names no valid commit id.");
-    const { uuid } = await this.deployments.enqueue(app, {
-      trigger: "webhook",
-      force: false,
-      commit: commit.data,
-      commitMessage: match.message?.trim().slice(0, COMMIT_MESSAGE_MAX) || null,
-    });
-    return { message: "Deployment queued.", deployment_uuid: uuid };
+    const queued = await this.once(`application:${app.id}`, deliveryIdOf(provider, headers), () =>
+      this.deployments.enqueue(app, {
+        trigger: "webhook",
+        force: false,
+        commit: commit.data,
+        commitMessage: match.message?.trim().slice(0, COMMIT_MESSAGE_MAX) || null,
+      }),
+    );
+    if (!queued) return { message: ALREADY_RECEIVED };
+    return { message: "Deployment queued.", deployment_uuid: queued.uuid };
+  }
+
+  /**
+   * Runs `act` for the first arrival of a delivery id at this receiver (an application or a git
+   * app, whose secret signed it) within REPLAY_WINDOW_MS; a later arrival gets null without
+   * running it. The id is claimed by a row with a unique key before acting, so concurrent
+   * arrivals on any replica act once; when `act` fails (a full deploy queue), the claim is
+   * released so the provider's retry can act. A delivery without an id always acts.
+   */
+  private async once<T>(receiver: string, deliveryId: string | null, act: () => Promise<T>): Promise<T | null> {
+    this.sweepSoon();
+    if (deliveryId === null) return act();
+    const key = createHash("sha256").update(deliveryId, "utf8").digest("hex");
+    const since = new Date(Date.now() - REPLAY_WINDOW_MS);
+    // A row past the window no longer counts (the sweep may not have run yet): replace it.
+    await this.db.webhookDelivery.deleteMany({ where: { receiver, deliveryId: key, createdAt: { lt: since } } });
+    let claimed: { id: number };
+    try {
+      claimed = await this.db.webhookDelivery.create({ data: { receiver, deliveryId: key }, select: { id: true } });
+    } catch (err) {
+      if (isUniqueViolation(err)) return null;
+      throw err;
+    }
+    try {
+      return await act();
+    } catch (err) {
+      await this.db.webhookDelivery.deleteMany({ where: { id: claimed.id } }).catch(() => {});
+      throw err;
+    }
+  }
+
+  /** Sweeps expired delivery ids at most every SWEEP_EVERY_MS per process, without waiting for it. */
+  private sweepSoon(now = Date.now()): void {
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
+    void this.sweepExpired(now).catch(() => {});
+  }
+
+  /** Forgets delivery ids older than the window (bounded storage); returns how many went. */
+  async sweepExpired(now = Date.now()): Promise<number> {
+    const { count } = await this.db.webhookDelivery.deleteMany({ where: { createdAt: { lt: new Date(now - REPLAY_WINDOW_MS) } } });
+    return count;
   }
 
   /**
@@ -219,6 +300,16 @@ export class WebhookService {
       })
     ).filter((a) => a.gitRepository?.toLowerCase() === cloneUrl);
     if (!apps.length) return { message: `Ignored: no application deploys ${repo} from ${pushed.branch}.`, deployment_uuids: [] };
+    const queued = await this.once(`git-app:${gitApp.id}`, deliveryIdOf("github", headers), () => this.deployAll(apps, commit.data, pushed.message));
+    return queued ?? { message: ALREADY_RECEIVED, deployment_uuids: [] };
+  }
+
+  /** A git app's push: a deployment for each application; a full queue of one does not stop the others. */
+  private async deployAll(
+    apps: { id: number; teamId: number; serverId: number; gitBranch: string | null }[],
+    commit: string,
+    message: string | null,
+  ): Promise<{ message: string; deployment_uuids: string[] }> {
     const uuids: string[] = [];
     let full: Busy | null = null;
     for (const app of apps) {
@@ -226,8 +317,8 @@ export class WebhookService {
         const { uuid } = await this.deployments.enqueue(app, {
           trigger: "webhook",
           force: false,
-          commit: commit.data,
-          commitMessage: pushed.message?.trim().slice(0, COMMIT_MESSAGE_MAX) || null,
+          commit,
+          commitMessage: message?.trim().slice(0, COMMIT_MESSAGE_MAX) || null,
         });
         uuids.push(uuid);
       } catch (err) {

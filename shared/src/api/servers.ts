@@ -37,7 +37,14 @@ export const UpdateServerBody = requestBody({
 })
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field.", path: ["name"] });
 
-export const ServerSettings = z.object({ is_reachable: z.boolean(), is_usable: z.boolean() });
+export const ServerSettings = z.object({
+  is_reachable: z.boolean(),
+  is_usable: z.boolean(),
+  unusable_reason: z
+    .string()
+    .nullable()
+    .meta({ description: "Why the server is not usable (agent not connected, no Docker Engine and how to get one, no compose); null when it is" }),
+});
 
 export const Server = z
   .object({

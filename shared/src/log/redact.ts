@@ -23,6 +23,8 @@ export const REDACTED_FIELDS: ReadonlySet<string> = new Set([
   "private_key",
   "webhook_secret",
   "credentials",
+  // secret values a job payload carries only for masking them (app.logs)
+  "secrets",
   // connection URLs of databases carry their password
   "internal_db_url",
   "external_db_url",

@@ -18,6 +18,7 @@ import {
 import { HostPath } from "../validation/host-path.js";
 import { DockerName } from "./names.js";
 import { NetworkSpec } from "./networks.js";
+import { RouteOwnership } from "./routing.js";
 
 /** Spec section 2: the seven build packs. builder_a..builder_d are documented in docs/builders.md. */
 export const BUILD_PACKS = ["builder_a", "containerfile", "containercompose", "containerimage", "builder_b", "builder_c", "builder_d"] as const;
@@ -115,6 +116,11 @@ export const ProxySettings = z.object({
   /** Host ports of HTTP and HTTPS. */
   http_port: Port,
   https_port: Port,
+  /**
+   * Which project's resources may serve which host (protocol/routing.ts); absent from older
+   * control planes and when the table is too large, then the labels alone decide.
+   */
+  ownership: RouteOwnership.optional(),
 });
 export type ProxySettings = z.infer<typeof ProxySettings>;
 
@@ -200,6 +206,11 @@ export const AppLogsPayload = z.object({
   app: AppRef,
   since_s: z.number().int().min(0).max(30 * 24 * 3600),
   tail: z.number().int().min(1).max(10_000),
+  /**
+   * The resource's known secret values (its passwords, its variables' values): masked in the
+   * lines before they leave the agent (log/mask.ts). Absent from older control planes.
+   */
+  secrets: z.array(z.string().max(65_536)).max(1_024).optional(),
 });
 export const AppLogsResult = z.object({
   container: z.string().nullable(),

@@ -22,6 +22,26 @@ export const HostFacts = z.object({
      * network driver from it. Optional: agents before session 3 do not send it (read as unknown).
      */
     swarm_role: z.enum(SWARM_ROLES).nullable().optional(),
+    /**
+     * Why the engine does not answer (with what to do about it), null while it runs. Optional:
+     * older agents do not send it.
+     */
+    error: z.string().max(2000).nullable().optional(),
   }),
 });
 export type HostFacts = z.infer<typeof HostFacts>;
+
+/**
+ * Whether a server can run what the platform sends it, from its agent's last facts: the engine
+ * answers and compose is there. The reason says what is missing (the agent's own words for an
+ * engine that does not answer, with what to do). The control plane stores `usable` as the
+ * server's is_usable whenever facts arrive and shows the reason (GET /servers/{uuid}).
+ */
+export function engineUsability(facts: HostFacts | null): { usable: boolean; reason: string | null } {
+  if (!facts) return { usable: false, reason: "The agent has not reported its host yet." };
+  if (!facts.engine.running) return { usable: false, reason: facts.engine.error ?? "The Docker Engine on the server does not answer." };
+  if (!facts.engine.compose_version) {
+    return { usable: false, reason: "Docker Compose is not available on the server: install it (the docker-compose package, or Docker's compose plugin)." };
+  }
+  return { usable: true, reason: null };
+}

@@ -8,3 +8,4 @@ export * from "./names.js";
 export * from "./databases.js";
 export * from "./backups.js";
 export * from "./networks.js";
+export * from "./routing.js";

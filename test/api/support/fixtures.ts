@@ -5,7 +5,7 @@
  * route with a body needs an entry here; those tests say which.
  */
 import { generateKeyPairSync, randomBytes } from "node:crypto";
-import { hostname } from "node:os";
+import { hostname, networkInterfaces } from "node:os";
 import { expect } from "vitest";
 import type { z } from "zod";
 import { FEATURES } from "@capstan/shared";
@@ -90,7 +90,7 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   );
   const generated = await keys.generate("ed25519");
   const key = await ok(api.post("/security/keys", { name: `${tag}-key`, private_key: generated.privateKey }), "private key");
-  const server = await ok(api.post("/servers", { name: `${tag}-server`, ip: "127.0.0.1", port: 1, private_key_uuid: key.uuid }), "server");
+  const server = await ok(api.post("/servers", { name: `${tag}-server`, ip: ownAddress(), port: 1, private_key_uuid: key.uuid }), "server");
   const destinationUuid = (await ok(api.get(`/servers/${server.uuid}`), "server detail")).destinations[0].uuid;
   const gitApp = await ok(api.post("/github-apps", { name: `${tag}-git-app`, app_id: 1, installation_id: 1, private_key: gitAppKey, webhook_secret: `${tag}-whsec` }), "git app");
   const application = await ok(
@@ -417,9 +417,21 @@ function databaseBodies(): Record<string, BodySpec> {
 }
 
 /**
+ * An address of this machine that is not loopback (servers may not be at loopback addresses,
+ * issue 15): an SSH connection to its port 1 is refused at once, as 127.0.0.1:1 was.
+ */
+export function ownAddress(): string {
+  const own = Object.values(networkInterfaces())
+    .flat()
+    .find((a) => a && !a.internal && a.family === "IPv4");
+  if (!own) throw new Error("the API fixtures need a non-loopback IPv4 address on this machine (an SSH connection to its port 1 must be refused at once)");
+  return own.address;
+}
+
+/**
  * Routes that cannot succeed on a team's own objects in this test setup, with the status they
- * answer instead: no agent is connected to the fixture servers, and their SSH address
- * (127.0.0.1:1) refuses connections. "found" means: anything but 404/422 — the route found
+ * answer instead: no agent is connected to the fixture servers, and their SSH address (this
+ * machine's own, ownAddress(), port 1) refuses connections. "found" means: anything but 404/422 — the route found
  * the object and failed on what lies outside the test.
  */
 export const OWN_STATUS: Record<string, number | "found"> = {

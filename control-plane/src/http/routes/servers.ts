@@ -38,21 +38,25 @@ type ServerRecord = {
   isBuildServer: boolean;
   status: string;
   isUsable: boolean;
+  facts: string | null;
   createdAt: Date;
 };
 
-const serverDto = (s: ServerRecord) => ({
-  uuid: s.uuid,
-  name: s.name,
-  description: s.description,
-  ip: s.ip,
-  port: s.port,
-  user: s.user,
-  is_build_server: s.isBuildServer,
-  status: ServerStatus.parse(s.status),
-  settings: { is_reachable: s.status === "reachable", is_usable: s.status === "reachable" && s.isUsable },
-  created_at: iso(s.createdAt),
-});
+const serverDto = (s: ServerRecord) => {
+  const { usable, reason } = ServerService.usability(s);
+  return {
+    uuid: s.uuid,
+    name: s.name,
+    description: s.description,
+    ip: s.ip,
+    port: s.port,
+    user: s.user,
+    is_build_server: s.isBuildServer,
+    status: ServerStatus.parse(s.status),
+    settings: { is_reachable: s.status === "reachable", is_usable: usable, unusable_reason: reason },
+    created_at: iso(s.createdAt),
+  };
+};
 
 const detailDto = (s: ServerWithDetail) => {
   const facts = ServerService.facts(s);
@@ -221,6 +225,8 @@ export const serverRoutes = [
     path: "/servers/{uuid}/validate",
     tag: "Servers",
     summary: "Check the agent, the container engine and compose now",
+    description:
+      "Asks the agent now and answers with the reason when the server is not usable. Changes nothing: is_usable and settings.unusable_reason follow the facts the agent reports (on connect, every minute, and at once when its engine comes or goes).",
     params: ServerParams,
     responses: { 200: { description: "Usable", schema: ValidateResponse }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: { description: "Not usable, with the reason" } },
     async handler({ scope, services, params }) {
@@ -271,13 +277,15 @@ export const serverRoutes = [
     path: "/servers/{uuid}/install-agent",
     tag: "Servers",
     summary: "Install or replace the agent on the host over SSH with the server's private key",
-    description: "Issues a new agent token (the old one stops working), connects with the server's user, port and key, pins the SSH host key on first use, and runs the installer. Waits at most 5 minutes.",
+    description:
+      "Issues a new agent token (the old one stops working), checks the server's address again (a name on every address it resolves to now; loopback, link-local and metadata addresses are refused unless the instance allows them) and connects to the checked address with the server's user, port and key, pins the SSH host key on first use, and runs the installer. Waits at most 5 minutes.",
     params: ServerParams,
     responses: {
       200: { description: "Installer ran", schema: z.object({ message: z.string(), exit_code: z.number().int(), output: z.string() }) },
       401: ERR[401],
       403: ERR[403],
       404: ERR[404],
+      422: { description: "The server's address (or an address its name resolves to now) is loopback, link-local, unspecified, multicast, reserved or cloud metadata" },
       502: { description: "SSH connection or host key check failed" },
     },
     async handler({ scope, services, params }) {

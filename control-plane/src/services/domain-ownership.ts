@@ -1,0 +1,116 @@
+import { MAX_OWNERSHIP_HOSTS, hostsOverlap, parseDomains, type DomainEntry, type RouteOwnership } from "@capstan/shared";
+import type { Db, Prisma } from "../db/client.js";
+import type { EnvironmentRef, TeamScope } from "../domain/scope.js";
+import { Conflict } from "../domain/errors.js";
+
+type Tx = Prisma.TransactionClient;
+
+/**
+ * Domains of applications: who may claim a host, and who may serve it on a server.
+ *
+ * - A host belongs to one project of the team (whichever of its servers runs the resource):
+ *   a host already used by a resource of another project is refused, on create and on PATCH,
+ *   whatever the path. A wildcard `*.example.com` counts as every host it covers.
+ * - Inside the project, another path under a host already in use may be added only by a caller
+ *   who may manage every application already serving that host (so nobody can put a path in
+ *   front of an application it may not change, e.g. `/login` under someone else's site).
+ * - The same host and path is served by one application per server (the proxy could not tell
+ *   two apart); the same project may serve it from two servers (DNS decides which one answers).
+ *
+ * The proxy enforces the host rule again on every sync from the ownership table below, so a
+ * container's labels (stale, or from before a host moved) cannot serve a host given to another
+ * project. docs/proxy.md and docs/decisions.md say the same for operators.
+ */
+
+const entriesOf = (fqdn: string | null): DomainEntry[] => {
+  if (!fqdn) return [];
+  const r = parseDomains(fqdn);
+  return "entries" in r ? r.entries : [];
+};
+
+const spot = (e: { host: string; path: string }) => `${e.host}${e.path === "/" ? "" : e.path}`;
+
+/** The application claiming domains: its id (none yet on create), server and environment. */
+export interface Claimant {
+  id?: number;
+  serverId: number;
+  environment: EnvironmentRef;
+}
+
+/**
+ * Throws Conflict (409) when `fqdn` claims a host or path the rules above give to someone else.
+ * Another application is named only when the caller may see it; otherwise the message says
+ * what collides without saying whose it is.
+ */
+export async function assertDomainsFree(db: Db | Tx, scope: TeamScope, app: Claimant, fqdn: string | null): Promise<void> {
+  const wanted = entriesOf(fqdn);
+  if (!wanted.length) return;
+  const others = await db.application.findMany({
+    where: { teamId: scope.teamId, fqdn: { not: null }, ...(app.id !== undefined ? { id: { not: app.id } } : {}) },
+    select: { id: true, name: true, serverId: true, fqdn: true, environment: { select: { id: true, projectId: true, project: { select: { name: true } } } } },
+    orderBy: { id: "asc" },
+  });
+  for (const other of others) {
+    const theirs = entriesOf(other.fqdn);
+    for (const w of wanted) {
+      const hit = theirs.find((o) => hostsOverlap(o.host, w.host));
+      if (!hit) continue;
+      const visible = await scope.canSeeEnvironment(other.environment);
+      const who = visible ? `application ${other.name}` : "another resource";
+      const exact = theirs.find((o) => o.host === w.host && o.path === w.path);
+      if (exact && other.serverId === app.serverId) {
+        throw new Conflict(`${spot(w)} is already served by ${who} on this server.`);
+      }
+      const what = hit.host === w.host ? w.host : `${w.host} (overlapping ${hit.host})`;
+      if (other.environment.projectId !== app.environment.projectId) {
+        throw new Conflict(
+          `${what} is already used by ${visible ? `application ${other.name} of project ${other.environment.project.name}` : "a resource of another project"}: ` +
+            "a host belongs to one project; choose another host.",
+        );
+      }
+      if (!(await scope.allows(other.environment, "manage"))) {
+        throw new Conflict(
+          `${what} is already served by ${who}, which you may not manage: another path under a host can be added only by someone who may manage every application serving it.`,
+        );
+      }
+    }
+  }
+}
+
+/**
+ * The ownership table of one server for its proxy (protocol/routing.ts): each host claimed on
+ * the server goes to the project of the oldest application of the team claiming it (the only
+ * one, unless records from before this rule disagree), with that project's applications on the
+ * server. undefined when the table would be too large to send (the proxy then routes by labels).
+ */
+export async function routeOwnership(db: Db | Tx, serverId: number, now = Date.now()): Promise<RouteOwnership | undefined> {
+  const server = await db.server.findUnique({ where: { id: serverId }, select: { teamId: true } });
+  if (!server) return { generation: now, projects: [] };
+  const apps = await db.application.findMany({
+    where: { teamId: server.teamId, fqdn: { not: null } },
+    select: { id: true, uuid: true, serverId: true, fqdn: true, environment: { select: { projectId: true } } },
+    orderBy: { id: "asc" },
+  });
+  const ownerOf = new Map<string, number>(); // host -> project id (oldest claim wins)
+  const here = new Set<string>(); // hosts claimed on this server
+  const resources = new Map<number, string[]>(); // project id -> its applications on this server
+  for (const app of apps) {
+    const hosts = entriesOf(app.fqdn).map((e) => e.host);
+    if (!hosts.length) continue;
+    for (const h of hosts) if (!ownerOf.has(h)) ownerOf.set(h, app.environment.projectId);
+    if (app.serverId !== serverId) continue;
+    for (const h of hosts) here.add(h);
+    const list = resources.get(app.environment.projectId) ?? [];
+    list.push(app.uuid);
+    resources.set(app.environment.projectId, list);
+  }
+  if (here.size > MAX_OWNERSHIP_HOSTS) return undefined;
+  const byProject = new Map<number, { resources: string[]; hosts: string[] }>();
+  for (const h of [...here].sort()) {
+    const project = ownerOf.get(h)!;
+    let entry = byProject.get(project);
+    if (!entry) byProject.set(project, (entry = { resources: resources.get(project) ?? [], hosts: [] }));
+    entry.hosts.push(h);
+  }
+  return { generation: now, projects: [...byProject.values()] };
+}
