@@ -110,9 +110,11 @@ describe("servers API (4.3) with an agent link", () => {
     await until(async () => (await team.api.get(`/servers/${s.uuid}`)).body.status === "unreachable");
     expect((await team.api.get(`/servers/${s.uuid}`)).body.settings).toEqual({ is_reachable: false, is_usable: false });
     await until(async () => events.some((e) => e.uuid === s.uuid && e.status === "unreachable"));
+    // Not usable is not a validation error: 503 with the reason, no field errors (a client can
+    // tell it apart from a 422 on bad input).
     const v2 = await team.api.get(`/servers/${s.uuid}/validate`);
-    expect(v2.status).toBe(422);
-    expect(v2.body.message).toMatch(/not connected/);
+    expect(v2.status).toBe(503);
+    expect(v2.body).toEqual({ message: "Server web-2 is not usable: its agent is not connected." });
   });
 
   it("validate reports the agent's failure reason", async () => {
@@ -124,8 +126,10 @@ describe("servers API (4.3) with an agent link", () => {
     const job = await a.nextJob();
     await a.outcome({ id: job.id, attempt: job.attempt, ok: false, error: "Cannot connect to the Docker daemon" });
     const v = await validating;
-    expect(v.status).toBe(422);
+    expect(v.status).toBe(503);
+    expect(v.body.errors).toBeUndefined();
     expect(v.body.message).toContain("Cannot connect to the Docker daemon");
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings.is_usable).toBe(false);
   });
 
   it("rejects bad tokens and other protocol versions", async () => {

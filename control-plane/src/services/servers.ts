@@ -1,7 +1,7 @@
 import type { HostFacts } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { TeamScope } from "../domain/scope.js";
-import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
+import { NotFound, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { JobQueue } from "../jobs/queue.js";
@@ -197,22 +197,21 @@ export class ServerService {
     }
   }
 
-  /** Engine running and compose available, checked now by the agent; updates is_usable. */
+  /**
+   * Engine running and compose available, checked now by the agent; updates is_usable. A server
+   * that is not usable is not a fault of the request: Unavailable (503) with the reason in the
+   * message, never a field error a client would take for bad input (docs/decisions.md).
+   */
   async validate(scope: TeamScope, uuid: string): Promise<{ dockerVersion: string }> {
     const server = await this.get(scope, uuid);
-    if (!ServerService.agentConnected(server)) {
+    const notUsable = async (reason: string): Promise<never> => {
       await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
-      throw new Invalid({ server: ["The agent is not connected."] }, `Server ${server.name} is not usable: the agent is not connected.`);
-    }
+      throw new Unavailable(`Server ${server.name} is not usable: ${reason}`);
+    };
+    if (!ServerService.agentConnected(server)) return notUsable("its agent is not connected.");
     const job = await this.jobs.run(server.id, "server.validate", {});
-    if (job.status !== "succeeded") {
-      await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
-      throw new Invalid({ server: [job.error] }, `Server ${server.name} is not usable: ${job.error}`);
-    }
-    if (!job.result.compose_version) {
-      await this.db.server.update({ where: { id: server.id }, data: { isUsable: false } });
-      throw new Invalid({ server: ["Docker Compose is not available."] }, `Server ${server.name} is not usable: Docker Compose is not available.`);
-    }
+    if (job.status !== "succeeded") return notUsable(job.error);
+    if (!job.result.compose_version) return notUsable("Docker Compose is not available.");
     await this.db.server.update({ where: { id: server.id }, data: { isUsable: true } });
     return { dockerVersion: job.result.docker_version };
   }

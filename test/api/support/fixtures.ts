@@ -423,7 +423,8 @@ function databaseBodies(): Record<string, BodySpec> {
  * the object and failed on what lies outside the test.
  */
 export const OWN_STATUS: Record<string, number | "found"> = {
-  "get /servers/{uuid}/validate": 422,
+  // No agent: the server is not usable (503 with the reason, not a field error).
+  "get /servers/{uuid}/validate": 503,
   "get /servers/{uuid}/resources": 503,
   "get /servers/{uuid}/domains": 503,
   "post /servers/{uuid}/install-agent": "found",

@@ -221,8 +221,17 @@ export const serverRoutes = [
     path: "/servers/{uuid}/validate",
     tag: "Servers",
     summary: "Check the agent, the container engine and compose now",
+    description:
+      "200 when the server is usable. 503 `{message}` when it is not, the reason in the message: its agent is not connected, " +
+      "the engine does not answer, compose is missing. Either way `settings.is_usable` follows the answer.",
     params: ServerParams,
-    responses: { 200: { description: "Usable", schema: ValidateResponse }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: { description: "Not usable, with the reason" } },
+    responses: {
+      200: { description: "Usable", schema: ValidateResponse },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      503: { description: "Not usable now: the agent is not connected, or it found the engine or compose missing (the reason is in the message)" },
+    },
     async handler({ scope, services, params }) {
       const r = await services.servers.validate(scope, params.uuid);
       return { body: { message: "Server is reachable and usable.", docker_version: r.dockerVersion } };
