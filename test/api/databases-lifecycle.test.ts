@@ -480,7 +480,8 @@ describe("environment variables", () => {
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toEqual({
       message: "Environment variable created.",
-      data: { uuid: expect.stringMatching(UUID), key: "PGTZ", value: null, created_at: expect.stringMatching(ISO), updated_at: expect.stringMatching(ISO) },
+      // The .../envs answers follow GET's rule (issue 15): the owner reads the value.
+      data: { uuid: expect.stringMatching(UUID), key: "PGTZ", value: "UTC", created_at: expect.stringMatching(ISO), updated_at: expect.stringMatching(ISO) },
     });
     const dup = await w.api.post(`/databases/${db.uuid}/envs`, { key: "PGTZ", value: "CET" });
     expect(dup.status).toBe(409);
@@ -488,7 +489,15 @@ describe("environment variables", () => {
 
     const bulk = await w.api.patch(`/databases/${db.uuid}/envs/bulk`, { variables: [{ key: "PGTZ", value: "Europe/Paris" }, { key: "SECRET_TOKEN", value: "s3cr3t" }] });
     expect(bulk.status).toBe(200);
-    expect(bulk.body.data.map((e: any) => [e.key, e.value])).toEqual([["PGTZ", null], ["SECRET_TOKEN", null]]);
+    expect(bulk.body.data.map((e: any) => [e.key, e.value])).toEqual([["PGTZ", "Europe/Paris"], ["SECRET_TOKEN", "s3cr3t"]]);
+    // A write-only token cannot read them: its mutation's answer masks them as GET would refuse them.
+    const writeOnly = t.api((await t.newMember(w.team.teamId, "owner", ["write"])).token);
+    const masked0 = await writeOnly.patch(`/databases/${db.uuid}/envs/bulk`, { variables: [{ key: "SECRET_TOKEN", value: "s3cr3t" }] });
+    expect(masked0.status).toBe(200);
+    expect(masked0.body.data.map((e: any) => [e.key, e.value])).toEqual([["SECRET_TOKEN", null]]);
+    const created0 = await writeOnly.post(`/databases/${db.uuid}/envs`, { key: "WRITE_ONLY", value: "w" });
+    expect(created0.body.data).toMatchObject({ key: "WRITE_ONLY", value: null });
+    expect((await w.api.delete(`/databases/${db.uuid}/envs/${created0.body.data.uuid}`)).status).toBe(200);
     const list = await w.api.get(`/databases/${db.uuid}/envs`);
     expect(list.body.data.map((e: any) => [e.key, e.value])).toEqual([["PGTZ", "Europe/Paris"], ["SECRET_TOKEN", "s3cr3t"]]);
     expect(list.body.data[0].uuid).toBe(created.body.data.uuid);

@@ -173,6 +173,17 @@ export class TeamScope {
     return level !== null && allows(level, need);
   }
 
+  /**
+   * Whether the caller may read the secrets of what lives in the environment (variable values,
+   * database passwords): manage on it (full access), with a token that may read at all. The one
+   * rule for every response that may carry them, reads and mutations alike: a write-only token
+   * cannot GET them, so a mutation's answer does not hand them to it either.
+   */
+  async mayReadSecrets(env: EnvironmentRef): Promise<boolean> {
+    if (!this.caller.scopes.has("read")) return false;
+    return this.allows(env, "manage");
+  }
+
   /** 404 (as `what`) when the caller cannot see the project, 403 when it sees it without `need`. */
   async assertProject(project: { id: number }, need: Need, what = "Project"): Promise<void> {
     const { visible, level } = await this.projectStanding(project.id);

@@ -108,8 +108,8 @@ export function maskSecrets(text: string, secrets: string[]): string {
   return out;
 }
 
-/** Passwords and variable values of a database are shown to callers who may manage it (full access). */
-const mayReveal = (scope: TeamScope, row: { environment: { id: number; projectId: number } }) => scope.allows(row.environment, "manage");
+/** Passwords and variable values of a database are shown to callers who may read its secrets (TeamScope.mayReadSecrets). */
+const mayReveal = (scope: TeamScope, row: { environment: { id: number; projectId: number } }) => scope.mayReadSecrets(row.environment);
 
 /** SQLite gives booleans as 0/1, PostgreSQL as booleans. */
 const toBool = (v: unknown) => v === true || v === 1 || v === "1" || v === "t";

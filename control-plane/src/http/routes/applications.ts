@@ -374,7 +374,7 @@ export const applicationRoutes = [
     path: "/applications/{uuid}/envs",
     tag: TAG,
     summary: "List an application's environment variables",
-    description: "Values are shown to members who may manage the application (full access) and to team owners, admins and automation tokens; they are null (masked) for everyone else.",
+    description: "Values are shown to callers who may read the application's secrets (full access on its environment, or a team owner, admin or automation token) with a token that has the read scope; they are null (masked) for everyone else. The same rule holds for the answers of POST, PATCH and bulk.",
     params: ApplicationParams,
     query: PaginationQuery,
     responses: { 200: { description: "Variables", schema: EnvVarList }, ...APP_RESPONSES },
@@ -390,7 +390,7 @@ export const applicationRoutes = [
     params: ApplicationParams,
     body: CreateEnvBody,
     responses: {
-      201: { description: "Created (value masked)", schema: EnvMutation },
+      201: { description: "Created; value as GET .../envs would show it to the caller", schema: EnvMutation },
       ...APP_RESPONSES,
       409: { description: "The key already exists (for that is_preview)" },
       422: ERR[422],
@@ -407,7 +407,7 @@ export const applicationRoutes = [
     summary: "Change an environment variable by key",
     params: ApplicationParams,
     body: UpdateEnvBody,
-    responses: { 200: { description: "Updated (value masked)", schema: EnvMutation }, ...APP_RESPONSES, 422: ERR[422] },
+    responses: { 200: { description: "Updated; value as GET .../envs would show it to the caller", schema: EnvMutation }, ...APP_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const env = await services.envVars.update(scope, params.uuid, body);
       return { body: { message: "Environment variable updated.", data: envDto(env) } };
@@ -421,7 +421,7 @@ export const applicationRoutes = [
     description: "All or nothing: the variables are validated together and written in one transaction.",
     params: ApplicationParams,
     body: BulkEnvBody,
-    responses: { 200: { description: "Updated (values masked)", schema: EnvBulkMutation }, ...APP_RESPONSES, 422: ERR[422] },
+    responses: { 200: { description: "Saved; values as GET .../envs would show them to the caller", schema: EnvBulkMutation }, ...APP_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const envs = await services.envVars.bulk(scope, params.uuid, body.variables);
       return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };

@@ -279,7 +279,7 @@ export const databaseRoutes = [
     path: "/databases/{uuid}/envs",
     tag: TAG,
     summary: "List a database's environment variables",
-    description: "Values are shown to members who may manage the database (full access) and to team owners, admins and automation tokens; null (masked) for everyone else.",
+    description: "Values are shown to callers who may read the database's secrets (full access on its environment, or a team owner, admin or automation token) with a token that has the read scope; they are null (masked) for everyone else. The same rule holds for the answers of POST, PATCH and bulk.",
     params: DatabaseParams,
     query: PaginationQuery,
     responses: { 200: { description: "Variables", schema: DatabaseEnvVarList }, ...DB_RESPONSES },
@@ -296,7 +296,7 @@ export const databaseRoutes = [
     params: DatabaseParams,
     body: CreateDatabaseEnvBody,
     responses: {
-      201: { description: "Created (value masked)", schema: DatabaseEnvMutation },
+      201: { description: "Created; value as GET .../envs would show it to the caller", schema: DatabaseEnvMutation },
       ...DB_RESPONSES,
       409: { description: "The key already exists" },
       422: ERR[422],
@@ -314,7 +314,7 @@ export const databaseRoutes = [
     description: "All or nothing: the variables are validated together and written in one transaction. Takes effect on the next restart.",
     params: DatabaseParams,
     body: BulkDatabaseEnvBody,
-    responses: { 200: { description: "Updated (values masked)", schema: DatabaseEnvBulkMutation }, ...DB_RESPONSES, 422: ERR[422] },
+    responses: { 200: { description: "Saved; values as GET .../envs would show them to the caller", schema: DatabaseEnvBulkMutation }, ...DB_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const envs = await services.databaseEnvs.bulk(scope, params.uuid, body.variables);
       return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };
