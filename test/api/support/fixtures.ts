@@ -440,8 +440,7 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "post /databases/{uuid}/stop": 503,
   "post /databases/{uuid}/restart": 503,
   "get /databases/{uuid}/logs": 503,
-  // No agent: inspection, sync and migrate need one; cleanup needs a migrate first.
-  "get /networks/{serverUuid}/{networkUuid}": 503,
+  // No agent: sync and migrate need one (the detail answers the stored record); cleanup needs a migrate first.
   "post /networks/{serverUuid}/sync": 503,
   "post /networks/{serverUuid}/proxy/migrate": 503,
   "post /networks/{serverUuid}/proxy/cleanup": 409,
