@@ -548,9 +548,11 @@ describe("environment variables", () => {
 });
 
 describe("the server's resources", () => {
-  it("databases have the spec's type standalone-<engine> (from their engine label); applications stay application", async () => {
+  it("databases have the spec's type standalone-<engine> (from their records); applications stay application; containers without a record are not resources", async () => {
     const { w, agent } = await newConnectedWorld();
     const pg = await createDb(w, "postgresql", { name: "pg" });
+    const kv = await createDb(w, "redis", { name: "kv" });
+    const web = await createImageApp(w, { name: "web", fqdn: "https://web.example.test" });
     // What the agent labels (agent/src/databases/spec.ts dbLabels; applications: deploy/labels).
     const labelled = (uuid: string, name: string, type: string, extra: Record<string, string> = {}) => ({
       "capstan.managed": "true",
@@ -562,22 +564,24 @@ describe("the server's resources", () => {
     });
     const containers = [
       { id: "c1", name: pg.uuid, image: "postgres:17-alpine", status: "running:healthy", labels: labelled(pg.uuid, "pg", "database", { "capstan.database.engine": "postgresql" }) },
-      { id: "c2", name: "kv", image: "redis:7-alpine", status: "exited", labels: labelled("kv-uuid", "kv", "database", { "capstan.database.engine": "redis" }) },
-      { id: "c3", name: "web-1", image: "nginx", status: "running:unknown", labels: labelled("web-uuid", "web", "application", { "capstan.domains": "web.example.test", "capstan.database.engine": "mysql" }) },
-      // Not made by the platform's agent: an unknown engine keeps the plain label value.
+      { id: "c2", name: kv.uuid, image: "redis:7-alpine", status: "exited", labels: labelled(kv.uuid, "kv", "database", { "capstan.database.engine": "redis" }) },
+      { id: "c3", name: "web-1", image: "nginx", status: "running:unknown", labels: labelled(web.uuid, "web", "application", { "capstan.domains": "web.example.test", "capstan.database.engine": "mysql" }) },
+      // Not made by the platform's agent, or left behind: no record, so no resource of the server.
       { id: "c4", name: "odd", image: "x", status: "running:unknown", labels: labelled("odd-uuid", "odd", "database", { "capstan.database.engine": "oracle" }) },
     ];
+    await prisma().standaloneDatabase.update({ where: { uuid: pg.uuid }, data: { status: "running:healthy" } });
+    await prisma().application.update({ where: { uuid: web.uuid }, data: { status: "running:unknown" } });
     agent.serve("containers.list", () => ({ ok: true, result: { containers } }));
     const res = await w.api.get(`/servers/${w.server.uuid}/resources`);
     expect(res.status).toBe(200);
+    const fresh = { stale: false, last_seen_at: expect.stringMatching(ISO), project_uuid: w.project.uuid, environment_name: "production" };
     expect(res.body.data).toEqual([
-      { uuid: pg.uuid, name: "pg", type: "standalone-postgresql", status: "running:healthy" },
-      { uuid: "kv-uuid", name: "kv", type: "standalone-redis", status: "exited" },
-      { uuid: "web-uuid", name: "web", type: "application", status: "running:unknown" },
-      { uuid: "odd-uuid", name: "odd", type: "database", status: "running:unknown" },
+      { uuid: web.uuid, name: "web", type: "application", status: "running:unknown", ...fresh },
+      { uuid: pg.uuid, name: "pg", type: "standalone-postgresql", status: "running:healthy", ...fresh },
+      { uuid: kv.uuid, name: "kv", type: "standalone-redis", status: "exited", ...fresh },
     ]);
     expect((await w.api.get(`/servers/${w.server.uuid}/domains`)).body.data).toEqual([
-      { domain: "web.example.test", resource_uuid: "web-uuid", resource_name: "web", resource_type: "application" },
+      { domain: "web.example.test", resource_uuid: web.uuid, resource_name: "web", resource_type: "application", routed: true, stale: false, last_seen_at: expect.stringMatching(ISO) },
     ]);
   });
 });

@@ -81,7 +81,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     projects: new ProjectService(db, reader, applications, networks, databases),
     permissions: new PermissionService(db),
     keys: new PrivateKeyService(db, box),
-    servers: new ServerService(db, jobs, agentSetup),
+    servers: new ServerService(db, jobs, agentSetup, reader),
     applications,
     envVars: new EnvVarService(db, applicationEnvOwners(), box),
     volumes: new VolumeService(db),

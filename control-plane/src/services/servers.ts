@@ -5,11 +5,15 @@ import { NotFound, Conflict, Unavailable, UpstreamFailed } from "../domain/error
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { JobQueue } from "../jobs/queue.js";
+import type { SqlReader } from "../db/reader.js";
+import { serverDomains, serverResources, storedResources, type LiveView, type ServerDomainView, type ServerResourceView } from "./server-resources.js";
 
 /** The network every server gets; its destination is the default `destination_uuid`. */
 export const DEFAULT_NETWORK = "capstan";
 /** A new server's prepare job waits this long for its agent to show up. */
 export const PREPARE_TIMEOUT_MS = 24 * 3600_000;
+/** How long the resource and domain lists wait for the engine's view before answering from the records alone. */
+export const LIVE_VIEW_TIMEOUT_MS = 10_000;
 
 const withDetail = {
   privateKey: { select: { uuid: true } },
@@ -60,11 +64,14 @@ export interface CreateServerInput {
 /** Servers of a team (spec 4.3): records, agent credentials and live checks through the agent. */
 export class ServerService {
   private agents: AgentLink | null = null;
+  /** How long the resource and domain lists wait for the engine's view (tests shorten it). */
+  liveViewWaitMs = LIVE_VIEW_TIMEOUT_MS;
 
   constructor(
     private readonly db: Db,
     private readonly jobs: JobQueue,
     private readonly setup: AgentSetup,
+    private readonly reader: SqlReader,
   ) {}
 
   bindAgents(link: AgentLink): void {
@@ -191,12 +198,6 @@ export class ServerService {
     return { exitCode: result.exitCode, output: result.output };
   }
 
-  private requireAgent(server: { status: string; name: string }): void {
-    if (!ServerService.agentConnected(server)) {
-      throw new Unavailable(`Server ${server.name} is unreachable: its agent is not connected.`);
-    }
-  }
-
   /**
    * Engine running and compose available, checked now by the agent; updates is_usable. A server
    * that is not usable is not a fault of the request: Unavailable (503) with the reason in the
@@ -216,13 +217,30 @@ export class ServerService {
     return { dockerVersion: job.result.docker_version };
   }
 
-  /** Containers the platform manages on the server, as the engine reports them now. */
-  async managedContainers(scope: TeamScope, uuid: string) {
+  /**
+   * The engine's view of the server now (the containers the platform manages), when its agent is
+   * connected and answers within LIVE_VIEW_TIMEOUT_MS; otherwise no view, and when the agent was
+   * last in touch.
+   */
+  private async liveView(server: { id: number; status: string; lastSeenAt: Date | null }): Promise<LiveView> {
+    const away: LiveView = { live: false, lastSeenAt: server.lastSeenAt };
+    if (!ServerService.agentConnected(server)) return away;
+    const job = await this.jobs.run(server.id, "containers.list", {}, this.liveViewWaitMs);
+    return job.status === "succeeded" ? { live: true, at: new Date(), containers: job.result.containers } : away;
+  }
+
+  /** GET /servers/{uuid}/resources: every resource on the server the caller may see (services/server-resources.ts). */
+  async resources(scope: TeamScope, uuid: string): Promise<ServerResourceView[]> {
     const server = await this.get(scope, uuid);
-    this.requireAgent(server);
-    const job = await this.jobs.run(server.id, "containers.list", {});
-    if (job.status !== "succeeded") throw new Unavailable(`Reading the server's containers failed: ${job.error}`);
-    return job.result.containers;
+    const rows = await storedResources(this.reader, scope, server.id);
+    return serverResources(rows, rows.length ? await this.liveView(server) : { live: false, lastSeenAt: server.lastSeenAt });
+  }
+
+  /** GET /servers/{uuid}/domains: the configured domains of the resources the caller may see, routed or not now. */
+  async domains(scope: TeamScope, uuid: string): Promise<ServerDomainView[]> {
+    const server = await this.get(scope, uuid);
+    const rows = (await storedResources(this.reader, scope, server.id)).filter((r) => r.fqdn);
+    return serverDomains(rows, rows.length ? await this.liveView(server) : { live: false, lastSeenAt: server.lastSeenAt });
   }
 
   static facts(server: { facts: string | null }): HostFacts | null {

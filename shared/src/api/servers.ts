@@ -96,11 +96,32 @@ export const CreatedServer = z
 
 export const AgentCredentials = z.object({ agent_token: z.string(), join_command: z.string() });
 
+/** When a status was last known to hold, and whether it is the engine's now (docs/decisions.md). */
+const Freshness = {
+  stale: z.boolean().meta({ description: "true: the last status the agent reported (the agent is away or did not answer); false: the engine answered now" }),
+  last_seen_at: Timestamp.nullable().meta({ description: "When it was last known to hold: now when not stale; else the agent's last contact (null: not reported since the resource was created)" }),
+};
+
 export const ServerResource = z
-  .object({ uuid: z.string(), name: z.string(), type: z.string(), status: z.string() })
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    type: z.string(),
+    status: z.string(),
+    ...Freshness,
+    project_uuid: z.string(),
+    environment_name: z.string(),
+  })
   .meta({ id: "ServerResource" });
 export const ServerDomain = z
-  .object({ domain: z.string(), resource_uuid: z.string(), resource_name: z.string(), resource_type: z.string() })
+  .object({
+    domain: z.string(),
+    resource_uuid: z.string(),
+    resource_name: z.string(),
+    resource_type: z.string(),
+    routed: z.boolean().nullable().meta({ description: "Whether a container of the resource serves the domain now; null when the agent is away" }),
+    ...Freshness,
+  })
   .meta({ id: "ServerDomain" });
 
 export const ValidateResponse = z.object({ message: z.string(), docker_version: z.string() });

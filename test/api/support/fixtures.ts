@@ -425,8 +425,6 @@ function databaseBodies(): Record<string, BodySpec> {
 export const OWN_STATUS: Record<string, number | "found"> = {
   // No agent: the server is not usable (503 with the reason, not a field error).
   "get /servers/{uuid}/validate": 503,
-  "get /servers/{uuid}/resources": 503,
-  "get /servers/{uuid}/domains": 503,
   "post /servers/{uuid}/install-agent": "found",
   // The fixture application was never deployed, and its server has no agent.
   "post /applications/{uuid}/start": 409,

@@ -12,21 +12,13 @@ import {
   UpdateServerBody,
   ValidateResponse,
   ServerStatus,
-  type ManagedContainer,
-  DatabaseEngine,
-  LABEL_DATABASE_ENGINE,
-  LABEL_DOMAINS,
-  LABEL_RESOURCE_NAME,
-  LABEL_RESOURCE_TYPE,
-  LABEL_RESOURCE_UUID,
-  RESOURCE_TYPE_APPLICATION,
-  databaseType,
 } from "@capstan/shared";
 import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
 import { ServerService, type ServerWithDetail } from "../../services/servers.js";
+import type { ServerDomainView, ServerResourceView } from "../../services/server-resources.js";
 
 type ServerRecord = {
   uuid: string;
@@ -83,46 +75,26 @@ const detailDto = (s: ServerWithDetail) => {
   };
 };
 
-/** Labels the platform puts on what it runs; resources and domains are read from them. */
-const LABEL = { uuid: LABEL_RESOURCE_UUID, name: LABEL_RESOURCE_NAME, type: LABEL_RESOURCE_TYPE, domains: LABEL_DOMAINS, engine: LABEL_DATABASE_ENGINE };
+const resourceDto = (r: ServerResourceView) => ({
+  uuid: r.uuid,
+  name: r.name,
+  type: r.type,
+  status: r.status,
+  stale: r.stale,
+  last_seen_at: r.lastSeenAt ? iso(r.lastSeenAt) : null,
+  project_uuid: r.projectUuid,
+  environment_name: r.environmentName,
+});
 
-/**
- * The spec's type of a container's resource: application, or standalone-<engine> for a database
- * (the agent labels database containers with their engine). A database container without a known
- * engine label was not made by the platform's agent: it keeps the plain label value.
- */
-export function resourceTypeOf(labels: Record<string, string>): string {
-  const type = labels[LABEL.type] ?? RESOURCE_TYPE_APPLICATION;
-  if (type !== "database") return type;
-  const engine = DatabaseEngine.safeParse(labels[LABEL.engine]);
-  return engine.success ? databaseType(engine.data) : type;
-}
-
-const resourcesOf = (containers: ManagedContainer[]) => {
-  const seen = new Map<string, { uuid: string; name: string; type: string; status: string }>();
-  for (const c of containers) {
-    const uuid = c.labels[LABEL.uuid];
-    if (!uuid || seen.has(uuid)) continue;
-    seen.set(uuid, { uuid, name: c.labels[LABEL.name] ?? c.name, type: resourceTypeOf(c.labels), status: c.status });
-  }
-  return [...seen.values()];
-};
-
-const domainsOf = (containers: ManagedContainer[]) =>
-  containers.flatMap((c) => {
-    const uuid = c.labels[LABEL.uuid];
-    if (!uuid) return [];
-    return (c.labels[LABEL.domains] ?? "")
-      .split(",")
-      .map((d) => d.trim())
-      .filter(Boolean)
-      .map((domain) => ({
-        domain,
-        resource_uuid: uuid,
-        resource_name: c.labels[LABEL.name] ?? c.name,
-        resource_type: resourceTypeOf(c.labels),
-      }));
-  });
+const domainDto = (d: ServerDomainView) => ({
+  domain: d.domain,
+  resource_uuid: d.resourceUuid,
+  resource_name: d.resourceName,
+  resource_type: d.resourceType,
+  routed: d.routed,
+  stale: d.stale,
+  last_seen_at: d.lastSeenAt ? iso(d.lastSeenAt) : null,
+});
 
 export const serverRoutes = [
   route({
@@ -241,7 +213,11 @@ export const serverRoutes = [
     method: "get",
     path: "/servers/{uuid}/resources",
     tag: "Servers",
-    summary: "Resources running on the server, with status from the engine",
+    summary: "Every resource on the server, with its last known status (confirmed by the engine when the agent answers)",
+    description:
+      "From the stored records, so it answers with the agent away: every application and database on the server that the caller may see " +
+      "(a member: those of the environments its grants reach). `status` is the last one the agent reported; `stale` is false when the agent " +
+      "answered now (a resource it runs no container of is then `exited`), true otherwise, with `last_seen_at` the time the status was last known to hold.",
     params: ServerParams,
     query: PaginationQuery,
     responses: {
@@ -249,18 +225,19 @@ export const serverRoutes = [
       401: ERR[401],
       403: ERR[403],
       404: ERR[404],
-      503: { description: "Agent not connected" },
     },
     async handler({ scope, services, params, query }) {
-      const all = resourcesOf(await services.servers.managedContainers(scope, params.uuid));
-      return { body: await paginateArray(query, all) };
+      return { body: await paginateArray(query, (await services.servers.resources(scope, params.uuid)).map(resourceDto)) };
     },
   }),
   route({
     method: "get",
     path: "/servers/{uuid}/domains",
     tag: "Servers",
-    summary: "Domains served by resources on the server",
+    summary: "Domains of the resources on the server, and whether each is routed now",
+    description:
+      "From the stored records (the configured domains of the applications the caller may see), one item per resource and host. `routed` is whether " +
+      "a container of the resource serves the host now (the agent answered; `stale` false), or null when the agent is away (`stale` true).",
     params: ServerParams,
     query: PaginationQuery,
     responses: {
@@ -268,11 +245,9 @@ export const serverRoutes = [
       401: ERR[401],
       403: ERR[403],
       404: ERR[404],
-      503: { description: "Agent not connected" },
     },
     async handler({ scope, services, params, query }) {
-      const all = domainsOf(await services.servers.managedContainers(scope, params.uuid));
-      return { body: await paginateArray(query, all) };
+      return { body: await paginateArray(query, (await services.servers.domains(scope, params.uuid)).map(domainDto)) };
     },
   }),
   route({
