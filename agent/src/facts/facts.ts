@@ -3,6 +3,7 @@ import { arch, cpus, freemem, hostname, platform, release, totalmem } from "node
 import si from "systeminformation";
 import type { HostFacts } from "@capstan/shared";
 import type { Engine, EngineInfo } from "../docker/engine.js";
+import { gatherProxyFacts } from "../proxy/index.js";
 import { errorMessage, type Logger, silentLogger } from "../log.js";
 
 const ENGINE_TIMEOUT_MS = 10_000;
@@ -36,13 +37,14 @@ async function diskOf(paths: string[]): Promise<{ total_bytes: number; free_byte
  */
 export async function gatherFacts(engine: Engine, log: Logger = silentLogger): Promise<HostFacts> {
   const signal = AbortSignal.timeout(ENGINE_TIMEOUT_MS);
-  const [osInfo, cpu, mem, info, version, compose] = await Promise.all([
+  const [osInfo, cpu, mem, info, version, compose, proxy] = await Promise.all([
     settle(si.osInfo(), log, "os info"),
     settle(si.cpu(), log, "cpu info"),
     settle(si.mem(), log, "memory info"),
     settle<EngineInfo>(engine.info(signal), log, "engine info"),
     settle(engine.version(signal), log, "engine version"),
     settle(engine.composeVersion(signal), log, "compose version"),
+    settle(gatherProxyFacts(engine, signal), log, "proxy"),
   ]);
   const running = info !== null && version !== null;
   const disk = await diskOf([info?.dockerRootDir ?? "/var/lib/docker", "/"]);
@@ -72,5 +74,6 @@ export async function gatherFacts(engine: Engine, log: Logger = silentLogger): P
       swarm: info?.swarm ?? null,
       swarm_role: info?.swarmRole ?? null,
     },
+    proxy,
   };
 }

@@ -81,7 +81,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     projects: new ProjectService(db, reader, applications, networks, databases),
     permissions: new PermissionService(db),
     keys: new PrivateKeyService(db, box),
-    servers: new ServerService(db, jobs, agentSetup, reader),
+    servers: new ServerService(db, jobs, agentSetup, reader, { proxyName: config.proxy.name, proxyIsolation: config.network.proxyIsolation }),
     applications,
     envVars: new EnvVarService(db, applicationEnvOwners(), box),
     volumes: new VolumeService(db),

@@ -1,4 +1,4 @@
-import type { HostFacts } from "@capstan/shared";
+import { ProxyIsolationPhase, type HostFacts, type ProxyIsolationState } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { TeamScope } from "../domain/scope.js";
 import { NotFound, Conflict, Unavailable, UpstreamFailed } from "../domain/errors.js";
@@ -27,6 +27,26 @@ export interface AgentLink {
 }
 
 type Window = { skip?: number; take?: number };
+
+/** The server's reverse proxy as GET /servers/{uuid} shows it: the agent's last report, and the isolation phase. */
+export interface ServerProxyView {
+  kind: "caddy";
+  name: string;
+  image: string | null;
+  version: string | null;
+  status: string;
+  routes: number | null;
+  isolation: ProxyIsolationState;
+  reportedAt: Date | null;
+}
+
+/** What the server detail needs of the instance's settings. */
+export interface ServerSettings {
+  /** The proxy container's name (config.proxy.name): shown until the agent reports its proxy. */
+  proxyName: string;
+  /** Whether proxy isolation is in effect on this instance (config.network.proxyIsolation). */
+  proxyIsolation: boolean;
+}
 
 /** A host to install the agent on over SSH (agents/ssh-install.ts does it). */
 export interface SshTarget {
@@ -72,6 +92,7 @@ export class ServerService {
     private readonly jobs: JobQueue,
     private readonly setup: AgentSetup,
     private readonly reader: SqlReader,
+    private readonly settings: ServerSettings,
   ) {}
 
   bindAgents(link: AgentLink): void {
@@ -96,6 +117,26 @@ export class ServerService {
 
   get(scope: TeamScope, uuid: string): Promise<ServerWithDetail> {
     return scope.server(uuid, withDetail);
+  }
+
+  /** GET /servers/{uuid}: the server with its proxy (the spec's "proxy configuration"). */
+  async detail(scope: TeamScope, uuid: string): Promise<{ server: ServerWithDetail; proxy: ServerProxyView }> {
+    const server = await this.get(scope, uuid);
+    return { server, proxy: this.proxyOf(server) };
+  }
+
+  /**
+   * The proxy as the agent last reported it in its facts (kind, name, image, Caddy's version,
+   * container state, routes loaded), with the server's proxy isolation phase. Without a report
+   * (no agent yet, an agent from before issue 15, an engine that did not answer) the status is
+   * unknown.
+   */
+  private proxyOf(server: { facts: string | null; proxyIsolation: string; lastSeenAt: Date | null }): ServerProxyView {
+    const phase = ProxyIsolationPhase.safeParse(server.proxyIsolation);
+    const isolation = { enabled: this.settings.proxyIsolation, phase: phase.success ? phase.data : "none" };
+    const reported = ServerService.facts(server)?.proxy;
+    if (!reported) return { kind: "caddy", name: this.settings.proxyName, image: null, version: null, status: "unknown", routes: null, isolation, reportedAt: null };
+    return { ...reported, isolation, reportedAt: server.lastSeenAt };
   }
 
   async create(scope: TeamScope, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
@@ -142,7 +183,7 @@ export class ServerService {
     if (input.is_build_server !== undefined) data.isBuildServer = input.is_build_server;
     if (input.private_key_uuid !== undefined) data.privateKeyId = (await scope.privateKey(input.private_key_uuid)).id;
     await this.db.server.update({ where: { id: server.id }, data });
-    return this.get(scope, uuid);
+    return this.detail(scope, uuid);
   }
 
   /** Management only: the host keeps running what it runs; the agent is told to stop. */

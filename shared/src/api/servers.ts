@@ -2,6 +2,7 @@ import { z } from "zod";
 import { multiline } from "../validation/text.js";
 import { Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 import { ServerStatus } from "../protocol/status.js";
+import { ProxyIsolationState } from "./networks.js";
 
 /** Hostnames or IPv4/IPv6 addresses; nothing that could smuggle options or spaces. */
 export const HostAddress = z
@@ -80,6 +81,21 @@ export const ServerDetail = Server.extend({
     })
     .nullable(),
   agent: z.object({ connected: z.boolean(), version: z.string().nullable(), last_seen_at: Timestamp.nullable() }),
+  proxy: z
+    .object({
+      kind: z.literal("caddy"),
+      /** The proxy container's name on the server. */
+      name: z.string(),
+      image: z.string().nullable(),
+      version: z.string().nullable().meta({ description: "Caddy's version as the proxy container reports it; null when not known (not running, not reported yet)" }),
+      status: z.string().meta({
+        description: "The proxy container's state as the agent last reported it: running, exited, restarting, paused, created, dead; missing when there is none (nothing routed yet); unknown when the agent has not reported it",
+      }),
+      routes: z.number().int().nullable().meta({ description: "Routes in the configuration the agent last loaded into the proxy; null before its first sync since the agent started" }),
+      isolation: ProxyIsolationState,
+      reported_at: Timestamp.nullable().meta({ description: "When the agent last reported it (its last contact); null without a report" }),
+    })
+    .meta({ id: "ServerProxy" }),
   destinations: z.array(Destination),
   updated_at: Timestamp,
 }).meta({ id: "ServerDetail" });

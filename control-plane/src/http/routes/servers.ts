@@ -17,7 +17,7 @@ import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
-import { ServerService, type ServerWithDetail } from "../../services/servers.js";
+import { ServerService, type ServerProxyView, type ServerWithDetail } from "../../services/servers.js";
 import type { ServerDomainView, ServerResourceView } from "../../services/server-resources.js";
 
 type ServerRecord = {
@@ -46,7 +46,18 @@ const serverDto = (s: ServerRecord) => ({
   created_at: iso(s.createdAt),
 });
 
-const detailDto = (s: ServerWithDetail) => {
+const proxyDto = (p: ServerProxyView) => ({
+  kind: p.kind,
+  name: p.name,
+  image: p.image,
+  version: p.version,
+  status: p.status,
+  routes: p.routes,
+  isolation: p.isolation,
+  reported_at: p.reportedAt ? iso(p.reportedAt) : null,
+});
+
+const detailDto = ({ server: s, proxy }: { server: ServerWithDetail; proxy: ServerProxyView }) => {
   const facts = ServerService.facts(s);
   return {
     ...serverDto(s),
@@ -70,6 +81,7 @@ const detailDto = (s: ServerWithDetail) => {
         }
       : null,
     agent: { connected: ServerService.agentConnected(s), version: s.agentVersion, last_seen_at: s.lastSeenAt ? iso(s.lastSeenAt) : null },
+    proxy: proxyDto(proxy),
     destinations: s.destinations.map((d) => ({ uuid: d.uuid, name: d.name, network: d.networkName })),
     updated_at: iso(s.updatedAt),
   };
@@ -126,12 +138,15 @@ export const serverRoutes = [
     method: "get",
     path: "/servers/{uuid}",
     tag: "Servers",
-    summary: "Server details: engine, host facts, agent, destinations",
+    summary: "Server details: engine, host facts, agent, proxy, destinations",
+    description:
+      "`proxy` is the server's reverse proxy as its agent last reported it (reported with the host facts, every minute): kind (caddy), container name, image, " +
+      "Caddy's version, the container's state (missing: none yet; unknown: not reported), the routes last loaded, and proxy isolation " +
+      "(`enabled` on this instance, the server's `phase`).",
     params: ServerParams,
     responses: { 200: { description: "Server", schema: ServerDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      const s = await services.servers.get(scope, params.uuid);
-      return { body: detailDto(s) };
+      return { body: detailDto(await services.servers.detail(scope, params.uuid)) };
     },
   }),
   route({
