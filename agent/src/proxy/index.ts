@@ -81,10 +81,16 @@ export function syncProxy(engine: Engine, settings: ProxySettings, ctx: ProxyCon
 
 /**
  * The server's proxy for the agent's facts reports (GET /servers/{uuid} shows it): state,
- * image, Caddy's version, routes loaded (proxy/facts.ts).
+ * image, Caddy's version, routes loaded (proxy/facts.ts). Its name is the one the last sync was
+ * given; before any sync (an agent just started) the one container labelled as the platform's
+ * proxy, else the default name.
  */
-export function gatherProxyFacts(engine: Engine, signal?: AbortSignal): Promise<ProxyFacts> {
-  const name = proxyNames.get(engine.socketPath) ?? PROXY_NAME;
+export async function gatherProxyFacts(engine: Engine, signal?: AbortSignal): Promise<ProxyFacts> {
+  let name = proxyNames.get(engine.socketPath);
+  if (name === undefined) {
+    const found = await engine.listContainers({ ...MANAGED, [LABEL_COMPONENT]: PROXY_COMPONENT }, signal);
+    name = found.length === 1 ? found[0]!.name : PROXY_NAME;
+  }
   return proxyFacts(dockerFor(engine), name, (c) => c.labels[LABEL_COMPONENT] === PROXY_COMPONENT, signal);
 }
 
