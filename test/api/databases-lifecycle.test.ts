@@ -421,18 +421,20 @@ describe("DELETE", () => {
     expect((await answerJob(agent, "db.action", { result: { status: "removed" } })).payload).toMatchObject({ db: { uuid: b.uuid }, delete_volumes: true, docker_cleanup: true });
   });
 
-  it("delete_configurations=false leaves the server untouched; bad combinations are 422", async () => {
+  it("delete_configurations=false still removes the container (a database keeps no configuration files); volume and image as asked; bad bodies are 422", async () => {
     const db = await createDb(w);
-    const jobs = await jobCount(prisma());
-    const bad = await w.api.delete(`/databases/${db.uuid}`, { delete_configurations: false, delete_volumes: true });
-    expect(bad.status).toBe(422);
     expect((await w.api.delete(`/databases/${db.uuid}?delete_volumes=true`, { delete_volumes: false })).status).toBe(422);
     expect((await w.api.delete(`/databases/${db.uuid}`, { purge: true })).status).toBe(422);
     expect((await w.api.get(`/databases/${db.uuid}`)).status).toBe(200);
     const res = await w.api.delete(`/databases/${db.uuid}?delete_configurations=false`);
-    expect(res.body).toEqual({ message: "Database deleted; what runs on the server was left untouched." });
-    expect(await jobCount(prisma())).toBe(jobs);
+    expect(res.body).toEqual({ message: "Database deleted; its container is being removed from the server (its data volume is kept)." });
+    const job = await answerJob(agent, "db.action", { result: { status: "removed" } });
+    expect(job.payload).toEqual({ db: { uuid: db.uuid, name: db.name }, action: "remove", delete_volumes: false, docker_cleanup: true });
     expect((await w.api.get(`/databases/${db.uuid}`)).status).toBe(404);
+    // Volumes with it, which used to be refused: the container goes either way.
+    const other = await createDb(w);
+    expect((await w.api.delete(`/databases/${other.uuid}`, { delete_configurations: false, delete_volumes: true, docker_cleanup: false })).status).toBe(200);
+    expect((await answerJob(agent, "db.action", { result: { status: "removed" } })).payload).toMatchObject({ db: { uuid: other.uuid }, delete_volumes: true, docker_cleanup: false });
   });
 
   it("a server with databases cannot be removed (409)", async () => {

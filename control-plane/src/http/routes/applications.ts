@@ -325,8 +325,9 @@ export const applicationRoutes = [
     tag: TAG,
     summary: "Delete an application",
     description:
-      "delete_configurations (default true) removes the application's containers and proxy routes from the server; delete_volumes (default false) also its volumes; docker_cleanup (default true) also its images and build cache. " +
-      "With delete_configurations=false the record is deleted and what runs on the server is left untouched. The flags may be sent in the query string or the JSON body.",
+      "The application's containers are always stopped and removed from the server, and its proxy routes with them. delete_configurations (default true) also removes " +
+      "the configuration files kept for it on the server (a compose application's file), false keeps them; delete_volumes (default false) also its volumes; " +
+      "docker_cleanup (default true) also its images and build cache. The flags may be sent in the query string or the JSON body.",
     params: ApplicationParams,
     query: DeleteApplicationQuery,
     body: DeleteApplicationBody,
@@ -343,7 +344,7 @@ export const applicationRoutes = [
         body: {
           message: flags.delete_configurations
             ? "Application deleted; its containers are being removed from the server."
-            : "Application deleted; what runs on the server was left untouched.",
+            : "Application deleted; its containers are being removed from the server (its configuration files there are kept).",
         },
       };
     },

@@ -226,9 +226,9 @@ export const databaseRoutes = [
     tag: TAG,
     summary: "Delete a database",
     description:
-      "delete_configurations (default true) removes the database's container from the server; delete_volumes (default false) also its data volume; " +
-      "docker_cleanup (default true) also its image when no other container uses it. With delete_configurations=false the record is deleted and what runs on " +
-      "the server is left untouched. Backup schedules go with the database; backup files stay. The flags may be sent in the query string or the JSON body.",
+      "The database's container is always stopped and removed from the server (also its published port). delete_volumes (default false) also removes its data volume; " +
+      "docker_cleanup (default true) also its image when no other container uses it; delete_configurations (default true) changes nothing for a database, which keeps " +
+      "no configuration files on the server. Backup schedules go with the database; backup files stay. The flags may be sent in the query string or the JSON body.",
     params: DatabaseParams,
     query: DeleteDatabaseQuery,
     body: DeleteDatabaseBody,
@@ -238,9 +238,7 @@ export const databaseRoutes = [
       await services.databases.remove(scope, params.uuid, flags);
       return {
         body: {
-          message: flags.delete_configurations
-            ? `Database deleted; its container is being removed from the server${flags.delete_volumes ? " with its data volume" : " (its data volume is kept)"}.`
-            : "Database deleted; what runs on the server was left untouched.",
+          message: `Database deleted; its container is being removed from the server${flags.delete_volumes ? " with its data volume" : " (its data volume is kept)"}.`,
         },
       };
     },
