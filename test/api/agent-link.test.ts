@@ -110,9 +110,11 @@ describe("servers API (4.3) with an agent link", () => {
     await until(async () => (await team.api.get(`/servers/${s.uuid}`)).body.status === "unreachable");
     expect((await team.api.get(`/servers/${s.uuid}`)).body.settings).toEqual({ is_reachable: false, is_usable: false, unusable_reason: "The agent is not connected." });
     await until(async () => events.some((e) => e.uuid === s.uuid && e.status === "unreachable"));
+    // Not usable is not a validation error: 503 with the reason, no field errors (a client can
+    // tell it apart from a 422 on bad input).
     const v2 = await team.api.get(`/servers/${s.uuid}/validate`);
-    expect(v2.status).toBe(422);
-    expect(v2.body.message).toMatch(/not connected/);
+    expect(v2.status).toBe(503);
+    expect(v2.body).toEqual({ message: "Server web-2 is not usable: its agent is not connected." });
   });
 
   it("validate reports the agent's failure reason", async () => {
@@ -124,8 +126,42 @@ describe("servers API (4.3) with an agent link", () => {
     const job = await a.nextJob();
     await a.outcome({ id: job.id, attempt: job.attempt, ok: false, error: "Cannot connect to the Docker daemon" });
     const v = await validating;
-    expect(v.status).toBe(422);
+    expect(v.status).toBe(503);
+    expect(v.body.errors).toBeUndefined();
     expect(v.body.message).toContain("Cannot connect to the Docker daemon");
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings.is_usable).toBe(false);
+  });
+
+  it("the detail shows the proxy the agent reported (kind, version, status, routes) and the isolation phase; unknown until a report", async () => {
+    const s = await newServer(team.api, keyUuid, "web-proxy");
+    const none = (await team.api.get(`/servers/${s.uuid}`)).body.proxy;
+    expect(none).toEqual({
+      kind: "caddy",
+      name: "capstan-proxy",
+      image: null,
+      version: null,
+      status: "unknown",
+      routes: null,
+      isolation: { enabled: false, phase: "none" },
+      reported_at: null,
+    });
+    const a = await agent(s.agent_token);
+    // An agent from before the proxy report: still unknown.
+    await a.hello();
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.proxy.status).toBe("unknown");
+    const proxy = { kind: "caddy" as const, name: "capstan-proxy", image: "capstan/caddy:2.6", version: "v2.6.2", status: "running", routes: 3 };
+    await a.hello({ ...sampleFacts, proxy });
+    const got = (await team.api.get(`/servers/${s.uuid}`)).body;
+    expect(got.proxy).toEqual({ ...proxy, isolation: { enabled: false, phase: "none" }, reported_at: got.agent.last_seen_at });
+    // The periodic report replaces it (the proxy stopped), and the phase is the server's.
+    a.socket.emit(EV.facts, { facts: { ...sampleFacts, proxy: { ...proxy, status: "exited", version: null } } });
+    await until(async () => (await team.api.get(`/servers/${s.uuid}`)).body.proxy.status === "exited");
+    await t.instance.database.prisma.server.update({ where: { uuid: s.uuid }, data: { proxyIsolation: "migrated" } });
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.proxy).toMatchObject({ status: "exited", version: null, routes: 3, isolation: { phase: "migrated" } });
+    // Kept after the agent leaves: the last report, with its time.
+    a.close();
+    await until(async () => (await team.api.get(`/servers/${s.uuid}`)).body.status === "unreachable");
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.proxy).toMatchObject({ status: "exited", reported_at: expect.any(String) });
   });
 
   it("rejects bad tokens and other protocol versions", async () => {

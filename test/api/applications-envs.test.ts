@@ -20,14 +20,23 @@ const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
 describe("environment variables", () => {
-  it("creates, lists with values, masks everywhere else, and seals values at rest", async () => {
+  it("creates, lists with values, masks them in the detail, and seals values at rest", async () => {
     const app = await createImageApp(w);
     const secret = "s3cr3t-" + Math.random().toString(36).slice(2);
     const created = await w.api.post(`/applications/${app.uuid}/envs`, { key: "DATABASE_URL", value: `postgres://u:${secret}@db/app` });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
+    // One rule for the .../envs answers (issue 15): the owner may read the value, so the create shows it as the list does.
     expect(created.body).toEqual({
       message: "Environment variable created.",
-      data: { uuid: expect.stringMatching(UUID), key: "DATABASE_URL", value: null, is_build_time: false, is_preview: false, created_at: expect.stringMatching(ISO), updated_at: expect.stringMatching(ISO) },
+      data: {
+        uuid: expect.stringMatching(UUID),
+        key: "DATABASE_URL",
+        value: `postgres://u:${secret}@db/app`,
+        is_build_time: false,
+        is_preview: false,
+        created_at: expect.stringMatching(ISO),
+        updated_at: expect.stringMatching(ISO),
+      },
     });
     const build = await w.api.post(`/applications/${app.uuid}/envs`, { key: "NODE_ENV", value: "production", is_build_time: true });
     expect(build.status).toBe(201);
@@ -90,7 +99,7 @@ describe("environment variables", () => {
     await ok(w.api.post(`/applications/${app.uuid}/envs`, { key: "MODE", value: "p", is_preview: true }), "env");
     const res = await w.api.patch(`/applications/${app.uuid}/envs`, { key: "MODE", value: "b" });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
-    expect(res.body).toMatchObject({ message: "Environment variable updated.", data: { key: "MODE", value: null, is_preview: false } });
+    expect(res.body).toMatchObject({ message: "Environment variable updated.", data: { key: "MODE", value: "b", is_preview: false } });
     const flag = await w.api.patch(`/applications/${app.uuid}/envs`, { key: "MODE", is_build_time: true, is_preview: true });
     expect(flag.status).toBe(200);
     const list = (await w.api.get(`/applications/${app.uuid}/envs`)).body.data;
@@ -115,7 +124,11 @@ describe("environment variables", () => {
     });
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     expect(res.body.message).toBe("3 environment variable(s) saved.");
-    expect(res.body.data.every((e: any) => e.value === null)).toBe(true);
+    expect(res.body.data.map((e: any) => [e.key, e.value, e.is_preview])).toEqual([
+      ["KEEP", "2", false],
+      ["NEW_ONE", "n", false],
+      ["NEW_ONE", "np", true],
+    ]);
     const list = (await w.api.get(`/applications/${app.uuid}/envs`)).body.data;
     expect(list.map((e: any) => [e.key, e.value, e.is_build_time, e.is_preview])).toEqual([
       ["KEEP", "2", true, false],
@@ -131,6 +144,39 @@ describe("environment variables", () => {
     expect(dup.status).toBe(422);
     expect((await w.api.patch(`/applications/${app.uuid}/envs/bulk`, { variables: [] })).status).toBe(422);
     expect((await w.api.get(`/applications/${app.uuid}/envs`)).body.data).toEqual(list);
+  });
+
+  it("one rule for values in every .../envs answer: shown to those who may read them, null for the rest (create, patch, bulk, list)", async () => {
+    const app = await createImageApp(w);
+    const answers = async (api: typeof w.api, key: string) => {
+      const created = await api.post(`/applications/${app.uuid}/envs`, { key, value: `${key}-1` });
+      expect(created.status, JSON.stringify(created.body)).toBe(201);
+      const patched = await api.patch(`/applications/${app.uuid}/envs`, { key, value: `${key}-2` });
+      expect(patched.status).toBe(200);
+      const bulk = await api.patch(`/applications/${app.uuid}/envs/bulk`, { variables: [{ key, value: `${key}-3` }] });
+      expect(bulk.status).toBe(200);
+      return [created.body.data.value, patched.body.data.value, bulk.body.data[0].value];
+    };
+    // A member with full access on the environment, token with read: the values, as GET shows them.
+    const full = await t.newMember(w.team.teamId, "member");
+    await ok(w.api.post("/permissions/project", { project_uuid: w.project.uuid, user_id: full.userId, permission_level: "full_access" }), "grant");
+    expect(await answers(t.api(full.token), "FULL")).toEqual(["FULL-1", "FULL-2", "FULL-3"]);
+    expect((await t.api(full.token).get(`/applications/${app.uuid}/envs`)).body.data.find((e: any) => e.key === "FULL").value).toBe("FULL-3");
+    // Write-only tokens cannot GET the values, so their mutations do not get them back either
+    // (an owner's and a full-access member's alike).
+    const ownerWriteOnly = await t.newMember(w.team.teamId, "owner", ["write"]);
+    expect(await answers(t.api(ownerWriteOnly.token), "OWNER_W")).toEqual([null, null, null]);
+    expect((await t.api(ownerWriteOnly.token).get(`/applications/${app.uuid}/envs`)).status).toBe(403);
+    const memberWriteOnly = await t.newMember(w.team.teamId, "member", ["write"]);
+    await ok(w.api.post("/permissions/project", { project_uuid: w.project.uuid, user_id: memberWriteOnly.userId, permission_level: "full_access" }), "grant");
+    expect(await answers(t.api(memberWriteOnly.token), "MEMBER_W")).toEqual([null, null, null]);
+    // The values were stored all the same.
+    const list = (await w.api.get(`/applications/${app.uuid}/envs`)).body.data.map((e: any) => [e.key, e.value]);
+    expect(list).toEqual([
+      ["FULL", "FULL-3"],
+      ["OWNER_W", "OWNER_W-3"],
+      ["MEMBER_W", "MEMBER_W-3"],
+    ]);
   });
 
   it("DELETE .../envs/{env_uuid} removes one; another application's variable is 404", async () => {

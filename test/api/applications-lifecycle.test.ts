@@ -203,11 +203,28 @@ describe("deleting applications, environments, projects, servers and keys", () =
     const res = await w.api.delete(`/applications/${app.uuid}?delete_volumes=true`);
     expect(res.status).toBe(200);
     const job = await answerNext(agent, "app.action", { result: { status: "removed" } });
-    expect(job.payload).toEqual({ app: { uuid: app.uuid, name: "bye" }, action: "remove", delete_volumes: true, docker_cleanup: true, proxy: PROXY });
+    expect(job.payload).toEqual({ app: { uuid: app.uuid, name: "bye" }, action: "remove", delete_volumes: true, docker_cleanup: true, delete_configurations: true, proxy: PROXY });
     const db = t.instance.database.prisma;
     expect(await db.application.count({ where: { uuid: app.uuid } })).toBe(0);
     // variables and storages went with it
     expect(await db.envVar.count({ where: { application: { uuid: app.uuid } } })).toBe(0);
+  });
+
+  it("delete_configurations=false still removes the containers and routes: the job says to keep only the configuration files; every flag reaches the agent as given (issue 15)", async () => {
+    const cases = [
+      { query: "delete_configurations=false", flags: { delete_configurations: false, delete_volumes: false, docker_cleanup: true } },
+      { query: "delete_configurations=false&delete_volumes=true&docker_cleanup=false", flags: { delete_configurations: false, delete_volumes: true, docker_cleanup: false } },
+      { query: "docker_cleanup=false", flags: { delete_configurations: true, delete_volumes: false, docker_cleanup: false } },
+    ];
+    for (const c of cases) {
+      const app = await createImageApp(w, { name: "gone", fqdn: "https://gone.example.test" });
+      const res = await w.api.delete(`/applications/${app.uuid}?${c.query}`);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.message).toMatch(/containers are being removed/);
+      const job = await answerNext(agent, "app.action", { result: { status: "removed" } });
+      expect(job.payload).toEqual({ app: { uuid: app.uuid, name: "gone" }, action: "remove", ...c.flags, proxy: PROXY });
+      expect((await w.api.get(`/applications/${app.uuid}`)).status).toBe(404);
+    }
   });
 
   it("deleting an environment removes its applications' containers, and only those", async () => {

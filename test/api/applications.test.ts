@@ -549,15 +549,17 @@ describe("DELETE /applications/{uuid} without an agent", () => {
     }
   });
 
-  it("with delete_configurations=false forgets the application and queues nothing", async () => {
+  it("with delete_configurations=false still queues the removal of its containers (the configuration files are kept); volumes may go too", async () => {
     const db = t.instance.database.prisma;
-    const app = await createImageApp(w);
-    const jobsBefore = await db.job.count();
-    const res = await w.api.delete(`/applications/${app.uuid}?delete_configurations=false`);
-    expect(res.status).toBe(200);
-    expect(res.body.message).toMatch(/left untouched/);
-    expect(await db.job.count()).toBe(jobsBefore);
-    expect((await w.api.get(`/applications/${app.uuid}`)).status).toBe(404);
+    for (const body of [{ delete_configurations: false }, { delete_configurations: false, delete_volumes: true }]) {
+      const app = await createImageApp(w);
+      const jobsBefore = await db.job.count({ where: { type: "app.action" } });
+      const res = await w.api.delete(`/applications/${app.uuid}`, body);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      expect(res.body.message).toMatch(/containers are being removed from the server \(its configuration files there are kept\)/);
+      expect(await db.job.count({ where: { type: "app.action" } })).toBe(jobsBefore + 1);
+      expect((await w.api.get(`/applications/${app.uuid}`)).status).toBe(404);
+    }
   });
 
   it("refuses contradicting flags, changing nothing", async () => {
@@ -565,8 +567,6 @@ describe("DELETE /applications/{uuid} without an agent", () => {
     const twice = await w.api.delete(`/applications/${app.uuid}?delete_volumes=true`, { delete_volumes: false });
     expect(twice.status).toBe(422);
     expect(Object.keys(twice.body.errors)).toEqual(["delete_volumes"]);
-    const keepButWipe = await w.api.delete(`/applications/${app.uuid}`, { delete_configurations: false, delete_volumes: true });
-    expect(keepButWipe.status).toBe(422);
     const bad = await w.api.delete(`/applications/${app.uuid}?docker_cleanup=yes`);
     expect(bad.status).toBe(422);
     expect(Object.keys(bad.body.errors)).toEqual(["docker_cleanup"]);

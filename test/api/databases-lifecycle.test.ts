@@ -422,18 +422,20 @@ describe("DELETE", () => {
     expect((await answerJob(agent, "db.action", { result: { status: "removed" } })).payload).toMatchObject({ db: { uuid: b.uuid }, delete_volumes: true, docker_cleanup: true });
   });
 
-  it("delete_configurations=false leaves the server untouched; bad combinations are 422", async () => {
+  it("delete_configurations=false still removes the container (a database keeps no configuration files); volume and image as asked; bad bodies are 422", async () => {
     const db = await createDb(w);
-    const jobs = await jobCount(prisma());
-    const bad = await w.api.delete(`/databases/${db.uuid}`, { delete_configurations: false, delete_volumes: true });
-    expect(bad.status).toBe(422);
     expect((await w.api.delete(`/databases/${db.uuid}?delete_volumes=true`, { delete_volumes: false })).status).toBe(422);
     expect((await w.api.delete(`/databases/${db.uuid}`, { purge: true })).status).toBe(422);
     expect((await w.api.get(`/databases/${db.uuid}`)).status).toBe(200);
     const res = await w.api.delete(`/databases/${db.uuid}?delete_configurations=false`);
-    expect(res.body).toEqual({ message: "Database deleted; what runs on the server was left untouched." });
-    expect(await jobCount(prisma())).toBe(jobs);
+    expect(res.body).toEqual({ message: "Database deleted; its container is being removed from the server (its data volume is kept)." });
+    const job = await answerJob(agent, "db.action", { result: { status: "removed" } });
+    expect(job.payload).toEqual({ db: { uuid: db.uuid, name: db.name }, action: "remove", delete_volumes: false, docker_cleanup: true });
     expect((await w.api.get(`/databases/${db.uuid}`)).status).toBe(404);
+    // Volumes with it, which used to be refused: the container goes either way.
+    const other = await createDb(w);
+    expect((await w.api.delete(`/databases/${other.uuid}`, { delete_configurations: false, delete_volumes: true, docker_cleanup: false })).status).toBe(200);
+    expect((await answerJob(agent, "db.action", { result: { status: "removed" } })).payload).toMatchObject({ db: { uuid: other.uuid }, delete_volumes: true, docker_cleanup: false });
   });
 
   it("a server with databases cannot be removed (409)", async () => {
@@ -481,7 +483,8 @@ describe("environment variables", () => {
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toEqual({
       message: "Environment variable created.",
-      data: { uuid: expect.stringMatching(UUID), key: "PGTZ", value: null, created_at: expect.stringMatching(ISO), updated_at: expect.stringMatching(ISO) },
+      // The .../envs answers follow GET's rule (issue 15): the owner reads the value.
+      data: { uuid: expect.stringMatching(UUID), key: "PGTZ", value: "UTC", created_at: expect.stringMatching(ISO), updated_at: expect.stringMatching(ISO) },
     });
     const dup = await w.api.post(`/databases/${db.uuid}/envs`, { key: "PGTZ", value: "CET" });
     expect(dup.status).toBe(409);
@@ -489,7 +492,15 @@ describe("environment variables", () => {
 
     const bulk = await w.api.patch(`/databases/${db.uuid}/envs/bulk`, { variables: [{ key: "PGTZ", value: "Europe/Paris" }, { key: "SECRET_TOKEN", value: "s3cr3t" }] });
     expect(bulk.status).toBe(200);
-    expect(bulk.body.data.map((e: any) => [e.key, e.value])).toEqual([["PGTZ", null], ["SECRET_TOKEN", null]]);
+    expect(bulk.body.data.map((e: any) => [e.key, e.value])).toEqual([["PGTZ", "Europe/Paris"], ["SECRET_TOKEN", "s3cr3t"]]);
+    // A write-only token cannot read them: its mutation's answer masks them as GET would refuse them.
+    const writeOnly = t.api((await t.newMember(w.team.teamId, "owner", ["write"])).token);
+    const masked0 = await writeOnly.patch(`/databases/${db.uuid}/envs/bulk`, { variables: [{ key: "SECRET_TOKEN", value: "s3cr3t" }] });
+    expect(masked0.status).toBe(200);
+    expect(masked0.body.data.map((e: any) => [e.key, e.value])).toEqual([["SECRET_TOKEN", null]]);
+    const created0 = await writeOnly.post(`/databases/${db.uuid}/envs`, { key: "WRITE_ONLY", value: "w" });
+    expect(created0.body.data).toMatchObject({ key: "WRITE_ONLY", value: null });
+    expect((await w.api.delete(`/databases/${db.uuid}/envs/${created0.body.data.uuid}`)).status).toBe(200);
     const list = await w.api.get(`/databases/${db.uuid}/envs`);
     expect(list.body.data.map((e: any) => [e.key, e.value])).toEqual([["PGTZ", "Europe/Paris"], ["SECRET_TOKEN", "s3cr3t"]]);
     expect(list.body.data[0].uuid).toBe(created.body.data.uuid);
@@ -540,9 +551,11 @@ describe("environment variables", () => {
 });
 
 describe("the server's resources", () => {
-  it("databases have the spec's type standalone-<engine> (from their engine label); applications stay application", async () => {
+  it("databases have the spec's type standalone-<engine> (from their records); applications stay application; containers without a record are not resources", async () => {
     const { w, agent } = await newConnectedWorld();
     const pg = await createDb(w, "postgresql", { name: "pg" });
+    const kv = await createDb(w, "redis", { name: "kv" });
+    const web = await createImageApp(w, { name: "web", fqdn: "https://web.example.test" });
     // What the agent labels (agent/src/databases/spec.ts dbLabels; applications: deploy/labels).
     const labelled = (uuid: string, name: string, type: string, extra: Record<string, string> = {}) => ({
       "capstan.managed": "true",
@@ -554,22 +567,24 @@ describe("the server's resources", () => {
     });
     const containers = [
       { id: "c1", name: pg.uuid, image: "postgres:17-alpine", status: "running:healthy", labels: labelled(pg.uuid, "pg", "database", { "capstan.database.engine": "postgresql" }) },
-      { id: "c2", name: "kv", image: "redis:7-alpine", status: "exited", labels: labelled("kv-uuid", "kv", "database", { "capstan.database.engine": "redis" }) },
-      { id: "c3", name: "web-1", image: "nginx", status: "running:unknown", labels: labelled("web-uuid", "web", "application", { "capstan.domains": "web.example.test", "capstan.database.engine": "mysql" }) },
-      // Not made by the platform's agent: an unknown engine keeps the plain label value.
+      { id: "c2", name: kv.uuid, image: "redis:7-alpine", status: "exited", labels: labelled(kv.uuid, "kv", "database", { "capstan.database.engine": "redis" }) },
+      { id: "c3", name: "web-1", image: "nginx", status: "running:unknown", labels: labelled(web.uuid, "web", "application", { "capstan.domains": "web.example.test", "capstan.database.engine": "mysql" }) },
+      // Not made by the platform's agent, or left behind: no record, so no resource of the server.
       { id: "c4", name: "odd", image: "x", status: "running:unknown", labels: labelled("odd-uuid", "odd", "database", { "capstan.database.engine": "oracle" }) },
     ];
+    await prisma().standaloneDatabase.update({ where: { uuid: pg.uuid }, data: { status: "running:healthy" } });
+    await prisma().application.update({ where: { uuid: web.uuid }, data: { status: "running:unknown" } });
     agent.serve("containers.list", () => ({ ok: true, result: { containers } }));
     const res = await w.api.get(`/servers/${w.server.uuid}/resources`);
     expect(res.status).toBe(200);
+    const fresh = { stale: false, last_seen_at: expect.stringMatching(ISO), project_uuid: w.project.uuid, environment_name: "production" };
     expect(res.body.data).toEqual([
-      { uuid: pg.uuid, name: "pg", type: "standalone-postgresql", status: "running:healthy" },
-      { uuid: "kv-uuid", name: "kv", type: "standalone-redis", status: "exited" },
-      { uuid: "web-uuid", name: "web", type: "application", status: "running:unknown" },
-      { uuid: "odd-uuid", name: "odd", type: "database", status: "running:unknown" },
+      { uuid: web.uuid, name: "web", type: "application", status: "running:unknown", ...fresh },
+      { uuid: pg.uuid, name: "pg", type: "standalone-postgresql", status: "running:healthy", ...fresh },
+      { uuid: kv.uuid, name: "kv", type: "standalone-redis", status: "exited", ...fresh },
     ]);
     expect((await w.api.get(`/servers/${w.server.uuid}/domains`)).body.data).toEqual([
-      { domain: "web.example.test", resource_uuid: "web-uuid", resource_name: "web", resource_type: "application" },
+      { domain: "web.example.test", resource_uuid: web.uuid, resource_name: "web", resource_type: "application", routed: true, stale: false, last_seen_at: expect.stringMatching(ISO) },
     ]);
   });
 });

@@ -477,15 +477,18 @@ describe("list and detail", () => {
     expect(cache.stats().state).toBe("on");
     expect(hits()).toBe(warm + 1);
     expect((await x.api.get(path)).body.databases[0]).toMatchObject({ uuid: db.uuid, status: "exited", last_error: null });
-    // Writes the TeamVersion triggers do not see (StandaloneDatabase has none): an agent's report, a job's outcome.
+    // Writes the TeamVersion triggers do not see (StandaloneDatabase's watch only inserts, deletes and moves): an agent's report, a job's outcome.
     await prisma().standaloneDatabase.update({ where: { uuid: db.uuid }, data: { status: "running:healthy" } });
     const before = hits();
     expect((await x.api.get(path)).body.databases[0]).toMatchObject({ uuid: db.uuid, status: "running:healthy" });
     await prisma().standaloneDatabase.update({ where: { uuid: db.uuid }, data: { lastError: "boom", lastErrorAt: new Date() } });
     expect((await x.api.get(path)).body.databases[0]).toMatchObject({ last_error: "boom", last_error_at: expect.stringMatching(ISO) });
     expect(hits()).toBe(before);
-    // The cached project view carries no resources, so those writes cannot make it stale.
-    expect(Object.keys((await x.api.get(`/projects/${x.project.uuid}`)).body).sort()).toEqual(["created_at", "description", "environments", "name", "uuid"]);
+    // The cached project view carries no statuses, only counts (issue 15), which those writes do not change.
+    const viewed = (await x.api.get(`/projects/${x.project.uuid}`)).body;
+    expect(Object.keys(viewed).sort()).toEqual(["created_at", "description", "environments", "name", "resource_counts", "uuid"]);
+    expect(viewed.resource_counts).toEqual({ applications: 0, databases: 1, services: 0, total: 1 });
+    expect(hits()).toBe(before + 1);
   });
 
   it("the environment view reads its databases in one statement, however many there are", async () => {

@@ -100,6 +100,7 @@ describe("shared networks: create", () => {
         scope: "shared",
         driver: "bridge",
         status: "active",
+        deleting: false,
         server_id: server.id,
         environment_id: null,
         container_engine_id: "id-backend-shared",
@@ -298,16 +299,18 @@ describe("detail with inspection data", () => {
     const r = await team.api.get(`/networks/${server.uuid}/${uuid}`);
     expect(r.status).toBe(200);
     expect(r.body.inspection).toBeNull();
+    expect(r.body.inspection_reason).toBe("The network is not on the server.");
   });
 
-  it("503 when the server's agent is not connected; 404 for an unknown network", async () => {
+  it("the stored record with inspection null and the reason when the server's agent is not connected (not a 503); 404 for an unknown network", async () => {
     const away = await world.server("away");
     const row = await db().network.create({
-      data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: away.id, name: "x", scope: "shared", driver: "bridge", status: "active" },
+      data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: away.id, name: "x", scope: "shared", driver: "bridge", status: "active", containerEngineId: "id-x" },
     });
     const r = await team.api.get(`/networks/${away.uuid}/${row.uuid}`);
-    expect(r.status).toBe(503);
-    expect(r.body.message).toMatch(/agent is not connected/);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body).toMatchObject({ uuid: row.uuid, container_network_name: "x", status: "active", container_engine_id: "id-x", deleting: false, inspection: null });
+    expect(r.body.inspection_reason).toMatch(/agent is not connected/);
     expect((await team.api.get(`/networks/${server.uuid}/${row.uuid}`)).status).toBe(404);
     expect((await team.api.get(`/networks/${server.uuid}/no-such-network`)).status).toBe(404);
   });
@@ -336,10 +339,13 @@ describe("delete", () => {
 
     const r = await team.api.delete(`/networks/${server.uuid}/${net.uuid}`);
     expect(r.status, JSON.stringify(r.body)).toBe(200);
-    expect(r.body.message).toMatch(/doomed-shared deleted: 1 resource\(s\) detached/);
+    expect(r.body.message).toMatch(/doomed-shared is being deleted: 1 resource\(s\) detached/);
     await until(async () => removals.some((j) => (j.payload as { name: string }).name === "doomed-shared"));
+    // Deleted once the agent confirmed it.
+    await until(async () => (await team.api.get(`/networks/${server.uuid}/${net.uuid}`)).body.status === "deleted");
     const row = await db().network.findUniqueOrThrow({ where: { uuid: net.uuid } });
     expect(row.status).toBe("deleted");
+    expect((await team.api.get(`/networks/${server.uuid}/${net.uuid}`)).body).toMatchObject({ status: "deleted", deleting: false, inspection: null });
     expect(await db().networkAttachment.count({ where: { networkId: row.id } })).toBe(0);
     expect((await team.api.get(`/networks/resource/application/${app}`)).body.data.map((n: any) => n.role)).toEqual(["primary"]);
 
@@ -348,11 +354,40 @@ describe("delete", () => {
     expect(again.body.message).toMatch(/already deleted/);
   });
 
+  it("while the agent is away a deleted network stays pending (deleting) until the agent confirms the removal, then deleted", async () => {
+    const away = await world.server("delete-away");
+    const row = await db().network.create({
+      data: { uuid: crypto.randomUUID(), teamId: team.teamId, serverId: away.id, name: "later-gone", scope: "shared", driver: "bridge", status: "active", containerEngineId: "id-lg" },
+    });
+    const r = await team.api.delete(`/networks/${away.uuid}/${row.uuid}`);
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    const shown = async () => (await team.api.get(`/networks/${away.uuid}`)).body.data.find((n: any) => n.uuid === row.uuid);
+    expect(await shown()).toMatchObject({ status: "pending", deleting: true });
+    const detail = await team.api.get(`/networks/${away.uuid}/${row.uuid}`);
+    expect(detail.body).toMatchObject({ status: "pending", deleting: true, inspection: null });
+    expect(detail.body.inspection_reason).toMatch(/not confirmed/);
+    // A second DELETE says it is under way.
+    const again = await team.api.delete(`/networks/${away.uuid}/${row.uuid}`);
+    expect(again.status).toBe(409);
+    expect(again.body.message).toMatch(/already being deleted/);
+    // Still pending a while later: nothing but the agent's answer makes it deleted.
+    await new Promise((res) => setTimeout(res, 1500));
+    expect(await shown()).toMatchObject({ status: "pending", deleting: true });
+
+    const agentBack = await world.agent(away);
+    const seen: JobEnvelope[] = [];
+    agentBack.serve("network.remove", (job) => (seen.push(job), { ok: true, result: { removed: true, disconnected: [] } }));
+    await until(async () => (await shown()).status === "deleted");
+    expect(seen.map((j) => j.payload)).toEqual([{ name: "later-gone" }]);
+    expect(await shown()).toMatchObject({ status: "deleted", deleting: false, reason: null });
+  });
+
   it("a removal the agent could not do leaves the record failed with the reason", async () => {
     const net = (await team.api.post(`/networks/${server.uuid}`, { name: "stuck" })).body.data;
     expect((await team.api.delete(`/networks/${server.uuid}/${net.uuid}`)).status).toBe(200);
     await until(async () => (await db().network.findUniqueOrThrow({ where: { uuid: net.uuid } })).status === "failed");
     expect((await db().network.findUniqueOrThrow({ where: { uuid: net.uuid } })).reason).toBe("removal failed: network stuck has active endpoints");
+    expect((await team.api.get(`/networks/${server.uuid}/${net.uuid}`)).body).toMatchObject({ status: "failed", deleting: false, reason: "removal failed: network stuck has active endpoints" });
   });
 
   it("environment, proxy and system networks are not deleted through the API (409)", async () => {

@@ -177,6 +177,7 @@ describe("GET /permissions/project", () => {
       user_email: ua.email,
       ...ABILITIES.view_only,
       permission_level: "view_only",
+      granted_level: "view_only",
       created_at: expect.stringMatching(ISO),
       updated_at: expect.stringMatching(ISO),
     });
@@ -190,8 +191,9 @@ describe("GET /permissions/project", () => {
     expect(ids(await owner.get("/permissions/project", { project_uuid: "no-such-project" }))).toEqual([]);
     expect(ids(await owner.get("/permissions/project", { user_id: 999_999 }))).toEqual([]);
 
+    // b is a viewer: granted deploy, it can only view (issue 15: what the user can really do).
     const d = (await owner.get("/permissions/project", { project_uuid: p1.uuid })).body.data.find((x: { id: number }) => x.id === idB1);
-    expect(d).toMatchObject({ permission_level: "deploy", ...ABILITIES.deploy });
+    expect(d).toMatchObject({ permission_level: "view_only", granted_level: "deploy", ...ABILITIES.view_only });
   });
 
   it("answers 422 for a non-integer user_id filter", async () => {
@@ -241,6 +243,7 @@ describe("GET/PUT/DELETE /permissions/project/{id}", () => {
       user_email: rec.email,
       ...ABILITIES.deploy,
       permission_level: "deploy",
+      granted_level: "deploy",
       created_at: expect.stringMatching(ISO),
       updated_at: expect.stringMatching(ISO),
     });
@@ -307,7 +310,11 @@ describe("bulk grant and revoke", () => {
     expect([...byUser.keys()].sort()).toEqual([m1.userId, m2.userId, v.userId].sort());
     expect(byUser.has(fx.ownerId)).toBe(false);
     expect(byUser.has(admin.userId)).toBe(false);
-    for (const x of list.body.data) expect(x).toMatchObject({ permission_level: "deploy", ...ABILITIES.deploy });
+    // The viewer's grant says deploy; what it can do stays view_only (issue 15).
+    for (const x of list.body.data) {
+      if (x.user_id === v.userId) expect(x).toMatchObject({ permission_level: "view_only", granted_level: "deploy", ...ABILITIES.view_only });
+      else expect(x).toMatchObject({ permission_level: "deploy", granted_level: "deploy", ...ABILITIES.deploy });
+    }
     // other projects are untouched
     expect((await fx.api.get("/permissions/project", { project_uuid: q.uuid })).body.data).toEqual([]);
 
@@ -318,7 +325,41 @@ describe("bulk grant and revoke", () => {
     const after = (await fx.api.get("/permissions/project", { project_uuid: p.uuid })).body.data;
     expect(after).toHaveLength(4);
     expect(after.map((x: { user_id: number }) => x.user_id)).toContain(m3.userId);
-    for (const x of after) expect(x).toMatchObject({ permission_level: "full_access", ...ABILITIES.full_access });
+    for (const x of after) {
+      if (x.user_id === v.userId) expect(x).toMatchObject({ permission_level: "view_only", granted_level: "full_access", ...ABILITIES.view_only });
+      else expect(x).toMatchObject({ permission_level: "full_access", granted_level: "full_access", ...ABILITIES.full_access });
+    }
+  });
+
+  it("bulk grant never lowers a grant unless asked: overwrite true sets every grant to the level", async () => {
+    const fx = await t.newTeam("bulk no-lower team");
+    const lead = await newUser("member", fx.teamId);
+    const dev = await newUser("member", fx.teamId);
+    const fresh = await newUser("member", fx.teamId);
+    const p = await newProject(fx.api);
+    const leadGrant = await grant(p, lead.userId, "full_access", fx.api);
+    const devGrant = await grant(p, dev.userId, "view_only", fx.api);
+    const levelOf = async (id: number) => (await fx.api.get(`/permissions/project/${id}`)).body.granted_level;
+
+    const res = await fx.api.post("/permissions/project/bulk", { project_uuid: p.uuid, permission_level: "deploy" });
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ message: expect.any(String), count: 3 });
+    expect(res.body.message).toMatch(/1 new, 1 raised, 1 kept/);
+    expect(await levelOf(leadGrant)).toBe("full_access"); // kept: higher than deploy
+    expect(await levelOf(devGrant)).toBe("deploy"); // raised
+    const mine = (await fx.api.get("/permissions/project", { project_uuid: p.uuid, user_id: fresh.userId })).body.data;
+    expect(mine).toMatchObject([{ permission_level: "deploy" }]); // created
+    // The lead can still delete in the project: nothing was taken away.
+    expect((await lead.api.patch(`/projects/${p.uuid}`, { description: "still mine" })).status).toBe(200);
+
+    // Asked for: every grant becomes exactly the level, the higher one lowered.
+    const over = await fx.api.post("/permissions/project/bulk", { project_uuid: p.uuid, permission_level: "deploy", overwrite: true });
+    expect(over.status).toBe(200);
+    expect(over.body).toEqual({ message: expect.any(String), count: 3 });
+    expect(over.body.message).toMatch(/0 new, 1 changed, 2 already at it/);
+    expect(await levelOf(leadGrant)).toBe("deploy");
+    expect((await lead.api.patch(`/projects/${p.uuid}`, { description: "not any more" })).status).toBe(403);
+    expect((await fx.api.post("/permissions/project/bulk", { project_uuid: p.uuid, permission_level: "deploy", overwrite: "yes" })).status).toBe(422);
   });
 
   it("bulk grant validates its body and resolves the project inside the team", async () => {
@@ -451,7 +492,7 @@ describe("environment overrides", () => {
     expect(ids(await owner.get("/permissions/environment", { environment_id: 999_999 }))).toEqual([]);
     const staging = (await owner.get("/permissions/environment", { environment_id: p.env.staging! })).body.data;
     expect(staging[0]).toMatchObject({ environment_name: "staging", ...ABILITIES.full_access });
-    expect(staging[1]).toMatchObject({ environment_name: "staging", ...ABILITIES.deploy });
+    expect(staging[1]).toMatchObject({ environment_name: "staging", ...ABILITIES.deploy, permission_level: "deploy", granted_level: "deploy" });
     expect((await owner.get("/permissions/environment", { environment_id: "x" })).status).toBe(422);
     // another team does not see them
     expect(ids(await other.api.get("/permissions/environment", { environment_id: p.env.staging! }))).toEqual([]);
@@ -520,6 +561,42 @@ describe("environment overrides", () => {
       expect(res.body).toEqual({ message: expect.any(String) });
     }
     expect((await owner.get("/permissions/environment", { environment_id: p.env.production! })).body.data).toEqual([]);
+  });
+});
+
+describe("permission responses say what the user can really do (issue 15)", () => {
+  it("full_access granted to a viewer: can_manage false everywhere, the grant kept; it applies in full once the viewer is a member", async () => {
+    const p = await newProject();
+    const v = await newUser("viewer");
+    const created = await owner.post("/permissions/project", { project_uuid: p.uuid, user_id: v.userId, permission_level: "full_access" });
+    expect(created.status).toBe(201);
+    expect(created.body.data).toEqual({ id: expect.any(Number), project_uuid: p.uuid, user_id: v.userId, ...ABILITIES.view_only });
+    expect(created.body.message).toMatch(/viewer.*view_only/);
+    const id = created.body.data.id;
+    expect((await owner.get(`/permissions/project/${id}`)).body).toMatchObject({ ...ABILITIES.view_only, permission_level: "view_only", granted_level: "full_access" });
+    const put = await owner.put(`/permissions/project/${id}`, { permission_level: "deploy" });
+    expect(put.body.data).toMatchObject(ABILITIES.view_only);
+    // What the response says is what happens: the viewer cannot manage or deploy.
+    expect((await v.api.patch(`/projects/${p.uuid}`, { description: "x" })).status).toBe(403);
+    const ov = await owner.post("/permissions/environment", { environment_id: p.env.staging!, user_id: v.userId, permission_level: "full_access" });
+    expect(ov.body.data).toMatchObject(ABILITIES.view_only);
+    expect((await owner.get("/permissions/environment", { user_id: v.userId })).body.data).toMatchObject([
+      { ...ABILITIES.view_only, permission_level: "view_only", granted_level: "full_access" },
+    ]);
+
+    // The same grants for a member give what they say.
+    await t.instance.admin.setMember(team.teamId, v.userId, "member");
+    expect((await owner.get(`/permissions/project/${id}`)).body).toMatchObject({ ...ABILITIES.deploy, permission_level: "deploy", granted_level: "deploy" });
+    expect((await owner.get("/permissions/environment", { user_id: v.userId })).body.data[0]).toMatchObject({ ...ABILITIES.full_access, permission_level: "full_access" });
+    expect((await v.api.patch(`/projects/${p.uuid}`, { description: "x" })).status).toBe(403); // deploy at project level
+  });
+
+  it("an admin's grant shows the full access the admin has whatever it says", async () => {
+    const p = await newProject();
+    const a = await newUser("admin");
+    const created = await owner.post("/permissions/project", { project_uuid: p.uuid, user_id: a.userId, permission_level: "view_only" });
+    expect(created.body.data).toMatchObject(ABILITIES.full_access);
+    expect((await owner.get(`/permissions/project/${created.body.data.id}`)).body).toMatchObject({ permission_level: "full_access", granted_level: "view_only" });
   });
 });
 

@@ -17,6 +17,9 @@ const environmentShape = (name: string) => ({
   name,
   created_at: expect.stringMatching(ISO),
 });
+const NONE = { applications: 0, databases: 0, services: 0, total: 0 };
+/** An environment of GET /projects/{uuid}: with its resource counts (issue 15). */
+const environmentDetailShape = (name: string, counts = NONE) => ({ ...environmentShape(name), resource_counts: counts });
 
 async function createProject(team: TeamFixture, name = "app", description?: string) {
   const res = await team.api.post("/projects", description === undefined ? { name } : { name, description });
@@ -79,7 +82,7 @@ describe("GET /projects and /projects/{uuid}", () => {
     expect(res.body.data[0].environments[0].id).toBe(a.environments[0]!.id);
   });
 
-  it("gets one project with its environments", async () => {
+  it("gets one project with its environments and resource counts", async () => {
     const team = await t.newTeam();
     const p = await createProject(team, "one", "desc");
     await team.api.post(`/projects/${p.uuid}/environments`, { name: "staging" });
@@ -89,7 +92,8 @@ describe("GET /projects and /projects/{uuid}", () => {
       uuid: p.uuid,
       name: "one",
       description: "desc",
-      environments: [environmentShape("production"), environmentShape("staging")],
+      environments: [environmentDetailShape("production"), environmentDetailShape("staging")],
+      resource_counts: NONE,
       created_at: expect.stringMatching(ISO),
     });
   });
@@ -364,7 +368,8 @@ describe("environments", () => {
     await team.api.delete(`/projects/${p.uuid}/environments/a`);
     const got = await team.api.get(`/projects/${p.uuid}`);
     expect(got.body.environments.map((e: { name: string }) => e.name)).toEqual(["production", "b"]);
-    expect(got.body.environments).toEqual((await team.api.get(`/projects/${p.uuid}/environments`)).body.data);
+    const withoutCounts = got.body.environments.map(({ resource_counts: _, ...e }: { resource_counts: unknown }) => e);
+    expect(withoutCounts).toEqual((await team.api.get(`/projects/${p.uuid}/environments`)).body.data);
   });
 });
 

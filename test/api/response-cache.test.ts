@@ -1,4 +1,5 @@
 import { execFile } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { createServer, get as httpGet, type Server } from "node:http";
 import type { Socket } from "node:net";
 import { resolve } from "node:path";
@@ -11,6 +12,9 @@ import type { PermissionLevel, TeamRole } from "@capstan/shared";
 import { createInstance, type Instance } from "../../control-plane/src/instance.js";
 import type { ResponseCache } from "../../control-plane/src/http/response-cache.js";
 import { client, startTestInstance, type ApiClient, type TeamFixture, type TestInstance } from "./harness.js";
+import { KeyFactory } from "./support/ssh.js";
+import { appWorld, createImageApp, ok, placement, type AppWorld } from "./support/applications.js";
+import { createDb } from "./support/standalone-databases.js";
 
 /**
  * The response cache of GET /projects and GET /projects/{uuid} (http/response-cache.ts): a
@@ -151,7 +155,11 @@ describe("response cache of GET /projects", () => {
 
     const one = first.body.data[0];
     await team.api.get(`/projects/${one.uuid}`);
-    expect((await hit(t.instance, team.api, `/projects/${one.uuid}`)).body).toEqual(one);
+    // The detail is the list item with resource counts (issue 15).
+    const detail = (await hit(t.instance, team.api, `/projects/${one.uuid}`)).body;
+    expect({ ...detail, resource_counts: undefined, environments: detail.environments.map((e: object) => ({ ...e, resource_counts: undefined })) }).toEqual(
+      JSON.parse(JSON.stringify({ ...one, environments: one.environments })),
+    );
   });
 
   it("keeps checking token, scope and parameters before it answers from memory", async () => {
@@ -303,6 +311,133 @@ describe("response cache of GET /projects", () => {
     await rawWrite(t, `DELETE FROM "Team" WHERE "id" = ?`, [doomed.teamId]);
     expect((await doomed.api.get("/projects")).status).toBe(401);
     expect((await hit(t.instance, team.api, "/projects")).status).toBe(200);
+  });
+});
+
+describe("resource counts of GET /projects/{uuid}, served from the cache (issue 15)", () => {
+  const keys = new KeyFactory();
+  let w: AppWorld;
+  let one: string;
+  let staging: number;
+  const counts = (applications: number, databases: number) => ({ applications, databases, services: 0, total: applications + databases });
+  const shown = (res: { body: { resource_counts: unknown; environments: { name: string; resource_counts: unknown }[] } }) => ({
+    total: res.body.resource_counts,
+    ...Object.fromEntries(res.body.environments.map((e) => [e.name, e.resource_counts])),
+  });
+
+  beforeAll(async () => {
+    w = await appWorld(t, keys);
+    one = `/projects/${w.project.uuid}`;
+    staging = (await ok(w.api.post(`${one}/environments`, { name: "staging" }), "env")).data.id;
+  });
+  afterAll(() => keys.cleanup());
+
+  it("counts applications and databases per environment and in total; a member's counts cover only the environments it sees", async () => {
+    const x = await appWorld(t, keys);
+    const p = `/projects/${x.project.uuid}`;
+    const qa = (await ok(x.api.post(`${p}/environments`, { name: "qa" }), "env")).data.id;
+    await createImageApp(x);
+    await createImageApp(x);
+    await createDb(x, "redis");
+    await ok(x.api.post("/applications/dockerimage", { ...placement(x, "qa"), docker_registry_image_name: "nginx:1.27" }), "qa app");
+    expect(shown(await x.api.get(p))).toEqual({ total: counts(3, 1), production: counts(2, 1), qa: counts(1, 0) });
+    // A member with an override on qa only: the project shows qa alone, and the totals are qa's.
+    const m = await t.newMember(x.team.teamId, "member");
+    await ok(x.api.post("/permissions/environment", { environment_id: qa, user_id: m.userId, permission_level: "view_only" }), "override");
+    expect(shown(await t.api(m.token).get(p))).toEqual({ total: counts(1, 0), qa: counts(1, 0) });
+    // The list carries no counts (it stays as cheap as before).
+    const listed = (await x.api.get("/projects")).body.data.find((e: { uuid: string }) => e.uuid === x.project.uuid);
+    expect(listed.resource_counts).toBeUndefined();
+    expect(listed.environments[0].resource_counts).toBeUndefined();
+  });
+
+  it("is never stale after a resource is created, deleted or goes with its environment; other writes to them keep the cached body", async () => {
+    await warm(t.instance, w.api, one);
+    const app = await createImageApp(w);
+    expect(shown(await miss(t.instance, w.api, one))).toEqual({ total: counts(1, 0), production: counts(1, 0), staging: counts(0, 0) });
+
+    await warm(t.instance, w.api, one);
+    const db = await createDb(w, "redis", { ...placement(w, "staging") });
+    expect(shown(await miss(t.instance, w.api, one))).toEqual({ total: counts(1, 1), production: counts(1, 0), staging: counts(0, 1) });
+
+    // Writes that change no count bump nothing: a rename, a status report, a database's error.
+    await warm(t.instance, w.api, one);
+    expect((await w.api.patch(`/applications/${app.uuid}`, { name: "renamed" })).status).toBe(200);
+    await t.instance.database.prisma.application.update({ where: { uuid: app.uuid }, data: { status: "running:healthy" } });
+    await t.instance.database.prisma.standaloneDatabase.update({ where: { uuid: db.uuid }, data: { status: "running:healthy", lastError: "x" } });
+    expect(shown(await hit(t.instance, w.api, one)).total).toEqual(counts(1, 1));
+
+    expect((await w.api.delete(`/applications/${app.uuid}`)).status).toBe(200);
+    expect(shown(await miss(t.instance, w.api, one))).toEqual({ total: counts(0, 1), production: counts(0, 0), staging: counts(0, 1) });
+
+    await warm(t.instance, w.api, one);
+    expect((await w.api.delete(`/databases/${db.uuid}`)).status).toBe(200);
+    expect(shown(await miss(t.instance, w.api, one)).total).toEqual(counts(0, 0));
+
+    // The environment's deletion takes its resources: the counts go with it (the environment's own trigger and the resources').
+    await createImageApp(w, { ...placement(w, "staging") });
+    await warm(t.instance, w.api, one);
+    expect(shown(await hit(t.instance, w.api, one))).toEqual({ total: counts(1, 0), production: counts(0, 0), staging: counts(1, 0) });
+    const env = await ok(w.api.post(`${one}/environments`, { name: "doomed" }), "env");
+    await createImageApp(w, { ...placement(w, "doomed") });
+    await createDb(w, "redis", { ...placement(w, "doomed") });
+    await warm(t.instance, w.api, one);
+    expect((await w.api.delete(`${one}/environments/${env.data.name}`)).status).toBe(200);
+    expect(shown(await miss(t.instance, w.api, one))).toEqual({ total: counts(1, 0), production: counts(0, 0), staging: counts(1, 0) });
+  });
+
+  it("is never stale after plain SQL inserts, moves or deletes a resource on another connection; a status write keeps it", async () => {
+    type Shown = Record<string, { applications: number; databases: number }>;
+    const apps = (s: Shown) => Object.fromEntries(Object.entries(s).map(([k, v]) => [k, v.applications]));
+    await warm(t.instance, w.api, one);
+    const start = apps(shown(await hit(t.instance, w.api, one)) as Shown);
+    const app = await createImageApp(w, { ...placement(w, "production") });
+    await warm(t.instance, w.api, one);
+    const before = apps(shown(await hit(t.instance, w.api, one)) as Shown);
+    expect(before).toEqual({ ...start, total: start.total! + 1, production: start.production! + 1 });
+
+    await rawWrite(t, `UPDATE "Application" SET "status" = 'exited:unhealthy' WHERE "uuid" = ?`, [app.uuid]);
+    expect(apps(shown(await hit(t.instance, w.api, one)) as Shown)).toEqual(before);
+
+    // Moved to staging by hand: both environments' counts change.
+    await rawWrite(t, `UPDATE "Application" SET "environmentId" = ? WHERE "uuid" = ?`, [staging, app.uuid]);
+    expect(apps(shown(await miss(t.instance, w.api, one)) as Shown)).toEqual({ ...before, production: before.production! - 1, staging: before.staging! + 1 });
+
+    await warm(t.instance, w.api, one);
+    await rawWrite(t, `DELETE FROM "Application" WHERE "uuid" = ?`, [app.uuid]);
+    expect(apps(shown(await miss(t.instance, w.api, one)) as Shown)).toEqual(start);
+
+    // An insert by hand: a copy of another application's row under a new uuid.
+    const source = await createImageApp(w);
+    await warm(t.instance, w.api, one);
+    const withSource = apps(shown(await hit(t.instance, w.api, one)) as Shown);
+    const cols = `"teamId", "environmentId", "serverId", "destinationId", "name", "source", "buildPack", "dockerImage", "webhookSecret", "createdAt", "updatedAt"`;
+    await rawWrite(t, `INSERT INTO "Application" ("uuid", ${cols}) SELECT ?, ${cols} FROM "Application" WHERE "uuid" = ?`, [randomUUID(), source.uuid]);
+    expect(apps(shown(await miss(t.instance, w.api, one)) as Shown).total).toBe(withSource.total! + 1);
+  });
+
+  it("a miss reads the project and its counts in one statement; a hit reads nothing but the token", async () => {
+    const reader = t.instance.services.reader;
+    const statements = async (fn: () => Promise<unknown>) => {
+      const seen: string[] = [];
+      const rows = reader.rows.bind(reader);
+      const all = reader.all.bind(reader);
+      reader.rows = (async (sql: string, params: readonly (string | number)[]) => (seen.push(sql), rows(sql, params))) as typeof reader.rows;
+      reader.all = (async (sql: string, params: readonly (string | number)[]) => (seen.push(sql), all(sql, params))) as typeof reader.all;
+      try {
+        await fn();
+      } finally {
+        reader.rows = rows;
+        reader.all = all;
+      }
+      return seen;
+    };
+    await createImageApp(w);
+    const missed = await statements(() => miss(t.instance, w.api, one));
+    const hitOnly = await statements(() => hit(t.instance, w.api, one));
+    expect(missed.length).toBe(hitOnly.length + 1);
+    expect(missed.filter((s) => s.includes(`"Application"`) && s.includes(`"StandaloneDatabase"`) && s.includes(`"Project"`))).toHaveLength(1);
+    expect(hitOnly.some((s) => s.includes(`"Application"`))).toBe(false);
   });
 });
 

@@ -161,7 +161,7 @@ describe("usability follows the agent's reports; validate changes nothing", () =
     while (job.type !== "server.validate") job = await agent.nextJob();
     await agent.outcome({ id: job.id, attempt: job.attempt, ok: false, error: NO_ENGINE });
     const v = await validating;
-    expect(v.status).toBe(422);
+    expect(v.status).toBe(503);
     expect(v.body.message).toContain(NO_ENGINE);
     const after = await db().server.findUniqueOrThrow({ where: { uuid } });
     expect(after.isUsable).toBe(true);
@@ -170,7 +170,7 @@ describe("usability follows the agent's reports; validate changes nothing", () =
     agent.close();
     await until(async () => (await team.api.get(`/servers/${uuid}`)).body.status === "unreachable");
     const gone = await db().server.findUniqueOrThrow({ where: { uuid } });
-    expect((await team.api.get(`/servers/${uuid}/validate`)).status).toBe(422);
+    expect((await team.api.get(`/servers/${uuid}/validate`)).status).toBe(503);
     expect((await db().server.findUniqueOrThrow({ where: { uuid } })).updatedAt).toEqual(gone.updatedAt);
   });
 });

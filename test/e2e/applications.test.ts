@@ -216,9 +216,9 @@ describe("applications on a real engine, through the proxy", () => {
     expect((await containersOf(app)).length).toBe(1);
     // The engine's status reaches the API.
     await until("status running", async () => ((await team.api.get(`/applications/${app}`)).body.status as string).startsWith("running"), 30_000);
-    // The server's domains come from the running containers.
+    // The server's domains: the application's, served by its running container now.
     const domains = await team.api.get(`/servers/${server.uuid}/domains`);
-    expect(domains.body.data).toContainEqual(expect.objectContaining({ domain: host, resource_uuid: app, resource_type: "application" }));
+    expect(domains.body.data).toContainEqual(expect.objectContaining({ domain: host, resource_uuid: app, resource_type: "application", routed: true, stale: false }));
     // Logs of the serving container.
     const logs = await team.api.get(`/applications/${app}/logs?since=600&tail=50`);
     expect(logs.status).toBe(200);

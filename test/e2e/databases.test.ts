@@ -331,9 +331,9 @@ describe.each(CASES)("$engine through the API on a real engine", (c) => {
       if (c.database) expect(decodeURIComponent(url.pathname.slice(1))).toBe(c.database);
       await healthy(db);
       expect((await database(db)).last_error).toBeNull();
-      // The server's resources give it the spec's type, read from what the engine runs (its labels).
+      // The server's resources give it the spec's type (from its record), its status confirmed by the engine now.
       const resources = await team.api.get(`/servers/${server.uuid}/resources`, { per_page: 100 });
-      expect(resources.body.data).toContainEqual({ uuid: db, name: `${c.engine}-e2e`, type: `standalone-${c.engine}`, status: "running:healthy" });
+      expect(resources.body.data).toContainEqual(expect.objectContaining({ uuid: db, name: `${c.engine}-e2e`, type: `standalone-${c.engine}`, status: "running:healthy", stale: false }));
 
       for (const statement of c.write) await run(c, db, url, statement);
       expect(await run(c, db, url, c.read)).toMatch(c.expect);

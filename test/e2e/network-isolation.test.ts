@@ -354,7 +354,9 @@ describe("strict mode: environment isolation and proxy isolation", () => {
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     await until("the shared network to be removed from the engine", async () => (await sh("docker", ["network", "ls", "-q", "--filter", `name=^${name}$`])) === "", 60_000, 250);
     expect(await networksOf(a)).not.toContain(name);
-    expect((await networkRecords(s)).find((n) => n.uuid === net)?.status).toBe("deleted");
+    // Deleted once the agent's confirmation is in (pending, deleting: true until then; issue 15).
+    await until("the shared network's record to be deleted", async () => (await networkRecords(s)).find((n) => n.uuid === net)?.status === "deleted", 30_000, 250);
+    expect((await networkRecords(s)).find((n) => n.uuid === net)).toMatchObject({ status: "deleted", deleting: false });
   });
 
   it("sync records a network created behind the platform's back and marks one removed behind its back deleted", async () => {
@@ -422,8 +424,9 @@ describe("strict mode: environment isolation and proxy isolation", () => {
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     await until(`the containers of ${intB} to be removed`, async () => (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.resource.uuid=${intB}`])) === "", 60_000, 500);
     await until(`${stagingNet} to be removed from the engine`, async () => (await sh("docker", ["network", "ls", "-q", "--filter", `name=^${stagingNet}$`])) === "", 60_000, 500);
+    await until(`${stagingNet}'s record to be deleted`, async () => (await networkRecords(s)).find((n) => n.container_network_name === stagingNet)?.status === "deleted", 30_000, 250);
     const record = (await networkRecords(s)).find((n) => n.container_network_name === stagingNet);
-    expect(record?.status).toBe("deleted");
+    expect(record).toMatchObject({ status: "deleted", deleting: false });
     // The production environment's network and its public app are untouched.
     const prodNet = (await networksOf(await container(intA)))[0]!;
     expect(await sh("docker", ["network", "ls", "-q", "--filter", `name=^${prodNet}$`])).not.toBe("");

@@ -106,11 +106,12 @@ export function deployCompose(engine: Engine, payload: DeployPayload, ctx: Compo
  * Removes an application's compose project: containers, its own network, and its named
  * volumes when `removeVolumes`. Works from the stored file when there is one, then sweeps by
  * label what is left (a lost state directory, services dropped from earlier files). The
- * stored file (it holds variable values) is deleted.
+ * stored file (it holds variable values) is deleted, unless `keepFiles` (DELETE with
+ * delete_configurations=false: the configuration stays on the server, nothing runs from it).
  */
 export function composeDown(
   engine: Engine,
-  opts: { appUuid: string; removeVolumes: boolean },
+  opts: { appUuid: string; removeVolumes: boolean; keepFiles?: boolean },
   ctx: ComposeCtx,
 ): Promise<{ containers: number; volumes: number }> {
   if (!/^[a-z0-9-]{1,64}$/.test(opts.appUuid)) return Promise.reject(new Error(`invalid application uuid ${opts.appUuid}`));
@@ -163,7 +164,8 @@ export function composeDown(
         }
       }
     }
-    await rm(dir, { recursive: true, force: true });
+    if (opts.keepFiles) progress(`configuration kept in ${dir}`);
+    else await rm(dir, { recursive: true, force: true });
     return { containers, volumes };
   });
 }

@@ -25,8 +25,8 @@ export interface DeployDeps {
   fetchGit(src: Extract<DeploySource, { kind: "git" }>, dest: string, ctx: StepCtx): Promise<{ commit: string; message: string }>;
   planBuild(input: { pack: SourceBuilder; dir: string; baseImages: BaseImages; buildEnv: Record<string, string>; ports: number[] }): Promise<BuildPlanLike>;
   deployCompose(engine: Engine, payload: DeployPayload, ctx: StepCtx & { stateDir: string; extraLabels?: Record<string, string> }): Promise<{ container: string; status: string }>;
-  /** Removes a compose application's project (containers, its network, volumes if asked). */
-  composeDown(engine: Engine, opts: { appUuid: string; removeVolumes: boolean }, ctx: StepCtx & { stateDir: string }): Promise<unknown>;
+  /** Removes a compose application's project (containers, its network, volumes if asked; its stored file unless keepFiles). */
+  composeDown(engine: Engine, opts: { appUuid: string; removeVolumes: boolean; keepFiles?: boolean }, ctx: StepCtx & { stateDir: string }): Promise<unknown>;
 }
 
 /** The real implementations; `proxy` tunes the proxy (tests: their own proxy name, labels). */

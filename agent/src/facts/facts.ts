@@ -3,6 +3,7 @@ import { arch, cpus, freemem, hostname, platform, release, totalmem } from "node
 import si from "systeminformation";
 import type { HostFacts } from "@capstan/shared";
 import type { Engine, EngineInfo } from "../docker/engine.js";
+import { gatherProxyFacts } from "../proxy/index.js";
 import { errorMessage, type Logger, silentLogger } from "../log.js";
 
 const ENGINE_TIMEOUT_MS = 10_000;
@@ -41,13 +42,14 @@ export async function gatherFacts(engine: Engine, log: Logger = silentLogger): P
   const signal = AbortSignal.timeout(ENGINE_TIMEOUT_MS);
   // Why the engine does not answer, for the server's detail (settings.unusable_reason).
   let engineError: string | null = null;
-  const [osInfo, cpu, mem, info, version, compose] = await Promise.all([
+  const [osInfo, cpu, mem, info, version, compose, proxy] = await Promise.all([
     settle(si.osInfo(), log, "os info"),
     settle(si.cpu(), log, "cpu info"),
     settle(si.mem(), log, "memory info"),
     settle<EngineInfo>(engine.info(signal), log, "engine info", (err) => (engineError ??= errorMessage(err))),
     settle(engine.version(signal), log, "engine version", (err) => (engineError ??= errorMessage(err))),
     settle(engine.composeVersion(signal), log, "compose version"),
+    settle(gatherProxyFacts(engine, signal), log, "proxy"),
   ]);
   const running = info !== null && version !== null;
   const disk = await diskOf([info?.dockerRootDir ?? "/var/lib/docker", "/"]);
@@ -78,5 +80,6 @@ export async function gatherFacts(engine: Engine, log: Logger = silentLogger): P
       swarm_role: info?.swarmRole ?? null,
       error: running ? null : (engineError ?? "the Docker Engine did not answer").slice(0, ENGINE_ERROR_MAX),
     },
+    proxy,
   };
 }

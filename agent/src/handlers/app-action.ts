@@ -26,9 +26,10 @@ async function removeAll(engine: Engine, opts: ResolvedAppOptions, payload: AppA
       if (!isNotFound(err)) throw err;
     }
   }
-  // Then what a compose project has besides containers (its network, its stored file, its
-  // volumes when asked); it finds nothing to do for other apps.
-  await opts.deps.composeDown(engine, { appUuid: payload.app.uuid, removeVolumes: payload.delete_volumes }, { signal, progress, stateDir: opts.stateDir });
+  // Then what a compose project has besides containers (its network, its stored file unless
+  // the configuration is kept, its volumes when asked); it finds nothing to do for other apps.
+  const keepFiles = payload.delete_configurations === false;
+  await opts.deps.composeDown(engine, { appUuid: payload.app.uuid, removeVolumes: payload.delete_volumes, keepFiles }, { signal, progress, stateDir: opts.stateDir });
   const owned = { [LABEL_MANAGED]: "true", [LABEL_RESOURCE_UUID]: payload.app.uuid };
   if (payload.delete_volumes) {
     for (const v of await engine.listVolumes(owned, signal)) {

@@ -537,7 +537,21 @@ describe("app.action", () => {
     expect(r).toEqual({ status: "removed" });
     expect(engine.calls).toEqual([`rm ${NEW}`, `rmvol ${APP}-data`, `rmi sha256:capstan/${APP}:d1`]);
     expect([...engine.volumes.keys()]).toEqual(["app-2-data"]);
-    expect(composeDown).toHaveBeenCalledWith(engine, { appUuid: APP, removeVolumes: true }, expect.objectContaining({ stateDir: "/nonexistent-state-dir" }));
+    expect(composeDown).toHaveBeenCalledWith(engine, { appUuid: APP, removeVolumes: true, keepFiles: false }, expect.objectContaining({ stateDir: "/nonexistent-state-dir" }));
+  });
+
+  it("remove with delete_configurations false still removes the containers and resyncs the proxy; only the configuration files stay (issue 15)", async () => {
+    const { engine, handlers, composeDown, syncProxy } = setup();
+    engine.add(OLD, oldLabels, { state: "exited", running: false });
+    engine.add(NEW, newLabels);
+    engine.volumes.set(`${APP}-data`, { "capstan.managed": "true", "capstan.resource.uuid": APP });
+    const r = await handlers["app.action"]({ app: { uuid: APP, name: "web" }, action: "remove", delete_volumes: false, docker_cleanup: false, delete_configurations: false, proxy }, job());
+    expect(r).toEqual({ status: "removed" });
+    expect(engine.calls.filter((c) => c.startsWith("rm ")).sort()).toEqual([`rm ${NEW}`, `rm ${OLD}`].sort());
+    expect(engine.containers.size).toBe(0);
+    expect([...engine.volumes.keys()]).toEqual([`${APP}-data`]);
+    expect(composeDown).toHaveBeenCalledWith(engine, { appUuid: APP, removeVolumes: false, keepFiles: true }, expect.objectContaining({ stateDir: "/nonexistent-state-dir" }));
+    expect(syncProxy).toHaveBeenCalledTimes(1);
   });
 
   it("reports a failed proxy sync as a failed action with the reason", async () => {

@@ -11,6 +11,10 @@ export interface ProxyContainer {
   id: string;
   image: string;
   running: boolean;
+  /** The engine's state: created, running, paused, restarting, removing, exited, dead. */
+  state: string;
+  /** Its environment as KEY=value lines (the official image names its version in CADDY_VERSION). */
+  env: string[];
   labels: Record<string, string>;
   /** Names of the networks it is attached to. */
   networks: string[];
@@ -74,6 +78,8 @@ export class ProxyDocker {
       id: c.Id,
       image: c.Config.Image,
       running: c.State.Running,
+      state: c.State.Status,
+      env: c.Config.Env ?? [],
       labels: c.Config.Labels ?? {},
       networks: Object.keys(c.NetworkSettings.Networks ?? {}),
       ports,

@@ -6,6 +6,8 @@ import { disconnectOne, ensureNetworks, findNetwork, isPlatformNetwork } from ".
 import { ProxyDocker, type ProxyContainer } from "./docker.js";
 import { ADMIN_LISTEN, canonicalJson, renderCaddyConfig } from "./render.js";
 import { type Candidate, selectRoutes } from "./select.js";
+import { proxyFacts, recordLoadedRoutes } from "./facts.js";
+import type { ProxyFacts } from "@capstan/shared";
 
 export { ADMIN_LISTEN, renderCaddyConfig, canonicalJson } from "./render.js";
 export { selectRoutes, type Candidate, type ResolvedRoute } from "./select.js";
@@ -50,6 +52,8 @@ export interface SyncResult {
 
 const locks = new KeyedMutex();
 const clients = new Map<string, ProxyDocker>();
+/** The proxy's container name per engine, as the last sync was told it (the control plane's setting); the default until then. */
+const proxyNames = new Map<string, string>();
 
 function dockerFor(engine: Engine): ProxyDocker {
   let d = clients.get(engine.socketPath);
@@ -71,7 +75,23 @@ export function syncProxy(engine: Engine, settings: ProxySettings, ctx: ProxyCon
   const parsed = ProxySettings.safeParse(settings);
   if (!parsed.success) return Promise.reject(new EngineError(`invalid proxy settings: ${parsed.error.issues.map((i) => i.message).join("; ")}`));
   const name = parsed.data.name;
+  proxyNames.set(engine.socketPath, name);
   return locks.run(`proxy:${engine.socketPath}:${name}`, () => sync(engine, parsed.data, ctx, { ...opts, name }));
+}
+
+/**
+ * The server's proxy for the agent's facts reports (GET /servers/{uuid} shows it): state,
+ * image, Caddy's version, routes loaded (proxy/facts.ts). Its name is the one the last sync was
+ * given; before any sync (an agent just started) the one container labelled as the platform's
+ * proxy, else the default name.
+ */
+export async function gatherProxyFacts(engine: Engine, signal?: AbortSignal): Promise<ProxyFacts> {
+  let name = proxyNames.get(engine.socketPath);
+  if (name === undefined) {
+    const found = await engine.listContainers({ ...MANAGED, [LABEL_COMPONENT]: PROXY_COMPONENT }, signal);
+    name = found.length === 1 ? found[0]!.name : PROXY_NAME;
+  }
+  return proxyFacts(dockerFor(engine), name, (c) => c.labels[LABEL_COMPONENT] === PROXY_COMPONENT, signal);
 }
 
 /**
@@ -147,11 +167,13 @@ async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, 
   const known = lastLoaded.get(proxy.id) ?? (await loadedConfig(docker, proxy.id, signal));
   if (known === config) {
     lastLoaded.set(proxy.id, config);
+    recordLoadedRoutes(proxy.id, selection.routes.length);
     return { routes: selection.routes.length, reloaded: false, warnings };
   }
   lastLoaded.delete(proxy.id);
   await reload(docker, proxy.id, opts.name, config, signal);
   lastLoaded.set(proxy.id, config);
+  recordLoadedRoutes(proxy.id, selection.routes.length);
   progress(`proxy: loaded ${selection.routes.length} route${selection.routes.length === 1 ? "" : "s"}`);
   return { routes: selection.routes.length, reloaded: true, warnings };
 }

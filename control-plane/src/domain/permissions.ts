@@ -47,6 +47,17 @@ export function standing(caller: Caller): Standing {
   return caller.userId === null ? AUTOMATION : STANDING[caller.role];
 }
 
+/**
+ * What a grant of `granted` really lets a user of `role` do (the level its abilities are): the
+ * role's fixed level for those who see the whole team (owners and admins bypass grants, a viewer
+ * stays read-only whatever it is granted), the grant for a member. Permission responses show
+ * this, so can_manage is never true for someone who cannot manage (docs/decisions.md).
+ */
+export function effectiveLevel(role: TeamRole, granted: PermissionLevel): PermissionLevel {
+  const s = STANDING[role];
+  return s.sees === "team" ? s.level : granted;
+}
+
 /** Owner, admin and team automation tokens bypass every permission check. */
 export function bypasses(caller: Caller): boolean {
   const s = standing(caller);

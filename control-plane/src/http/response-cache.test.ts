@@ -8,12 +8,39 @@ import { ResponseCache, TEAM_VERSION_TRIGGERS } from "./response-cache.js";
 
 const log = pino({ level: "silent" });
 
-/** The trigger names the team_version migration of one engine creates. */
+/** The trigger names the team_version migrations of one engine create (*_team_version, *_team_version_resources). */
 function migrationTriggers(dir: string): string[] {
-  const name = readdirSync(repoPath(dir)).find((d) => d.endsWith("_team_version"));
-  expect(name, `no *_team_version migration in ${dir}`).toBeDefined();
-  const sql = readFileSync(join(repoPath(dir), name!, "migration.sql"), "utf8");
-  return [...sql.matchAll(/CREATE TRIGGER "([^"]+)"/g)].map((m) => m[1]!);
+  const names = readdirSync(repoPath(dir)).filter((d) => /_team_version(_|$)/.test(d));
+  expect(names.length, `no *_team_version migration in ${dir}`).toBeGreaterThan(0);
+  return names.flatMap((name) => {
+    const sql = readFileSync(join(repoPath(dir), name, "migration.sql"), "utf8");
+    return [...sql.matchAll(/CREATE TRIGGER "([^"]+)"/g)].map((m) => m[1]!);
+  });
+}
+
+/**
+ * The TeamVersion triggers in the database once every migration of the engine has run, replayed
+ * statement by statement: a trigger lives from its CREATE TRIGGER until a DROP TRIGGER of it or a
+ * DROP TABLE of its table (SQLite and PostgreSQL drop a table's triggers with it, as Prisma's
+ * "new_<Table>" redefinitions do). A migration that rebuilds a watched table without creating its
+ * triggers again would leave the response cache off at start.
+ */
+function triggersAfterAllMigrations(dir: string): string[] {
+  const live = new Map<string, string>(); // trigger -> table
+  for (const name of readdirSync(repoPath(dir)).filter((d) => /^\d+_/.test(d)).sort()) {
+    const sql = readFileSync(join(repoPath(dir), name, "migration.sql"), "utf8").replace(/--[^\n]*/g, "");
+    const events = [
+      ...[...sql.matchAll(/CREATE TRIGGER "([^"]+)"[\s\S]*?\bON "([^"]+)"/g)].map((m) => ({ at: m.index, kind: "create" as const, name: m[1]!, table: m[2]! })),
+      ...[...sql.matchAll(/DROP TRIGGER (?:IF EXISTS )?"([^"]+)"/g)].map((m) => ({ at: m.index, kind: "drop" as const, name: m[1]!, table: "" })),
+      ...[...sql.matchAll(/DROP TABLE (?:IF EXISTS )?"([^"]+)"/g)].map((m) => ({ at: m.index, kind: "table" as const, name: "", table: m[1]! })),
+    ].sort((a, b) => a.at - b.at);
+    for (const e of events) {
+      if (e.kind === "create") live.set(e.name, e.table);
+      else if (e.kind === "drop") live.delete(e.name);
+      else for (const [trigger, table] of live) if (table === e.table) live.delete(trigger);
+    }
+  }
+  return [...live.keys()].filter((t) => t.startsWith("TeamVersion"));
 }
 
 function reader(kind: SqlReader["kind"], triggers: string[] | Error): SqlReader {
@@ -42,6 +69,11 @@ describe("ResponseCache", () => {
   it("expects exactly the triggers each engine's migration creates", () => {
     expect([...TEAM_VERSION_TRIGGERS.sqlite].sort()).toEqual(migrationTriggers("prisma/migrations").sort());
     expect([...TEAM_VERSION_TRIGGERS.postgresql].sort()).toEqual(migrationTriggers("prisma/postgresql/migrations").sort());
+  });
+
+  it("no later migration drops a TeamVersion trigger for good (a table rebuilt without them)", () => {
+    expect(triggersAfterAllMigrations("prisma/migrations").sort()).toEqual([...TEAM_VERSION_TRIGGERS.sqlite].sort());
+    expect(triggersAfterAllMigrations("prisma/postgresql/migrations").sort()).toEqual([...TEAM_VERSION_TRIGGERS.postgresql].sort());
   });
 
   it("turns on only when every trigger is there", async () => {

@@ -3,12 +3,16 @@ import type { Logger } from "pino";
 import type { SqlReader } from "../db/reader.js";
 
 
-/** The triggers of the team_version migrations; without every one of them nothing is cached. */
+/**
+ * The triggers of the team_version migrations (*_team_version: projects, environments, grants,
+ * members; *_team_version_resources: the applications and databases GET /projects/{uuid} counts);
+ * without every one of them nothing is cached.
+ */
 export const TEAM_VERSION_TRIGGERS = {
   sqlite: [
     "TeamVersion_team_insert",
     "TeamVersion_team_delete",
-    ...["project", "membership", "environment", "projectpermission", "environmentpermission"].flatMap((t) =>
+    ...["project", "membership", "environment", "projectpermission", "environmentpermission", "application", "standalonedatabase"].flatMap((t) =>
       ["insert", "update", "delete"].map((op) => `TeamVersion_${t}_${op}`),
     ),
   ],
@@ -19,6 +23,10 @@ export const TEAM_VERSION_TRIGGERS = {
     "TeamVersion_environment",
     "TeamVersion_projectpermission",
     "TeamVersion_environmentpermission",
+    "TeamVersion_application",
+    "TeamVersion_application_move",
+    "TeamVersion_standalonedatabase",
+    "TeamVersion_standalonedatabase_move",
   ],
 } as const;
 

@@ -81,10 +81,12 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
   responses: Record<number, ResponseSpec>;
   /**
    * GET only: the 200 body depends on nothing but the caller's team's projects, environments,
-   * project and environment permissions and memberships (the tables the TeamVersion triggers
-   * watch, prisma/migrations/*_team_version) and on who asks, so it may be served from the
-   * response cache (http/response-cache.ts). A route showing anything else (applications,
-   * servers...) must not set this before the triggers watch that data too: it would be stale.
+   * project and environment permissions, memberships, and which applications and databases
+   * exist in which environment (the rows and columns the TeamVersion triggers watch,
+   * prisma/migrations/*_team_version*) and on who asks, so it may be served from the response
+   * cache (http/response-cache.ts). A route showing anything else (a resource's status or
+   * settings, servers...) must not set this before the triggers watch that data too: it would
+   * be stale.
    */
   teamVersioned?: boolean;
   handler(input: HandlerInput<P, Q, B>): Promise<HandlerResult>;

@@ -391,8 +391,15 @@ export class ApplicationService {
     if (open) throw new Conflict(`Application ${open.application.name} has a deployment queued or in progress; cancel it or wait for it to end first.`);
   }
 
-  private removalPayload(app: { uuid: string; name: string }, flags: Omit<DeleteFlags, "delete_configurations">, proxy: ProxySettings) {
-    return { app: { uuid: app.uuid, name: app.name }, action: "remove" as const, delete_volumes: flags.delete_volumes, docker_cleanup: flags.docker_cleanup, proxy };
+  private removalPayload(app: { uuid: string; name: string }, flags: DeleteFlags, proxy: ProxySettings) {
+    return {
+      app: { uuid: app.uuid, name: app.name },
+      action: "remove" as const,
+      delete_volumes: flags.delete_volumes,
+      docker_cleanup: flags.docker_cleanup,
+      delete_configurations: flags.delete_configurations,
+      proxy,
+    };
   }
 
   /**
@@ -444,23 +451,15 @@ export class ApplicationService {
   }
 
   /**
-   * DELETE: the record goes (with its variables, storages and history). With
-   * delete_configurations, a removal job for the server is written in the same transaction;
-   * without, what runs on the server is left untouched.
+   * DELETE: the record goes (with its variables, storages and history), and in the same
+   * transaction a removal job for the server: its containers and its proxy routes always go (a
+   * deleted application must not keep serving: issue 15). The flags decide the rest:
+   * delete_configurations whether the files the agent keeps for it (a compose file) go too,
+   * delete_volumes its volumes, docker_cleanup its images and build cache.
    */
   async remove(scope: TeamScope, uuid: string, flags: DeleteFlags): Promise<void> {
     const app = await scope.application(uuid, "delete");
-    if (!flags.delete_configurations && flags.delete_volumes) {
-      throw new Invalid({ delete_volumes: ["Volumes are deleted only together with the containers (delete_configurations=true)."] });
-    }
     await this.assertNoOpenDeployment([app.id]);
-    if (!flags.delete_configurations) {
-      await this.db.$transaction(async (tx) => {
-        await forgetAttachments(tx, "application", [app.id]);
-        await tx.application.delete({ where: { id: app.id } });
-      });
-      return;
-    }
     const proxy = await this.proxy(app.serverId);
     await this.db.$transaction(async (tx) => {
       await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, flags, proxy), REMOVE_TIMEOUT_MS);

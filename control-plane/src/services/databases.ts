@@ -454,22 +454,21 @@ export class DatabaseService {
   }
 
   /**
-   * DELETE: the record goes (with its variables and backup schedules; backup files stay). With
-   * delete_configurations, a removal job for the server is written in the same transaction;
-   * without, what runs on the server is left untouched.
+   * DELETE: the record goes (with its variables and backup schedules; backup files stay), and in
+   * the same transaction a removal job for the server: its container always goes (a deleted
+   * database must not keep running or keep its public port: issue 15); delete_volumes decides
+   * its data volume, docker_cleanup its image. A database keeps no configuration files on the
+   * server (its settings are the container's), so delete_configurations changes nothing there.
    */
   async remove(scope: TeamScope, uuid: string, flags: DeleteFlags): Promise<void> {
     const ref = await scope.database(uuid, "delete");
-    if (!flags.delete_configurations && flags.delete_volumes) {
-      throw new Invalid({ delete_volumes: ["The volume is deleted only together with the container (delete_configurations=true)."] });
-    }
     await this.deps.backups?.beforeDatabaseDelete(ref.id);
     await this.db.$transaction(async (tx) => {
-      if (flags.delete_configurations) await this.deps.jobs.enqueue(tx, ref.serverId, "db.action", this.removalPayload(ref, flags), REMOVE_TIMEOUT_MS);
+      await this.deps.jobs.enqueue(tx, ref.serverId, "db.action", this.removalPayload(ref, flags), REMOVE_TIMEOUT_MS);
       await forgetAttachments(tx, "database", [ref.id]);
       await tx.standaloneDatabase.delete({ where: { id: ref.id } });
     });
-    if (flags.delete_configurations) this.deps.jobs.nudge(ref.serverId);
+    this.deps.jobs.nudge(ref.serverId);
   }
 
   // -------------------------------------------------------------------------------------------

@@ -38,8 +38,10 @@ const label = (key: string, isPreview: boolean) => (isPreview ? `${key} (preview
 
 /**
  * Environment variables of one kind of resource (applications, databases: one service each,
- * told apart by their owner resolver). Values are sealed with the instance key; they are shown
- * only by GET .../envs and only to callers who may manage the resource.
+ * told apart by their owner resolver). Values are sealed with the instance key. Every answer of
+ * the .../envs routes (list, create, patch, bulk) follows one rule: the value for callers who may
+ * read the owner's secrets (canReveal), null for everyone else. The resources' detail views mask
+ * them always (masked()).
  */
 export class EnvVarService {
   constructor(
@@ -88,7 +90,7 @@ export class EnvVarService {
           isPreview,
         },
       });
-      return this.view(row, false);
+      return this.view(row, await ref.canReveal());
     } catch (err) {
       if (isUniqueViolation(err)) throw new Conflict(`Variable ${label(input.key, isPreview)} already exists; change it with PATCH .../envs${"databaseId" in ref.owner ? "/bulk" : ""}.`);
       throw err;
@@ -107,7 +109,7 @@ export class EnvVarService {
         ...(input.is_build_time !== undefined ? { isBuildTime: input.is_build_time } : {}),
       },
     });
-    return this.view(updated, false);
+    return this.view(updated, await ref.canReveal());
   }
 
   /**
@@ -152,7 +154,8 @@ export class EnvVarService {
       }
       return out;
     });
-    return rows.map((r) => this.view(r, false));
+    const reveal = await ref.canReveal();
+    return rows.map((r) => this.view(r, reveal));
   }
 
   async remove(scope: TeamScope, ownerUuid: string, envUuid: string): Promise<void> {
@@ -163,7 +166,7 @@ export class EnvVarService {
   }
 }
 
-/** The owners of application variables (routes/applications.ts); values are shown to callers who may manage the application. */
+/** The owners of application variables (routes/applications.ts); values are shown to callers who may read the application's secrets. */
 export function applicationEnvOwners(): EnvOwnerResolver {
   return async (scope, uuid, need) => {
     const app = await scope.application(uuid, need);

@@ -20,6 +20,7 @@ import { DeploymentService } from "./deployments.js";
 import { WebhookService } from "./webhooks.js";
 import { webhookUrls } from "@capstan/shared";
 import { NetworkService } from "./networks.js";
+import { trackNetworkRemovals } from "./network-removal.js";
 import type { NetworkPlanContext } from "./network-plan.js";
 import { S3StorageService } from "./s3-storages.js";
 import { BackupService } from "./backups.js";
@@ -56,6 +57,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
   // Which networks resources and proxies join (services/network-plan.ts).
   const networkPlan: NetworkPlanContext = { db, network: config.network, dialect: config.database.kind };
   const networks = new NetworkService(db, jobs, { network: config.network, dialect: config.database.kind, proxyName: config.proxy.name });
+  trackNetworkRemovals(db, jobs);
   const applications = new ApplicationService(db, reader, jobs, box, (serverId) => proxySettings(networkPlan, serverId, config.proxy), (uuid) =>
     webhookUrls(config.publicUrl, uuid),
   );
@@ -79,7 +81,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     projects: new ProjectService(db, reader, applications, networks, databases),
     permissions: new PermissionService(db),
     keys: new PrivateKeyService(db, box),
-    servers: new ServerService(db, jobs, agentSetup, { allowPrivateEndpoints: config.allowPrivateEndpoints }),
+    servers: new ServerService(db, jobs, agentSetup, reader, { proxyName: config.proxy.name, proxyIsolation: config.network.proxyIsolation }, { allowPrivateEndpoints: config.allowPrivateEndpoints }),
     applications,
     envVars: new EnvVarService(db, applicationEnvOwners(), box),
     volumes: new VolumeService(db),

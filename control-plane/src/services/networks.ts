@@ -170,21 +170,30 @@ export class NetworkService {
   }
 
   /**
-   * One network with what the engine reports about it now (the agent answers within
-   * NETWORK_WAIT_MS.inspect). inspection is null when the network is not on the server.
+   * One network: the stored record, with what the engine reports about it now when the agent
+   * answers (within NETWORK_WAIT_MS.inspect). Without the engine's view (agent away, inspection
+   * failed, network not on the server) inspection is null and inspectionReason says why: the
+   * record is still worth showing, so this is never a 503 (issue 15).
    */
-  async detail(scope: TeamScope, serverUuid: string, networkUuid: string): Promise<{ network: NetworkView; inspection: ReturnType<typeof inspectionOf> | null }> {
+  async detail(
+    scope: TeamScope,
+    serverUuid: string,
+    networkUuid: string,
+  ): Promise<{ network: NetworkView; inspection: ReturnType<typeof inspectionOf> | null; inspectionReason: string | null }> {
     const server = await scope.server(serverUuid);
     const [network] = await withResourceCounts(this.db, this.config.network, server, [await this.network(server.id, networkUuid)]);
     if (!network) throw new NotFound("Network");
-    if (network.status === "deleted") return { network, inspection: null };
-    this.requireAgent(server);
+    const without = (inspectionReason: string) => ({ network, inspection: null, inspectionReason });
+    if (network.status === "deleted") {
+      return without(network.deleting ? "Deletion requested: the server's agent has not confirmed the removal yet." : "The network is deleted: it is not on the server.");
+    }
+    if (!ServerService.agentConnected(server)) return without(`Server ${server.name} is unreachable: its agent is not connected, so this is the stored record only.`);
     const job = await this.jobs.run(server.id, "networks.list", { names: [network.name] }, NETWORK_WAIT_MS.inspect);
-    if (job.status !== "succeeded") throw new Unavailable(`Inspecting network ${network.name} on server ${server.name} failed: ${job.error}`);
+    if (job.status !== "succeeded") return without(`Inspecting network ${network.name} on server ${server.name} failed: ${job.error}`);
     // By id when the engine knows it (a name can be held twice on a swarm), else by name.
     const found =
       job.result.networks.find((n) => network.containerEngineId !== null && n.id === network.containerEngineId) ?? job.result.networks.find((n) => n.name === network.name);
-    return { network, inspection: found ? inspectionOf(found) : null };
+    return found ? { network, inspection: inspectionOf(found), inspectionReason: null } : without("The network is not on the server.");
   }
 
   // -------------------------------------------------------------------------------------------
@@ -248,9 +257,10 @@ export class NetworkService {
       };
       const orphan = row.scope === "environment" && row.environmentId === null;
       if (refusal[row.scope] && !orphan) throw new Conflict(`Network ${row.name} cannot be deleted: ${refusal[row.scope]}.`);
-      if (row.status === "deleted") throw new Conflict(`Network ${row.name} is already deleted.`);
+      if (row.status === "deleted") throw new Conflict(`Network ${row.name} is already ${row.deleting ? "being deleted" : "deleted"}.`);
       await tx.networkAttachment.deleteMany({ where: { networkId: row.id } });
-      await tx.network.update({ where: { id: row.id }, data: { status: "deleted", reason: null } });
+      // deleting: shown pending until the server confirms the removal (services/network-removal.ts).
+      await tx.network.update({ where: { id: row.id }, data: { status: "deleted", deleting: true, reason: null } });
       await this.jobs.enqueue(tx, server.id, "network.remove", { name: row.name }, REMOVE_TIMEOUT_MS);
       return row;
     });
@@ -581,7 +591,7 @@ export class NetworkService {
           )),
         );
         for (const n of rows) {
-          await tx.network.update({ where: { id: n.id }, data: { status: "deleted", reason: null } });
+          await tx.network.update({ where: { id: n.id }, data: { status: "deleted", deleting: true, reason: null } });
           await this.jobs.enqueue(tx, n.serverId, "network.remove", { name: n.name }, REMOVE_TIMEOUT_MS);
           servers.add(n.serverId);
         }

@@ -14,12 +14,26 @@ export const DEFAULT_ENVIRONMENT = "production";
 const withEnvironments = { environments: { orderBy: { id: "asc" } } } satisfies Prisma.ProjectInclude;
 export type ProjectWithEnvironments = Prisma.ProjectGetPayload<{ include: typeof withEnvironments }>;
 
+/**
+ * How many resources an environment (or a whole project) holds. Services count 0 until they
+ * exist: the field is there so the shape does not change when they come (their table then
+ * needs TeamVersion triggers like Application's, prisma/migrations/*_team_version_resources).
+ */
+export interface ResourceCounts {
+  applications: number;
+  databases: number;
+  services: number;
+  total: number;
+}
+
 /** createdAt: a Date from Prisma, or already ISO 8601 (UTC, milliseconds) from the plain read path. */
 export interface EnvironmentView {
   id: number;
   uuid: string;
   name: string;
   createdAt: Date | string;
+  /** Only in the project detail (read with counts). */
+  counts?: ResourceCounts;
 }
 /** What GET /projects and GET /projects/{uuid} show (ProjectWithEnvironments has the same shape and more). */
 export interface ProjectView {
@@ -28,9 +42,11 @@ export interface ProjectView {
   description: string;
   createdAt: Date | string;
   environments: EnvironmentView[];
+  /** Only in the project detail: the sums over the environments shown. */
+  counts?: ResourceCounts;
 }
 
-/** A row of read(): a project, and one of its environments or nulls (LEFT JOIN). */
+/** A row of read(): a project, and one of its environments or nulls (LEFT JOIN); the counts only when asked. */
 type ProjectEnvironmentRow = [
   id: unknown,
   uuid: string,
@@ -41,7 +57,11 @@ type ProjectEnvironmentRow = [
   envUuid: string | null,
   envName: string | null,
   envCreatedAt: unknown,
+  applications?: unknown,
+  databases?: unknown,
 ];
+
+const counts = (applications: number, databases: number): ResourceCounts => ({ applications, databases, services: 0, total: applications + databases });
 
 const byId = (a: { id: number }, b: { id: number }) => a.id - b.id;
 
@@ -59,8 +79,10 @@ export class ProjectService {
    * Projects of the caller's team that it may see, each with the environments it may see, in
    * one SQL statement through the plain read path (db/reader.ts): GET /projects and
    * GET /projects/{uuid}. No IN list: a page of any size binds the same few parameters.
+   * withCounts (the detail): each environment's applications and databases are counted in the
+   * same statement (two indexed subqueries per environment row), not in a query of their own.
    */
-  private async read(scope: TeamScope, match: { uuid: string } | { window: { skip?: number; take?: number } }): Promise<ProjectView[]> {
+  private async read(scope: TeamScope, match: { uuid: string } | { window: { skip?: number; take?: number } }, withCounts = false): Promise<ProjectView[]> {
     const vis = scope.visibility();
     const visible = scope.visibleRows(`p."teamId"`, "project");
     const params = [...visible.params];
@@ -76,8 +98,12 @@ export class ProjectService {
         params.push(match.window.take, match.window.skip ?? 0);
       }
     }
+    const countColumns = withCounts
+      ? `, (SELECT COUNT(*) FROM "Application" a WHERE a."environmentId" = e."id") AS "applications",
+        (SELECT COUNT(*) FROM "StandaloneDatabase" d WHERE d."environmentId" = e."id") AS "databases"`
+      : "";
     let sql = `SELECT p."id", p."uuid", p."name", p."description", p."createdAt",
-        e."id" AS "envId", e."uuid" AS "envUuid", e."name" AS "envName", e."createdAt" AS "envCreatedAt"
+        e."id" AS "envId", e."uuid" AS "envUuid", e."name" AS "envName", e."createdAt" AS "envCreatedAt"${countColumns}
       FROM (${inner}) p LEFT JOIN "Environment" e ON e."projectId" = p."id"`;
     if (vis) {
       sql += ` AND ${vis.environment.sql}`;
@@ -90,14 +116,20 @@ export class ProjectService {
     const out: ProjectView[] = [];
     let last: ProjectView | undefined;
     let lastId: unknown;
-    for (const [id, uuid, name, description, createdAt, envId, envUuid, envName, envCreatedAt] of rows) {
+    for (const [id, uuid, name, description, createdAt, envId, envUuid, envName, envCreatedAt, apps, dbs] of rows) {
       if (!last || id !== lastId) {
         if (last && last.environments.length > 1) last.environments.sort(byId);
-        last = { uuid, name, description, createdAt: toIso(createdAt), environments: [] };
+        last = { uuid, name, description, createdAt: toIso(createdAt), environments: [], ...(withCounts ? { counts: counts(0, 0) } : {}) };
         lastId = id;
         out.push(last);
       }
-      if (envId !== null) last.environments.push({ id: toInt(envId), uuid: envUuid!, name: envName!, createdAt: toIso(envCreatedAt) });
+      if (envId === null) continue;
+      const env: EnvironmentView = { id: toInt(envId), uuid: envUuid!, name: envName!, createdAt: toIso(envCreatedAt) };
+      if (withCounts) {
+        env.counts = counts(toInt(apps), toInt(dbs));
+        last.counts = counts(last.counts!.applications + env.counts.applications, last.counts!.databases + env.counts.databases);
+      }
+      last.environments.push(env);
     }
     if (last && last.environments.length > 1) last.environments.sort(byId);
     return out;
@@ -117,6 +149,17 @@ export class ProjectService {
   /** One project for reading (GET): as find, through the plain read path. */
   async view(scope: TeamScope, uuid: string): Promise<ProjectView> {
     const [project] = await this.read(scope, { uuid });
+    if (!project) throw new NotFound("Project");
+    return project;
+  }
+
+  /**
+   * GET /projects/{uuid}: the project with its environments and how many resources each holds
+   * (the spec's "resource counts"), in one statement. Served from the response cache: the counts
+   * change only with writes the TeamVersion triggers watch (Application, StandaloneDatabase).
+   */
+  async detail(scope: TeamScope, uuid: string): Promise<ProjectView> {
+    const [project] = await this.read(scope, { uuid }, true);
     if (!project) throw new NotFound("Project");
     return project;
   }
@@ -161,7 +204,7 @@ export class ProjectService {
     if (input.name !== undefined) data.name = input.name;
     if (input.description !== undefined) data.description = input.description;
     await this.db.project.update({ where: { id: project.id }, data });
-    return this.find(scope, uuid);
+    return this.detail(scope, uuid);
   }
 
   async remove(scope: TeamScope, uuid: string): Promise<void> {

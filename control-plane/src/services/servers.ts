@@ -1,6 +1,6 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
-import { LABEL_RESOURCE_UUID, engineUsability, type HostFacts } from "@capstan/shared";
+import { ProxyIsolationPhase, engineUsability, type HostFacts, type ProxyIsolationState } from "@capstan/shared";
 import { classifyAddress, isRefusedAddress } from "@capstan/shared/net";
 import type { Db, Prisma } from "../db/client.js";
 import type { TeamScope } from "../domain/scope.js";
@@ -8,12 +8,15 @@ import { NotFound, Invalid, Conflict, Unavailable, UpstreamFailed } from "../dom
 import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { JobQueue } from "../jobs/queue.js";
-import { onlyVisibleResources } from "./resource-visibility.js";
+import type { SqlReader } from "../db/reader.js";
+import { serverDomains, serverResources, storedResources, type LiveView, type ServerDomainView, type ServerResourceView } from "./server-resources.js";
 
 /** The network every server gets; its destination is the default `destination_uuid`. */
 export const DEFAULT_NETWORK = "capstan";
 /** A new server's prepare job waits this long for its agent to show up. */
 export const PREPARE_TIMEOUT_MS = 24 * 3600_000;
+/** How long the resource and domain lists wait for the engine's view before answering from the records alone. */
+export const LIVE_VIEW_TIMEOUT_MS = 10_000;
 
 const withDetail = {
   privateKey: { select: { uuid: true } },
@@ -27,6 +30,26 @@ export interface AgentLink {
 }
 
 type Window = { skip?: number; take?: number };
+
+/** The server's reverse proxy as GET /servers/{uuid} shows it: the agent's last report, and the isolation phase. */
+export interface ServerProxyView {
+  kind: "caddy";
+  name: string;
+  image: string | null;
+  version: string | null;
+  status: string;
+  routes: number | null;
+  isolation: ProxyIsolationState;
+  reportedAt: Date | null;
+}
+
+/** What the server detail needs of the instance's settings. */
+export interface ServerSettings {
+  /** The proxy container's name (config.proxy.name): shown until the agent reports its proxy. */
+  proxyName: string;
+  /** Whether proxy isolation is in effect on this instance (config.network.proxyIsolation). */
+  proxyIsolation: boolean;
+}
 
 /** A host to install the agent on over SSH (agents/ssh-install.ts does it). */
 export interface SshTarget {
@@ -81,11 +104,15 @@ function refusedAddress(host: string, address: string): string {
 /** Servers of a team (spec 4.3): records, agent credentials and live checks through the agent. */
 export class ServerService {
   private agents: AgentLink | null = null;
+  /** How long the resource and domain lists wait for the engine's view (tests shorten it). */
+  liveViewWaitMs = LIVE_VIEW_TIMEOUT_MS;
 
   constructor(
     private readonly db: Db,
     private readonly jobs: JobQueue,
     private readonly setup: AgentSetup,
+    private readonly reader: SqlReader,
+    private readonly settings: ServerSettings,
     private readonly opts: ServerServiceOptions = {},
   ) {}
 
@@ -111,6 +138,26 @@ export class ServerService {
 
   get(scope: TeamScope, uuid: string): Promise<ServerWithDetail> {
     return scope.server(uuid, withDetail);
+  }
+
+  /** GET /servers/{uuid}: the server with its proxy (the spec's "proxy configuration"). */
+  async detail(scope: TeamScope, uuid: string): Promise<{ server: ServerWithDetail; proxy: ServerProxyView }> {
+    const server = await this.get(scope, uuid);
+    return { server, proxy: this.proxyOf(server) };
+  }
+
+  /**
+   * The proxy as the agent last reported it in its facts (kind, name, image, Caddy's version,
+   * container state, routes loaded), with the server's proxy isolation phase. Without a report
+   * (no agent yet, an agent from before issue 15, an engine that did not answer) the status is
+   * unknown.
+   */
+  private proxyOf(server: { facts: string | null; proxyIsolation: string; lastSeenAt: Date | null }): ServerProxyView {
+    const phase = ProxyIsolationPhase.safeParse(server.proxyIsolation);
+    const isolation = { enabled: this.settings.proxyIsolation, phase: phase.success ? phase.data : "none" };
+    const reported = ServerService.facts(server)?.proxy;
+    if (!reported) return { kind: "caddy", name: this.settings.proxyName, image: null, version: null, status: "unknown", routes: null, isolation, reportedAt: null };
+    return { ...reported, isolation, reportedAt: server.lastSeenAt };
   }
 
   async create(scope: TeamScope, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
@@ -161,7 +208,7 @@ export class ServerService {
     if (input.is_build_server !== undefined) data.isBuildServer = input.is_build_server;
     if (input.private_key_uuid !== undefined) data.privateKeyId = (await scope.privateKey(input.private_key_uuid)).id;
     await this.db.server.update({ where: { id: server.id }, data });
-    return this.get(scope, uuid);
+    return this.detail(scope, uuid);
   }
 
   /** Management only: the host keeps running what it runs; the agent is told to stop. */
@@ -220,30 +267,23 @@ export class ServerService {
     return { exitCode: result.exitCode, output: result.output };
   }
 
-  private requireAgent(server: { status: string; name: string }): void {
-    if (!ServerService.agentConnected(server)) {
-      throw new Unavailable(`Server ${server.name} is unreachable: its agent is not connected.`);
-    }
-  }
-
   /**
    * Engine running and compose available, checked now by the agent. A GET changes nothing:
    * is_usable follows the facts the agent reports (on connect, every minute, and at once when
    * its engine comes or goes: agents/gateway.ts), and the reason of an unusable server is in its
-   * detail (settings.unusable_reason) as well as in this answer.
+   * detail (settings.unusable_reason) as well as in this answer. A server that is not usable is
+   * not a fault of the request: Unavailable (503) with the reason, never a field error a client
+   * would take for bad input (docs/decisions.md).
    */
   async validate(scope: TeamScope, uuid: string): Promise<{ dockerVersion: string }> {
     const server = await this.get(scope, uuid);
-    if (!ServerService.agentConnected(server)) {
-      throw new Invalid({ server: ["The agent is not connected."] }, `Server ${server.name} is not usable: the agent is not connected.`);
-    }
+    const notUsable = (reason: string): never => {
+      throw new Unavailable(`Server ${server.name} is not usable: ${reason}`);
+    };
+    if (!ServerService.agentConnected(server)) notUsable("its agent is not connected.");
     const job = await this.jobs.run(server.id, "server.validate", {});
-    if (job.status !== "succeeded") {
-      throw new Invalid({ server: [job.error] }, `Server ${server.name} is not usable: ${job.error}`);
-    }
-    if (!job.result.compose_version) {
-      throw new Invalid({ server: ["Docker Compose is not available."] }, `Server ${server.name} is not usable: Docker Compose is not available.`);
-    }
+    if (job.status !== "succeeded") return notUsable(job.error);
+    if (!job.result.compose_version) notUsable("Docker Compose is not available.");
     return { dockerVersion: job.result.docker_version };
   }
 
@@ -294,15 +334,29 @@ export class ServerService {
   }
 
   /**
-   * Containers the platform manages on the server, as the engine reports them now: those of
-   * resources the caller may see (onlyVisibleResources, by their capstan.resource.uuid label).
+   * The engine's view of the server now (the containers the platform manages), when its agent is
+   * connected and answers within LIVE_VIEW_TIMEOUT_MS; otherwise no view, and when the agent was
+   * last in touch.
    */
-  async managedContainers(scope: TeamScope, uuid: string) {
+  private async liveView(server: { id: number; status: string; lastSeenAt: Date | null }): Promise<LiveView> {
+    const away: LiveView = { live: false, lastSeenAt: server.lastSeenAt };
+    if (!ServerService.agentConnected(server)) return away;
+    const job = await this.jobs.run(server.id, "containers.list", {}, this.liveViewWaitMs);
+    return job.status === "succeeded" ? { live: true, at: new Date(), containers: job.result.containers } : away;
+  }
+
+  /** GET /servers/{uuid}/resources: every resource on the server the caller may see (services/server-resources.ts). */
+  async resources(scope: TeamScope, uuid: string): Promise<ServerResourceView[]> {
     const server = await this.get(scope, uuid);
-    this.requireAgent(server);
-    const job = await this.jobs.run(server.id, "containers.list", {});
-    if (job.status !== "succeeded") throw new Unavailable(`Reading the server's containers failed: ${job.error}`);
-    return onlyVisibleResources(this.db, scope, job.result.containers, (c) => c.labels[LABEL_RESOURCE_UUID]);
+    const rows = await storedResources(this.reader, scope, server.id);
+    return serverResources(rows, rows.length ? await this.liveView(server) : { live: false, lastSeenAt: server.lastSeenAt });
+  }
+
+  /** GET /servers/{uuid}/domains: the configured domains of the resources the caller may see, routed or not now. */
+  async domains(scope: TeamScope, uuid: string): Promise<ServerDomainView[]> {
+    const server = await this.get(scope, uuid);
+    const rows = (await storedResources(this.reader, scope, server.id)).filter((r) => r.fqdn);
+    return serverDomains(rows, rows.length ? await this.liveView(server) : { live: false, lastSeenAt: server.lastSeenAt });
   }
 
   static facts(server: { facts: string | null }): HostFacts | null {

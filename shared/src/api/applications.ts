@@ -335,7 +335,7 @@ export const EnvVar = z
   .object({
     uuid: z.string(),
     key: z.string(),
-    value: z.string().nullable().meta({ description: "null when masked: only GET .../envs shows values, and only to members who may manage the application" }),
+    value: z.string().nullable().meta({ description: "null when masked: the .../envs routes (list, create, patch, bulk) show values to callers who may read the resource's secrets (full access, read scope); details always mask them" }),
     is_build_time: z.boolean(),
     is_preview: z.boolean(),
     created_at: Timestamp,

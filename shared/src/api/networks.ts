@@ -50,7 +50,14 @@ export const Network = z
     scope: NetworkScope,
     /** bridge or overlay; a discovered system network shows the engine's driver (host, null, macvlan...). */
     driver: z.string(),
+    /** pending also while a requested deletion waits for the server to confirm it (deleting true). */
     status: NetworkStatus,
+    /**
+     * Deletion requested (DELETE, or its environment's deletion) and not yet confirmed by the
+     * server: status stays pending until the agent removed it, then deleted (failed with the
+     * reason if it could not).
+     */
+    deleting: z.boolean(),
     server_id: z.number().int(),
     /** Set for environment-scoped networks, null otherwise. */
     environment_id: z.number().int().nullable(),
@@ -90,8 +97,14 @@ export const NetworkInspection = z
   .meta({ id: "NetworkInspection" });
 
 export const NetworkDetail = Network.extend({
-  /** null when the network is not on the server (deleted, or not created yet). */
+  /**
+   * null when the engine's view is not available: the network is not on the server (deleted, or
+   * not created yet), or the server's agent is not connected or did not answer. The stored
+   * record is shown either way; inspection_reason says why.
+   */
   inspection: NetworkInspection.nullable(),
+  /** Why inspection is null (null when it is there). */
+  inspection_reason: z.string().nullable(),
 }).meta({ id: "NetworkDetail" });
 
 export const CreatedNetwork = z.object({

@@ -17,7 +17,10 @@ export const ProjectPermission = z
     user_name: z.string(),
     user_email: z.string(),
     ...Abilities,
-    permission_level: PermissionLevel,
+    permission_level: PermissionLevel.meta({
+      description: "What the user can really do in the project, as can_* say: the grant, capped by the user's role (a viewer stays view_only; owners and admins have full access whatever the grant)",
+    }),
+    granted_level: PermissionLevel.meta({ description: "The level granted (stored); it applies in full only to members" }),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -37,7 +40,8 @@ export const EnvironmentPermission = z
     user_id: z.number().int(),
     user_name: z.string(),
     ...Abilities,
-    permission_level: PermissionLevel,
+    permission_level: PermissionLevel.meta({ description: "What the user can really do in the environment, as can_* say: the override, capped by the user's role" }),
+    granted_level: PermissionLevel.meta({ description: "The level of the override (stored); it applies in full only to members" }),
     created_at: Timestamp,
   })
   .meta({ id: "EnvironmentPermission" });
@@ -59,7 +63,14 @@ export const GrantProjectPermissionBody = requestBody({
   permission_level: PermissionLevel,
 });
 export const UpdateProjectPermissionBody = requestBody({ permission_level: PermissionLevel });
-export const BulkGrantBody = requestBody({ project_uuid: Uuid, permission_level: PermissionLevel });
+export const BulkGrantBody = requestBody({
+  project_uuid: Uuid,
+  permission_level: PermissionLevel,
+  overwrite: z
+    .boolean()
+    .optional()
+    .meta({ description: "true: every member's and viewer's grant becomes permission_level, lowering higher ones. Default false: grants are created or raised, never lowered." }),
+});
 export const GrantEnvironmentPermissionBody = requestBody({
   environment_id: BodyId,
   user_id: BodyId,

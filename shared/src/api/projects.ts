@@ -45,6 +45,25 @@ export type Project = z.infer<typeof Project>;
 
 export const ProjectList = listOf(Project);
 
+/** How many resources an environment, or a whole project, holds (spec 4.2 "resource counts"). */
+export const ResourceCounts = z
+  .object({
+    applications: z.number().int(),
+    databases: z.number().int(),
+    services: z.number().int().meta({ description: "0 until services exist on this instance" }),
+    total: z.number().int(),
+  })
+  .meta({ id: "ResourceCounts" });
+export type ResourceCounts = z.infer<typeof ResourceCounts>;
+
+/** GET /projects/{uuid}: the project with its environments and resource counts (the list items carry none). */
+export const ProjectDetail = Project.extend({
+  environments: z.array(Environment.extend({ resource_counts: ResourceCounts }).meta({ id: "EnvironmentWithCounts" })),
+  /** Sums over the environments shown (a member sees only the environments its grants reach). */
+  resource_counts: ResourceCounts,
+}).meta({ id: "ProjectDetail" });
+export type ProjectDetail = z.infer<typeof ProjectDetail>;
+
 export const ProjectName = z.string().trim().min(1).max(255);
 export const ProjectDescription = multiline(z.string().max(2000));
 

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { multiline } from "../validation/text.js";
 import { Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 import { ServerStatus } from "../protocol/status.js";
+import { ProxyIsolationState } from "./networks.js";
 
 /** Hostnames or IPv4/IPv6 addresses; nothing that could smuggle options or spaces. */
 export const HostAddress = z
@@ -87,6 +88,21 @@ export const ServerDetail = Server.extend({
     })
     .nullable(),
   agent: z.object({ connected: z.boolean(), version: z.string().nullable(), last_seen_at: Timestamp.nullable() }),
+  proxy: z
+    .object({
+      kind: z.literal("caddy"),
+      /** The proxy container's name on the server. */
+      name: z.string(),
+      image: z.string().nullable(),
+      version: z.string().nullable().meta({ description: "Caddy's version as the proxy container reports it; null when not known (not running, not reported yet)" }),
+      status: z.string().meta({
+        description: "The proxy container's state as the agent last reported it: running, exited, restarting, paused, created, dead; missing when there is none (nothing routed yet); unknown when the agent has not reported it",
+      }),
+      routes: z.number().int().nullable().meta({ description: "Routes in the configuration the agent last loaded into the proxy; null before its first sync since the agent started" }),
+      isolation: ProxyIsolationState,
+      reported_at: Timestamp.nullable().meta({ description: "When the agent last reported it (its last contact); null without a report" }),
+    })
+    .meta({ id: "ServerProxy" }),
   destinations: z.array(Destination),
   updated_at: Timestamp,
 }).meta({ id: "ServerDetail" });
@@ -103,11 +119,32 @@ export const CreatedServer = z
 
 export const AgentCredentials = z.object({ agent_token: z.string(), join_command: z.string() });
 
+/** When a status was last known to hold, and whether it is the engine's now (docs/decisions.md). */
+const Freshness = {
+  stale: z.boolean().meta({ description: "true: the last status the agent reported (the agent is away or did not answer); false: the engine answered now" }),
+  last_seen_at: Timestamp.nullable().meta({ description: "When it was last known to hold: now when not stale; else the agent's last contact (null: not reported since the resource was created)" }),
+};
+
 export const ServerResource = z
-  .object({ uuid: z.string(), name: z.string(), type: z.string(), status: z.string() })
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    type: z.string(),
+    status: z.string(),
+    ...Freshness,
+    project_uuid: z.string(),
+    environment_name: z.string(),
+  })
   .meta({ id: "ServerResource" });
 export const ServerDomain = z
-  .object({ domain: z.string(), resource_uuid: z.string(), resource_name: z.string(), resource_type: z.string() })
+  .object({
+    domain: z.string(),
+    resource_uuid: z.string(),
+    resource_name: z.string(),
+    resource_type: z.string(),
+    routed: z.boolean().nullable().meta({ description: "Whether a container of the resource serves the domain now; null when the agent is away" }),
+    ...Freshness,
+  })
   .meta({ id: "ServerDomain" });
 
 export const ValidateResponse = z.object({ message: z.string(), docker_version: z.string() });

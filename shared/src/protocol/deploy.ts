@@ -198,6 +198,13 @@ export const AppActionPayload = z.object({
   /** remove only: also delete the app's named volumes / its images and build cache. */
   delete_volumes: z.boolean().default(false),
   docker_cleanup: z.boolean().default(false),
+  /**
+   * remove only: also delete the configuration files the agent keeps for the app on the server
+   * (a compose application's stored file). false keeps them; the containers and routes go
+   * either way (issue 15). Absent means true: removal jobs written before the field existed
+   * did so, and start/stop/restart do not use it.
+   */
+  delete_configurations: z.boolean().optional(),
   proxy: ProxySettings,
 });
 export const AppActionResult = z.object({ status: z.string() });

@@ -4,6 +4,24 @@ export const SWARM_ROLES = ["inactive", "worker", "manager"] as const;
 export const SwarmRole = z.enum(SWARM_ROLES);
 export type SwarmRole = z.infer<typeof SwarmRole>;
 
+/**
+ * The server's reverse proxy as the agent sees it (GET /servers/{uuid} shows it). status is the
+ * engine's state of the proxy container (running, exited, restarting, paused, created, dead) or
+ * missing when there is none (nothing was routed on the server yet).
+ */
+export const ProxyFacts = z.object({
+  kind: z.literal("caddy"),
+  /** The proxy container's name. */
+  name: z.string().max(255),
+  image: z.string().max(1000).nullable(),
+  /** Caddy's version as the proxy container reports it (e.g. v2.6.2); null when it is not running or does not say. */
+  version: z.string().max(100).nullable(),
+  status: z.string().max(50),
+  /** Routes in the configuration this agent last loaded into it; null before its first sync since the agent started. */
+  routes: z.number().int().min(0).nullable(),
+});
+export type ProxyFacts = z.infer<typeof ProxyFacts>;
+
 /** What an agent reports about its host on connect and periodically after. */
 export const HostFacts = z.object({
   hostname: z.string(),
@@ -28,6 +46,8 @@ export const HostFacts = z.object({
      */
     error: z.string().max(2000).nullable().optional(),
   }),
+  /** The reverse proxy; optional: agents before issue 15 do not send it (shown as unknown), null when the engine does not answer. */
+  proxy: ProxyFacts.nullable().optional(),
 });
 export type HostFacts = z.infer<typeof HostFacts>;
 

@@ -435,9 +435,8 @@ export function ownAddress(): string {
  * the object and failed on what lies outside the test.
  */
 export const OWN_STATUS: Record<string, number | "found"> = {
-  "get /servers/{uuid}/validate": 422,
-  "get /servers/{uuid}/resources": 503,
-  "get /servers/{uuid}/domains": 503,
+  // No agent: the server is not usable (503 with the reason, not a field error).
+  "get /servers/{uuid}/validate": 503,
   "post /servers/{uuid}/install-agent": "found",
   // The fixture application was never deployed, and its server has no agent.
   "post /applications/{uuid}/start": 409,
@@ -451,8 +450,7 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "post /databases/{uuid}/stop": 503,
   "post /databases/{uuid}/restart": 503,
   "get /databases/{uuid}/logs": 503,
-  // No agent: inspection, sync and migrate need one; cleanup needs a migrate first.
-  "get /networks/{serverUuid}/{networkUuid}": 503,
+  // No agent: sync and migrate need one (the detail answers the stored record); cleanup needs a migrate first.
   "post /networks/{serverUuid}/sync": 503,
   "post /networks/{serverUuid}/proxy/migrate": 503,
   "post /networks/{serverUuid}/proxy/cleanup": 409,

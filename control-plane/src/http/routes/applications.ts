@@ -325,8 +325,9 @@ export const applicationRoutes = [
     tag: TAG,
     summary: "Delete an application",
     description:
-      "delete_configurations (default true) removes the application's containers and proxy routes from the server; delete_volumes (default false) also its volumes; docker_cleanup (default true) also its images and build cache. " +
-      "With delete_configurations=false the record is deleted and what runs on the server is left untouched. The flags may be sent in the query string or the JSON body.",
+      "The application's containers are always stopped and removed from the server, and its proxy routes with them. delete_configurations (default true) also removes " +
+      "the configuration files kept for it on the server (a compose application's file), false keeps them; delete_volumes (default false) also its volumes; " +
+      "docker_cleanup (default true) also its images and build cache. The flags may be sent in the query string or the JSON body.",
     params: ApplicationParams,
     query: DeleteApplicationQuery,
     body: DeleteApplicationBody,
@@ -343,7 +344,7 @@ export const applicationRoutes = [
         body: {
           message: flags.delete_configurations
             ? "Application deleted; its containers are being removed from the server."
-            : "Application deleted; what runs on the server was left untouched.",
+            : "Application deleted; its containers are being removed from the server (its configuration files there are kept).",
         },
       };
     },
@@ -374,7 +375,7 @@ export const applicationRoutes = [
     path: "/applications/{uuid}/envs",
     tag: TAG,
     summary: "List an application's environment variables",
-    description: "Values are shown to members who may manage the application (full access) and to team owners, admins and automation tokens; they are null (masked) for everyone else.",
+    description: "Values are shown to callers who may read the application's secrets (full access on its environment, or a team owner, admin or automation token) with a token that has the read scope; they are null (masked) for everyone else. The same rule holds for the answers of POST, PATCH and bulk.",
     params: ApplicationParams,
     query: PaginationQuery,
     responses: { 200: { description: "Variables", schema: EnvVarList }, ...APP_RESPONSES },
@@ -390,7 +391,7 @@ export const applicationRoutes = [
     params: ApplicationParams,
     body: CreateEnvBody,
     responses: {
-      201: { description: "Created (value masked)", schema: EnvMutation },
+      201: { description: "Created; value as GET .../envs would show it to the caller", schema: EnvMutation },
       ...APP_RESPONSES,
       409: { description: "The key already exists (for that is_preview)" },
       422: ERR[422],
@@ -407,7 +408,7 @@ export const applicationRoutes = [
     summary: "Change an environment variable by key",
     params: ApplicationParams,
     body: UpdateEnvBody,
-    responses: { 200: { description: "Updated (value masked)", schema: EnvMutation }, ...APP_RESPONSES, 422: ERR[422] },
+    responses: { 200: { description: "Updated; value as GET .../envs would show it to the caller", schema: EnvMutation }, ...APP_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const env = await services.envVars.update(scope, params.uuid, body);
       return { body: { message: "Environment variable updated.", data: envDto(env) } };
@@ -421,7 +422,7 @@ export const applicationRoutes = [
     description: "All or nothing: the variables are validated together and written in one transaction.",
     params: ApplicationParams,
     body: BulkEnvBody,
-    responses: { 200: { description: "Updated (values masked)", schema: EnvBulkMutation }, ...APP_RESPONSES, 422: ERR[422] },
+    responses: { 200: { description: "Saved; values as GET .../envs would show them to the caller", schema: EnvBulkMutation }, ...APP_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const envs = await services.envVars.bulk(scope, params.uuid, body.variables);
       return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };

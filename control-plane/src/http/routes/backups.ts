@@ -134,7 +134,7 @@ export const backupRoutes = [
     summary: "Delete a backup",
     description: "Removes the execution, and its file on the server and its object in S3 (asynchronously, by the server's agent). 409 while it runs or is being restored.",
     params: BackupExecutionParams,
-    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: ERR[409] },
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "The backup is still running or being restored" } },
     async handler({ scope, services, params }) {
       const r = await services.backups.deleteExecution(scope, params.uuid, params.backup_uuid, params.execution_uuid);
       return { body: { message: r.removing ? "Backup deleted; its file and object are being removed." : "Backup deleted." } };

@@ -226,9 +226,9 @@ export const databaseRoutes = [
     tag: TAG,
     summary: "Delete a database",
     description:
-      "delete_configurations (default true) removes the database's container from the server; delete_volumes (default false) also its data volume; " +
-      "docker_cleanup (default true) also its image when no other container uses it. With delete_configurations=false the record is deleted and what runs on " +
-      "the server is left untouched. Backup schedules go with the database; backup files stay. The flags may be sent in the query string or the JSON body.",
+      "The database's container is always stopped and removed from the server (also its published port). delete_volumes (default false) also removes its data volume; " +
+      "docker_cleanup (default true) also its image when no other container uses it; delete_configurations (default true) changes nothing for a database, which keeps " +
+      "no configuration files on the server. Backup schedules go with the database; backup files stay. The flags may be sent in the query string or the JSON body.",
     params: DatabaseParams,
     query: DeleteDatabaseQuery,
     body: DeleteDatabaseBody,
@@ -238,9 +238,7 @@ export const databaseRoutes = [
       await services.databases.remove(scope, params.uuid, flags);
       return {
         body: {
-          message: flags.delete_configurations
-            ? `Database deleted; its container is being removed from the server${flags.delete_volumes ? " with its data volume" : " (its data volume is kept)"}.`
-            : "Database deleted; what runs on the server was left untouched.",
+          message: `Database deleted; its container is being removed from the server${flags.delete_volumes ? " with its data volume" : " (its data volume is kept)"}.`,
         },
       };
     },
@@ -279,7 +277,7 @@ export const databaseRoutes = [
     path: "/databases/{uuid}/envs",
     tag: TAG,
     summary: "List a database's environment variables",
-    description: "Values are shown to members who may manage the database (full access) and to team owners, admins and automation tokens; null (masked) for everyone else.",
+    description: "Values are shown to callers who may read the database's secrets (full access on its environment, or a team owner, admin or automation token) with a token that has the read scope; they are null (masked) for everyone else. The same rule holds for the answers of POST, PATCH and bulk.",
     params: DatabaseParams,
     query: PaginationQuery,
     responses: { 200: { description: "Variables", schema: DatabaseEnvVarList }, ...DB_RESPONSES },
@@ -296,7 +294,7 @@ export const databaseRoutes = [
     params: DatabaseParams,
     body: CreateDatabaseEnvBody,
     responses: {
-      201: { description: "Created (value masked)", schema: DatabaseEnvMutation },
+      201: { description: "Created; value as GET .../envs would show it to the caller", schema: DatabaseEnvMutation },
       ...DB_RESPONSES,
       409: { description: "The key already exists" },
       422: ERR[422],
@@ -314,7 +312,7 @@ export const databaseRoutes = [
     description: "All or nothing: the variables are validated together and written in one transaction. Takes effect on the next restart.",
     params: DatabaseParams,
     body: BulkDatabaseEnvBody,
-    responses: { 200: { description: "Updated (values masked)", schema: DatabaseEnvBulkMutation }, ...DB_RESPONSES, 422: ERR[422] },
+    responses: { 200: { description: "Saved; values as GET .../envs would show them to the caller", schema: DatabaseEnvBulkMutation }, ...DB_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const envs = await services.databaseEnvs.bulk(scope, params.uuid, body.variables);
       return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };

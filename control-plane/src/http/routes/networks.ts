@@ -22,13 +22,15 @@ import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
 import type { NetworkView, ResourceNetworkView } from "../../services/networks.js";
+import { shownNetworkStatus } from "../../services/network-removal.js";
 
 const networkDto = (n: NetworkView) => ({
   uuid: n.uuid,
   container_network_name: n.name,
   scope: NetworkScope.parse(n.scope),
   driver: n.driver,
-  status: NetworkStatus.parse(n.status),
+  status: shownNetworkStatus(n),
+  deleting: n.status === "deleted" && n.deleting,
   server_id: n.serverId,
   environment_id: n.scope === "environment" ? n.environmentId : null,
   container_engine_id: n.containerEngineId,
@@ -219,11 +221,14 @@ export const networkRoutes = [
     path: "/networks/{serverUuid}/{networkUuid}",
     tag: "Networks",
     summary: "A network with what the engine reports now: subnet, gateway, connected containers",
+    description:
+      "The stored record always; `inspection` when the server's agent answers. Without it (agent not connected, inspection failed, network not on the server) " +
+      "`inspection` is null and `inspection_reason` says why.",
     params: NetworkParams,
-    responses: { 200: { description: "Network", schema: NetworkDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 503: AGENT_503 },
+    responses: { 200: { description: "Network", schema: NetworkDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      const { network, inspection } = await services.networks.detail(scope, params.serverUuid, params.networkUuid);
-      return { body: { ...networkDto(network), inspection } };
+      const { network, inspection, inspectionReason } = await services.networks.detail(scope, params.serverUuid, params.networkUuid);
+      return { body: { ...networkDto(network), inspection, inspection_reason: inspectionReason } };
     },
   }),
   route({
@@ -237,13 +242,16 @@ export const networkRoutes = [
       401: ERR[401],
       403: ADMIN_403,
       404: ERR[404],
-      409: { description: "Not a shared network, or already deleted" },
+      409: { description: "Not a shared network, or already deleted or being deleted" },
     },
+    description:
+      "The network shows `status: pending` with `deleting: true` until the server's agent confirms it removed it (then `deleted`; `failed` with the reason " +
+      "if it could not). An agent that is away removes it when it is back.",
     async handler({ scope, services, params }) {
       const n = await services.networks.remove(scope, params.serverUuid, params.networkUuid);
       return {
         body: {
-          message: `Network ${n.name} deleted: ${n._count.attachments} resource(s) detached; the server's agent disconnects its containers and removes it.`,
+          message: `Network ${n.name} is being deleted: ${n._count.attachments} resource(s) detached; the server's agent disconnects its containers and removes it (until then it shows pending, deleting: true).`,
         },
       };
     },

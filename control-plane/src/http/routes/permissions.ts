@@ -25,37 +25,60 @@ import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
 import type { EnvironmentPermissionRow, ProjectPermissionRow } from "../../services/permissions.js";
 
-const projectPermissionDto = (p: ProjectPermissionRow) => ({
-  id: p.id,
-  project_uuid: p.project.uuid,
-  project_name: p.project.name,
-  user_id: p.userId,
-  user_name: p.user.name,
-  user_email: p.user.email,
-  ...abilitiesOf(PermissionLevel.parse(p.level)),
-  permission_level: PermissionLevel.parse(p.level),
-  created_at: iso(p.createdAt),
-  updated_at: iso(p.updatedAt),
-});
+/**
+ * can_* and permission_level say what the user can really do (the grant capped by its role:
+ * domain/permissions.ts effectiveLevel); granted_level is the level stored (docs/decisions.md).
+ */
+const levels = (p: { level: string; effectiveLevel: string }) => {
+  const effective = PermissionLevel.parse(p.effectiveLevel);
+  return { ...abilitiesOf(effective), permission_level: effective, granted_level: PermissionLevel.parse(p.level) };
+};
+
+const projectPermissionDto = (p: ProjectPermissionRow) => {
+  const { permission_level, granted_level, ...abilities } = levels(p);
+  return {
+    id: p.id,
+    project_uuid: p.project.uuid,
+    project_name: p.project.name,
+    user_id: p.userId,
+    user_name: p.user.name,
+    user_email: p.user.email,
+    ...abilities,
+    permission_level,
+    granted_level,
+    created_at: iso(p.createdAt),
+    updated_at: iso(p.updatedAt),
+  };
+};
 
 const projectPermissionSummary = (p: ProjectPermissionRow) => ({
   id: p.id,
   project_uuid: p.project.uuid,
   user_id: p.userId,
-  ...abilitiesOf(PermissionLevel.parse(p.level)),
+  ...abilitiesOf(PermissionLevel.parse(p.effectiveLevel)),
 });
 
-const environmentPermissionDto = (p: EnvironmentPermissionRow) => ({
-  id: p.id,
-  environment_id: p.environmentId,
-  environment_name: p.environment.name,
-  project_uuid: p.environment.project.uuid,
-  user_id: p.userId,
-  user_name: p.user.name,
-  ...abilitiesOf(PermissionLevel.parse(p.level)),
-  permission_level: PermissionLevel.parse(p.level),
-  created_at: iso(p.createdAt),
-});
+const environmentPermissionDto = (p: EnvironmentPermissionRow) => {
+  const { permission_level, granted_level, ...abilities } = levels(p);
+  return {
+    id: p.id,
+    environment_id: p.environmentId,
+    environment_name: p.environment.name,
+    project_uuid: p.environment.project.uuid,
+    user_id: p.userId,
+    user_name: p.user.name,
+    ...abilities,
+    permission_level,
+    granted_level,
+    created_at: iso(p.createdAt),
+  };
+};
+
+/** The message of a grant's answer: it says so when the user's role gives it another level than granted. */
+const grantMessage = (done: string, p: { level: string; effectiveLevel: string; role: string | null }) =>
+  p.effectiveLevel === p.level
+    ? `${done}.`
+    : `${done}; the user is ${p.role === "admin" || p.role === "owner" ? "an" : "a"} ${p.role}, so it can do what ${p.effectiveLevel} allows (the ${p.level} grant is kept and applies in full if the user becomes a member).`;
 
 const mutation = <T extends z.ZodType>(data: T) => z.object({ message: z.string(), data });
 const ProjectListQuery = ProjectPermissionQuery.extend(PaginationQuery.shape);
@@ -85,11 +108,16 @@ export const permissionRoutes = [
     path: "/permissions/project/bulk",
     tag: "Permissions",
     summary: "Grant a level on a project to every member and viewer of the team",
+    description:
+      "Creates missing grants and raises lower ones; a higher grant is kept unless `overwrite` is true. `count` is the number of members and viewers; " +
+      "the message says how many grants were created, changed and kept. Owners and admins are left out (they bypass permissions).",
     body: BulkGrantBody,
     responses: { 200: { description: "Granted", schema: CountBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, body }) {
-      const count = await services.permissions.bulkGrant(scope, body.project_uuid, body.permission_level);
-      return { body: { message: `Access granted to ${count} members.`, count } };
+      const r = await services.permissions.bulkGrant(scope, body.project_uuid, body.permission_level, body.overwrite ?? false);
+      const changed = body.overwrite ? `${r.changed} changed` : `${r.changed} raised`;
+      const kept = body.overwrite ? `${r.kept} already at it` : `${r.kept} kept (already at it or higher; send overwrite: true to lower them)`;
+      return { body: { message: `Access granted to ${r.members} members: ${r.created} new, ${changed}, ${kept}.`, count: r.members } };
     },
   }),
   route({
@@ -120,6 +148,9 @@ export const permissionRoutes = [
     path: "/permissions/project",
     tag: "Permissions",
     summary: "Grant a member access to a project",
+    description:
+      "can_* say what the user can really do: the level granted, capped by the user's role (a viewer stays read-only, owners and admins have full access " +
+      "whatever the grant); the message says so when they differ. GET shows both, as permission_level (effective) and granted_level.",
     body: GrantProjectPermissionBody,
     responses: {
       201: { description: "Granted", schema: mutation(ProjectPermissionSummary) },
@@ -131,7 +162,7 @@ export const permissionRoutes = [
     },
     async handler({ scope, services, body }) {
       const p = await services.permissions.grantProject(scope, body);
-      return { status: 201, body: { message: "Permission granted.", data: projectPermissionSummary(p) } };
+      return { status: 201, body: { message: grantMessage("Permission granted", p), data: projectPermissionSummary(p) } };
     },
   }),
   route({
@@ -139,6 +170,9 @@ export const permissionRoutes = [
     path: "/permissions/project/{id}",
     tag: "Permissions",
     summary: "Change the level of a project permission",
+    description:
+      "can_* say what the user can really do: the level granted, capped by the user's role (a viewer stays read-only, owners and admins have full access " +
+      "whatever the grant); the message says so when they differ. GET shows both, as permission_level (effective) and granted_level.",
     params: ProjectPermissionParams,
     body: UpdateProjectPermissionBody,
     responses: {
@@ -150,7 +184,7 @@ export const permissionRoutes = [
     },
     async handler({ scope, services, params, body }) {
       const p = await services.permissions.updateProject(scope, params.id, body.permission_level);
-      return { body: { message: "Permission updated.", data: projectPermissionSummary(p) } };
+      return { body: { message: grantMessage("Permission updated", p), data: projectPermissionSummary(p) } };
     },
   }),
   route({
@@ -188,6 +222,9 @@ export const permissionRoutes = [
     path: "/permissions/environment",
     tag: "Permissions",
     summary: "Override a member's project permission for one environment",
+    description:
+      "can_* say what the user can really do: the level granted, capped by the user's role (a viewer stays read-only, owners and admins have full access " +
+      "whatever the grant); the message says so when they differ. GET shows both, as permission_level (effective) and granted_level.",
     body: GrantEnvironmentPermissionBody,
     responses: {
       201: { description: "Granted", schema: mutation(EnvironmentPermissionSummary) },
@@ -202,8 +239,8 @@ export const permissionRoutes = [
       return {
         status: 201,
         body: {
-          message: "Environment permission granted.",
-          data: { id: p.id, environment_id: p.environmentId, user_id: p.userId, ...abilitiesOf(PermissionLevel.parse(p.level)) },
+          message: grantMessage("Environment permission granted", p),
+          data: { id: p.id, environment_id: p.environmentId, user_id: p.userId, ...abilitiesOf(PermissionLevel.parse(p.effectiveLevel)) },
         },
       };
     },

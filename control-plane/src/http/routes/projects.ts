@@ -9,7 +9,7 @@ import {
   EnvironmentParams,
   MessageBody,
   PaginationQuery,
-  Project,
+  ProjectDetail,
   ProjectList,
   ProjectParams,
   UpdateProjectBody,
@@ -18,7 +18,7 @@ import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
-import type { ProjectView } from "../../services/projects.js";
+import type { ProjectView, ResourceCounts } from "../../services/projects.js";
 
 type EnvRecord = { id: number; uuid: string; name: string; createdAt: Date | string };
 
@@ -35,8 +35,20 @@ const projectDto = (p: ProjectView) => ({
   created_at: at(p.createdAt),
 });
 
+const NO_COUNTS: ResourceCounts = { applications: 0, databases: 0, services: 0, total: 0 };
+
+/** The detail: every environment and the project with its resource counts (services/projects.ts detail()). */
+const projectDetailDto = (p: ProjectView) => ({
+  uuid: p.uuid,
+  name: p.name,
+  description: p.description,
+  environments: p.environments.map((e) => ({ ...environmentDto(e), resource_counts: e.counts ?? NO_COUNTS })),
+  resource_counts: p.counts ?? NO_COUNTS,
+  created_at: at(p.createdAt),
+});
+
 const CreatedEnvironment = z.object({ message: z.string(), data: z.object({ id: z.number().int(), name: z.string() }) });
-const UpdatedProject = z.object({ message: z.string(), data: Project });
+const UpdatedProject = z.object({ message: z.string(), data: ProjectDetail });
 
 export const projectRoutes = [
   route({
@@ -82,11 +94,15 @@ export const projectRoutes = [
     path: "/projects/{uuid}",
     teamVersioned: true,
     tag: "Projects",
-    summary: "Get a project with its environments",
+    summary: "Get a project with its environments and resource counts",
+    description:
+      "`resource_counts` `{applications, databases, services, total}` per environment and for the project (the sum over the environments the caller sees; " +
+      "services count 0 until they exist). Served from the response cache: the counts change only with writes the team version follows (a resource created, " +
+      "deleted or moved), so a cached body is never stale.",
     params: ProjectParams,
-    responses: { 200: { description: "Project", schema: Project }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    responses: { 200: { description: "Project", schema: ProjectDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      return { body: projectDto(await services.projects.view(scope, params.uuid)) };
+      return { body: projectDetailDto(await services.projects.detail(scope, params.uuid)) };
     },
   }),
   route({
@@ -99,7 +115,7 @@ export const projectRoutes = [
     responses: { 200: { description: "Updated", schema: UpdatedProject }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const p = await services.projects.update(scope, params.uuid, body);
-      return { body: { message: "Project updated.", data: projectDto(p) } };
+      return { body: { message: "Project updated.", data: projectDetailDto(p) } };
     },
   }),
   route({

@@ -12,21 +12,13 @@ import {
   UpdateServerBody,
   ValidateResponse,
   ServerStatus,
-  type ManagedContainer,
-  DatabaseEngine,
-  LABEL_DATABASE_ENGINE,
-  LABEL_DOMAINS,
-  LABEL_RESOURCE_NAME,
-  LABEL_RESOURCE_TYPE,
-  LABEL_RESOURCE_UUID,
-  RESOURCE_TYPE_APPLICATION,
-  databaseType,
 } from "@capstan/shared";
 import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
-import { ServerService, type ServerWithDetail } from "../../services/servers.js";
+import { ServerService, type ServerProxyView, type ServerWithDetail } from "../../services/servers.js";
+import type { ServerDomainView, ServerResourceView } from "../../services/server-resources.js";
 
 type ServerRecord = {
   uuid: string;
@@ -58,7 +50,18 @@ const serverDto = (s: ServerRecord) => {
   };
 };
 
-const detailDto = (s: ServerWithDetail) => {
+const proxyDto = (p: ServerProxyView) => ({
+  kind: p.kind,
+  name: p.name,
+  image: p.image,
+  version: p.version,
+  status: p.status,
+  routes: p.routes,
+  isolation: p.isolation,
+  reported_at: p.reportedAt ? iso(p.reportedAt) : null,
+});
+
+const detailDto = ({ server: s, proxy }: { server: ServerWithDetail; proxy: ServerProxyView }) => {
   const facts = ServerService.facts(s);
   return {
     ...serverDto(s),
@@ -82,51 +85,32 @@ const detailDto = (s: ServerWithDetail) => {
         }
       : null,
     agent: { connected: ServerService.agentConnected(s), version: s.agentVersion, last_seen_at: s.lastSeenAt ? iso(s.lastSeenAt) : null },
+    proxy: proxyDto(proxy),
     destinations: s.destinations.map((d) => ({ uuid: d.uuid, name: d.name, network: d.networkName })),
     updated_at: iso(s.updatedAt),
   };
 };
 
-/** Labels the platform puts on what it runs; resources and domains are read from them. */
-const LABEL = { uuid: LABEL_RESOURCE_UUID, name: LABEL_RESOURCE_NAME, type: LABEL_RESOURCE_TYPE, domains: LABEL_DOMAINS, engine: LABEL_DATABASE_ENGINE };
+const resourceDto = (r: ServerResourceView) => ({
+  uuid: r.uuid,
+  name: r.name,
+  type: r.type,
+  status: r.status,
+  stale: r.stale,
+  last_seen_at: r.lastSeenAt ? iso(r.lastSeenAt) : null,
+  project_uuid: r.projectUuid,
+  environment_name: r.environmentName,
+});
 
-/**
- * The spec's type of a container's resource: application, or standalone-<engine> for a database
- * (the agent labels database containers with their engine). A database container without a known
- * engine label was not made by the platform's agent: it keeps the plain label value.
- */
-export function resourceTypeOf(labels: Record<string, string>): string {
-  const type = labels[LABEL.type] ?? RESOURCE_TYPE_APPLICATION;
-  if (type !== "database") return type;
-  const engine = DatabaseEngine.safeParse(labels[LABEL.engine]);
-  return engine.success ? databaseType(engine.data) : type;
-}
-
-const resourcesOf = (containers: ManagedContainer[]) => {
-  const seen = new Map<string, { uuid: string; name: string; type: string; status: string }>();
-  for (const c of containers) {
-    const uuid = c.labels[LABEL.uuid];
-    if (!uuid || seen.has(uuid)) continue;
-    seen.set(uuid, { uuid, name: c.labels[LABEL.name] ?? c.name, type: resourceTypeOf(c.labels), status: c.status });
-  }
-  return [...seen.values()];
-};
-
-const domainsOf = (containers: ManagedContainer[]) =>
-  containers.flatMap((c) => {
-    const uuid = c.labels[LABEL.uuid];
-    if (!uuid) return [];
-    return (c.labels[LABEL.domains] ?? "")
-      .split(",")
-      .map((d) => d.trim())
-      .filter(Boolean)
-      .map((domain) => ({
-        domain,
-        resource_uuid: uuid,
-        resource_name: c.labels[LABEL.name] ?? c.name,
-        resource_type: resourceTypeOf(c.labels),
-      }));
-  });
+const domainDto = (d: ServerDomainView) => ({
+  domain: d.domain,
+  resource_uuid: d.resourceUuid,
+  resource_name: d.resourceName,
+  resource_type: d.resourceType,
+  routed: d.routed,
+  stale: d.stale,
+  last_seen_at: d.lastSeenAt ? iso(d.lastSeenAt) : null,
+});
 
 export const serverRoutes = [
   route({
@@ -158,12 +142,15 @@ export const serverRoutes = [
     method: "get",
     path: "/servers/{uuid}",
     tag: "Servers",
-    summary: "Server details: engine, host facts, agent, destinations",
+    summary: "Server details: engine, host facts, agent, proxy, destinations",
+    description:
+      "`proxy` is the server's reverse proxy as its agent last reported it (reported with the host facts, every minute): kind (caddy), container name, image, " +
+      "Caddy's version, the container's state (missing: none yet; unknown: not reported), the routes last loaded, and proxy isolation " +
+      "(`enabled` on this instance, the server's `phase`).",
     params: ServerParams,
     responses: { 200: { description: "Server", schema: ServerDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      const s = await services.servers.get(scope, params.uuid);
-      return { body: detailDto(s) };
+      return { body: detailDto(await services.servers.detail(scope, params.uuid)) };
     },
   }),
   route({
@@ -226,9 +213,17 @@ export const serverRoutes = [
     tag: "Servers",
     summary: "Check the agent, the container engine and compose now",
     description:
-      "Asks the agent now and answers with the reason when the server is not usable. Changes nothing: is_usable and settings.unusable_reason follow the facts the agent reports (on connect, every minute, and at once when its engine comes or goes).",
+      "200 when the server is usable. 503 `{message}` when it is not, the reason in the message: its agent is not connected, " +
+      "the engine does not answer, compose is missing. Changes nothing: is_usable and settings.unusable_reason follow the facts the agent " +
+      "reports (on connect, every minute, and at once when its engine comes or goes).",
     params: ServerParams,
-    responses: { 200: { description: "Usable", schema: ValidateResponse }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: { description: "Not usable, with the reason" } },
+    responses: {
+      200: { description: "Usable", schema: ValidateResponse },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      503: { description: "Not usable now: the agent is not connected, or it found the engine or compose missing (the reason is in the message)" },
+    },
     async handler({ scope, services, params }) {
       const r = await services.servers.validate(scope, params.uuid);
       return { body: { message: "Server is reachable and usable.", docker_version: r.dockerVersion } };
@@ -238,7 +233,11 @@ export const serverRoutes = [
     method: "get",
     path: "/servers/{uuid}/resources",
     tag: "Servers",
-    summary: "Resources running on the server, with status from the engine",
+    summary: "Every resource on the server, with its last known status (confirmed by the engine when the agent answers)",
+    description:
+      "From the stored records, so it answers with the agent away: every application and database on the server that the caller may see " +
+      "(a member: those of the environments its grants reach). `status` is the last one the agent reported; `stale` is false when the agent " +
+      "answered now (a resource it runs no container of is then `exited`), true otherwise, with `last_seen_at` the time the status was last known to hold.",
     params: ServerParams,
     query: PaginationQuery,
     responses: {
@@ -246,18 +245,19 @@ export const serverRoutes = [
       401: ERR[401],
       403: ERR[403],
       404: ERR[404],
-      503: { description: "Agent not connected" },
     },
     async handler({ scope, services, params, query }) {
-      const all = resourcesOf(await services.servers.managedContainers(scope, params.uuid));
-      return { body: await paginateArray(query, all) };
+      return { body: await paginateArray(query, (await services.servers.resources(scope, params.uuid)).map(resourceDto)) };
     },
   }),
   route({
     method: "get",
     path: "/servers/{uuid}/domains",
     tag: "Servers",
-    summary: "Domains served by resources on the server",
+    summary: "Domains of the resources on the server, and whether each is routed now",
+    description:
+      "From the stored records (the configured domains of the applications the caller may see), one item per resource and host. `routed` is whether " +
+      "a container of the resource serves the host now (the agent answered; `stale` false), or null when the agent is away (`stale` true).",
     params: ServerParams,
     query: PaginationQuery,
     responses: {
@@ -265,11 +265,9 @@ export const serverRoutes = [
       401: ERR[401],
       403: ERR[403],
       404: ERR[404],
-      503: { description: "Agent not connected" },
     },
     async handler({ scope, services, params, query }) {
-      const all = domainsOf(await services.servers.managedContainers(scope, params.uuid));
-      return { body: await paginateArray(query, all) };
+      return { body: await paginateArray(query, (await services.servers.domains(scope, params.uuid)).map(domainDto)) };
     },
   }),
   route({

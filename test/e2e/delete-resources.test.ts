@@ -1,0 +1,204 @@
+/**
+ * Issue 15, by traffic on a real engine: deleting an application always stops and removes its
+ * containers and its proxy routes; delete_configurations=false only keeps the configuration
+ * files the agent stored for it on the server (a compose application's file). Before the fix,
+ * DELETE ?delete_configurations=false left the containers running and routed.
+ * Also the proxy as GET /servers/{uuid} shows it, reported by the real agent from the real
+ * proxy container.
+ *
+ * The agent runs as a process on this machine (local-agent mode); everything it creates
+ * carries capstan.test=1 (CAPSTAN_AGENT_LABELS).
+ */
+import type { ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { access, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
+import { KeyFactory } from "../api/support/ssh.js";
+import { sh, until } from "./support/kit.js";
+import { viaProxyAt } from "./support/http.js";
+import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
+
+const RUN = randomBytes(3).toString("hex");
+const PROXY_NAME = `capstan-proxy-del-${RUN}`;
+const HELLO_IMAGE = "capstan-test/e2e-hello:latest";
+const DEPLOY_TIMEOUT_S = 180;
+
+let t: TestInstance;
+let team: TeamFixture;
+let agent: ChildProcess | null = null;
+let agentOpts: Parameters<typeof spawnLocalAgent>[0];
+let stateDir = "";
+let proxyPort = 0;
+let server: { uuid: string; destination: string };
+let project: string;
+const keys = new KeyFactory();
+
+const viaProxy = (host: string) => viaProxyAt("127.0.0.1", proxyPort, host);
+
+async function answers(host: string, expected: string): Promise<void> {
+  await until(`${host} to answer "${expected}" through the proxy`, async () => {
+    const r = await viaProxy(host).catch(() => ({ status: 0, body: "" }));
+    return r.status === 200 && r.body.includes(expected);
+  }, 60_000, 250);
+}
+
+async function stopsAnswering(host: string): Promise<void> {
+  await until(`${host} to stop answering through the proxy`, async () => (await viaProxy(host).catch(() => ({ status: 0 }))).status !== 200, 60_000, 250);
+}
+
+const containersOf = async (app: string) =>
+  (await sh("docker", ["ps", "-a", "--filter", `label=capstan.resource.uuid=${app}`, "--format", "{{.Names}} {{.State}}"])).split("\n").filter(Boolean);
+
+const common = (name: string, extra: Record<string, unknown> = {}) => ({
+  project_uuid: project,
+  environment_name: "production",
+  server_uuid: server.uuid,
+  destination_uuid: server.destination,
+  name,
+  ...extra,
+});
+
+async function create(path: string, body: Record<string, unknown>): Promise<string> {
+  const res = await team.api.post(`/applications/${path}`, body);
+  expect(res.status, JSON.stringify(res.body)).toBe(201);
+  return res.body.uuid as string;
+}
+
+async function deployed(app: string, greeting: string): Promise<void> {
+  const env = await team.api.patch(`/applications/${app}/envs/bulk`, { variables: [{ key: "GREETING", value: greeting }] });
+  expect(env.status, JSON.stringify(env.body)).toBe(200);
+  const res = await team.api.post(`/applications/${app}/deploy`);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  const uuid = res.body.deployment_uuid as string;
+  const d = await until(
+    `deployment ${uuid} to end`,
+    async () => {
+      const body = (await team.api.get(`/deployments/${uuid}`)).body;
+      return ["finished", "failed", "cancelled"].includes(body.status) ? body : false;
+    },
+    DEPLOY_TIMEOUT_S * 1000,
+    500,
+  );
+  expect(d.status, `deployment failed: ${d.reason ?? ""}\n${String(d.logs).slice(-3000)}`).toBe("finished");
+}
+
+const exists = (path: string) => access(path).then(() => true, () => false);
+
+beforeAll(async () => {
+  // An image app: prints its greeting from the environment, serves it on 8080.
+  const ctx = await mkdtemp(join(tmpdir(), "capstan-e2e-hello-"));
+  try {
+    await sh("sh", ["-c", `printf '%s\\n' 'FROM capstan-test/busybox:latest' 'RUN mkdir -p /www' 'CMD ["sh", "-c", "echo \\"hello $GREETING\\" > /www/index.html; exec httpd -f -p 8080 -h /www"]' > ${ctx}/Dockerfile`]);
+    await sh("docker", ["build", "-q", "--label", "capstan.test=1", "-t", HELLO_IMAGE, ctx]);
+  } finally {
+    await rm(ctx, { recursive: true, force: true });
+  }
+  proxyPort = await freePort();
+  const httpsPort = await freePort();
+  const port = await freePort();
+  t = await startTestInstance(
+    {
+      PLATFORM_PUBLIC_URL: `http://127.0.0.1:${port}`,
+      PLATFORM_PROXY_IMAGE: "capstan/proxy:latest",
+      PLATFORM_PROXY_NAME: PROXY_NAME,
+      PLATFORM_PROXY_HTTP_PORT: String(proxyPort),
+      PLATFORM_PROXY_HTTPS_PORT: String(httpsPort),
+      PLATFORM_DEPLOY_TIMEOUT_S: String(DEPLOY_TIMEOUT_S),
+    },
+    { host: "127.0.0.1", port },
+  );
+  team = await t.newTeam();
+  const key = await keys.generate("ed25519");
+  const keyUuid = (await team.api.post("/security/keys", { name: "local", private_key: key.privateKey })).body.uuid;
+  const created = await team.api.post("/servers", { name: "this-machine", ip: "127.0.0.1", private_key_uuid: keyUuid });
+  expect(created.status).toBe(201);
+  stateDir = await mkdtemp(join(tmpdir(), "capstan-e2e-agent-"));
+  agentOpts = { url: `http://127.0.0.1:${port}`, token: created.body.agent_token, stateDir };
+  const detail = (await team.api.get(`/servers/${created.body.uuid}`)).body;
+  server = { uuid: created.body.uuid, destination: detail.destinations[0].uuid };
+  agent = spawnLocalAgent(agentOpts);
+  await until("the agent to connect", async () => (await team.api.get(`/servers/${server.uuid}`)).body.status === "reachable", 60_000);
+  project = (await team.api.post("/projects", { name: `e2e-del-${RUN}` })).body.uuid;
+}, 600_000);
+
+afterAll(async () => {
+  await stopLocalAgent(agent).catch(() => {});
+  await t?.close();
+  if (stateDir) await rm(stateDir, { recursive: true, force: true });
+  await sh("docker", ["rm", "-f", PROXY_NAME]).catch(() => {});
+  await sh("docker", ["volume", "rm", "-f", `${PROXY_NAME}-data`]).catch(() => {});
+  keys.cleanup();
+});
+
+describe("deleting an application stops its traffic, whatever delete_configurations says", () => {
+  it("delete_configurations=false: the domain stops answering through the proxy and the containers are gone; another app keeps serving", async () => {
+    const host = `kept-config-${RUN}.e2e.test`;
+    const otherHost = `neighbour-${RUN}.e2e.test`;
+    const app = await create("dockerimage", common("kept-config", { docker_registry_image_name: HELLO_IMAGE, ports_exposes: "8080", fqdn: `http://${host}` }));
+    const other = await create("dockerimage", common("neighbour", { docker_registry_image_name: HELLO_IMAGE, ports_exposes: "8080", fqdn: `http://${otherHost}` }));
+    await deployed(app, "doomed");
+    await deployed(other, "neighbour");
+    await answers(host, "hello doomed");
+    await answers(otherHost, "hello neighbour");
+
+    const del = await team.api.delete(`/applications/${app}?delete_configurations=false`);
+    expect(del.status, JSON.stringify(del.body)).toBe(200);
+    await stopsAnswering(host);
+    await until(`the containers of ${app} to be removed`, async () => (await containersOf(app)).length === 0, 60_000, 500);
+    await answers(otherHost, "hello neighbour");
+  });
+
+  it("a compose application: delete_configurations=false keeps its stored file on the server, the default removes it; both stop serving", async () => {
+    const compose = [
+      "services:",
+      "  web:",
+      "    image: capstan-test/busybox:latest",
+      "    command: [\"sh\", \"-c\", \"mkdir -p /www && echo \\\"compose $${GREETING}\\\" > /www/index.html; exec httpd -f -p 8080 -h /www\"]",
+      "    environment:",
+      "      GREETING: ${GREETING}",
+      "x-capstan-public-service: web",
+    ].join("\n");
+    const keptHost = `compose-kept-${RUN}.e2e.test`;
+    const goneHost = `compose-gone-${RUN}.e2e.test`;
+    const kept = await create("dockercompose", common("compose-kept", { docker_compose_raw: compose, ports_exposes: "8080", fqdn: `http://${keptHost}` }));
+    const gone = await create("dockercompose", common("compose-gone", { docker_compose_raw: compose, ports_exposes: "8080", fqdn: `http://${goneHost}` }));
+    await deployed(kept, "kept");
+    await deployed(gone, "gone");
+    await answers(keptHost, "compose kept");
+    await answers(goneHost, "compose gone");
+    const fileOf = (uuid: string) => join(stateDir, "compose", uuid, "docker-compose.yml");
+    expect(await exists(fileOf(kept))).toBe(true);
+    expect(await exists(fileOf(gone))).toBe(true);
+
+    expect((await team.api.delete(`/applications/${kept}`, { delete_configurations: false })).status).toBe(200);
+    expect((await team.api.delete(`/applications/${gone}`)).status).toBe(200);
+    await stopsAnswering(keptHost);
+    await stopsAnswering(goneHost);
+    await until("both compose projects' containers to be removed", async () => (await containersOf(kept)).length + (await containersOf(gone)).length === 0, 60_000, 500);
+    await until("the default delete to remove the stored file", async () => !(await exists(fileOf(gone))), 30_000, 250);
+    expect(await exists(fileOf(kept))).toBe(true);
+  });
+});
+
+describe("the proxy in GET /servers/{uuid}", () => {
+  it("shows the real proxy container reported by the agent: running, its image, Caddy's version", async () => {
+    // The agent reports on connect: restart it to have a report now rather than within a minute.
+    await stopLocalAgent(agent);
+    agent = spawnLocalAgent(agentOpts);
+    const proxy = await until(
+      "the agent's proxy report",
+      async () => {
+        const body = (await team.api.get(`/servers/${server.uuid}`)).body;
+        return body.status === "reachable" && body.proxy.status !== "unknown" ? body.proxy : false;
+      },
+      60_000,
+      250,
+    );
+    const caddy = (await sh("docker", ["exec", PROXY_NAME, "caddy", "version"])).trim().split(/\s+/)[0];
+    expect(proxy).toMatchObject({ kind: "caddy", name: PROXY_NAME, image: "capstan/proxy:latest", status: "running", version: caddy, isolation: { enabled: false, phase: "none" } });
+    expect(proxy.reported_at).toEqual(expect.any(String));
+  });
+});
