@@ -129,7 +129,8 @@ describe("servers API (4.3) with an agent link", () => {
     expect(v.status).toBe(503);
     expect(v.body.errors).toBeUndefined();
     expect(v.body.message).toContain("Cannot connect to the Docker daemon");
-    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings.is_usable).toBe(false);
+    // A GET changes nothing: is_usable follows the facts the agent reports (these say usable).
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.settings.is_usable).toBe(true);
   });
 
   it("the detail shows the proxy the agent reported (kind, version, status, routes) and the isolation phase; unknown until a report", async () => {
