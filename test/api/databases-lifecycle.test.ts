@@ -480,6 +480,8 @@ describe("environment variables", () => {
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toEqual({
       message: "Environment variable created.",
+      // The new variable's uuid also at the top, where Coolify's clients read it (docs/compatibility.md).
+      uuid: created.body.data.uuid,
       data: { uuid: expect.stringMatching(UUID), key: "PGTZ", value: null, created_at: expect.stringMatching(ISO), updated_at: expect.stringMatching(ISO) },
     });
     const dup = await w.api.post(`/databases/${db.uuid}/envs`, { key: "PGTZ", value: "CET" });

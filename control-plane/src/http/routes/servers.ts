@@ -124,6 +124,11 @@ const domainsOf = (containers: ManagedContainer[]) =>
       }));
   });
 
+/** Coolify's server fields this API accepts and ignores, with the reason (docs/compatibility.md). */
+const SERVER_COMPATIBLE_FIELDS = {
+  instant_validate: "a server is checked as soon as its agent connects; GET /servers/{uuid}/validate reports the result",
+} as const;
+
 export const serverRoutes = [
   route({
     method: "get",
@@ -144,6 +149,7 @@ export const serverRoutes = [
     tag: "Servers",
     summary: "Register a server; returns the agent token and join command once",
     body: CreateServerBody,
+    compatibleFields: SERVER_COMPATIBLE_FIELDS,
     responses: { 201: { description: "Created", schema: CreatedServer }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, body }) {
       const { server, agentToken, joinCommand } = await services.servers.create(scope, body);
@@ -169,6 +175,7 @@ export const serverRoutes = [
     summary: "Update a server",
     params: ServerParams,
     body: UpdateServerBody,
+    compatibleFields: SERVER_COMPATIBLE_FIELDS,
     responses: {
       200: { description: "Updated", schema: z.object({ message: z.string(), data: ServerDetail }) },
       401: ERR[401],
