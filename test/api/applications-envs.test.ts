@@ -28,6 +28,8 @@ describe("environment variables", () => {
     // One rule for the .../envs answers (issue 15): the owner may read the value, so the create shows it as the list does.
     expect(created.body).toEqual({
       message: "Environment variable created.",
+      // The new variable's uuid also at the top, where Coolify's clients read it (docs/compatibility.md).
+      uuid: created.body.data.uuid,
       data: {
         uuid: expect.stringMatching(UUID),
         key: "DATABASE_URL",
@@ -201,6 +203,8 @@ describe("storages", () => {
     expect(vol.status, JSON.stringify(vol.body)).toBe(201);
     expect(vol.body).toEqual({
       message: "Storage created.",
+      // The new storage's uuid also at the top, where Coolify's clients read it (docs/compatibility.md).
+      uuid: vol.body.data.uuid,
       data: { uuid: expect.stringMatching(UUID), name: "data", mount_path: "/var/lib/app", host_path: null, type: "volume", volume_name: `${app.uuid}-data`, created_at: expect.stringMatching(ISO) },
     });
     const bind = await w.api.post(`/applications/${app.uuid}/storages`, { name: "uploads", mount_path: "/srv/uploads", host_path: "/srv/capstan/uploads/" });

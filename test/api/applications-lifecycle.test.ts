@@ -55,13 +55,11 @@ describe("start, stop, restart through the agent", () => {
     ({ w, agent } = await newConnectedWorld());
   });
 
-  it("refuses to start or restart an application that was never deployed (stop is allowed)", async () => {
+  it("refuses to restart an application that was never deployed (stop is allowed; start deploys it: compatibility.test.ts)", async () => {
     const app = await createImageApp(w);
-    for (const action of ["start", "restart"]) {
-      const res = await w.api.post(`/applications/${app.uuid}/${action}`);
-      expect(res.status).toBe(409);
-      expect(res.body.message).toMatch(/not been deployed yet/);
-    }
+    const res = await w.api.post(`/applications/${app.uuid}/restart`);
+    expect(res.status).toBe(409);
+    expect(res.body.message).toMatch(/not been deployed yet/);
     const stopping = w.api.post(`/applications/${app.uuid}/stop`);
     await answerNext(agent, "app.action", { result: { status: "exited" } });
     expect((await stopping).status).toBe(200);

@@ -29,6 +29,7 @@ import { KeyFactory } from "./support/ssh.js";
 import {
   BODIES,
   OWN_STATUS,
+  QUERY_TARGETS,
   RESOURCE_VALUES,
   buildFixtures,
   gitAppKey,
@@ -38,6 +39,7 @@ import {
   ok,
   pathParams,
   snapshot,
+  withQuery,
   type Fixtures,
 } from "./support/fixtures.js";
 
@@ -104,6 +106,7 @@ const NEEDS: Record<string, Need> = {
   "get /applications": "team",
   "post /applications/public": { environment: "manage" },
   "post /applications/private-git-app": { environment: "manage" },
+  "post /applications/private-github-app": { environment: "manage" },
   "post /applications/private-deploy-key": { environment: "manage" },
   "post /applications/dockerfile": { environment: "manage" },
   "post /applications/dockerimage": { environment: "manage" },
@@ -114,6 +117,10 @@ const NEEDS: Record<string, Need> = {
   "post /applications/{uuid}/start": { environment: "deploy" },
   "post /applications/{uuid}/stop": { environment: "deploy" },
   "post /applications/{uuid}/restart": { environment: "deploy" },
+  // Coolify's GET forms: the same actions, the same need (and the deploy scope, not read).
+  "get /applications/{uuid}/start": { environment: "deploy" },
+  "get /applications/{uuid}/stop": { environment: "deploy" },
+  "get /applications/{uuid}/restart": { environment: "deploy" },
   "get /applications/{uuid}/logs": { environment: "view" },
   "get /applications/{uuid}/envs": { environment: "view" },
   "post /applications/{uuid}/envs": { environment: "manage" },
@@ -132,6 +139,9 @@ const NEEDS: Record<string, Need> = {
   "delete /github-apps/{uuid}": "team-admin",
 
   "post /applications/{uuid}/deploy": { environment: "deploy" },
+  // Coolify's deploy by uuid: deploy on the environment of every application (or database) named.
+  "get /deploy": { environment: "deploy" },
+  "post /deploy": { environment: "deploy" },
   "get /deployments": "team",
   "get /deployments/applications/{application_uuid}": { environment: "view" },
   "get /deployments/{uuid}": { environment: "view" },
@@ -146,9 +156,13 @@ const NEEDS: Record<string, Need> = {
   "post /databases/{uuid}/start": { environment: "deploy" },
   "post /databases/{uuid}/stop": { environment: "deploy" },
   "post /databases/{uuid}/restart": { environment: "deploy" },
+  "get /databases/{uuid}/start": { environment: "deploy" },
+  "get /databases/{uuid}/stop": { environment: "deploy" },
+  "get /databases/{uuid}/restart": { environment: "deploy" },
   "get /databases/{uuid}/logs": { environment: "view" },
   "get /databases/{uuid}/envs": { environment: "view" },
   "post /databases/{uuid}/envs": { environment: "manage" },
+  "patch /databases/{uuid}/envs": { environment: "manage" },
   "patch /databases/{uuid}/envs/bulk": { environment: "manage" },
   "delete /databases/{uuid}/envs/{env_uuid}": { environment: "manage" },
 
@@ -324,7 +338,7 @@ function buildCases(world: { A: World; B: World }): Case[] {
           else if (need === "team-admin" && p.role !== "owner" && p.role !== "admin") expected = FORBIDDEN;
           else if (need === "team-owner" && p.role !== "owner") expected = FORBIDDEN;
           else if (need === "create-project" && p.role === "viewer") expected = FORBIDDEN;
-          else if (hasPathObjects(r) || typeof BODIES[key]?.foreign === "function") expected = NOT_FOUND;
+          else if (hasPathObjects(r) || typeof BODIES[key]?.foreign === "function" || QUERY_TARGETS[key]) expected = NOT_FOUND;
           // Nothing of team A is named: the caller acts in its own team, as there.
           else expected = ownOutcome(need, p);
           cases.push({ route: r, key, scopeIndex, principal: p, team, expected, label: `${key} [${p.role}, ${grantLabel(p.grant)}, ${scopes.join("+")}, ${team} team]` });
@@ -489,6 +503,28 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
     body: { force: true },
     after: async (res) => ok(owner(w).post(`/deployments/${res.body.deployment_uuid}/cancel`), "cancel the case's deployment"),
   }),
+  // Start of a never-deployed application deploys it: the same, on an application of its own.
+  ...Object.fromEntries(
+    (["post", "get"] as const).map((method) => [
+      `${method} /applications/{uuid}/start`,
+      async (w: World) => ({
+        path: `/applications/${await imageApp(w)}/start`,
+        body: undefined,
+        after: async (res: ApiResponse) => ok(owner(w).post(`/deployments/${res.body.deployment_uuid}/cancel`), "cancel the case's deployment"),
+      }),
+    ]),
+  ),
+  // Coolify's deploy by uuid: an application of its own, its deployment cancelled after the case.
+  "get /deploy": async (w) => ({
+    path: withQuery("/deploy", { uuid: await imageApp(w) }),
+    body: undefined,
+    after: async (res) => ok(owner(w).post(`/deployments/${res.body.deployments[0].deployment_uuid}/cancel`), "cancel the case's deployment"),
+  }),
+  "post /deploy": async (w) => ({
+    path: "/deploy",
+    body: { uuid: await imageApp(w) },
+    after: async (res) => ok(owner(w).post(`/deployments/${res.body.deployments[0].deployment_uuid}/cancel`), "cancel the case's deployment"),
+  }),
   "delete /databases/{uuid}": async (w) => {
     const db = await ok(
       owner(w).post("/databases/redis", { project_uuid: w.f.project.uuid, environment_name: "production", server_uuid: w.f.server.uuid, destination_uuid: w.f.server.destinationUuid, instant_deploy: false }),
@@ -545,10 +581,16 @@ async function prepare(c: Case, w: World, foreign: World | undefined): Promise<P
     // Team B's caller names team A's objects in the body.
     return { path: r.path, body: spec.foreign(foreign!.f, w.f)[0] };
   }
+  const targets = QUERY_TARGETS[c.key];
+  if (c.team === "other" && !hasPathObjects(r) && targets) {
+    // ... or in the query string (Coolify's /deploy?uuid=).
+    return { path: withQuery(r.path, targets.foreign(foreign!.f, w.f)[0]), body: undefined };
+  }
   const target = c.team === "other" && hasPathObjects(r) ? foreign! : w;
   const body = r.body ? spec!.valid(w.f) : undefined;
   if (c.expected.kind === "success" && FRESH[c.key]) return FRESH[c.key]!(target, c.principal!, body);
-  return { path: pathOf(r, target.f), body: uniqueNames(c.key, body) };
+  // Targets in the query only where the route takes no body (a body carries them otherwise).
+  return { path: withQuery(pathOf(r, target.f), targets && !r.body ? targets.valid(target.f) : undefined), body: uniqueNames(c.key, body) };
 }
 
 /** Creates whose body names something unique get a new name per case. */
@@ -558,7 +600,7 @@ function uniqueNames(key: string, body: unknown): unknown {
 }
 
 /** Successes whose requests write the same rows: run one at a time. */
-const SERIAL = new Set(["patch /applications/{uuid}/envs/bulk", "patch /databases/{uuid}/envs/bulk", "patch /applications/{uuid}/envs", "patch /teams/current/settings"]);
+const SERIAL = new Set(["patch /applications/{uuid}/envs/bulk", "patch /databases/{uuid}/envs/bulk", "patch /applications/{uuid}/envs", "patch /databases/{uuid}/envs", "patch /teams/current/settings"]);
 
 /**
  * What "the route acted" looks like where it depends on what earlier cases did to the shared
@@ -627,8 +669,9 @@ describe("the authorization matrix", () => {
       const refused = mine.filter((c) => c.expected.kind === "status");
       const succeeding = mine.filter((c) => c.expected.kind === "success");
       // Refused requests first, all at once on the shared fixtures: those of a route that may
-      // write must change nothing of team A (a GET changes nothing by contract).
-      const writes = r.method !== "get";
+      // write must change nothing of team A (a read-scope GET changes nothing by contract;
+      // Coolify's GET forms of actions do, and are checked like writes).
+      const writes = r.method !== "get" || requiredScope(r) !== "read";
       let at = Date.now();
       const before = writes ? await snapshot(A.f) : undefined;
       lap("snapshots", at);

@@ -7,7 +7,6 @@
 import { createHmac } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { routes as allRoutes } from "../../control-plane/src/http/routes/index.js";
-import type { AnyRoute } from "../../control-plane/src/http/route.js";
 import { startTestInstance, type ApiClient, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import {
@@ -17,6 +16,7 @@ import {
   PREPARE_OWN,
   QUERY_OPTIONS,
   QUERY_REFS,
+  QUERY_TARGETS,
   RESOURCE_VALUES,
   UNOWNED_KINDS,
   buildFixtures,
@@ -26,8 +26,10 @@ import {
   kindOf,
   pathParams,
   snapshot,
+  withQuery,
   type Fixtures,
 } from "./support/fixtures.js";
+import { requiredScope, type AnyRoute } from "../../control-plane/src/http/route.js";
 
 let t: TestInstance;
 const keys = new KeyFactory();
@@ -68,7 +70,9 @@ for (const r of routes) {
     gap(r, `has no path parameters: BODIES["${keyOf(r)}"].foreign must list bodies naming another team's ids ("none" if the body names no object).`);
   }
   for (const name of Object.keys(r.query?.shape ?? {})) {
-    if (!PAGINATION.has(name) && !QUERY_OPTIONS.has(name) && !QUERY_REFS[name]) gap(r, `query parameter ${name}: add it to QUERY_REFS.`);
+    if (!PAGINATION.has(name) && !QUERY_OPTIONS.has(name) && !QUERY_REFS[name] && !QUERY_TARGETS[keyOf(r)]?.params.includes(name)) {
+      gap(r, `query parameter ${name}: add it to QUERY_REFS (a list filter), QUERY_TARGETS (the objects an action acts on) or QUERY_OPTIONS.`);
+    }
   }
   for (const param of pathParams(r)) {
     const kind = kindOf(r, param);
@@ -157,6 +161,7 @@ describe("the matrix is complete", () => {
     expect(Object.keys(BODIES).filter((k) => !known.has(k))).toEqual([]);
     expect(Object.keys(OWN_STATUS).filter((k) => !known.has(k))).toEqual([]);
     expect(Object.keys(PREPARE_OWN).filter((k) => !known.has(k))).toEqual([]);
+    expect(Object.keys(QUERY_TARGETS).filter((k) => !known.has(k))).toEqual([]);
   });
 
   it("drives every route with path parameters in several combinations", () => {
@@ -183,8 +188,20 @@ describe("team B naming team A's ids in a request body: 404, nothing changes", (
   });
 });
 
+describe("team B naming team A's ids in the query string: 404, nothing changes", () => {
+  const withTargets = covered.filter((r) => QUERY_TARGETS[keyOf(r)]);
+  it.each(withTargets.map((r) => [keyOf(r), r] as const))("%s", async (key, r) => {
+    const queries = QUERY_TARGETS[key]!.foreign(A, B);
+    expect(queries.length).toBeGreaterThan(0);
+    // No body: the query string alone points into team A.
+    for (const query of queries) await expectRefusedByB(r, withQuery(buildPath(r, ownSlots(r, "B"), { A, B }), query), undefined, `${key} ?${new URLSearchParams(query)}`);
+  });
+});
+
 describe("team B's reads never include team A's objects", () => {
-  const reads = covered.filter((r) => r.method === "get");
+  // GETs that change state (Coolify's GET forms of start, stop, restart, deploy) are actions,
+  // driven with the other actions (positive control, fresh fixtures), not reads.
+  const reads = covered.filter((r) => r.method === "get" && requiredScope(r) === "read");
 
   it.each(reads.map((r) => [keyOf(r), r] as const))("%s", async (key, r) => {
     const path = buildPath(r, ownSlots(r, "B"), { A, B });
@@ -230,12 +247,14 @@ describe("team B's reads never include team A's objects", () => {
 
 describe("positive control: the same requests on a team's own objects succeed", () => {
   // Fresh fixtures per case, in another team, so a delete does not affect other cases.
-  const all = covered.filter((r) => pathParams(r).length > 0 || r.body);
+  const all = covered.filter((r) => pathParams(r).length > 0 || r.body || QUERY_TARGETS[keyOf(r)] || requiredScope(r) !== "read");
   it.each(all.map((r) => [keyOf(r), r] as const))("%s", async (key, r) => {
     const C = await buildFixtures("gamma");
     await PREPARE_OWN[key]?.(C);
     const body = r.body ? BODIES[key]!.valid(C) : undefined;
-    const res = await call(C.api, r, buildPath(r, ownSlots(r, "A"), { A: C, B: C }), body);
+    // A route that takes its targets in the query and a body gets them in the body (BODIES).
+    const query = QUERY_TARGETS[key] && !r.body ? QUERY_TARGETS[key]!.valid(C) : undefined;
+    const res = await call(C.api, r, withQuery(buildPath(r, ownSlots(r, "A"), { A: C, B: C }), query), body);
     expectOwnStatus(key, res);
   });
 });

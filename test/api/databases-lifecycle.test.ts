@@ -483,6 +483,8 @@ describe("environment variables", () => {
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(created.body).toEqual({
       message: "Environment variable created.",
+      // The new variable's uuid also at the top, where Coolify's clients read it (docs/compatibility.md).
+      uuid: created.body.data.uuid,
       // The .../envs answers follow GET's rule (issue 15): the owner reads the value.
       data: { uuid: expect.stringMatching(UUID), key: "PGTZ", value: "UTC", created_at: expect.stringMatching(ISO), updated_at: expect.stringMatching(ISO) },
     });

@@ -308,6 +308,59 @@ describe("unknown request fields: one rule for every route (422 naming them)", (
     });
   });
 
+  describe("nested compatibility fields (list[].field: in every object of a list), on a test-only route table", () => {
+    const seen: unknown[] = [];
+    const nested = route({
+      method: "post",
+      path: "/compat-nested",
+      tag: "Test",
+      summary: "A route with a compatibility field in the items of a list",
+      body: requestBody({ items: z.array(requestBody({ key: z.string() })).optional(), name: z.string().optional() }),
+      compatibleFields: { "items[].legacy": "an old client's per-item flag" },
+      responses: { 200: { description: "ok" } },
+      async handler({ body }) {
+        seen.push(body);
+        return { body: { ok: true } };
+      },
+    });
+
+    it("accepts and ignores the field in every item; anywhere else it is still an unknown field", async () => {
+      const served = await serveRoutes(t, [nested]);
+      try {
+        const api = served.api(t.rootToken);
+        const ok = await api.post("/compat-nested", { items: [{ key: "a", legacy: { x: 1 } }, { key: "b" }] });
+        expect(ok.status, JSON.stringify(ok.body)).toBe(200);
+        expect(seen.at(-1)).toEqual({ items: [{ key: "a" }, { key: "b" }] });
+        const other = await api.post("/compat-nested", { items: [{ key: "a", legacy: true, other: 1 }] });
+        expect(other.status).toBe(422);
+        expect(other.body.errors).toEqual(unknown("items.0.other"));
+        const top = await api.post("/compat-nested", { name: "n", legacy: true });
+        expect(top.status).toBe(422);
+        expect(top.body.errors).toEqual(unknown("legacy"));
+        // A "__proto__" key of the client stays plain data on the way through.
+        expect((await api.post("/compat-nested", JSON.parse('{"items":[{"key":"a","legacy":1}],"__proto__":{"x":1}}'))).status).toBe(422);
+      } finally {
+        await served.close();
+      }
+    });
+
+    it("documents it in the item schema as a deprecated property", () => {
+      const doc = openApiDocument([nested]) as any;
+      const items = doc.paths["/compat-nested"].post.requestBody.content["application/json"].schema.properties.items.items;
+      expect(items.properties.key).toBeDefined();
+      expect(items.properties.legacy).toEqual({ deprecated: true, description: expect.stringContaining("per-item flag") });
+    });
+
+    it("refuses to build an app whose nested compatibility field is a field of the items, points outside the body, or has no body", async () => {
+      const body = requestBody({ items: z.array(requestBody({ key: z.string() })) });
+      const make = (field: string, withBody = true) =>
+        route({ method: "post", path: "/n", tag: "Test", summary: "s", ...(withBody ? { body } : {}), compatibleFields: { [field]: "x" }, responses: { 200: { description: "ok" } }, handler: async () => ({ body: {} }) });
+      await expect(serveRoutes(t, [make("items[].key")])).rejects.toThrow(/POST \/n: compatibility field items\[\]\.key is a field of the body/);
+      await expect(serveRoutes(t, [make("nothing[].x")])).rejects.toThrow(/POST \/n: compatibility field nothing\[\]\.x .*not inside one of its objects/);
+      await expect(serveRoutes(t, [make("items[].x", false)])).rejects.toThrow(/POST \/n: compatibility field items\[\]\.x is nested, but the route takes no body/);
+    });
+  });
+
   it("docs/compatibility.md lists exactly the compatibility fields of the route table", () => {
     const doc = readFileSync(new URL("../../docs/compatibility.md", import.meta.url), "utf8");
     const section = doc.split("## Accepted and ignored fields")[1]!.split("\n## ")[0]!;

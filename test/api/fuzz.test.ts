@@ -368,12 +368,17 @@ function sendRaw(spec: Spec): Promise<Answer> {
 
 // ---------------------------------------------------------------------------------------------
 
-/** 5xx a route declares itself (its agent is away or failed): a documented answer, not a crash. */
+/**
+ * 5xx a route declares itself (its agent is away or failed): a documented answer, not a crash.
+ * The route that answered is the one of the request's method on the request's path: a random
+ * method may reach another route of the same path (POST and Coolify's GET forms of start, stop
+ * and restart share theirs); HEAD is answered by the GET route.
+ */
 function documented(spec: Spec, status: number): boolean {
-  if (spec.route === undefined || ![502, 503].includes(status) || !(status in spec.route.responses)) return false;
-  const method = spec.route.method.toUpperCase();
-  // HEAD is answered by the GET route.
-  return spec.method === method || (spec.method === "HEAD" && method === "GET");
+  if (spec.route === undefined || ![502, 503].includes(status)) return false;
+  const method = spec.method === "HEAD" ? "get" : spec.method.toLowerCase();
+  const answering = allRoutes.find((r) => r.path === spec.route!.path && r.method === method);
+  return answering !== undefined && status in answering.responses;
 }
 
 function describeSpec(spec: Spec): string {

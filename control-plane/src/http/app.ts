@@ -9,7 +9,7 @@ import { requireFeature } from "../domain/features.js";
 import { HttpError, addFieldError, bodyReadError, errorMiddleware, fieldErrorsOf, unknownRoute } from "./errors.js";
 import { requireAuth, requireScope, resolveToken } from "./auth.js";
 import { visibilityKey } from "../domain/permissions.js";
-import { expressPath, type AnyRoute } from "./route.js";
+import { expressPath, requiredScope, type AnyRoute } from "./route.js";
 import { routes as defaultRoutes } from "./routes/index.js";
 import { openApiDocument } from "./openapi.js";
 import { docsRouter } from "./docs.js";
@@ -51,20 +51,62 @@ const NO_BODY = requestBody({});
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /**
+ * Where a compatibility field sits in the body: `name` (top level), `list[].name` (in every
+ * object of the array `list`) or `outer.name` (in the object `outer`). Returns the segments.
+ */
+export function compatiblePath(field: string): { key: string; each: boolean }[] {
+  return field.split(".").map((seg) => (seg.endsWith("[]") ? { key: seg.slice(0, -2), each: true } : { key: seg, each: false }));
+}
+
+/** The value without the field at the path (a new object; absent parts are left as they are). */
+function withoutField(value: unknown, path: { key: string; each: boolean }[]): unknown {
+  if (!isPlainObject(value) || path.length === 0) return value;
+  const [head, ...rest] = path as [{ key: string; each: boolean }, ...{ key: string; each: boolean }[]];
+  // Object.fromEntries defines own properties: a "__proto__" key of the client stays plain data.
+  if (rest.length === 0) return Object.fromEntries(Object.entries(value).filter(([k]) => k !== head.key));
+  if (!Object.hasOwn(value, head.key)) return value;
+  const child = value[head.key];
+  const next = head.each ? (Array.isArray(child) ? child.map((c) => withoutField(c, rest)) : child) : withoutField(child, rest);
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, k === head.key ? next : v]));
+}
+
+/**
  * The request body as the route's schema is to see it: without the compatibility fields the
  * route accepts and ignores (RouteSpec.compatibleFields, docs/compatibility.md).
  */
 function withoutCompatibleFields(r: AnyRoute, body: unknown): unknown {
   if (!r.compatibleFields || !isPlainObject(body)) return body;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(body)) if (!Object.hasOwn(r.compatibleFields, k)) out[k] = v;
+  let out: unknown = body;
+  for (const field of Object.keys(r.compatibleFields)) out = withoutField(out, compatiblePath(field));
   return out;
+}
+
+/**
+ * Whether the body schema already takes a compatibility field, or has no object where its path
+ * points: parses a body holding only that field and looks for the strict object refusing it
+ * there (an unknown-field issue at the field's parent).
+ */
+function compatibleFieldFits(body: z.ZodType, field: string): boolean {
+  const path = compatiblePath(field);
+  const build = (i: number): unknown => {
+    const seg = path[i]!;
+    const inner = i === path.length - 1 ? null : build(i + 1);
+    return { [seg.key]: seg.each && i < path.length - 1 ? [inner] : inner };
+  };
+  const parent: (string | number)[] = [];
+  path.slice(0, -1).forEach((seg) => parent.push(...(seg.each ? [seg.key, 0] : [seg.key])));
+  const last = path[path.length - 1]!.key;
+  const issues = body.safeParse(build(0)).error?.issues ?? [];
+  return issues.some(
+    (i) => i.code === "unrecognized_keys" && (i as { keys?: string[] }).keys?.includes(last) === true && JSON.stringify(i.path) === JSON.stringify(parent),
+  );
 }
 
 /**
  * The checks of the route table itself, once when the app is built: every object of a request
  * body is strict (built with requestBody, one rule for unknown fields), and a compatibility
- * field is not also a field of the body. A route breaking them stops the start.
+ * field is not also a field of the body (and points at an object of it). A route breaking them
+ * stops the start.
  */
 function checkRouteTable(routes: AnyRoute[]): void {
   const problems: string[] = [];
@@ -76,9 +118,8 @@ function checkRouteTable(routes: AnyRoute[]): void {
     }
     if (r.feature !== undefined && r.auth === "none") problems.push(`${where}: a route without a token cannot need a feature`);
     for (const field of Object.keys(r.compatibleFields ?? {})) {
-      if (r.body && r.body.safeParse({ [field]: null }).error?.issues.some((i) => i.code === "unrecognized_keys") !== true) {
-        problems.push(`${where}: compatibility field ${field} is a field of the body`);
-      }
+      if (!r.body && field.includes(".")) problems.push(`${where}: compatibility field ${field} is nested, but the route takes no body`);
+      else if (r.body && !compatibleFieldFits(r.body, field)) problems.push(`${where}: compatibility field ${field} is a field of the body, or not inside one of its objects`);
     }
   }
   if (problems.length) throw new Error(`route table:\n  ${problems.join("\n  ")}`);
@@ -95,6 +136,10 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
       // Routes without token (webhooks) authenticate the request in their handler.
       const auth = r.auth === "none" ? undefined : requireAuth(req);
       if (auth) requireScope(auth, r);
+      // Express answers HEAD with the GET route. A GET that changes state (Coolify's GET forms of
+      // start, stop, restart and deploy: docs/compatibility.md) must not act on a HEAD, which
+      // clients, proxies and link checkers send believing it safe.
+      if (req.method === "HEAD" && requiredScope(r) !== "read") throw new HttpError(400, "HEAD does not run this action: send GET or POST.");
       // The feature gate (domain/features.ts): the team's features came with the token
       // (http/auth.ts), so this costs a set lookup on gated routes and nothing on the others.
       if (feature !== undefined) requireFeature(auth!, feature);

@@ -123,5 +123,13 @@ export function requireAuth(req: { auth?: Caller }): Caller {
 }
 
 export function requireScope(auth: Caller, r: AnyRoute): void {
-  if (!auth.scopes.has(requiredScope(r))) throw new Forbidden("Invalid ability provided.");
+  requireTokenScope(auth, requiredScope(r));
+}
+
+/**
+ * A scope a request needs besides its route's: a field that makes a write also trigger a
+ * deployment (instant_deploy, docs/compatibility.md) needs deploy too. 403 as the route's check.
+ */
+export function requireTokenScope(auth: Caller, scope: TokenScope): void {
+  if (!auth.scopes.has(scope)) throw new Forbidden("Invalid ability provided.");
 }

@@ -157,16 +157,34 @@ function pipelineResponses(r: AnyRoute): Record<string, JsonObject> {
 
 /**
  * A body schema with the route's compatibility fields (accepted and ignored) added as
- * deprecated properties, so a client's generator sees them and knows they do nothing.
+ * deprecated properties, so a client's generator sees them and knows they do nothing. A nested
+ * field (`list[].name`) is added to the items of that array; referenced components on the way
+ * are copied inline, so the shared component stays as it is.
  */
 function withCompatibleFields(r: AnyRoute, schema: JsonObject, components: JsonObject): JsonObject {
   if (!r.compatibleFields) return schema;
-  const ref = typeof schema.$ref === "string" ? (schema.$ref as string) : undefined;
-  const base = ref ? (structuredClone(components[ref.slice(COMPONENT_PREFIX.length)]) as JsonObject) : { ...schema };
-  const extra = Object.fromEntries(
-    Object.entries(r.compatibleFields).map(([name, why]) => [name, { deprecated: true, description: `Accepted for compatibility and ignored: ${why} (docs/compatibility.md)` }]),
-  );
-  return { ...base, properties: { ...((base.properties as JsonObject | undefined) ?? {}), ...extra } };
+  const inline = (node: JsonObject): JsonObject => {
+    const ref = typeof node.$ref === "string" ? (node.$ref as string) : undefined;
+    return ref ? (structuredClone(components[ref.slice(COMPONENT_PREFIX.length)]) as JsonObject) : { ...node };
+  };
+  const add = (node: JsonObject, path: string[], why: string): JsonObject => {
+    const out = inline(node);
+    const properties = { ...((out.properties as JsonObject | undefined) ?? {}) };
+    const [head, ...rest] = path as [string, ...string[]];
+    if (rest.length === 0) {
+      properties[head] = { deprecated: true, description: `Accepted for compatibility and ignored: ${why} (docs/compatibility.md)` };
+    } else {
+      const each = head.endsWith("[]");
+      const key = each ? head.slice(0, -2) : head;
+      const child = properties[key] as JsonObject | undefined;
+      if (!child) throw new Error(`OpenAPI: compatibility field ${path.join(".")} of ${r.method} ${r.path}: the body has no ${key}`);
+      properties[key] = each ? { ...child, items: add(child.items as JsonObject, rest, why) } : add(child, rest, why);
+    }
+    return { ...out, properties };
+  };
+  let out = inline(schema);
+  for (const [field, why] of Object.entries(r.compatibleFields)) out = add(out, field.split("."), why);
+  return out;
 }
 
 /** The OpenAPI 3.1 document, generated from the route table and its zod schemas. */

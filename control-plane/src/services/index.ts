@@ -25,6 +25,7 @@ import type { NetworkPlanContext } from "./network-plan.js";
 import { S3StorageService } from "./s3-storages.js";
 import { BackupService } from "./backups.js";
 import { DatabaseService } from "./databases.js";
+import { LaunchService } from "./launch.js";
 
 export interface Services {
   db: Db;
@@ -50,6 +51,8 @@ export interface Services {
   databases: DatabaseService;
   /** Environment variables of databases (envVars: of applications). */
   databaseEnvs: EnvVarService;
+  /** Start that deploys a never-deployed application, create/change then deploy, deploy by uuid list (services/launch.ts). */
+  launch: LaunchService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -93,5 +96,6 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     backups,
     databases,
     databaseEnvs: new EnvVarService(db, databases.envOwners(), box),
+    launch: new LaunchService(db, applications, deployments, databases),
   };
 }

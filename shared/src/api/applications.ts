@@ -204,10 +204,28 @@ export const SshGitUrl = GitUrl.refine(
   "Use an SSH URL: ssh://git@host/owner/repo.git or git@host:owner/repo.git.",
 );
 
+/**
+ * Coolify's names of build packs (its clients send them; docs/compatibility.md): the same build
+ * systems under their other names. Accepted on input, stored and shown as Capstan's.
+ */
+export const COOLIFY_BUILD_PACKS = { nixpacks: "builder_a", static: "builder_b", dockerfile: "containerfile", dockercompose: "containercompose" } as const satisfies Record<string, BuildPack>;
+
+const GIT_BUILD_PACKS = ["builder_a", "builder_b", "builder_c", "builder_d", "containerfile"] as const;
+const GIT_BUILD_PACK_HINT =
+  "Use builder_a, builder_b, builder_c, builder_d or containerfile; images and compose files have their own create paths (/applications/dockerimage, /applications/dockercompose).";
+
+/** A build pack by Capstan's name or Coolify's, as Capstan's; `allowed` are the packs the path takes. */
+function buildPackInput<const A extends readonly [BuildPack, ...BuildPack[]]>(allowed: A, hint: string) {
+  // Only the aliases of packs this path takes: another one is refused with the path's hint.
+  const aliases = Object.entries(COOLIFY_BUILD_PACKS).filter(([, to]) => (allowed as readonly string[]).includes(to)).map(([from]) => from);
+  return z
+    .enum([...allowed, ...aliases] as [string, ...string[]], { error: hint })
+    .transform((v): A[number] => ((COOLIFY_BUILD_PACKS as Record<string, BuildPack>)[v] ?? v) as A[number])
+    .meta({ description: `One of ${allowed.join(", ")}${aliases.length ? `; Coolify's names are accepted too (${aliases.map((a) => `${a} = ${(COOLIFY_BUILD_PACKS as Record<string, string>)[a]}`).join(", ")})` : ""}` });
+}
+
 /** Build packs of applications built from a repository (the other two have their own create paths). */
-export const GitBuildPack = BuildPack.exclude(["containerimage", "containercompose"], {
-  error: "Use builder_a, builder_b, builder_c, builder_d or containerfile; images and compose files have their own create paths (/applications/dockerimage, /applications/dockercompose).",
-});
+export const GitBuildPack = buildPackInput(GIT_BUILD_PACKS, GIT_BUILD_PACK_HINT);
 
 export const VOLUME_NAME_MAX = 64;
 export const StorageName = VolumeName.refine((v) => v.length <= VOLUME_NAME_MAX, `At most ${VOLUME_NAME_MAX} characters.`);
@@ -218,7 +236,12 @@ export const StorageName = VolumeName.refine((v) => v.length <= VOLUME_NAME_MAX,
 const HealthFields = {
   health_check_enabled: z.boolean().optional(),
   health_check_path: HealthPath.optional(),
-  health_check_port: Port.nullable().optional().meta({ description: "Defaults to the first of ports_exposes" }),
+  // Coolify sends the port as a string ("3000"): the same number, accepted in either form.
+  health_check_port: z
+    .union([Port, z.string().regex(/^[0-9]{1,5}$/, "Use a port number.").transform(Number).pipe(Port)])
+    .nullable()
+    .optional()
+    .meta({ description: "Defaults to the first of ports_exposes; a number, or its digits as a string" }),
   health_check_interval: z.number().int().min(1).max(300).optional().meta({ description: "Seconds (default 5)" }),
   health_check_timeout: z.number().int().min(1).max(120).optional().meta({ description: "Seconds (default 5)" }),
   health_check_retries: z.number().int().min(1).max(50).optional().meta({ description: "Default 10" }),
@@ -236,6 +259,12 @@ const SettingsFields = {
   limits_cpus: CpuLimit.nullable().optional().meta({ description: "CPU limit in cores such as 0.5 or 2; null: none" }),
 };
 
+/**
+ * Coolify's `instant_deploy` (docs/compatibility.md): deploy right after the create or change.
+ * It triggers a deployment, so it needs the token's deploy scope too.
+ */
+const InstantDeploy = z.boolean().optional().meta({ description: "Queue a deployment right away (default false); needs the deploy scope besides write" });
+
 /** The parameters the spec lists for POST /applications/public, taken by all six create paths. */
 const CommonCreate = requestBody({
   project_uuid: Uuid,
@@ -244,17 +273,34 @@ const CommonCreate = requestBody({
   destination_uuid: Uuid.meta({ description: "A destination (network) of that server" }),
   name: ApplicationName.optional(),
   ...SettingsFields,
+  instant_deploy: InstantDeploy,
 });
+
+/**
+ * Coolify's commit to build on create and change; it defaults to HEAD, the branch head, which is
+ * what a deployment builds here. Another commit is a deploy's commit_sha, not a setting.
+ */
+const GitCommitSha = z
+  .literal("HEAD", { error: "Only HEAD (the branch head) is a setting here; deploy a given commit with commit_sha of POST /applications/{uuid}/deploy." })
+  .optional()
+  .meta({ description: "Coolify's field; only HEAD, what deployments build" });
 
 const GitFields = {
   git_branch: AppGitBranch,
   build_pack: GitBuildPack,
   base_directory: BaseDirectory.optional().meta({ description: "Directory of the application inside the repository (default /)" }),
+  git_commit_sha: GitCommitSha,
 };
 
 export const CreatePublicApplicationBody = CommonCreate.extend({ git_repository: PublicGitUrl, ...GitFields });
 export const CreatePrivateGitAppApplicationBody = CommonCreate.extend({
   git_app_uuid: Uuid,
+  git_repository: RepoSlug.meta({ description: "owner/name on the git app's host" }),
+  ...GitFields,
+});
+/** Coolify's path and name of the same create (POST /applications/private-github-app, github_app_uuid). */
+export const CreatePrivateGithubAppApplicationBody = CommonCreate.extend({
+  github_app_uuid: Uuid.meta({ description: "The git app (/github-apps): Coolify's name of git_app_uuid" }),
   git_repository: RepoSlug.meta({ description: "owner/name on the git app's host" }),
   ...GitFields,
 });
@@ -265,7 +311,7 @@ export const CreateDeployKeyApplicationBody = CommonCreate.extend({
 });
 export const CreateDockerfileApplicationBody = CommonCreate.extend({
   dockerfile: DockerfileContent,
-  build_pack: z.literal("containerfile").optional(),
+  build_pack: buildPackInput(["containerfile"], "Only containerfile (Coolify: dockerfile) builds from a Dockerfile.").optional(),
 });
 export const CreateDockerImageApplicationBody = CommonCreate.extend({
   docker_registry_image_name: ImageRef.meta({ description: "Image name, with tag or digest (default tag latest)" }),
@@ -274,13 +320,19 @@ export const CreateDockerImageApplicationBody = CommonCreate.extend({
 });
 export const CreateDockerComposeApplicationBody = CommonCreate.extend({
   docker_compose_raw: ComposeContent,
-  build_pack: z.literal("containercompose").optional(),
+  build_pack: buildPackInput(["containercompose"], "Only containercompose (Coolify: dockercompose) deploys a compose file.").optional(),
 });
 
 export type CreateApplicationCommon = z.output<typeof CommonCreate>;
 
 export const CreatedApplication = z
-  .object({ uuid: z.string(), name: z.string(), fqdn: z.string().nullable() })
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    fqdn: z.string().nullable(),
+    deployment_uuid: z.string().nullable().optional().meta({ description: "With instant_deploy: the queued deployment, or null when none could be queued (message says why)" }),
+    message: z.string().optional().meta({ description: "With instant_deploy: whether the deployment was queued" }),
+  })
   .meta({ id: "CreatedApplication" });
 
 // ---------------------------------------------------------------------------------------------
@@ -293,12 +345,14 @@ export const UpdateApplicationBody = requestBody({
   git_repository: z.string().max(2048).optional().meta({ description: "Validated as the create path of the application's source requires" }),
   build_pack: GitBuildPack.optional(),
   base_directory: BaseDirectory.optional(),
+  git_commit_sha: GitCommitSha,
   dockerfile: DockerfileContent.optional(),
   docker_registry_image_name: ImageRef.optional(),
   docker_registry_image_tag: ImageTag.optional(),
   docker_compose_raw: ComposeContent.optional(),
+  instant_deploy: InstantDeploy,
 })
-  .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
+  .refine((b) => Object.entries(b).some(([k, v]) => k !== "instant_deploy" && k !== "git_commit_sha" && v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateApplicationBody = z.output<typeof UpdateApplicationBody>;
 
 // ---------------------------------------------------------------------------------------------
@@ -424,8 +478,15 @@ export const ApplicationActionResponse = z
   .object({
     message: z.string(),
     status: z.string().meta({ description: "The application's status after the action (or now, if it is still running)" }),
+    deployment_uuid: z.string().optional().meta({ description: "Start only: the deployment queued when start deploys (never deployed, or force)" }),
   })
   .meta({ id: "ApplicationActionResponse" });
+
+/** Query parameters of start (Coolify's; docs/compatibility.md). */
+export const ApplicationStartQuery = z.object({
+  force: QueryBoolean.optional().meta({ description: "Deploy, rebuilding without the build cache, instead of starting the existing containers (Coolify's start always deploys)" }),
+  instant_deploy: QueryBoolean.optional().meta({ description: "Coolify's \"skip the queue\"; accepted and ignored: deployments wait for their server's build slot" }),
+});
 
 const QueryInt = (min: number, max: number) =>
   z
@@ -438,7 +499,13 @@ export const LOGS_DEFAULTS = { since: 600, tail: 100 } as const;
 export const ApplicationLogsQuery = z.object({
   since: QueryInt(0, 30 * 24 * 3600).optional().meta({ description: "Seconds of history (default 600; 0: all)" }),
   tail: QueryInt(1, 10_000).optional().meta({ description: "At most this many of the most recent lines (default 100)" }),
+  lines: QueryInt(1, 10_000).optional().meta({ description: "Coolify's name of tail (docs/compatibility.md); given with tail, the same value" }),
 });
+/** The line count of a logs request: tail, or Coolify's lines (both: the same value). */
+export function logsTail(q: { tail?: number | undefined; lines?: number | undefined }): { tail: number | undefined } | { error: string } {
+  if (q.tail !== undefined && q.lines !== undefined && q.tail !== q.lines) return { error: "Given with tail and a different value." };
+  return { tail: q.tail ?? q.lines };
+}
 export const ApplicationLogs = z
   .object({
     container: z.string().nullable().meta({ description: "The container read; null when none runs" }),
@@ -453,46 +520,106 @@ export const ApplicationLogs = z
 export const MAX_ENVS = 500;
 export const MAX_STORAGES = 64;
 
+/**
+ * Coolify's forms of a variable's flags (docs/compatibility.md). `is_buildtime` is Coolify's
+ * later name of `is_build_time`. Every variable reaches the running container here, so
+ * `is_runtime` may only be true; values are shown again to those who may manage the resource,
+ * so `is_shown_once` may only be false: a client asking otherwise gets a 422, not a silent
+ * difference.
+ */
+export const EnvVarAliases = {
+  is_buildtime: z.boolean().optional().meta({ description: "Coolify's name of is_build_time" }),
+  is_runtime: z
+    .literal(true, { error: "Every variable reaches the running container: a build-only variable (is_runtime false) is not available." })
+    .optional()
+    .meta({ description: "Coolify's flag; only true (every variable reaches the container)" }),
+  is_shown_once: z
+    .literal(false, { error: "Values are shown again to callers who may manage the resource: is_shown_once true is not available." })
+    .optional()
+    .meta({ description: "Coolify's flag; only false" }),
+};
+
+/** The build-time flag given as is_build_time or Coolify's is_buildtime (both: the same value). */
+function buildTimeFlag(b: { is_build_time?: boolean | undefined; is_buildtime?: boolean | undefined }, ctx: z.RefinementCtx, path: (string | number)[] = []): boolean | undefined {
+  if (b.is_build_time !== undefined && b.is_buildtime !== undefined && b.is_build_time !== b.is_buildtime) {
+    ctx.addIssue({ code: "custom", path: [...path, "is_buildtime"], message: "Given with is_build_time and a different value." });
+  }
+  return b.is_build_time ?? b.is_buildtime;
+}
+
 export const CreateEnvBody = requestBody({
   key: EnvKey,
   value: EnvValue,
-  is_build_time: z.boolean().default(false),
+  is_build_time: z.boolean().optional().meta({ description: "Default false" }),
   is_preview: z.boolean().default(false),
-});
+  ...EnvVarAliases,
+}).transform((b, ctx) => ({ key: b.key, value: b.value, is_build_time: buildTimeFlag(b, ctx) ?? false, is_preview: b.is_preview }));
 export const UpdateEnvBody = requestBody({
   key: EnvKey,
   value: EnvValue.optional(),
   is_build_time: z.boolean().optional(),
   is_preview: z.boolean().default(false).meta({ description: "Which of the two variables of that key (default: the non-preview one)" }),
+  ...EnvVarAliases,
 })
-  .refine((b) => b.value !== undefined || b.is_build_time !== undefined, { message: "Provide value or is_build_time.", path: ["value"] });
-export const BulkEnvBody = requestBody({
-  variables: z
-    .array(
-      requestBody({
-        key: EnvKey,
-        value: EnvValue,
-        is_build_time: z.boolean().optional(),
-        is_preview: z.boolean().default(false),
-      }),
-    )
-    .min(1)
-    .max(MAX_ENVS),
-})
-  .superRefine((b, ctx) => {
-    const seen = new Set<string>();
-    b.variables.forEach((v, i) => {
-      const k = `${v.key}\u0000${v.is_preview}`;
-      if (seen.has(k)) ctx.addIssue({ code: "custom", path: ["variables", i, "key"], message: `${v.key} is listed twice.` });
-      seen.add(k);
-    });
+  .refine((b) => b.value !== undefined || b.is_build_time !== undefined || b.is_buildtime !== undefined, { message: "Provide value or is_build_time.", path: ["value"] })
+  .transform((b, ctx) => ({ key: b.key, value: b.value, is_build_time: buildTimeFlag(b, ctx), is_preview: b.is_preview }));
+
+const BulkEnvItem = requestBody({
+  key: EnvKey,
+  value: EnvValue,
+  is_build_time: z.boolean().optional(),
+  is_preview: z.boolean().default(false),
+  ...EnvVarAliases,
+});
+/**
+ * Bulk variables, sent as the spec's `variables` or Coolify's `data` (one of the two). Returns
+ * the list, or adds the issues (a key listed twice, both names or neither).
+ */
+export function bulkVariables<T extends { key: string; is_preview?: boolean }>(b: { variables?: T[] | undefined; data?: T[] | undefined }, ctx: z.RefinementCtx): T[] {
+  if (b.variables !== undefined && b.data !== undefined) {
+    ctx.addIssue({ code: "custom", path: ["data"], message: "Send the list as variables or as data (Coolify's name), not both." });
+    return [];
+  }
+  const list = b.variables ?? b.data;
+  const field = b.variables !== undefined ? "variables" : "data";
+  if (list === undefined) {
+    ctx.addIssue({ code: "custom", path: ["variables"], message: "This field is required (or Coolify's name for it, data)." });
+    return [];
+  }
+  const seen = new Set<string>();
+  list.forEach((v, i) => {
+    const k = `${v.key}\u0000${v.is_preview ?? false}`;
+    if (seen.has(k)) ctx.addIssue({ code: "custom", path: [field, i, "key"], message: `${v.key} is listed twice.` });
+    seen.add(k);
   });
+  return list;
+}
+const BulkList = <T extends z.ZodType>(item: T) => z.array(item).min(1).max(MAX_ENVS);
+export const BulkEnvBody = requestBody({
+  variables: BulkList(BulkEnvItem).optional().meta({ description: "Required unless sent as data" }),
+  data: BulkList(BulkEnvItem).optional().meta({ description: "Coolify's name of variables" }),
+}).transform((b, ctx) => {
+  const field = b.variables !== undefined ? "variables" : "data";
+  return {
+    variables: bulkVariables(b, ctx).map((v, i) => ({ key: v.key, value: v.value, is_build_time: buildTimeFlag(v, ctx, [field, i]), is_preview: v.is_preview })),
+  };
+});
 export const EnvMutation = z.object({ message: z.string(), data: EnvVar });
+/** The answer of a create: the spec's {message, data}, and the new variable's uuid at the top where Coolify's clients read it. */
+export const EnvCreated = EnvMutation.extend({ uuid: z.string() });
 export const EnvBulkMutation = z.object({ message: z.string(), data: z.array(EnvVar) });
 
 export const CreateStorageBody = requestBody({
   name: StorageName,
   mount_path: MountPath,
   host_path: HostPath.nullable().optional().meta({ description: "A host directory to bind-mount instead of a Docker volume" }),
-});
+  // Coolify's storage kind (docs/compatibility.md): its "persistent" storages are these; its
+  // "file" storages (a file's content written on the server) are not available.
+  type: z
+    .literal("persistent", { error: "Only persistent storages (a volume, or a bind mount with host_path) are available; file storages are not." })
+    .optional()
+    .meta({ description: "Coolify's storage kind; only persistent" }),
+}).transform(({ type: _type, ...b }) => b);
 export const StorageMutation = z.object({ message: z.string(), data: Storage });
+/** The answer of a create: the spec's {message, data}, and the new object's uuid at the top where Coolify's clients read it. */
+export const StorageCreated = StorageMutation.extend({ uuid: z.string() });

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { DATABASE_ENGINES, DATABASE_ENGINE_FACTS, DatabaseEngine } from "../protocol/databases.js";
 import { CpuLimit, EnvKey, EnvValue, ImageRef, MemoryLimit } from "../validation/inputs.js";
 import { multiline } from "../validation/text.js";
-import { MAX_ENVS } from "./applications.js";
+import { EnvVarAliases, MAX_ENVS, bulkVariables } from "./applications.js";
 import { BackupSchedule } from "./backups.js";
 import { PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, resourceId, requestBody } from "./common.js";
 
@@ -388,14 +388,18 @@ export const DatabaseMutation = z.object({ message: z.string(), data: DatabaseDe
 // ---------------------------------------------------------------------------------------------
 // Environment variables
 
-export const CreateDatabaseEnvBody = requestBody({ key: EnvKey, value: EnvValue });
-export const BulkDatabaseEnvBody = requestBody({ variables: z.array(requestBody({ key: EnvKey, value: EnvValue })).min(1).max(MAX_ENVS) })
-  .superRefine((b, ctx) => {
-    const seen = new Set<string>();
-    b.variables.forEach((v, i) => {
-      if (seen.has(v.key)) ctx.addIssue({ code: "custom", path: ["variables", i, "key"], message: `${v.key} is listed twice.` });
-      seen.add(v.key);
-    });
-  });
+/** Coolify sends is_shown_once with a database's variables too (docs/compatibility.md): only false. */
+const DatabaseEnvAliases = { is_shown_once: EnvVarAliases.is_shown_once };
+export const CreateDatabaseEnvBody = requestBody({ key: EnvKey, value: EnvValue, ...DatabaseEnvAliases }).transform((b) => ({ key: b.key, value: b.value }));
+/** PATCH .../envs (Coolify's update by key): the variable of that key gets a new value. */
+export const UpdateDatabaseEnvBody = requestBody({ key: EnvKey, value: EnvValue, ...DatabaseEnvAliases }).transform((b) => ({ key: b.key, value: b.value }));
+const DatabaseEnvItem = requestBody({ key: EnvKey, value: EnvValue, ...DatabaseEnvAliases });
+/** The spec's `variables`, or Coolify's `data` (one of the two); a key listed twice is refused. */
+export const BulkDatabaseEnvBody = requestBody({
+  variables: z.array(DatabaseEnvItem).min(1).max(MAX_ENVS).optional().meta({ description: "Required unless sent as data" }),
+  data: z.array(DatabaseEnvItem).min(1).max(MAX_ENVS).optional().meta({ description: "Coolify's name of variables" }),
+}).transform((b, ctx) => ({ variables: bulkVariables(b, ctx).map((v) => ({ key: v.key, value: v.value })) }));
 export const DatabaseEnvMutation = z.object({ message: z.string(), data: DatabaseEnvVar });
+/** The answer of a create: {message, data}, and the new variable's uuid at the top where Coolify's clients read it. */
+export const DatabaseEnvCreated = DatabaseEnvMutation.extend({ uuid: z.string() });
 export const DatabaseEnvBulkMutation = z.object({ message: z.string(), data: z.array(DatabaseEnvVar) });

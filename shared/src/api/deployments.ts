@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { CommitSha } from "../validation/inputs.js";
-import { QueryBoolean, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
+import { MAX_PER_PAGE, PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 
 /** Spec section 3: queued -> in_progress -> finished | failed | cancelled. */
 export const DEPLOYMENT_STATUSES = ["queued", "in_progress", "finished", "failed", "cancelled"] as const;
@@ -36,6 +36,49 @@ export const DeployResponse = z
   .object({ message: z.string(), deployment_uuid: z.string() })
   .meta({ id: "DeployResponse" });
 
+/** At most this many resources per GET|POST /deploy request. */
+export const MAX_DEPLOY_TARGETS = 50;
+
+/** Comma-separated uuids of a /deploy request (Coolify's form). */
+const CommaList = z.string().max(MAX_DEPLOY_TARGETS * 65);
+
+/** The uuids of a /deploy request: split at commas, blanks and repeats dropped. */
+export function deployUuids(list: string | undefined): string[] {
+  return [...new Set((list ?? "").split(",").map((x) => x.trim()).filter(Boolean))];
+}
+const PullRequest = z.union([z.number(), z.string().regex(/^[0-9]+$/, "Must be a non-negative integer.").transform(Number)]).pipe(z.number().int().min(0).max(2_147_483_647));
+
+/**
+ * Coolify's deploy endpoint, GET or POST /deploy (docs/compatibility.md): the resources to
+ * deploy by uuid, comma-separated, in the query string or a JSON body. `tag` and `pr` are
+ * Coolify's too: there are no tags and no pull request previews here, so they are refused by
+ * name rather than ignored.
+ */
+export const DeployByUuidQuery = z.object({
+  uuid: CommaList.optional().meta({ description: "Uuids of applications (deployed) and databases (started), comma-separated" }),
+  tag: z.string().max(1024).optional().meta({ description: "Coolify's deploy by tag: not available (422): resources carry no tags here" }),
+  force: QueryBoolean.optional().meta({ description: "Rebuild without the build cache (default false)" }),
+  pr: PullRequest.optional().meta({ description: "Coolify's pull request preview: only 0 (none) is accepted" }),
+});
+export const DeployByUuidBody = requestBody({
+  uuid: CommaList.optional().meta({ description: "Uuids of applications and databases, comma-separated" }),
+  tag: z.string().max(1024).optional().meta({ description: "Not available (422): resources carry no tags here" }),
+  force: z.boolean().optional(),
+  pr: PullRequest.optional().meta({ description: "Only 0 (none)" }),
+});
+
+export const DeployByUuidResponse = z
+  .object({
+    deployments: z.array(
+      z.object({
+        message: z.string(),
+        resource_uuid: z.string(),
+        deployment_uuid: z.string().optional().meta({ description: "Applications: the queued deployment; databases have none" }),
+      }),
+    ),
+  })
+  .meta({ id: "DeployByUuidResponse" });
+
 export const Deployment = z
   .object({
     uuid: z.string(),
@@ -52,6 +95,16 @@ export const Deployment = z
 export type Deployment = z.infer<typeof Deployment>;
 
 export const DeploymentList = listOf(Deployment);
+
+const QueryCount = (min: number, max: number) => z.string().regex(/^[0-9]+$/, "Must be a non-negative integer.").transform(Number).pipe(z.number().int().min(min).max(max));
+/**
+ * The deployments of one application: the spec's page/per_page, or Coolify's skip/take
+ * (docs/compatibility.md), not both.
+ */
+export const ApplicationDeploymentsQuery = PaginationQuery.extend({
+  skip: QueryCount(0, 1_000_000).optional().meta({ description: "Coolify's window: deployments to skip (newest first); with take instead of page/per_page" }),
+  take: QueryCount(1, MAX_PER_PAGE).optional().meta({ description: `Coolify's window: at most this many (1 to ${MAX_PER_PAGE})` }),
+});
 
 export const DeploymentDetail = Deployment.extend({
   trigger: DeploymentTrigger,

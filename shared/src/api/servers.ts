@@ -18,6 +18,16 @@ export const SshUser = z.string().regex(/^[a-z_][a-z0-9_-]{0,31}$/, "Use a valid
 const ServerName = z.string().trim().min(1).max(255);
 const ServerDescription = multiline(z.string().max(2000));
 
+/**
+ * Coolify's proxy kind of a server (docs/compatibility.md). Every server here runs the platform's
+ * reverse proxy (Caddy, docs/proxy.md): caddy and traefik, a reverse proxy either way, are
+ * accepted; none (no proxy on the server) is not available and refused.
+ */
+const ProxyType = z
+  .enum(["caddy", "traefik"], { error: "Every server runs the platform's reverse proxy (Caddy): proxy_type none is not available; send caddy or leave it out." })
+  .optional()
+  .meta({ description: "Coolify's proxy kind; caddy or traefik (the platform's proxy, Caddy, runs either way)" });
+
 export const CreateServerBody = requestBody({
   name: ServerName,
   description: z.string().max(2000).optional(),
@@ -26,6 +36,7 @@ export const CreateServerBody = requestBody({
   user: SshUser.default("root"),
   private_key_uuid: Uuid,
   is_build_server: z.boolean().default(false),
+  proxy_type: ProxyType,
 });
 export const UpdateServerBody = requestBody({
   name: ServerName.optional(),
@@ -35,6 +46,7 @@ export const UpdateServerBody = requestBody({
   user: SshUser.optional(),
   private_key_uuid: Uuid.optional(),
   is_build_server: z.boolean().optional(),
+  proxy_type: ProxyType,
 })
   .refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field.", path: ["name"] });
 

@@ -328,6 +328,9 @@ export const BODIES: Record<string, BodySpec> = {
   ...backupBodies(),
   ...databaseBodies(),
   "post /applications/{uuid}/deploy": { valid: () => ({ force: true }) },
+  // Coolify's deploy by uuid: a body naming another team's application or database (alone, or
+  // after one of the caller's own) is a 404, and nothing is deployed.
+  "post /deploy": { valid: (c) => ({ uuid: c.application.uuid }), foreign: (a, b) => deployTargets(a, b).map((q) => ({ uuid: q.uuid })) },
   "post /networks/{serverUuid}": { valid: () => ({ name: "intruder-net" }) },
   "post /networks/resource/{type}/{uuid}/attach": {
     valid: (c) => ({ network_uuid: c.network.uuid }),
@@ -376,6 +379,11 @@ function applicationBodies(): Record<string, BodySpec> {
       (c) => ({ ...git, git_app_uuid: c.gitApp.uuid, git_repository: "acme/created" }),
       (a) => [{ git_app_uuid: a.gitApp.uuid }],
     ),
+    // Coolify's path and field name of the same create.
+    "post /applications/private-github-app": create(
+      (c) => ({ ...git, github_app_uuid: c.gitApp.uuid, git_repository: "acme/created" }),
+      (a) => [{ github_app_uuid: a.gitApp.uuid }],
+    ),
     "post /applications/private-deploy-key": create(
       (c) => ({ ...git, private_key_uuid: c.key.uuid, git_repository: "git@github.com:acme/created.git" }),
       (a) => [{ private_key_uuid: a.key.uuid }],
@@ -412,6 +420,7 @@ function databaseBodies(): Record<string, BodySpec> {
     "patch /databases/{uuid}": { valid: () => ({ name: "hijacked", limits_memory: "1g" }) },
     "delete /databases/{uuid}": { valid: () => ({ delete_volumes: true }) },
     "post /databases/{uuid}/envs": { valid: () => ({ key: "INTRUDER", value: "x" }) },
+    "patch /databases/{uuid}/envs": { valid: () => ({ key: "FIXTURE_DB_KEY", value: "hijacked" }) },
     "patch /databases/{uuid}/envs/bulk": { valid: () => ({ variables: [{ key: "FIXTURE_DB_KEY", value: "hijacked" }, { key: "INTRUDER", value: "x" }] }) },
   };
 }
@@ -438,10 +447,12 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   // No agent: the server is not usable (503 with the reason, not a field error).
   "get /servers/{uuid}/validate": 503,
   "post /servers/{uuid}/install-agent": "found",
-  // The fixture application was never deployed, and its server has no agent.
-  "post /applications/{uuid}/start": 409,
+  // The fixture application was never deployed (start deploys it: a success), and its server
+  // has no agent. The GET forms (Coolify's) are the same actions.
   "post /applications/{uuid}/restart": 409,
   "post /applications/{uuid}/stop": 503,
+  "get /applications/{uuid}/restart": 409,
+  "get /applications/{uuid}/stop": 503,
   "get /applications/{uuid}/logs": 503,
   // The fixture deployment is cancelled already: found, and refused as not cancellable.
   "post /deployments/{uuid}/cancel": 400,
@@ -449,6 +460,9 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "post /databases/{uuid}/start": 503,
   "post /databases/{uuid}/stop": 503,
   "post /databases/{uuid}/restart": 503,
+  "get /databases/{uuid}/start": 503,
+  "get /databases/{uuid}/stop": 503,
+  "get /databases/{uuid}/restart": 503,
   "get /databases/{uuid}/logs": 503,
   // No agent: sync and migrate need one (the detail answers the stored record); cleanup needs a migrate first.
   "post /networks/{serverUuid}/sync": 503,
@@ -500,8 +514,30 @@ export const QUERY_REFS: Record<string, (f: Fixtures) => string | number> = {
   user_id: (f) => f.member.userId,
 };
 export const PAGINATION = new Set(["page", "per_page"]);
-/** Query parameters that are options, not object ids (application delete flags, log window). */
-export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "force", "commit_sha"]);
+/**
+ * Query parameters that are options, not object ids (application delete flags, log window;
+ * Coolify's forms: lines, skip/take, start's instant_deploy, and /deploy's tag and pr, which
+ * are refused by name).
+ */
+export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "lines", "force", "commit_sha", "skip", "take", "instant_deploy", "tag", "pr"]);
+
+/** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */
+function deployTargets(owner: Fixtures, caller: Fixtures): { uuid: string }[] {
+  return [{ uuid: owner.application.uuid }, { uuid: owner.database.uuid }, { uuid: `${caller.application.uuid},${owner.application.uuid}` }];
+}
+
+/**
+ * Routes that name the objects they act on in the query string (Coolify's GET|POST
+ * /deploy?uuid=a,b): the query for the caller's own objects, and queries naming another
+ * team's, each of which must answer 404 and change nothing.
+ */
+export const QUERY_TARGETS: Record<string, { params: string[]; valid: (caller: Fixtures) => Record<string, string>; foreign: (owner: Fixtures, caller: Fixtures) => Record<string, string>[] }> = {
+  "get /deploy": { params: ["uuid"], valid: (c) => ({ uuid: c.application.uuid }), foreign: deployTargets },
+  "post /deploy": { params: ["uuid"], valid: (c) => ({ uuid: c.application.uuid }), foreign: deployTargets },
+};
+
+/** A path with a query string. */
+export const withQuery = (path: string, query: Record<string, string> | undefined) => (query && Object.keys(query).length ? `${path}?${new URLSearchParams(query)}` : path);
 
 export const keyOf = (r: AnyRoute) => `${r.method} ${r.path}`;
 export const pathParams = (r: AnyRoute) => [...r.path.matchAll(/\{([a-zA-Z_]+)\}/g)].map((m) => m[1]!);

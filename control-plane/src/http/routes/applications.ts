@@ -7,6 +7,7 @@ import {
   ApplicationLogs,
   ApplicationLogsQuery,
   ApplicationParams,
+  ApplicationStartQuery,
   ApplicationStorageParams,
   BulkEnvBody,
   CreateDeployKeyApplicationBody,
@@ -16,21 +17,24 @@ import {
   CreatedApplication,
   CreateEnvBody,
   CreatePrivateGitAppApplicationBody,
+  CreatePrivateGithubAppApplicationBody,
   CreatePublicApplicationBody,
   CreateStorageBody,
   DELETE_DEFAULTS,
   DeleteApplicationBody,
   DeleteApplicationQuery,
   EnvBulkMutation,
+  EnvCreated,
   EnvMutation,
   EnvVarList,
   LOGS_DEFAULTS,
   MessageBody,
   PaginationQuery,
+  StorageCreated,
   StorageList,
-  StorageMutation,
   UpdateApplicationBody,
   UpdateEnvBody,
+  logsTail,
   parseDomains,
   type BuildPack,
   ApplicationSource,
@@ -43,6 +47,7 @@ import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
 import { Invalid } from "../../domain/errors.js";
+import { requireTokenScope } from "../auth.js";
 import type { ApplicationListItem, ApplicationWithDetail, CreateSource, DeleteFlags } from "../../services/applications.js";
 import type { EnvView } from "../../services/env-vars.js";
 import { dockerVolumeName } from "../../services/volumes.js";
@@ -152,7 +157,30 @@ const CREATE_RESPONSES = {
 };
 const APP_RESPONSES = { 401: ERR[401], 403: ERR[403], 404: ERR[404] } as const;
 
-/** The six create paths share everything but their body and what the body adds. */
+/** Coolify's flags of a variable this API accepts and ignores (docs/compatibility.md). */
+export const ENV_COMPATIBLE_FIELDS = {
+  is_literal: "values are always literal here: a $NAME in a value is never expanded",
+  is_multiline: "any value may span several lines here",
+} as const;
+
+/** The same fields in every item of a bulk list, under both of its names (variables, Coolify's data). */
+export function bulkCompatibleFields(fields: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(["variables", "data"].flatMap((list) => Object.entries(fields).map(([k, why]) => [`${list}[].${k}`, why])));
+}
+
+/** The line count of a logs request (tail, or Coolify's lines), or the 422 naming lines. */
+export function logsLines(query: { tail?: number | undefined; lines?: number | undefined }): number {
+  const r = logsTail(query);
+  if ("error" in r) throw new Invalid({ lines: [r.error] });
+  return r.tail ?? LOGS_DEFAULTS.tail;
+}
+
+/** Coolify's create and change fields this API accepts and ignores, with the reason (docs/compatibility.md). */
+export const APPLICATION_COMPATIBLE_FIELDS = {
+  use_build_server: "the team's build servers are used automatically when it has any (docs/deployments.md#build-servers)",
+} as const;
+
+/** The create paths share everything but their body and what the body adds. */
 function createRoute<B extends z.ZodObject<z.ZodRawShape>>(
   path: string,
   summary: string,
@@ -167,13 +195,17 @@ function createRoute<B extends z.ZodObject<z.ZodRawShape>>(
     summary,
     description:
       description +
-      " Every create path also takes the common parameters of POST /applications/public: project_uuid, environment_name, server_uuid, destination_uuid, name, description, ports_exposes, fqdn (or domains), health check and limit settings (docs/applications.md).",
+      " Every create path also takes the common parameters of POST /applications/public: project_uuid, environment_name, server_uuid, destination_uuid, name, description, ports_exposes, fqdn (or domains), health check and limit settings (docs/applications.md)." +
+      " instant_deploy (Coolify's, default false) queues the first deployment right away; it needs the token's deploy scope too (403 otherwise, nothing created); the answer then carries deployment_uuid (null, with the reason in message, when the deployment was refused).",
     body,
+    compatibleFields: APPLICATION_COMPATIBLE_FIELDS,
     responses: CREATE_RESPONSES,
-    async handler({ scope, services, body }) {
-      const b = body as z.output<B>;
-      const app = await services.applications.create(scope, { ...(b as unknown as CreateApplicationCommon), ...source(b) });
-      return { status: 201, body: { uuid: app.uuid, name: app.name, fqdn: app.fqdn } };
+    async handler({ caller, scope, services, body }) {
+      const { instant_deploy: instant, ...b } = body as z.output<B> & { instant_deploy?: boolean };
+      if (instant) requireTokenScope(caller, "deploy");
+      const app = await services.launch.create(scope, { ...(b as unknown as CreateApplicationCommon), ...source(body as z.output<B>) }, instant === true);
+      const deployed = app.instant ? { deployment_uuid: app.instant.deploymentUuid, message: app.instant.message } : {};
+      return { status: 201, body: { uuid: app.uuid, name: app.name, fqdn: app.fqdn, ...deployed } };
     },
   });
 }
@@ -192,27 +224,47 @@ export function deleteFlags(query: z.output<typeof DeleteApplicationQuery>, body
   return out;
 }
 
-function actionRoute(action: "start" | "stop" | "restart", summary: string) {
+/** Start may deploy: then a full deploy queue answers as the deploy does. */
+const START_RESPONSES: Record<number, { description: string }> = {
+  429: { description: "Start deploys and the server's deploy queue is full (or the rate limit was exceeded); see Retry-After" },
+};
+
+/**
+ * start/stop/restart. Coolify's clients send them as GET as well as POST (its API accepts both):
+ * the GET form is the same action, with the same deploy scope and permission — a GET that
+ * changes state is that client's convention, not this API's (docs/compatibility.md).
+ */
+function actionRoute(action: "start" | "stop" | "restart", summary: string, method: "post" | "get" = "post") {
+  const start = action === "start";
   return route({
-    method: "post",
+    method,
     path: `/applications/{uuid}/${action}`,
     tag: TAG,
-    summary,
+    summary: method === "get" ? `${summary} (GET form, for Coolify's clients)` : summary,
     description:
-      "Needs the deploy permission on the application's environment. Waits up to 30 s for the server's agent: 200 with the new status, or 202 when the agent is still at it (the status follows).",
+      (method === "get" ? `The GET form of POST /applications/{uuid}/${action}, which Coolify's clients send: it changes state, so it needs the deploy scope like the POST. A HEAD does not act (400). ` : "") +
+      "Needs the deploy permission on the application's environment. Waits up to 30 s for the server's agent: 200 with the new status, or 202 when the agent is still at it (the status follows)." +
+      (start
+        ? " An application that has never been deployed is deployed instead (there is nothing to start yet): 200 with the queued deployment's deployment_uuid. force=true (Coolify's) deploys too, without the build cache; instant_deploy is accepted and ignored."
+        : ""),
     scope: "deploy",
     params: ApplicationParams,
+    ...(start ? { query: ApplicationStartQuery } : {}),
     responses: {
-      200: { description: "Done", schema: ApplicationActionResponse },
+      ...(start ? START_RESPONSES : {}),
+      200: { description: start ? "Done, or (never deployed, force) deployment queued" : "Done", schema: ApplicationActionResponse },
       202: { description: "Still in progress after 30 s", schema: ApplicationActionResponse },
       ...APP_RESPONSES,
-      409: { description: "A deployment is queued or running, or (start, restart) the application was never deployed" },
+      409: { description: action === "restart" ? "A deployment is queued or running, or the application was never deployed" : "A deployment is queued or running" },
+
       502: { description: "The agent reported a failure, with its reason" },
       503: { description: "The server's agent is not connected" },
     },
-    async handler({ scope, services, params }) {
-      const r = await services.applications.action(scope, params.uuid, action);
-      return { status: r.status, body: { message: r.message, status: r.appStatus } };
+    async handler({ scope, services, params, query }) {
+      const r = start
+        ? await services.launch.start(scope, params.uuid, { force: (query as z.output<typeof ApplicationStartQuery>).force ?? false })
+        : await services.applications.action(scope, params.uuid, action);
+      return { status: r.status, body: { message: r.message, status: r.appStatus, ...("deploymentUuid" in r && r.deploymentUuid ? { deployment_uuid: r.deploymentUuid } : {}) } };
     },
   });
 }
@@ -247,6 +299,20 @@ export const applicationRoutes = [
     (b) => ({
       source: "private_git_app",
       git_app_uuid: b.git_app_uuid,
+      git_repository: b.git_repository,
+      git_branch: b.git_branch,
+      build_pack: b.build_pack,
+      base_directory: b.base_directory,
+    }),
+  ),
+  createRoute(
+    "/applications/private-github-app",
+    "Create an application from a repository of an installed git app (Coolify's path)",
+    "Coolify's path and field name of POST /applications/private-git-app (docs/compatibility.md): github_app_uuid names a git app of the team (/github-apps); git_repository is owner/name on its host.",
+    CreatePrivateGithubAppApplicationBody,
+    (b) => ({
+      source: "private_git_app",
+      git_app_uuid: b.github_app_uuid,
       git_repository: b.git_repository,
       git_branch: b.git_branch,
       build_pack: b.build_pack,
@@ -305,18 +371,27 @@ export const applicationRoutes = [
     path: "/applications/{uuid}",
     tag: TAG,
     summary: "Change an application's settings",
-    description: "Only the fields given change; the rest keep their values. Settings that belong to another kind of source are refused (422). Changes take effect on the next deployment.",
+    description:
+      "Only the fields given change; the rest keep their values. Settings that belong to another kind of source are refused (422). Changes take effect on the next deployment; " +
+      "instant_deploy (Coolify's) queues one right away and needs the token's deploy scope too.",
     params: ApplicationParams,
     body: UpdateApplicationBody,
+    compatibleFields: APPLICATION_COMPATIBLE_FIELDS,
     responses: {
-      200: { description: "Updated", schema: z.object({ message: z.string(), data: ApplicationDetail }) },
+      200: {
+        description: "Updated (with instant_deploy: deployment_uuid, null with the reason in message when refused)",
+        schema: z.object({ message: z.string(), data: ApplicationDetail, deployment_uuid: z.string().nullable().optional() }),
+      },
       ...APP_RESPONSES,
       409: { description: "A domain is already served by another application of the server" },
       422: ERR[422],
     },
-    async handler({ scope, services, params, body }) {
-      await services.applications.update(scope, params.uuid, body);
-      return { body: { message: "Application updated.", data: detailDto(await services.applications.detail(scope, params.uuid), services) } };
+    async handler({ caller, scope, services, params, body }) {
+      const { instant_deploy: instant, ...change } = body;
+      if (instant) requireTokenScope(caller, "deploy");
+      const deployed = await services.launch.update(scope, params.uuid, change, instant === true);
+      const data = detailDto(await services.applications.detail(scope, params.uuid), services);
+      return { body: deployed ? { message: `Application updated. ${deployed.message}`, data, deployment_uuid: deployed.deploymentUuid } : { message: "Application updated.", data } };
     },
   }),
   route({
@@ -352,11 +427,15 @@ export const applicationRoutes = [
   actionRoute("start", "Start an application's containers"),
   actionRoute("stop", "Stop an application's containers"),
   actionRoute("restart", "Restart an application's containers"),
+  actionRoute("start", "Start an application's containers", "get"),
+  actionRoute("stop", "Stop an application's containers", "get"),
+  actionRoute("restart", "Restart an application's containers", "get"),
   route({
     method: "get",
     path: "/applications/{uuid}/logs",
     tag: TAG,
     summary: "Recent log lines of the application's container",
+    description: "lines is Coolify's name of tail.",
     params: ApplicationParams,
     query: ApplicationLogsQuery,
     responses: {
@@ -366,7 +445,7 @@ export const applicationRoutes = [
       503: { description: "The server's agent is not connected" },
     },
     async handler({ scope, services, params, query }) {
-      const r = await services.applications.logs(scope, params.uuid, query.since ?? LOGS_DEFAULTS.since, query.tail ?? LOGS_DEFAULTS.tail);
+      const r = await services.applications.logs(scope, params.uuid, query.since ?? LOGS_DEFAULTS.since, logsLines(query));
       return { body: { container: r.container, logs: r.lines.map((l) => l + "\n").join(""), truncated: r.truncated } };
     },
   }),
@@ -390,15 +469,16 @@ export const applicationRoutes = [
     summary: "Add an environment variable",
     params: ApplicationParams,
     body: CreateEnvBody,
+    compatibleFields: ENV_COMPATIBLE_FIELDS,
     responses: {
-      201: { description: "Created; value as GET .../envs would show it to the caller", schema: EnvMutation },
+      201: { description: "Created; value as GET .../envs would show it to the caller; uuid repeats data.uuid where Coolify's clients read it", schema: EnvCreated },
       ...APP_RESPONSES,
       409: { description: "The key already exists (for that is_preview)" },
       422: ERR[422],
     },
     async handler({ scope, services, params, body }) {
       const env = await services.envVars.create(scope, params.uuid, body);
-      return { status: 201, body: { message: "Environment variable created.", data: envDto(env) } };
+      return { status: 201, body: { message: "Environment variable created.", uuid: env.uuid, data: envDto(env) } };
     },
   }),
   route({
@@ -408,6 +488,7 @@ export const applicationRoutes = [
     summary: "Change an environment variable by key",
     params: ApplicationParams,
     body: UpdateEnvBody,
+    compatibleFields: ENV_COMPATIBLE_FIELDS,
     responses: { 200: { description: "Updated; value as GET .../envs would show it to the caller", schema: EnvMutation }, ...APP_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const env = await services.envVars.update(scope, params.uuid, body);
@@ -419,9 +500,10 @@ export const applicationRoutes = [
     path: "/applications/{uuid}/envs/bulk",
     tag: TAG,
     summary: "Create or update several environment variables at once",
-    description: "All or nothing: the variables are validated together and written in one transaction.",
+    description: "All or nothing: the variables are validated together and written in one transaction. The list is `variables`, or Coolify's name for it, `data`.",
     params: ApplicationParams,
     body: BulkEnvBody,
+    compatibleFields: bulkCompatibleFields(ENV_COMPATIBLE_FIELDS),
     responses: { 200: { description: "Saved; values as GET .../envs would show them to the caller", schema: EnvBulkMutation }, ...APP_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const envs = await services.envVars.bulk(scope, params.uuid, body.variables);
@@ -463,14 +545,14 @@ export const applicationRoutes = [
     params: ApplicationParams,
     body: CreateStorageBody,
     responses: {
-      201: { description: "Created", schema: StorageMutation },
+      201: { description: "Created; uuid repeats data.uuid where Coolify's clients read it", schema: StorageCreated },
       ...APP_RESPONSES,
       409: { description: "The name or mount path is already used by a storage of the application" },
       422: ERR[422],
     },
     async handler({ scope, services, params, body }) {
       const { app, row } = await services.volumes.create(scope, params.uuid, body);
-      return { status: 201, body: { message: "Storage created.", data: storageDto(app.uuid, row) } };
+      return { status: 201, body: { message: "Storage created.", uuid: row.uuid, data: storageDto(app.uuid, row) } };
     },
   }),
   route({

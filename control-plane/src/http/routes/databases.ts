@@ -11,6 +11,7 @@ import {
   DatabaseActionResponse,
   DatabaseDetail,
   DatabaseEnvBulkMutation,
+  DatabaseEnvCreated,
   DatabaseEnvMutation,
   DatabaseEnvParams,
   DatabaseEnvVarList,
@@ -25,6 +26,7 @@ import {
   MessageBody,
   PaginationQuery,
   UpdateDatabaseBody,
+  UpdateDatabaseEnvBody,
   databaseType,
   databaseUrl,
   defaultDatabaseImage,
@@ -39,7 +41,7 @@ import { ERR, iso } from "../dto.js";
 import type { DatabaseListItem, DatabaseWithDetail } from "../../services/databases.js";
 import type { EnvView } from "../../services/env-vars.js";
 import type { Services } from "../../services/index.js";
-import { deleteFlags } from "./applications.js";
+import { ENV_COMPATIBLE_FIELDS, bulkCompatibleFields, deleteFlags, logsLines } from "./applications.js";
 
 const TAG = "Databases";
 
@@ -141,13 +143,16 @@ function createRoute(engine: DatabaseEngine) {
   });
 }
 
-function actionRoute(action: "start" | "stop" | "restart", summary: string, description: string) {
+/** start/stop/restart; Coolify's clients send them as GET too: the same action, scope and permission (docs/compatibility.md). */
+function actionRoute(action: "start" | "stop" | "restart", summary: string, description: string, method: "post" | "get" = "post") {
   return route({
-    method: "post",
+    method,
     path: `/databases/{uuid}/${action}`,
     tag: TAG,
-    summary,
-    description: `${description} Needs the deploy permission on the database's environment. Waits up to 30 s for the server's agent: 200 with the new status, or 202 when the agent is still at it (the status follows).`,
+    summary: method === "get" ? `${summary} (GET form, for Coolify's clients)` : summary,
+    description:
+      (method === "get" ? `The GET form of POST /databases/{uuid}/${action}, which Coolify's clients send: it changes state, so it needs the deploy scope like the POST. A HEAD does not act (400). ` : "") +
+      `${description} Needs the deploy permission on the database's environment. Waits up to 30 s for the server's agent: 200 with the new status, or 202 when the agent is still at it (the status follows).`,
     scope: "deploy",
     params: DatabaseParams,
     responses: {
@@ -243,22 +248,27 @@ export const databaseRoutes = [
       };
     },
   }),
-  actionRoute(
-    "start",
-    "Start a database",
-    "A running database stays as it is; any other is (re)created from its current settings on its data volume and waited for until its health check passes.",
-  ),
-  actionRoute("stop", "Stop a database", "Stops the database's container gracefully; its data stays on its volume."),
-  actionRoute(
-    "restart",
-    "Restart a database",
-    "Recreates the database's container from its current settings and variables on its data volume, and waits until its health check passes.",
-  ),
+  ...(["post", "get"] as const).flatMap((method) => [
+    actionRoute(
+      "start",
+      "Start a database",
+      "A running database stays as it is; any other is (re)created from its current settings on its data volume and waited for until its health check passes.",
+      method,
+    ),
+    actionRoute("stop", "Stop a database", "Stops the database's container gracefully; its data stays on its volume.", method),
+    actionRoute(
+      "restart",
+      "Restart a database",
+      "Recreates the database's container from its current settings and variables on its data volume, and waits until its health check passes.",
+      method,
+    ),
+  ]),
   route({
     method: "get",
     path: "/databases/{uuid}/logs",
     tag: TAG,
     summary: "Recent log lines of the database's container",
+    description: "lines is Coolify's name of tail.",
     params: DatabaseParams,
     query: ApplicationLogsQuery,
     responses: {
@@ -268,7 +278,7 @@ export const databaseRoutes = [
       503: { description: "The server's agent is not connected" },
     },
     async handler({ scope, services, params, query }) {
-      const r = await services.databases.logs(scope, params.uuid, query.since ?? LOGS_DEFAULTS.since, query.tail ?? LOGS_DEFAULTS.tail);
+      const r = await services.databases.logs(scope, params.uuid, query.since ?? LOGS_DEFAULTS.since, logsLines(query));
       return { body: { container: r.container, logs: r.lines.map((l) => l + "\n").join(""), truncated: r.truncated } };
     },
   }),
@@ -293,15 +303,31 @@ export const databaseRoutes = [
     description: "Passed to the database's container after the engine's own variables (which win on a clash); takes effect on the next restart (docs/databases.md).",
     params: DatabaseParams,
     body: CreateDatabaseEnvBody,
+    compatibleFields: ENV_COMPATIBLE_FIELDS,
     responses: {
-      201: { description: "Created; value as GET .../envs would show it to the caller", schema: DatabaseEnvMutation },
+      201: { description: "Created; value as GET .../envs would show it to the caller; uuid repeats data.uuid where Coolify's clients read it", schema: DatabaseEnvCreated },
       ...DB_RESPONSES,
       409: { description: "The key already exists" },
       422: ERR[422],
     },
     async handler({ scope, services, params, body }) {
       const env = await services.databaseEnvs.create(scope, params.uuid, body);
-      return { status: 201, body: { message: "Environment variable created.", data: envDto(env) } };
+      return { status: 201, body: { message: "Environment variable created.", uuid: env.uuid, data: envDto(env) } };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/databases/{uuid}/envs",
+    tag: TAG,
+    summary: "Change an environment variable by key",
+    description: "Coolify's update by key (docs/compatibility.md); the same as a one-item PATCH .../envs/bulk of an existing key. Takes effect on the next restart.",
+    params: DatabaseParams,
+    body: UpdateDatabaseEnvBody,
+    compatibleFields: ENV_COMPATIBLE_FIELDS,
+    responses: { 200: { description: "Updated (value masked)", schema: DatabaseEnvMutation }, ...DB_RESPONSES, 422: ERR[422] },
+    async handler({ scope, services, params, body }) {
+      const env = await services.databaseEnvs.update(scope, params.uuid, { key: body.key, value: body.value, is_preview: false });
+      return { body: { message: "Environment variable updated.", data: envDto(env) } };
     },
   }),
   route({
@@ -309,9 +335,10 @@ export const databaseRoutes = [
     path: "/databases/{uuid}/envs/bulk",
     tag: TAG,
     summary: "Create or update several environment variables at once",
-    description: "All or nothing: the variables are validated together and written in one transaction. Takes effect on the next restart.",
+    description: "All or nothing: the variables are validated together and written in one transaction. Takes effect on the next restart. The list is `variables`, or Coolify's name for it, `data`.",
     params: DatabaseParams,
     body: BulkDatabaseEnvBody,
+    compatibleFields: bulkCompatibleFields(ENV_COMPATIBLE_FIELDS),
     responses: { 200: { description: "Saved; values as GET .../envs would show them to the caller", schema: DatabaseEnvBulkMutation }, ...DB_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const envs = await services.databaseEnvs.bulk(scope, params.uuid, body.variables);

@@ -1,5 +1,11 @@
 import {
   ApplicationDeploymentsParams,
+  ApplicationDeploymentsQuery,
+  DeployByUuidBody,
+  DeployByUuidQuery,
+  DeployByUuidResponse,
+  MAX_DEPLOY_TARGETS,
+  deployUuids,
   DeployBody,
   DeployParams,
   DeployQuery,
@@ -10,9 +16,10 @@ import {
   MessageBody,
   PaginationQuery,
 } from "@capstan/shared";
+import type { z } from "zod";
 import { ERR } from "../dto.js";
 import { Invalid, type FieldErrors } from "../../domain/errors.js";
-import { paginate } from "../pagination.js";
+import { paginate, type Page } from "../pagination.js";
 import { route } from "../route.js";
 import type { DeploymentDetailRow, DeploymentListRow } from "../../services/deployments.js";
 import { followDeploymentLog } from "../../services/deployment-logs.js";
@@ -46,6 +53,85 @@ function merge<T>(name: string, fromQuery: T | undefined, fromBody: T | undefine
     errors[name] = ["Given in both the query string and the body with different values."];
   }
   return fromBody ?? fromQuery;
+}
+
+/**
+ * GET|POST /deploy (Coolify's deploy by uuid, docs/compatibility.md): the parameters from the
+ * query string and a JSON body merged (given in both, the same value), then checked: uuid is
+ * needed; tag is Coolify's and refused by name (resources carry no tags here); pr other than 0
+ * (a pull request preview) likewise.
+ */
+function deployTargets(query: z.output<typeof DeployByUuidQuery>, body: z.output<typeof DeployByUuidBody> | undefined): { uuids: string[]; force: boolean } {
+  const errors: FieldErrors = {};
+  const uuid = merge("uuid", query.uuid === undefined ? undefined : deployUuids(query.uuid).join(","), body?.uuid === undefined ? undefined : deployUuids(body.uuid).join(","), errors);
+  const tag = merge("tag", query.tag, body?.tag, errors);
+  const force = merge("force", query.force, body?.force, errors) ?? false;
+  const pr = merge("pr", query.pr, body?.pr, errors) ?? 0;
+  const uuids = deployUuids(uuid);
+  if (tag !== undefined) {
+    errors.tag = ["Deploying by tag is not available: resources carry no tags here. Deploy by uuid (a comma-separated list of application and database uuids)."];
+  } else if (uuids.length === 0) {
+    errors.uuid = ["Give the uuid of an application or database to deploy (a comma-separated list for several)."];
+  }
+  if (uuids.length > MAX_DEPLOY_TARGETS) errors.uuid = [`At most ${MAX_DEPLOY_TARGETS} resources per request.`];
+  if (pr !== 0) errors.pr = ["Pull request preview deployments are not available; leave pr out (or 0)."];
+  if (Object.keys(errors).length) throw new Invalid(errors);
+  return { uuids, force };
+}
+
+function deployByUuidRoute(method: "get" | "post") {
+  return route({
+    method,
+    path: "/deploy",
+    tag: "Deployments",
+    summary: method === "get" ? "Deploy applications and start databases by uuid (Coolify's GET form)" : "Deploy applications and start databases by uuid (Coolify's form)",
+    description:
+      "Coolify's deploy endpoint (docs/compatibility.md). `uuid`: applications (each gets a queued deployment, as POST /applications/{uuid}/deploy) and databases (started, as POST /databases/{uuid}/start), " +
+      `comma-separated, at most ${MAX_DEPLOY_TARGETS}; \`force\` rebuilds without the build cache. In the query string` +
+      (method === "post" ? " or a JSON body (both: the same values)." : ".") +
+      " Every uuid is checked first: one that is not the team's, or that the caller cannot see, is a 404, one it may not deploy a 403, and nothing happens. " +
+      "A resource refused afterwards (its server's agent away, no room for its network) is reported in its item's message without deployment_uuid; a full deploy queue answers 429 (what came before it stays queued). " +
+      "`tag` (deploy by tag) and `pr` other than 0 (pull request previews) are Coolify's and not available here: 422 naming them. " +
+      (method === "get" ? "This GET changes state: it needs the deploy scope like the POST (Coolify's convention, not this API's); a HEAD does not act (400). " : "") +
+      "The member needs the deploy permission on each resource's environment.",
+    scope: "deploy",
+    query: DeployByUuidQuery,
+    ...(method === "post" ? { body: DeployByUuidBody } : {}),
+    responses: {
+      200: { description: "Per resource: what was done, with the deployment's uuid for applications", schema: DeployByUuidResponse },
+      401: ERR[401],
+      403: ERR[403],
+      404: { description: "A uuid names no application or database of the team that the caller can see (nothing was done)" },
+      422: { description: "No uuid, more than the limit, tag, pr, or values that differ between query and body" },
+      429: { description: "A server's deploy queue is full (or the rate limit was exceeded); see Retry-After" },
+    },
+    async handler({ scope, services, query, body }) {
+      const { uuids, force } = deployTargets(query as z.output<typeof DeployByUuidQuery>, body as z.output<typeof DeployByUuidBody> | undefined);
+      const done = await services.launch.deployMany(scope, uuids, { force });
+      return {
+        body: {
+          deployments: done.map((d) => ({ message: d.message, resource_uuid: d.resourceUuid, ...(d.deploymentUuid ? { deployment_uuid: d.deploymentUuid } : {}) })),
+        },
+      };
+    },
+  });
+}
+
+/**
+ * Coolify's skip/take window over an application's deployments, instead of page/per_page (not
+ * both): the same newest-first list, without the page meta.
+ */
+async function windowOrPage<T>(
+  query: z.output<typeof ApplicationDeploymentsQuery>,
+  count: () => Promise<number>,
+  find: (w: { skip?: number; take?: number }) => Promise<T[]>,
+): Promise<Page<T>> {
+  const { skip, take, ...page } = query;
+  if (skip === undefined && take === undefined) return paginate(page, count, find);
+  if (page.page !== undefined || page.per_page !== undefined) {
+    throw new Invalid({ skip: ["Use skip/take (Coolify's) or page/per_page, not both."] });
+  }
+  return { data: await find({ skip: skip ?? 0, take: take ?? 10 }) };
 }
 
 /** Keep-alive comments on an idle stream, so proxies in between do not close it. */
@@ -83,6 +169,8 @@ export const deploymentRoutes = [
       return { body: { message: "Deployment queued.", deployment_uuid: d.uuid } };
     },
   }),
+  deployByUuidRoute("get"),
+  deployByUuidRoute("post"),
   route({
     method: "get",
     path: "/deployments",
@@ -102,12 +190,13 @@ export const deploymentRoutes = [
     path: "/deployments/applications/{application_uuid}",
     tag: "Deployments",
     summary: "Deployments of one application, most recent first",
+    description: "page/per_page, or Coolify's skip/take (take defaults to 10 when only skip is given); not both.",
     params: ApplicationDeploymentsParams,
-    query: PaginationQuery,
-    responses: { 200: { description: "Deployments", schema: DeploymentList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    query: ApplicationDeploymentsQuery,
+    responses: { 200: { description: "Deployments", schema: DeploymentList }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, params, query }) {
       return {
-        body: await paginate(
+        body: await windowOrPage(
           query,
           () => services.deployments.countForApplication(scope, params.application_uuid),
           async (w) => (await services.deployments.listForApplication(scope, params.application_uuid, w)).map(listDto),

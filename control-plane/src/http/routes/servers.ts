@@ -112,6 +112,11 @@ const domainDto = (d: ServerDomainView) => ({
   last_seen_at: d.lastSeenAt ? iso(d.lastSeenAt) : null,
 });
 
+/** Coolify's server fields this API accepts and ignores, with the reason (docs/compatibility.md). */
+const SERVER_COMPATIBLE_FIELDS = {
+  instant_validate: "a server is checked as soon as its agent connects; GET /servers/{uuid}/validate reports the result",
+} as const;
+
 export const serverRoutes = [
   route({
     method: "get",
@@ -132,6 +137,7 @@ export const serverRoutes = [
     tag: "Servers",
     summary: "Register a server; returns the agent token and join command once",
     body: CreateServerBody,
+    compatibleFields: SERVER_COMPATIBLE_FIELDS,
     responses: { 201: { description: "Created", schema: CreatedServer }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, body }) {
       const { server, agentToken, joinCommand } = await services.servers.create(scope, body);
@@ -160,6 +166,7 @@ export const serverRoutes = [
     summary: "Update a server",
     params: ServerParams,
     body: UpdateServerBody,
+    compatibleFields: SERVER_COMPATIBLE_FIELDS,
     responses: {
       200: { description: "Updated", schema: z.object({ message: z.string(), data: ServerDetail }) },
       401: ERR[401],
