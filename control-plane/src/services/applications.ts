@@ -34,7 +34,8 @@ type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
 
 /** The proxy settings of a server, for jobs that end with a proxy sync (services/deploy-spec.ts). */
-export type ProxySource = (serverId: number) => Promise<ProxySettings>;
+/** The proxy settings for a job on the server; `removing`: ids of applications the job removes. */
+export type ProxySource = (serverId: number, removing?: number[]) => Promise<ProxySettings>;
 
 /** start/stop/restart: the job's deadline, and how long the request waits for its outcome. */
 const ACTION_TIMEOUT_MS = 120_000;
@@ -413,7 +414,7 @@ export class ApplicationService {
     });
     await this.assertNoOpenDeployment(apps.map((a) => a.id));
     const proxies = new Map<number, ProxySettings>();
-    for (const serverId of new Set(apps.map((a) => a.serverId))) proxies.set(serverId, await this.proxy(serverId));
+    for (const serverId of new Set(apps.map((a) => a.serverId))) proxies.set(serverId, await this.proxy(serverId, apps.map((a) => a.id)));
     const cancelled: CancelledJob[] = [];
     return {
       enqueue: async (tx) => {
@@ -460,7 +461,7 @@ export class ApplicationService {
   async remove(scope: TeamScope, uuid: string, flags: DeleteFlags): Promise<void> {
     const app = await scope.application(uuid, "delete");
     await this.assertNoOpenDeployment([app.id]);
-    const proxy = await this.proxy(app.serverId);
+    const proxy = await this.proxy(app.serverId, [app.id]);
     await this.db.$transaction(async (tx) => {
       await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, flags, proxy), REMOVE_TIMEOUT_MS);
       await forgetAttachments(tx, "application", [app.id]);

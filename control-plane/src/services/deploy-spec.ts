@@ -25,10 +25,10 @@ export async function proxySettings(
   ctx: NetworkPlanContext,
   serverId: number,
   proxy: Config["proxy"],
-  opts: { record?: boolean; planned?: PlannedEnvironmentNetwork } = {},
+  opts: { record?: boolean; planned?: PlannedEnvironmentNetwork; excluding?: number[] } = {},
 ): Promise<ProxySettings> {
   const { networks, ensure_networks } = await proxyNetworks(ctx, serverId, opts);
-  const ownership = await routeOwnership(ctx.db, serverId);
+  const ownership = await routeOwnership(ctx.db, serverId, { excluding: opts.excluding });
   return ProxySettings.parse({ name: proxy.name, image: proxy.image, networks, ensure_networks, http_port: proxy.httpPort, https_port: proxy.httpsPort, ownership });
 }
 

@@ -81,13 +81,15 @@ export async function assertDomainsFree(db: Db | Tx, scope: TeamScope, app: Clai
  * The ownership table of one server for its proxy (protocol/routing.ts): each host claimed on
  * the server goes to the project of the oldest application of the team claiming it (the only
  * one, unless records from before this rule disagree), with that project's applications on the
- * server. undefined when the table would be too large to send (the proxy then routes by labels).
+ * server. `excluding`: applications being removed (the table the proxy gets with their removal
+ * is the one after it). undefined when the table would be too large to send (the proxy then routes by labels).
  */
-export async function routeOwnership(db: Db | Tx, serverId: number, now = Date.now()): Promise<RouteOwnership | undefined> {
+export async function routeOwnership(db: Db | Tx, serverId: number, opts: { excluding?: number[]; now?: number } = {}): Promise<RouteOwnership | undefined> {
+  const now = opts.now ?? Date.now();
   const server = await db.server.findUnique({ where: { id: serverId }, select: { teamId: true } });
   if (!server) return { generation: now, projects: [] };
   const apps = await db.application.findMany({
-    where: { teamId: server.teamId, fqdn: { not: null } },
+    where: { teamId: server.teamId, fqdn: { not: null }, ...(opts.excluding?.length ? { id: { notIn: opts.excluding } } : {}) },
     select: { id: true, uuid: true, serverId: true, fqdn: true, environment: { select: { projectId: true } } },
     orderBy: { id: "asc" },
   });

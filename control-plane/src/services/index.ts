@@ -61,7 +61,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
   const networkPlan: NetworkPlanContext = { db, network: config.network, dialect: config.database.kind };
   const networks = new NetworkService(db, jobs, { network: config.network, dialect: config.database.kind, proxyName: config.proxy.name });
   trackNetworkRemovals(db, jobs);
-  const applications = new ApplicationService(db, reader, jobs, box, (serverId) => proxySettings(networkPlan, serverId, config.proxy), (uuid) =>
+  const applications = new ApplicationService(db, reader, jobs, box, (serverId, removing) => proxySettings(networkPlan, serverId, config.proxy, { excluding: removing }), (uuid) =>
     webhookUrls(config.publicUrl, uuid),
   );
   const deployments = new DeploymentService({
