@@ -324,7 +324,7 @@ export const databaseRoutes = [
     params: DatabaseParams,
     body: UpdateDatabaseEnvBody,
     compatibleFields: ENV_COMPATIBLE_FIELDS,
-    responses: { 200: { description: "Updated (value masked)", schema: DatabaseEnvMutation }, ...DB_RESPONSES, 422: ERR[422] },
+    responses: { 200: { description: "Updated; value as GET .../envs would show it to the caller", schema: DatabaseEnvMutation }, ...DB_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const env = await services.databaseEnvs.update(scope, params.uuid, { key: body.key, value: body.value, is_preview: false });
       return { body: { message: "Environment variable updated.", data: envDto(env) } };
