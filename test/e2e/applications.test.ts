@@ -12,8 +12,7 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFile, readdir, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
@@ -22,6 +21,7 @@ import { GitRepos, startGitDaemon, type GitServer } from "../support/git-server.
 import { repo, sh, until } from "./support/kit.js";
 import { viaProxyAt } from "./support/http.js";
 import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
+import { applicationCreator, buildHelloImage, registerLocalServer } from "./support/local-server.js";
 
 const RUN = randomBytes(3).toString("hex");
 const PROXY_NAME = `capstan-proxy-e2e-${RUN}`;
@@ -71,20 +71,7 @@ async function answers(host: string, expected: string, timeoutMs = 30_000): Prom
   );
 }
 
-const common = (name: string, extra: Record<string, unknown> = {}) => ({
-  project_uuid: project,
-  environment_name: "production",
-  server_uuid: server.uuid,
-  destination_uuid: server.destination,
-  name,
-  ...extra,
-});
-
-async function create(path: string, body: Record<string, unknown>): Promise<string> {
-  const res = await team.api.post(`/applications/${path}`, body);
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body.uuid as string;
-}
+const { common, create } = applicationCreator(() => team.api, () => ({ project, server }));
 
 async function setEnv(app: string, key: string, value: string, isBuildTime = false): Promise<void> {
   const res = await team.api.patch(`/applications/${app}/envs/bulk`, { variables: [{ key, value, is_build_time: isBuildTime }] });
@@ -142,14 +129,7 @@ const fixtureFiles = async (name: string): Promise<Record<string, string>> => {
 // ---------------------------------------------------------------------------------------------
 
 beforeAll(async () => {
-  // An image app: prints its greeting from the environment, serves it on 8080.
-  const ctx = await mkdtemp(join(tmpdir(), "capstan-e2e-hello-"));
-  try {
-    await sh("sh", ["-c", `printf '%s\\n' 'FROM capstan-test/busybox:latest' 'RUN mkdir -p /www' 'CMD ["sh", "-c", "echo \\"hello $GREETING\\" > /www/index.html; exec httpd -f -p 8080 -h /www"]' > ${ctx}/Dockerfile`]);
-    await sh("docker", ["build", "-q", "--label", "capstan.test=1", "-t", HELLO_IMAGE, ctx]);
-  } finally {
-    await rm(ctx, { recursive: true, force: true });
-  }
+  await buildHelloImage(HELLO_IMAGE);
 
   repos = await GitRepos.create();
   git = await startGitDaemon(repos.base);
@@ -177,14 +157,9 @@ beforeAll(async () => {
     { host: "127.0.0.1", port },
   );
   team = await t.newTeam();
-  const key = await keys.generate("ed25519");
-  const keyUuid = (await team.api.post("/security/keys", { name: "local", private_key: key.privateKey })).body.uuid;
-  const created = await team.api.post("/servers", { name: "this-machine", ip: "127.0.0.1", private_key_uuid: keyUuid });
-  expect(created.status).toBe(201);
-  stateDir = await mkdtemp(join(tmpdir(), "capstan-e2e-agent-"));
-  agentOpts = { url: `http://127.0.0.1:${port}`, token: created.body.agent_token, stateDir };
-  const detail = (await team.api.get(`/servers/${created.body.uuid}`)).body;
-  server = { uuid: created.body.uuid, destination: detail.destinations[0].uuid };
+  const local = await registerLocalServer(team, keys);
+  ({ server, stateDir } = local);
+  agentOpts = { url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir };
   startAgent();
   await until("the agent to connect", async () => (await serverStatus()) === "reachable", 60_000);
   project = (await team.api.post("/projects", { name: `e2e-${RUN}` })).body.uuid;

@@ -15,15 +15,14 @@
 import type { ChildProcess } from "node:child_process";
 import { connect } from "node:net";
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rm } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
 import { sh, until } from "./support/kit.js";
 import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
+import { registerLocalServer } from "./support/local-server.js";
 
 const RUN = randomBytes(3).toString("hex");
 const TIMEOUT_S = 240;
@@ -270,14 +269,9 @@ beforeAll(async () => {
     { host: "127.0.0.1", port },
   );
   team = await t.newTeam();
-  const key = await keys.generate("ed25519");
-  const keyUuid = (await team.api.post("/security/keys", { name: "local", private_key: key.privateKey })).body.uuid;
-  const created = await team.api.post("/servers", { name: "this-machine", ip: "127.0.0.1", private_key_uuid: keyUuid });
-  expect(created.status).toBe(201);
-  stateDir = await mkdtemp(join(tmpdir(), "capstan-e2e-dbagent-"));
-  agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: created.body.agent_token, stateDir });
-  const detail = (await team.api.get(`/servers/${created.body.uuid}`)).body;
-  server = { uuid: created.body.uuid, destination: detail.destinations[0].uuid };
+  const local = await registerLocalServer(team, keys, "capstan-e2e-dbagent-");
+  ({ server, stateDir } = local);
+  agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir });
   await until("the agent to connect", async () => (await team.api.get(`/servers/${server.uuid}`)).body.status === "reachable", 60_000);
   project = (await team.api.post("/projects", { name: `db-e2e-${RUN}` })).body.uuid;
 

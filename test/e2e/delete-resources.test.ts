@@ -11,8 +11,7 @@
  */
 import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { access, mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { access, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
@@ -20,6 +19,7 @@ import { KeyFactory } from "../api/support/ssh.js";
 import { sh, until } from "./support/kit.js";
 import { viaProxyAt } from "./support/http.js";
 import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
+import { applicationCreator, buildHelloImage, registerLocalServer } from "./support/local-server.js";
 
 const RUN = randomBytes(3).toString("hex");
 const PROXY_NAME = `capstan-proxy-del-${RUN}`;
@@ -52,20 +52,7 @@ async function stopsAnswering(host: string): Promise<void> {
 const containersOf = async (app: string) =>
   (await sh("docker", ["ps", "-a", "--filter", `label=capstan.resource.uuid=${app}`, "--format", "{{.Names}} {{.State}}"])).split("\n").filter(Boolean);
 
-const common = (name: string, extra: Record<string, unknown> = {}) => ({
-  project_uuid: project,
-  environment_name: "production",
-  server_uuid: server.uuid,
-  destination_uuid: server.destination,
-  name,
-  ...extra,
-});
-
-async function create(path: string, body: Record<string, unknown>): Promise<string> {
-  const res = await team.api.post(`/applications/${path}`, body);
-  expect(res.status, JSON.stringify(res.body)).toBe(201);
-  return res.body.uuid as string;
-}
+const { common, create } = applicationCreator(() => team.api, () => ({ project, server }));
 
 async function deployed(app: string, greeting: string): Promise<void> {
   const env = await team.api.patch(`/applications/${app}/envs/bulk`, { variables: [{ key: "GREETING", value: greeting }] });
@@ -88,20 +75,15 @@ async function deployed(app: string, greeting: string): Promise<void> {
 const exists = (path: string) => access(path).then(() => true, () => false);
 
 beforeAll(async () => {
-  // An image app: prints its greeting from the environment, serves it on 8080.
-  const ctx = await mkdtemp(join(tmpdir(), "capstan-e2e-hello-"));
-  try {
-    await sh("sh", ["-c", `printf '%s\\n' 'FROM capstan-test/busybox:latest' 'RUN mkdir -p /www' 'CMD ["sh", "-c", "echo \\"hello $GREETING\\" > /www/index.html; exec httpd -f -p 8080 -h /www"]' > ${ctx}/Dockerfile`]);
-    await sh("docker", ["build", "-q", "--label", "capstan.test=1", "-t", HELLO_IMAGE, ctx]);
-  } finally {
-    await rm(ctx, { recursive: true, force: true });
-  }
+  await buildHelloImage(HELLO_IMAGE);
   proxyPort = await freePort();
   const httpsPort = await freePort();
   const port = await freePort();
   t = await startTestInstance(
     {
       PLATFORM_PUBLIC_URL: `http://127.0.0.1:${port}`,
+      // The server is this machine, added at 127.0.0.1: loopback addresses need the opt-out (docs/configuration.md).
+      PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true",
       PLATFORM_PROXY_IMAGE: "capstan/proxy:latest",
       PLATFORM_PROXY_NAME: PROXY_NAME,
       PLATFORM_PROXY_HTTP_PORT: String(proxyPort),
@@ -111,14 +93,9 @@ beforeAll(async () => {
     { host: "127.0.0.1", port },
   );
   team = await t.newTeam();
-  const key = await keys.generate("ed25519");
-  const keyUuid = (await team.api.post("/security/keys", { name: "local", private_key: key.privateKey })).body.uuid;
-  const created = await team.api.post("/servers", { name: "this-machine", ip: "127.0.0.1", private_key_uuid: keyUuid });
-  expect(created.status).toBe(201);
-  stateDir = await mkdtemp(join(tmpdir(), "capstan-e2e-agent-"));
-  agentOpts = { url: `http://127.0.0.1:${port}`, token: created.body.agent_token, stateDir };
-  const detail = (await team.api.get(`/servers/${created.body.uuid}`)).body;
-  server = { uuid: created.body.uuid, destination: detail.destinations[0].uuid };
+  const local = await registerLocalServer(team, keys);
+  ({ server, stateDir } = local);
+  agentOpts = { url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir };
   agent = spawnLocalAgent(agentOpts);
   await until("the agent to connect", async () => (await team.api.get(`/servers/${server.uuid}`)).body.status === "reachable", 60_000);
   project = (await team.api.post("/projects", { name: `e2e-del-${RUN}` })).body.uuid;

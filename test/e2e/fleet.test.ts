@@ -55,7 +55,7 @@ describe("agents on real hosts", () => {
       expect(res.status).toBe(200);
       expect(res.body).toEqual({ message: "Server is reachable and usable.", docker_version: engine });
       const detail = (await team.api.get(`/servers/${s.uuid}`)).body;
-      expect(detail.settings).toEqual({ is_reachable: true, is_usable: true });
+      expect(detail.settings).toEqual({ is_reachable: true, is_usable: true, unusable_reason: null });
       expect(detail.engine.version).toBe(engine);
       expect(detail.engine.compose_version).toMatch(/^\d+\.\d+/);
       expect(detail.agent.connected).toBe(true);

@@ -1,0 +1,58 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { expect } from "vitest";
+import type { ApiClient, TeamFixture } from "../../api/harness.js";
+import type { KeyFactory } from "../../api/support/ssh.js";
+import { sh } from "./kit.js";
+
+/**
+ * The pieces the suites that drive this machine's engine through a local agent share: the
+ * greeting image, the server record for this machine, and application creates by path.
+ */
+
+/** An image app: prints its greeting from the environment, serves it on 8080. */
+export async function buildHelloImage(tag: string): Promise<void> {
+  const ctx = await mkdtemp(join(tmpdir(), "capstan-e2e-hello-"));
+  try {
+    await sh("sh", ["-c", `printf '%s\\n' 'FROM capstan-test/busybox:latest' 'RUN mkdir -p /www' 'CMD ["sh", "-c", "echo \\"hello $GREETING\\" > /www/index.html; exec httpd -f -p 8080 -h /www"]' > ${ctx}/Dockerfile`]);
+    await sh("docker", ["build", "-q", "--label", "capstan.test=1", "-t", tag, ctx]);
+  } finally {
+    await rm(ctx, { recursive: true, force: true });
+  }
+}
+
+export interface LocalServer {
+  server: { uuid: string; destination: string };
+  agentToken: string;
+  /** The agent's state directory (removed by the suite's afterAll). */
+  stateDir: string;
+}
+
+/**
+ * This machine as a server of the team, at 127.0.0.1 (the instance needs
+ * PLATFORM_ALLOW_PRIVATE_ENDPOINTS: loopback addresses are refused otherwise).
+ */
+export async function registerLocalServer(team: TeamFixture, keys: KeyFactory, statePrefix = "capstan-e2e-agent-"): Promise<LocalServer> {
+  const key = await keys.generate("ed25519");
+  const keyUuid = (await team.api.post("/security/keys", { name: "local", private_key: key.privateKey })).body.uuid;
+  const created = await team.api.post("/servers", { name: "this-machine", ip: "127.0.0.1", private_key_uuid: keyUuid });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const stateDir = await mkdtemp(join(tmpdir(), statePrefix));
+  const detail = (await team.api.get(`/servers/${created.body.uuid}`)).body;
+  return { server: { uuid: created.body.uuid, destination: detail.destinations[0].uuid }, agentToken: created.body.agent_token, stateDir };
+}
+
+/** Application creates in one project on one server: the placement fields, and POST /applications/{path} answering its uuid. */
+export function applicationCreator(api: () => ApiClient, placement: () => { project: string; server: { uuid: string; destination: string } }) {
+  const common = (name: string, extra: Record<string, unknown> = {}) => {
+    const { project, server } = placement();
+    return { project_uuid: project, environment_name: "production", server_uuid: server.uuid, destination_uuid: server.destination, name, ...extra };
+  };
+  const create = async (path: string, body: Record<string, unknown>): Promise<string> => {
+    const res = await api().post(`/applications/${path}`, body);
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    return res.body.uuid as string;
+  };
+  return { common, create };
+}
