@@ -94,7 +94,8 @@ const EnvSchema = z.object({
       }
       const r = ImageOverrides.safeParse(json);
       if (r.success) return r.data;
-      ctx.addIssue({ code: "custom", message: r.error.issues[0]?.path.length ? "must be a JSON object of image reference to image reference" : r.error.issues.map((i) => i.message).slice(0, 3).join("; ") });
+      const details = r.error.issues.filter((i) => i.code === "custom").map((i) => i.message).slice(0, 3);
+      ctx.addIssue({ code: "custom", message: `must be a JSON object of image reference to image reference${details.length ? ` (${details.join("; ")})` : ""}` });
       return z.NEVER;
     }),
 });
