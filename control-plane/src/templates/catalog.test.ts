@@ -1,4 +1,6 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
+import { repoPath } from "../lib/paths.js";
 import { parseCompose, rewriteCompose } from "../compose/index.js";
 import { BUILT_IN_CATALOG_DIR, builtInCatalog } from "./catalog.js";
 import { generateValues } from "./generate.js";
@@ -28,6 +30,13 @@ describe("the built-in catalog", () => {
   it("covers the categories users look for", () => {
     const categories = new Set(catalog.templates.map((t) => t.header.category));
     for (const c of ["analytics", "automation", "cms", "monitoring", "git", "chat", "storage", "wiki", "security", "dashboard"]) expect(categories, c).toContain(c);
+  });
+
+  it("is listed in docs/templates.md, each template once", () => {
+    const table = readFileSync(repoPath("docs", "templates.md"), "utf8").split("## The built-in catalog")[1]!;
+    const rows = table.split("\n").filter((l) => l.startsWith("| ") && !l.startsWith("| Category"));
+    const listed = rows.flatMap((r) => [...r.split("|")[2]!.matchAll(/`([a-z0-9._-]+)`/g)].map((m) => m[1]!));
+    expect(listed.sort()).toEqual([...names].sort());
   });
 
   it("is loaded once per process", async () => {
