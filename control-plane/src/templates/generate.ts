@@ -33,7 +33,7 @@ export function generateValues(template: Template, stored: StoredValues, domains
 
   for (const v of template.variables) {
     if (v.kind === "domain") {
-      const service = services.get(serviceKey(v.service));
+      const service = v.service === null ? undefined : services.get(serviceKey(v.service));
       const url = service === undefined ? undefined : domains[service];
       if (!url) {
         if (service !== undefined) unrouted.add(service);

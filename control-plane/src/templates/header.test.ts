@@ -28,6 +28,11 @@ describe("parseHeader: the catalog's leading comment lines", () => {
     expect(r).toEqual({ ok: true, header: { documentation: "https://x.org", slogan: "S", tags: [], ignore: true } });
   });
 
+  it("one pair of surrounding quotes is not part of a value (the catalog quotes some slogans)", () => {
+    const r = parseHeader(`# documentation: https://x.org\n# slogan: "Fast: and 'simple'."\n# tags: 'a, b'\n`);
+    expect(r).toEqual({ ok: true, header: { documentation: "https://x.org", slogan: "Fast: and 'simple'.", tags: ["a", "b"] } });
+  });
+
   it("empty optional values count as absent", () => {
     expect(parseHeader("# documentation: https://x.org\n# slogan: S\n# logo:\n# tags:\n")).toEqual({ ok: true, header: { documentation: "https://x.org", slogan: "S", tags: [] } });
   });

@@ -26,7 +26,8 @@ export function headerFields(text: string): { fields: Record<string, string>; re
     const key = m[1]!.toLowerCase();
     if (!KNOWN.has(key)) continue;
     if (Object.hasOwn(fields, key)) repeated.push(key);
-    fields[key] = m[2]!.trim();
+    // The catalog quotes some values (`# slogan: "..."`): one pair of surrounding quotes is not part of the value.
+    fields[key] = m[2]!.trim().replace(/^(["'])(.*)\1$/, "$2");
   }
   return { fields, repeated };
 }

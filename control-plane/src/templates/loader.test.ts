@@ -24,7 +24,7 @@ describe("loadTemplateDir on the fixture folder", () => {
 
   it("the good fixture is classified and routable", async () => {
     const [whoami] = (await loadTemplateDir(FIXTURES)).templates;
-    expect(whoami!.services).toEqual([{ name: "whoami", image: "traefik/whoami:v1.10", kind: "application", routable: true, port: 80, path: null }]);
+    expect(whoami!.services).toEqual([{ name: "whoami", image: "traefik/whoami:v1.10", kind: "application", routable: true, port: 80, path: null, excludeFromStatus: false }]);
     expect(whoami!.header.tags).toEqual(["test", "http"]);
   });
 });

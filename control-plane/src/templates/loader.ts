@@ -2,6 +2,7 @@ import { constants } from "node:fs";
 import { open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { LIMITS } from "../compose/index.js";
+import { headerFields } from "./header.js";
 import { parseTemplate } from "./template.js";
 import type { Template } from "./types.js";
 
@@ -75,9 +76,13 @@ export async function loadTemplateDir(dir: string, limits: TemplateDirLimits = T
       continue;
     }
     seen.set(name, file);
+    // A draft the catalog keeps out (`# ignore: true`) is not checked: drafts are often unfinished.
+    if (headerFields(read.text).fields.ignore === "true") {
+      out.ignored.push(file);
+      continue;
+    }
     const parsed = parseTemplate(name, read.text);
     if (!parsed.ok) out.broken.push({ file, reason: parsed.reason });
-    else if (parsed.template.header.ignore) out.ignored.push(file);
     else out.templates.push(parsed.template);
   }
   return out;

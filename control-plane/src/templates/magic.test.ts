@@ -39,6 +39,11 @@ describe("magicVariable: the catalog's SERVICE_* names", () => {
     expect(magicVariable(name)).toEqual({ kind: "domain", name, form, service, port });
   });
 
+  it("SERVICE_FQDN_<PORT> / SERVICE_URL_<PORT> (the catalog's older form) name no service: the one using them", () => {
+    expect(magicVariable("SERVICE_FQDN_3001")).toEqual({ kind: "domain", name: "SERVICE_FQDN_3001", form: "fqdn", service: null, port: 3001 });
+    expect(magicVariable("SERVICE_URL_80")).toEqual({ kind: "domain", name: "SERVICE_URL_80", form: "url", service: null, port: 80 });
+  });
+
   it("names outside SERVICE_ are not magic; SERVICE_ names it cannot fill are unknown", () => {
     expect(magicVariable("POSTGRES_PASSWORD")).toBeNull();
     expect(magicVariable("MY_SERVICE_PASSWORD_X")).toBeNull();

@@ -13,6 +13,7 @@ import { randomBytes } from "node:crypto";
  *   SERVICE_HEX_32|64|128_<ID>                              hex of N random bytes (2N digits)
  *   SERVICE_FQDN_<NAME>[_<PORT>]                            the service's host (no scheme)
  *   SERVICE_URL_<NAME>[_<PORT>]                             the service's URL (with scheme)
+ *   SERVICE_FQDN_<PORT>, SERVICE_URL_<PORT>                 the same for the service using it
  */
 
 export type GeneratorCommand =
@@ -31,8 +32,11 @@ export type MagicVariable =
       kind: "domain";
       name: string;
       form: "fqdn" | "url";
-      /** The compose service the name refers to, as written after FQDN_/URL_ (case kept). */
-      service: string;
+      /**
+       * The compose service the name refers to, as written after FQDN_/URL_ (case kept); null for
+       * SERVICE_FQDN_<PORT>, which means the service it is used in (variables.ts binds it).
+       */
+      service: string | null;
       /** Container port the proxy sends the service's traffic to, when the name ends in _<PORT>. */
       port: number | null;
     };
@@ -69,6 +73,13 @@ const DOMAIN = /^(FQDN|URL)_([A-Za-z0-9_]+?)(?:_([0-9]+))?$/;
 export function magicVariable(name: string): MagicVariable | "unknown" | null {
   if (!name.startsWith(MAGIC_PREFIX)) return null;
   const rest = name.slice(MAGIC_PREFIX.length);
+  // The catalog's older form SERVICE_FQDN_3001: the service the variable is used in, on that port.
+  const own = /^(FQDN|URL)_([0-9]+)$/.exec(rest);
+  if (own) {
+    const port = Number(own[2]);
+    if (port < 1 || port > 65_535) return "unknown";
+    return { kind: "domain", name, form: own[1] === "FQDN" ? "fqdn" : "url", service: null, port };
+  }
   const d = DOMAIN.exec(rest);
   if (d) {
     const port = d[3] === undefined ? null : Number(d[3]);

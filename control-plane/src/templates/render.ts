@@ -43,6 +43,16 @@ export class TemplateRenderError extends Error {
 }
 
 const escape = (v: string) => v.split("$").join("$$");
+
+/** The catalog's service key that keeps a container out of the service's status (a one-shot job, a sidecar). */
+export const EXCLUDE_FROM_STATUS_KEY = "exclude_from_hc";
+
+/** The catalog's `is_directory` / `isDirectory` of a long-syntax volume: how to create a bind source; compose knows neither. */
+function withoutCatalogVolumeKeys(v: unknown): unknown {
+  if (!plain(v) || !("is_directory" in v || "isDirectory" in v)) return v;
+  const { is_directory: _a, isDirectory: _b, ...rest } = v;
+  return rest;
+}
 const plain = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function renderTemplate(template: Template, values: Readonly<Record<string, string>>, options: RenderOptions = {}): Rendered {
@@ -76,9 +86,13 @@ export function renderTemplate(template: Template, values: Readonly<Record<strin
       const s: Record<string, unknown> = {};
       for (const [field, fv] of Object.entries(service)) {
         const where = `services.${name}.${field}`;
-        if (field === "image" && typeof fv === "string") {
+        // The catalog's own service key (docs/templates.md): read by classification, not compose.
+        if (field === EXCLUDE_FROM_STATUS_KEY) continue;
+        if (field === "volumes" && Array.isArray(fv)) {
+          s.volumes = deep(where, fv.map(withoutCatalogVolumeKeys));
+        } else if (field === "image" && typeof fv === "string") {
           s.image = escape(overrideImage(resolve(where, fv), options.imageOverrides ?? {}));
-        } else if (field === "environment") {
+        } else if (field === "environment" && (Array.isArray(fv) || plain(fv))) {
           s.environment = environment(where, fv, values, resolve);
         } else {
           s[field] = deep(where, fv);
@@ -88,12 +102,33 @@ export function renderTemplate(template: Template, values: Readonly<Record<strin
     }
     out.services = services;
   }
+  declareVolumes(out);
   if (template.primary !== null) out[PUBLIC_SERVICE_KEY] = template.primary;
   if (problems.length) throw new TemplateRenderError([...new Set(problems)]);
 
   const env = template.variables.map((v) => ({ key: v.name, value: Object.hasOwn(values, v.name) ? values[v.name]! : null, kind: v.kind }));
   // No aliases in the output: every value is written where it is used.
   return { compose: stringify(out, { aliasDuplicateObjects: false, lineWidth: 0 }), env };
+}
+
+/**
+ * Named volumes the services use but the file does not declare get declared: the catalog's
+ * templates leave the top-level `volumes` key out (its platform adds it), and compose needs it.
+ * Runs on the rendered services, so `${VOLUME:-name}` sources count by their resolved name.
+ */
+function declareVolumes(out: Record<string, unknown>): void {
+  const declared = plain(out.volumes) ? { ...out.volumes } : {};
+  const before = Object.keys(declared).length;
+  for (const service of Object.values(plain(out.services) ? out.services : {})) {
+    const volumes = plain(service) ? service.volumes : undefined;
+    if (!Array.isArray(volumes)) continue;
+    for (const v of volumes) {
+      const source = typeof v === "string" ? (v.includes(":") ? v.slice(0, v.indexOf(":")) : null) : plain(v) && (v.type ?? "volume") === "volume" ? v.source : null;
+      // A named volume's source is a name; paths (/x, ./x, ~/x) are bind mounts, and `$` means an unresolved value the checker reports.
+      if (typeof source === "string" && /^[a-zA-Z0-9][a-zA-Z0-9_.-]*$/.test(source) && !Object.hasOwn(declared, source)) declared[source] = null;
+    }
+  }
+  if (Object.keys(declared).length > before || out.volumes !== undefined) out.volumes = declared;
 }
 
 /**

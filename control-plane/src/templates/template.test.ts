@@ -60,8 +60,8 @@ describe("parseTemplate", () => {
     ]);
     expect(t.variables.find((v) => v.name === "DB_NAME")).toEqual({ kind: "input", name: "DB_NAME", default: "app", required: false });
     expect(t.services).toEqual([
-      { name: "app", image: "ghcr.io/example/app:2", kind: "application", routable: true, port: 3000, path: null },
-      { name: "db", image: "postgres:16-alpine", kind: "database", routable: false, port: null, path: null },
+      { name: "app", image: "ghcr.io/example/app:2", kind: "application", routable: true, port: 3000, path: null, excludeFromStatus: false },
+      { name: "db", image: "postgres:16-alpine", kind: "database", routable: false, port: null, path: null, excludeFromStatus: false },
     ]);
     expect(t.primary).toBe("app");
   });
@@ -74,13 +74,20 @@ describe("parseTemplate", () => {
     ["an unknown magic variable", "x", APP.replace("${SERVICE_BASE64_64_APP}", "${SERVICE_SUPABASEANON_KONG}"), /SERVICE_SUPABASEANON_KONG is not a variable Capstan fills in/],
     ["a domain of no service", "x", APP.replace("- SERVICE_URL_APP_3000", "- SERVICE_URL_WEB_3000"), /SERVICE_URL_WEB_3000 names no service of this template/],
     ["a domain on a database", "x", APP.replace("POSTGRES_DB: ${DB_NAME:-app}", "POSTGRES_DB: ${DB_NAME:-app}\n      X: $SERVICE_URL_DB_5432"), /service db runs a database image .*databases get no domain/],
-    ["a routed service without a port", "x", APP.replace("# port: 3000\n", "").replace("- SERVICE_URL_APP_3000", "- SERVICE_URL_APP"), /service app is routed \(SERVICE_URL_APP\) but has no port/],
     ["a published host port (the compose checker's rule)", "x", APP.replace("    depends_on:", '    ports: ["8080:3000"]\n    depends_on:'), /publishing ports on the server is not supported/],
     ["a privileged service", "x", APP.replace("    depends_on:", "    privileged: true\n    depends_on:"), /privileged is refused/],
     ["a relative bind mount", "x", APP.replace("- db-data:/var/lib/postgresql/data", "- ./data:/var/lib/postgresql/data"), /relative and home-directory bind mounts are not supported/],
     ["a bad variable syntax", "x", APP.replace("${GREETING}", "${GREETING"), /unterminated/],
   ])("refuses %s with a reason", (_what, name, text, re) => {
     expect(reason(parseTemplate(name, text))).toMatch(re);
+  });
+
+  it("a routed service's port: its variable's, else the header's (first routed service), else its first exposed port, else 80", () => {
+    const noPort = APP.replace("# port: 3000\n", "").replace("- SERVICE_URL_APP_3000", "- SERVICE_URL_APP");
+    expect(ok(parseTemplate("x", noPort)).services[0]!.port).toBe(80);
+    expect(ok(parseTemplate("x", noPort.replace("    depends_on:", '    expose: ["8080"]\n    depends_on:'))).services[0]!.port).toBe(8080);
+    expect(ok(parseTemplate("x", APP.replace("- SERVICE_URL_APP_3000", "- SERVICE_URL_APP"))).services[0]!.port).toBe(3000);
+    expect(ok(parseTemplate("x", APP.replace("# port: 3000", "# port: 4000"))).services[0]!.port).toBe(3000);
   });
 
   it("a variable in a volume is resolved before the check (the catalog writes ${VOLUME:-name})", () => {
@@ -95,6 +102,41 @@ describe("parseTemplate", () => {
     expect(() => renderTemplate(t, g.values)).toThrow(TemplateRenderError);
     expect(() => renderTemplate(t, g.values)).toThrow(/GREETING is required: set a greeting/);
     expect(renderTemplate(t, { ...g.values, GREETING: "hi" }).compose).toContain("GREETING: hi");
+  });
+
+  it("the catalog's exclude_from_hc marks a service out of the status and never reaches compose", () => {
+    const t = ok(parseTemplate("x", APP.replace("    image: postgres:16-alpine", "    image: postgres:16-alpine\n    exclude_from_hc: true")));
+    expect(t.services.map((s) => [s.name, s.excludeFromStatus])).toEqual([["app", false], ["db", true]]);
+    const g = generateValues(t, {}, { app: "https://a.example.com" });
+    expect(renderTemplate(t, g.values).compose).not.toContain("exclude_from_hc");
+    expect(reason(parseTemplate("x", APP.replace("    image: postgres:16-alpine", "    image: postgres:16-alpine\n    exclude_from_hc: yes")))).toMatch(/services\.db\.exclude_from_hc: use true or false/);
+  });
+
+  it("the catalog's file volumes (content:) are reported; is_directory is dropped before the compose checks", () => {
+    const withContent = APP.replace("      - db-data:/var/lib/postgresql/data", "      - db-data:/var/lib/postgresql/data\n      - type: bind\n        source: ./init.sql\n        target: /docker-entrypoint-initdb.d/init.sql\n        content: |\n          select 1;");
+    expect(reason(parseTemplate("x", withContent))).toMatch(/services\.db\.volumes: files written from the template \(content:\) are not supported yet/);
+    const withDirectory = APP.replace("      - db-data:/var/lib/postgresql/data", "      - type: volume\n        source: db-data\n        target: /var/lib/postgresql/data\n        is_directory: true");
+    const t = ok(parseTemplate("x", withDirectory));
+    expect(renderTemplate(t, generateValues(t, {}, { app: "https://a.example.com" }).values).compose).not.toMatch(/is_?[dD]irectory/);
+  });
+
+  it("an environment that is neither a list nor a map reaches the compose checker, which refuses it", () => {
+    expect(reason(parseTemplate("x", APP.replace(/    environment:\n      POSTGRES_USER[^]*?POSTGRES_DB: \$\{DB_NAME:-app\}\n/, "    environment: FOO\n")))).toMatch(/services\.db\.environment/);
+  });
+
+  it("SERVICE_FQDN_<PORT> is the domain of the service that uses it; used by two services it is refused", () => {
+    const own = `${HEADER}services:\n  kuma:\n    image: louislam/uptime-kuma:1\n    environment:\n      - SERVICE_FQDN_3001\n    volumes:\n      - data:/app/data\nvolumes:\n  data:\n`;
+    const t = ok(parseTemplate("kuma", own));
+    expect(t.services[0]).toMatchObject({ name: "kuma", routable: true, port: 3001 });
+    expect(generateValues(t, {}, { kuma: "https://k.example.com" }).values).toEqual({ SERVICE_FQDN_3001: "k.example.com:3001" });
+    const shared = own.replace("    volumes:\n      - data:/app/data\n", "    volumes:\n      - data:/app/data\n  other:\n    image: nginx:1.27\n    environment:\n      - X=$SERVICE_FQDN_3001\n");
+    expect(reason(parseTemplate("kuma", shared))).toMatch(/SERVICE_FQDN_3001 is used by several services \(kuma, other\)/);
+  });
+
+  it("named volumes the catalog leaves undeclared are declared in the rendered file", () => {
+    const t = ok(parseTemplate("x", APP.replace("volumes:\n  db-data:\n", "").replace("    healthcheck:\n      test: [\"CMD\", \"wget\"", "    volumes:\n      - type: volume\n        source: app-data\n        target: /data\n      - /srv/app:/srv\n    healthcheck:\n      test: [\"CMD\", \"wget\"")));
+    const doc = parseCompose(renderTemplate(t, generateValues(t, {}, { app: "https://a.example.com" }).values).compose);
+    expect(doc.volumes.map((v) => v.name).sort()).toEqual(["app-data", "db-data"]);
   });
 
   it("the catalog's path form SERVICE_FQDN_X=/path gives the route a path", () => {

@@ -5,7 +5,7 @@ import { componentKind } from "./classify.js";
 import { generateValues } from "./generate.js";
 import { parseHeader } from "./header.js";
 import { serviceKey } from "./magic.js";
-import { TemplateRenderError, renderTemplate } from "./render.js";
+import { EXCLUDE_FROM_STATUS_KEY, TemplateRenderError, renderTemplate } from "./render.js";
 import type { ComposeData, Template, TemplateService, TemplateVariable } from "./types.js";
 import { collectVariables } from "./variables.js";
 
@@ -22,6 +22,8 @@ export type ParsedTemplate = { ok: true; template: Template } | { ok: false; rea
 
 /** Reasons shown per template: the first few problems, then a count. */
 const MAX_PROBLEMS = 5;
+/** Port of a routed service that names none anywhere. */
+const DEFAULT_PORT = 80;
 /** Domain of the dry run (a reserved TLD: never a real host). */
 const DRY_RUN_DOMAIN = "template.invalid";
 
@@ -74,7 +76,8 @@ function classify(data: ComposeData, variables: TemplateVariable[], headerPort: 
   const byKey = new Map(Object.keys(data.services).map((n) => [serviceKey(n), n]));
   const domainVars = new Map<string, { name: string; port: number | null }[]>();
   for (const v of variables) {
-    if (v.kind !== "domain") continue;
+    // An unbound SERVICE_FQDN_<PORT> was reported by the variable collection.
+    if (v.kind !== "domain" || v.service === null) continue;
     const service = byKey.get(serviceKey(v.service));
     if (service === undefined) {
       problems.push(`${v.name} names no service of this template (services: ${[...byKey.values()].join(", ")})`);
@@ -103,11 +106,18 @@ function classify(data: ComposeData, variables: TemplateVariable[], headerPort: 
     }
     let port: number | null = null;
     if (routable) {
-      port = vars.find((v) => v.port !== null)?.port ?? (firstRoutable ? headerPort : null) ?? firstExposedPort(service);
-      if (port === null) problems.push(`service ${name} is routed (${vars[0]!.name}) but has no port: name it ${vars[0]!.name}_<PORT> or expose the port`);
+      // Last resort 80: the catalog's proxy would use the image's own exposed port, which a
+      // template does not show; web images without other information serve HTTP on 80
+      // (the catalog's WordPress relies on it). decisions.md, "Service templates".
+      port = vars.find((v) => v.port !== null)?.port ?? (firstRoutable ? headerPort : null) ?? firstExposedPort(service) ?? DEFAULT_PORT;
       firstRoutable = false;
     }
-    out.push({ name, image, kind, routable, port, path: routable ? (paths.get(name) ?? null) : null });
+    const exclude = service[EXCLUDE_FROM_STATUS_KEY];
+    if (exclude !== undefined && typeof exclude !== "boolean") problems.push(`services.${name}.${EXCLUDE_FROM_STATUS_KEY}: use true or false`);
+    if (Array.isArray(service.volumes) && service.volumes.some((v) => plain(v) && "content" in v)) {
+      problems.push(`services.${name}.volumes: files written from the template (content:) are not supported yet; use a named volume or an environment variable`);
+    }
+    out.push({ name, image, kind, routable, port, path: routable ? (paths.get(name) ?? null) : null, excludeFromStatus: exclude === true });
   }
   return out;
 }

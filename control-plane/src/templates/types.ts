@@ -26,6 +26,8 @@ export interface TemplateService {
   port: number | null;
   /** A path the catalog's `SERVICE_FQDN_X=/path` form asks the domain to carry; null: none. */
   path: string | null;
+  /** The catalog's `exclude_from_hc: true`: the container does not count in the service's status. */
+  excludeFromStatus: boolean;
 }
 
 /** The loaded compose part: plain data with YAML aliases expanded. */

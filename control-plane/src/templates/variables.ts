@@ -19,6 +19,8 @@ export interface Collected {
 interface Use {
   name: string;
   ref: Reference | null;
+  /** The compose service whose definition uses the name (null: outside services). */
+  service: string | null;
 }
 
 const plain = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
@@ -43,9 +45,10 @@ export function collectVariables(data: ComposeData): Collected {
   const serviceNames = Object.keys(data.services);
   const byKey = new Map(serviceNames.map((n) => [serviceKey(n), n]));
 
+  let current: string | null = null;
   const scan = (where: string, value: string) => {
     try {
-      for (const ref of referencesIn(value)) uses.push({ name: ref.name, ref });
+      for (const ref of referencesIn(value)) uses.push({ name: ref.name, ref, service: current });
     } catch (err) {
       if (!(err instanceof TemplateError)) throw err;
       problems.push(`${where}: ${err.message}`);
@@ -66,6 +69,7 @@ export function collectVariables(data: ComposeData): Collected {
     }
     for (const [name, service] of Object.entries(data.services)) {
       if (!plain(service)) continue;
+      current = name;
       for (const [field, fv] of Object.entries(service)) {
         if (field !== "environment") {
           walk(`services.${name}.${field}`, fv);
@@ -76,9 +80,9 @@ export function collectVariables(data: ComposeData): Collected {
           const isDomain = magic !== null && magic !== "unknown" && magic.kind === "domain";
           if (v === null || (isDomain && v.startsWith("/"))) {
             // A bare name: compose passes the variable through; the name is used.
-            uses.push({ name: k, ref: null });
+            uses.push({ name: k, ref: null, service: name });
             if (isDomain && v !== null && v !== "/") {
-              const target = byKey.get(serviceKey(magic.service));
+              const target = magic.service === null ? name : byKey.get(serviceKey(magic.service));
               if (target && !paths.has(target)) paths.set(target, v);
             }
           } else {
@@ -86,7 +90,21 @@ export function collectVariables(data: ComposeData): Collected {
           }
         }
       }
+      current = null;
     }
+  }
+
+  // SERVICE_FQDN_<PORT> belongs to the one service that uses it.
+  const owners = new Map<string, Set<string>>();
+  for (const u of uses) {
+    const m = magicVariable(u.name);
+    if (m === null || m === "unknown" || m.kind !== "domain" || m.service !== null) continue;
+    const set = owners.get(u.name) ?? new Set<string>();
+    if (u.service !== null) set.add(u.service);
+    owners.set(u.name, set);
+  }
+  for (const [name, set] of owners) {
+    if (set.size !== 1) problems.push(`${name} is used ${set.size === 0 ? "outside any service" : `by several services (${[...set].join(", ")})`}: name the service, as in SERVICE_URL_<SERVICE>_<PORT>`);
   }
 
   const variables = new Map<string, TemplateVariable>();
@@ -103,7 +121,8 @@ export function collectVariables(data: ComposeData): Collected {
       continue;
     }
     if (magic) {
-      variables.set(name, magic);
+      const owner = magic.kind === "domain" && magic.service === null ? owners.get(name) : undefined;
+      variables.set(name, magic.kind === "domain" && owner?.size === 1 ? { ...magic, service: [...owner][0]! } : magic);
       continue;
     }
     const input: InputVariable = { kind: "input", name, default: null, required: false };
