@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parse as parseYaml } from "yaml";
 import { parseCompose, rewriteCompose } from "../compose/index.js";
 import { generateValues, withContainerPort, withoutScheme } from "./generate.js";
+import { generate } from "./magic.js";
 import { TemplateRenderError, renderTemplate } from "./render.js";
 import { type ParsedTemplate, parseTemplate } from "./template.js";
 import type { Template } from "./types.js";
@@ -235,12 +236,23 @@ describe("renderTemplate", () => {
     expect(doc.services.find((s) => s.name === "db")!.healthcheck!.test).toEqual(["CMD-SHELL", "pg_isready -U $${POSTGRES_USER}"]);
   });
 
-  it.each(["p$ss", "${HOME}", "a$$b", "$(id)", "`id`", "x: y # z", "'\"", "line1\nline2", "${X:-y}$", "$"])("a value %j arrives in the container unchanged", (value) => {
+  it.each([
+    "p$ss", "${HOME}", "a$$b", "$(id)", "`id`", "x: y # z", "'\"", "line1\nline2", "${X:-y}$", "$",
+    // YAML's indicators and plain scalars that would change type
+    "!tag", "&anchor", "*alias", "- item", "? key", "| block", "> fold", "{a: 1}", "[1]", "@x", "%x", "#c", " lead", "trail ", "null", "true", "0x1F", "1e3", "~", "",
+  ])("a value %j arrives in the container unchanged", (value) => {
     const r = renderTemplate(t, { ...base, SERVICE_PASSWORD_DB: value, GREETING: value });
     const env = containerEnv(r.compose, "app");
     expect(env.GREETING).toBe(value);
     expect(containerEnv(r.compose, "db").POSTGRES_PASSWORD).toBe(value);
     expect(env.DB).toBe(`postgres://${base.SERVICE_USER_DB}:${value}@db:5432/app`);
+  });
+
+  it("generated passwords with symbols arrive unchanged (200 random ones)", () => {
+    for (let i = 0; i < 200; i++) {
+      const value = generate(i % 2 ? "PASSWORDWITHSYMBOLS" : "PASSWORDWITHSYMBOLS_64");
+      expect(containerEnv(renderTemplate(t, { ...base, SERVICE_PASSWORD_DB: value }).compose, "db").POSTGRES_PASSWORD).toBe(value);
+    }
   });
 
   it("applies image overrides after resolving, and lists the variables with their values", () => {
