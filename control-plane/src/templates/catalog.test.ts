@@ -1,10 +1,12 @@
 import { readFileSync } from "node:fs";
+import { TemplateSummary } from "@capstan/shared";
 import { describe, expect, it } from "vitest";
 import { repoPath } from "../lib/paths.js";
 import { parseCompose, rewriteCompose } from "../compose/index.js";
 import { BUILT_IN_CATALOG_DIR, builtInCatalog } from "./catalog.js";
 import { generateValues } from "./generate.js";
 import { renderTemplate } from "./render.js";
+import { templateSummary } from "./template.js";
 import { environmentEntries } from "./variables.js";
 
 /** Variables that hold credentials: their values must come from generated values. */
@@ -47,7 +49,9 @@ describe("the built-in catalog", () => {
 describe.each(names)("built-in template %s", (name) => {
   const t = catalog.templates.find((x) => x.name === name)!;
 
-  it("has a complete header", () => {
+  it("has a complete header, and its summary is what the shared schema describes", () => {
+    expect(TemplateSummary.parse(templateSummary(t))).toEqual(templateSummary(t));
+    expect(templateSummary(t)).toMatchObject({ name, slogan: t.header.slogan, logo: null });
     expect(t.header.slogan.length).toBeGreaterThan(10);
     expect(t.header.documentation).toMatch(/^https:\/\//);
     expect(t.header.tags.length).toBeGreaterThan(0);

@@ -3,7 +3,7 @@
  * variables, classification of compose services, image overrides, and folder loading. Pure
  * modules (the loader reads a folder); nothing here stores or deploys. docs/templates.md.
  */
-export { parseTemplate, reasonOf, type ParsedTemplate } from "./template.js";
+export { parseTemplate, reasonOf, templateSummary, type ParsedTemplate } from "./template.js";
 export { parseHeader, headerFields } from "./header.js";
 export { generateValues, withoutScheme, withContainerPort, type Generated } from "./generate.js";
 export { renderTemplate, TemplateRenderError, type Rendered, type RenderedVariable, type RenderOptions } from "./render.js";

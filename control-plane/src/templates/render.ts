@@ -43,6 +43,7 @@ export class TemplateRenderError extends Error {
 }
 
 const escape = (v: string) => v.split("$").join("$$");
+const plain = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** The catalog's service key that keeps a container out of the service's status (a one-shot job, a sidecar). */
 export const EXCLUDE_FROM_STATUS_KEY = "exclude_from_hc";
@@ -53,7 +54,6 @@ function withoutCatalogVolumeKeys(v: unknown): unknown {
   const { is_directory: _a, isDirectory: _b, ...rest } = v;
   return rest;
 }
-const plain = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 export function renderTemplate(template: Template, values: Readonly<Record<string, string>>, options: RenderOptions = {}): Rendered {
   const problems: string[] = [];
@@ -117,6 +117,8 @@ export function renderTemplate(template: Template, values: Readonly<Record<strin
  * Runs on the rendered services, so `${VOLUME:-name}` sources count by their resolved name.
  */
 function declareVolumes(out: Record<string, unknown>): void {
+  // Anything but a mapping (or nothing) is left for the checker to refuse.
+  if (out.volumes !== undefined && out.volumes !== null && !plain(out.volumes)) return;
   const declared = plain(out.volumes) ? { ...out.volumes } : {};
   const before = Object.keys(declared).length;
   for (const service of Object.values(plain(out.services) ? out.services : {})) {

@@ -1,4 +1,4 @@
-import { TemplateName } from "@capstan/shared";
+import { TemplateName, type TemplateSummary } from "@capstan/shared";
 import { FIELD, TemplateError, interpolate, loadYaml, parseCompose } from "../compose/index.js";
 import { Invalid } from "../domain/errors.js";
 import { componentKind } from "./classify.js";
@@ -151,4 +151,17 @@ function dryRun(template: Template): string[] {
     if (err instanceof Invalid) return err.errors[FIELD] ?? [err.message];
     throw err;
   }
+}
+
+/** What a catalog lists for a template (GET /services/templates, beyond the spec): its header. */
+export function templateSummary(t: Template): TemplateSummary {
+  return {
+    name: t.name,
+    slogan: t.header.slogan,
+    tags: t.header.tags,
+    logo: t.header.logo ?? null,
+    documentation: t.header.documentation,
+    category: t.header.category ?? null,
+    port: t.header.port ?? null,
+  };
 }
