@@ -92,3 +92,19 @@ describe("PLATFORM_DEFAULT_TEAM_FEATURES (docs/features.md)", () => {
     expect(message).toContain("REGISTRY_MANAGEMENT, CLUSTER_MANAGEMENT, DNS_PROVIDER_MANAGEMENT, DNS_MULTI_DOMAIN, DNS_ENV_BINDINGS, PROXY_LABEL_OVERRIDES");
   });
 });
+
+describe("PLATFORM_TEMPLATE_IMAGE_OVERRIDES (docs/templates.md)", () => {
+  it("defaults to no override", () => {
+    expect(load({}).templateImageOverrides).toEqual({});
+    expect(load({ PLATFORM_TEMPLATE_IMAGE_OVERRIDES: " " }).templateImageOverrides).toEqual({});
+  });
+
+  it("reads a JSON object of image reference to image reference", () => {
+    const map = { "postgres:16-alpine": "registry.local:5000/postgres:16-alpine", "ghcr.io/umami-software/umami": "capstan-test/umami:1" };
+    expect(load({ PLATFORM_TEMPLATE_IMAGE_OVERRIDES: JSON.stringify(map) }).templateImageOverrides).toEqual(map);
+  });
+
+  it.each(["postgres", "[]", '{"postgres:16": 5}', '{"postgres:16": "Bad Image"}', '{"-x": "postgres:16"}', '{"postgres:16": " postgres:17"}'])("refuses %s at start-up", (value) => {
+    expect(refusal({ PLATFORM_TEMPLATE_IMAGE_OVERRIDES: value })).toMatch(/PLATFORM_TEMPLATE_IMAGE_OVERRIDES: must be a JSON object/);
+  });
+});

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { resolve } from "node:path";
-import { type BaseImages, FEATURES, type Feature, ImageRef, isImageRef, parseFeatureList } from "@capstan/shared";
+import { type BaseImages, FEATURES, type Feature, ImageOverrides, ImageRef, isImageRef, parseFeatureList } from "@capstan/shared";
 
 /** PLATFORM_NETWORK_ISOLATION_MODE (spec section 1, "Network management behavior"). */
 export const NETWORK_ISOLATION_MODES = ["none", "environment", "strict"] as const;
@@ -80,6 +80,24 @@ const EnvSchema = z.object({
       ctx.addIssue({ code: "custom", message: `unknown feature(s) ${r.unknown.join(", ")}; use a comma-separated list of ${FEATURES.join(", ")}` });
       return z.NEVER;
     }),
+  // Upstream image -> local image for template services (tests, air-gapped installs; docs/templates.md).
+  PLATFORM_TEMPLATE_IMAGE_OVERRIDES: z
+    .string()
+    .default("{}")
+    .transform((v, ctx) => {
+      let json: unknown;
+      try {
+        json = JSON.parse(v.trim() === "" ? "{}" : v);
+      } catch {
+        ctx.addIssue({ code: "custom", message: 'must be a JSON object such as {"postgres:16-alpine":"registry.local/postgres:16-alpine"}' });
+        return z.NEVER;
+      }
+      const r = ImageOverrides.safeParse(json);
+      if (r.success) return r.data;
+      const details = r.error.issues.filter((i) => i.code === "custom").map((i) => i.message).slice(0, 3);
+      ctx.addIssue({ code: "custom", message: `must be a JSON object of image reference to image reference${details.length ? ` (${details.join("; ")})` : ""}` });
+      return z.NEVER;
+    }),
 });
 
 /**
@@ -126,6 +144,8 @@ export interface Config {
   network: NetworkConfig;
   /** Paid features every new team gets (PLATFORM_DEFAULT_TEAM_FEATURES). */
   defaultTeamFeatures: Feature[];
+  /** Images template services run instead of their upstream ones (PLATFORM_TEMPLATE_IMAGE_OVERRIDES). */
+  templateImageOverrides: ImageOverrides;
 }
 
 /** Network management as the instance runs it: the settings after start-up validation (docs/networks.md). */
@@ -201,6 +221,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       : null,
     network,
     defaultTeamFeatures: e.PLATFORM_DEFAULT_TEAM_FEATURES,
+    templateImageOverrides: e.PLATFORM_TEMPLATE_IMAGE_OVERRIDES,
     builderImages: {
       node: e.PLATFORM_BUILDER_IMAGE_NODE,
       python: e.PLATFORM_BUILDER_IMAGE_PYTHON,

@@ -20,3 +20,4 @@ export * from "./validation/host-path.js";
 export * from "./validation/text.js";
 export * from "./log/redact.js";
 export * from "./log/mask.js";
+export * from "./templates/schema.js";

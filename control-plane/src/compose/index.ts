@@ -3,7 +3,7 @@
  * rewriteCompose turns it into the file the agent runs for one deployment. docs/compose.md
  * describes the supported subset and why the rest is refused.
  */
-export { parseCompose, bindSources, FIELD, PUBLIC_SERVICE_KEY, type ComposeDoc, type ComposeService } from "./parse.js";
+export { parseCompose, loadYaml, bindSources, FIELD, PUBLIC_SERVICE_KEY, type ComposeDoc, type ComposeService } from "./parse.js";
 export {
   rewriteCompose,
   projectName,
@@ -17,4 +17,4 @@ export {
   type RenderedMeta,
 } from "./rewrite.js";
 export { LIMITS, isReservedLabel } from "./schema.js";
-export { variablesIn } from "./interpolate.js";
+export { variablesIn, referencesIn, interpolate, TemplateError, type Reference } from "./interpolate.js";

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { TemplateError, checkTemplate, interpolate, variablesIn } from "./interpolate.js";
+import { TemplateError, checkTemplate, interpolate, referencesIn, variablesIn } from "./interpolate.js";
 
 describe("compose interpolation", () => {
   const env = { NAME: "web", EMPTY: "", PORT: "3000" };
@@ -42,5 +42,21 @@ describe("compose interpolation", () => {
 
   it("lists the variables a template refers to", () => {
     expect(variablesIn("$A ${B:-${C}} $$D ${E:?x}").sort()).toEqual(["A", "B", "C", "E"]);
+  });
+});
+
+describe("referencesIn (template defaults and required inputs)", () => {
+  it("lists every reference with its operator, nested ones included, and a plain-text argument", () => {
+    expect(referencesIn("postgres://$USER:${PASS:?set a password}@db/${DB:-app} ${A:-${B-x}} $$NOT")).toEqual([
+      { name: "USER", op: "", literal: null },
+      { name: "PASS", op: ":?", literal: "set a password" },
+      { name: "DB", op: ":-", literal: "app" },
+      { name: "A", op: ":-", literal: null },
+      { name: "B", op: "-", literal: "x" },
+    ]);
+  });
+
+  it("throws TemplateError for what interpolate refuses", () => {
+    expect(() => referencesIn("${A")).toThrow(TemplateError);
   });
 });

@@ -103,6 +103,32 @@ export function variablesIn(src: string): string[] {
   return [...out];
 }
 
+/** One variable reference of a template: its operator, and its argument when that is plain text. */
+export interface Reference {
+  name: string;
+  op: "" | ":-" | "-" | ":?" | "?" | ":+" | "+";
+  /** The default, message or alternative when it holds no variable; null otherwise (or without an operator). */
+  literal: string | null;
+}
+
+/**
+ * Every reference of `src`, nested ones included, in order. Template services read defaults
+ * (`${DB:-app}`) and required inputs (`${KEY:?message}`) from it (control-plane/src/templates/).
+ */
+export function referencesIn(src: string): Reference[] {
+  const out: Reference[] = [];
+  const walk = (parts: Part[]) => {
+    for (const p of parts) {
+      if (p.kind !== "var") continue;
+      const literal = p.op !== "" && p.arg.every((a) => a.kind === "text") ? p.arg.map((a) => (a.kind === "text" ? a.text : "")).join("") : null;
+      out.push({ name: p.name, op: p.op, literal });
+      walk(p.arg);
+    }
+  };
+  walk(parse(src, 0));
+  return out;
+}
+
 /**
  * Resolves `src` from `env`. Unset variables become "" (as compose does); `${VAR:?msg}` and
  * `${VAR?msg}` throw TemplateError with the author's message.

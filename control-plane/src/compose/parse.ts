@@ -69,8 +69,12 @@ const fail = (reasons: string[]): never => {
   throw new Invalid({ [FIELD]: shown });
 };
 
-/** YAML text -> plain data, with the document-level limits (size, aliases, tags, one document). */
-function load(raw: string): unknown {
+/**
+ * YAML text -> plain data, with the document-level limits (size, aliases, tags, one document).
+ * Templates (control-plane/src/templates/) load their compose part with it too: one YAML policy.
+ * Throws Invalid {docker_compose_raw}.
+ */
+export function loadYaml(raw: string): unknown {
   if (typeof raw !== "string" || raw.trim() === "") fail(["the compose file is empty"]);
   const bytes = Buffer.byteLength(raw, "utf8");
   if (bytes > LIMITS.rawBytes) fail([`the compose file is ${bytes} bytes; the limit is ${LIMITS.rawBytes}`]);
@@ -125,7 +129,7 @@ const plainObject = (v: unknown): v is Record<string, unknown> => typeof v === "
  * unsupported; reserved labels (`capstan.`, `com.docker.compose.`) are dropped silently.
  */
 export function parseCompose(raw: string): ComposeDoc {
-  const data = load(raw);
+  const data = loadYaml(raw);
   if (!plainObject(data)) return fail(["the compose file must be a mapping with a services key"]);
   const reasons: string[] = [];
 
