@@ -3,6 +3,7 @@ export * from "./api/teams.js";
 export * from "./api/projects.js";
 export * from "./api/permissions.js";
 export * from "./api/keys.js";
+export * from "./api/service-templates.js";
 export * from "./api/servers.js";
 export * from "./api/applications.js";
 export * from "./api/git-apps.js";

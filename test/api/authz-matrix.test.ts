@@ -87,6 +87,7 @@ const NEEDS: Record<string, Need> = {
   "delete /permissions/environment/{id}": "team-admin",
 
   "get /security/keys": "team",
+  "get /services/templates": "team",
   "post /security/keys": "team-admin",
   "get /security/keys/{uuid}": "team",
   "patch /security/keys/{uuid}": "team-admin",

@@ -8,6 +8,7 @@ import type { Caller } from "../domain/caller.js";
 import { TeamScope } from "../domain/scope.js";
 import { PermissionService } from "./permissions.js";
 import { PrivateKeyService } from "./keys.js";
+import { ServiceTemplateService } from "./service-templates.js";
 import { ProjectService } from "./projects.js";
 import { ServerService, type AgentSetup } from "./servers.js";
 import { TeamService } from "./teams.js";
@@ -38,6 +39,7 @@ export interface Services {
   projects: ProjectService;
   permissions: PermissionService;
   keys: PrivateKeyService;
+  serviceTemplates: ServiceTemplateService;
   servers: ServerService;
   applications: ApplicationService;
   envVars: EnvVarService;
@@ -84,6 +86,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     projects: new ProjectService(db, reader, applications, networks, databases),
     permissions: new PermissionService(db),
     keys: new PrivateKeyService(db, box),
+    serviceTemplates: new ServiceTemplateService(),
     servers: new ServerService(db, jobs, agentSetup, reader, { proxyName: config.proxy.name, proxyIsolation: config.network.proxyIsolation }, { allowPrivateEndpoints: config.allowPrivateEndpoints }),
     applications,
     envVars: new EnvVarService(db, applicationEnvOwners(), box),

@@ -517,9 +517,9 @@ export const PAGINATION = new Set(["page", "per_page"]);
 /**
  * Query parameters that are options, not object ids (application delete flags, log window;
  * Coolify's forms: lines, skip/take, start's instant_deploy, and /deploy's tag and pr, which
- * are refused by name).
+ * are refused by name; the template list's category and search filters).
  */
-export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "lines", "force", "commit_sha", "skip", "take", "instant_deploy", "tag", "pr"]);
+export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "lines", "force", "commit_sha", "skip", "take", "instant_deploy", "tag", "pr", "category", "search"]);
 
 /** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */
 function deployTargets(owner: Fixtures, caller: Fixtures): { uuid: string }[] {
