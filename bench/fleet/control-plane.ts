@@ -17,6 +17,15 @@ import { openGatewayDoor } from "../../control-plane/src/agents/door.js";
 import { watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
 
 const started = performance.now();
+// FLEET_STARTUP_PROFILE (set by run.ts with FLEET_PROFILE_DIR): a CPU profile of this start,
+// from here until ready (written just before the "listening" event).
+const startupProfile = process.env.FLEET_STARTUP_PROFILE && !Number(process.env.FLEET_SEED_N ?? "0") ? new Session() : null;
+if (startupProfile) {
+  startupProfile.connect();
+  await startupProfile.post("Profiler.enable");
+  await startupProfile.post("Profiler.setSamplingInterval", { interval: 500 });
+  await startupProfile.post("Profiler.start");
+}
 const env = (k: string): string => {
   const v = process.env[k];
   if (v === undefined) throw new Error(`${k} is not set`);
@@ -378,4 +387,10 @@ serveParent({
 
 // Where a start's time goes: from the process's start to listening (the door), loading the
 // rest, createInstance, attach; `at` is when everything is ready.
-void notifyParent("listening", { startupMs, attachMs, loadMs, portMs: started, portOpenAt, pid: process.pid, at: Date.now() });
+const readyAt = Date.now();
+if (startupProfile) {
+  const { profile } = await startupProfile.post("Profiler.stop");
+  startupProfile.disconnect();
+  writeFileSync(process.env.FLEET_STARTUP_PROFILE!, JSON.stringify(profile));
+}
+void notifyParent("listening", { startupMs, attachMs, loadMs, portMs: started, portOpenAt, pid: process.pid, at: readyAt });

@@ -18,7 +18,8 @@
  * FLEET_SERIAL_M (200 more, one at a time),
  * FLEET_TIMEOUT_S overall limit (900), FLEET_RECONNECT_TIMEOUT_S (240), FLEET_FD_LIMIT
  * (200000), FLEET_PROBE (0: skip the heartbeat/pump/idle probe), FLEET_PROFILE_DIR (CPU
- * profiles of the control plane while connecting, running jobs and reconnecting),
+ * profiles of the control plane while connecting, running jobs and reconnecting, and of each
+ * of its starts until ready),
  * FLEET_JSON (write all results there), FLEET_KEEP_TMP (1: keep the temp dir).
  */
 import { generateKeyPairSync } from "node:crypto";
@@ -305,7 +306,11 @@ async function main(): Promise<void> {
     ...(pgDatabase ? { FLEET_DATABASE_URL: pgDatabase.url } : {}),
   };
   const serverNodeArgs = ["--expose-gc", "--max-old-space-size=4096"];
-  const startCp = () => spawnChild("control-plane", "control-plane.ts", cpEnv, serverNodeArgs);
+  // With FLEET_PROFILE_DIR each start of the control plane is profiled too, from its first
+  // line until ready (cp-start-1 is the first start, cp-start-2 the restart).
+  let starts = 0;
+  const startCp = () =>
+    spawnChild("control-plane", "control-plane.ts", { ...cpEnv, ...(PROFILE_DIR ? { FLEET_STARTUP_PROFILE: join(PROFILE_DIR, `cp-start-${++starts}.cpuprofile`) } : {}) }, serverNodeArgs);
 
   // ---------------------------------------------------------------- seed, then a clean control plane
   enter("seed");
