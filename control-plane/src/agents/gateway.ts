@@ -39,8 +39,8 @@ const HEARTBEAT_MS = 10_000;
 const STALE_AFTER_MS = 35_000;
 /** The known agent tokens are read again this often (known-tokens.ts). */
 const KNOWN_TOKENS_RELOAD_MS = 30_000;
-/** Groups of token checks read at once. */
-const GROUPS_IN_FLIGHT = 4;
+/** On PostgreSQL, during a burst of handshakes, one read of their tokens per this many ms. */
+const LOOKUPS_EVERY_MS = 8;
 /** Token lookups and hellos per database statement during a reconnect storm. */
 const HANDSHAKES_PER_BATCH = 512;
 /** During a burst of hellos, one group is stored per this many ms (see hellos below). */
@@ -138,22 +138,34 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
 
   // ---------------------------------------------------------------- handshakes
   // Token checks of handshakes arriving together share one read (a restarted control plane
-  // meets the whole fleet at once), one batch per turn of the event loop, so pings of
-  // connected agents keep being answered in between.
+  // meets the whole fleet at once), through the plain read path (committed rows, a statement
+  // prepared once per list size). On SQLite a read per event-loop turn (it costs a few tens of
+  // microseconds); on PostgreSQL at most one per LOOKUPS_EVERY_MS during a burst, as each
+  // statement costs the pg client and the database server CPU on top of its round trip. Groups
+  // are read in turns of their own, so pings of connected agents keep being answered between.
   type ServerRef = { id: number; teamId: number; uuid: string; name: string };
-  // Through the plain read path: committed rows, one statement prepared per list size.
-  const lookups = new GroupWriter<string, ServerRef | null>(
-    async (hashes) => {
-      const { list, values } = paddedIn([...new Set(hashes)], "");
-      const rows = await opts.reader.all<{ id: unknown; teamId: unknown; uuid: string; name: string; agentTokenHash: string }>(
-        `SELECT "id", "teamId", "uuid", "name", "agentTokenHash" FROM "Server" WHERE "agentTokenHash" IN (${list})`,
-        values,
-      );
-      const byHash = new Map(rows.map((r) => [r.agentTokenHash, { id: toInt(r.id), teamId: toInt(r.teamId), uuid: r.uuid, name: r.name }]));
-      return hashes.map((h) => byHash.get(h) ?? null);
-    },
-    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true, concurrency: GROUPS_IN_FLIGHT },
-  );
+  type Lookup = { hash: string; resolve: (s: ServerRef | null) => void; reject: (err: unknown) => void };
+  const readServers = async (hashes: string[]): Promise<(ServerRef | null)[]> => {
+    const { list, values } = paddedIn([...new Set(hashes)], "");
+    const rows = await opts.reader.all<{ id: unknown; teamId: unknown; uuid: string; name: string; agentTokenHash: string }>(
+      `SELECT "id", "teamId", "uuid", "name", "agentTokenHash" FROM "Server" WHERE "agentTokenHash" IN (${list})`,
+      values,
+    );
+    const byHash = new Map(rows.map((r) => [r.agentTokenHash, { id: toInt(r.id), teamId: toInt(r.teamId), uuid: r.uuid, name: r.name }]));
+    return hashes.map((h) => byHash.get(h) ?? null);
+  };
+  const lookupBatch = new ThrottledBatch<Lookup>(opts.dialect === "postgresql" ? LOOKUPS_EVERY_MS : 0, async (items) => {
+    for (const [i, group] of chunks(items, HANDSHAKES_PER_BATCH).entries()) {
+      if (i > 0) await new Promise((r) => setImmediate(r));
+      try {
+        const found = await readServers(group.map((g) => g.hash));
+        group.forEach((g, k) => g.resolve(found[k]!));
+      } catch (err) {
+        for (const g of group) g.reject(err);
+      }
+    }
+  });
+  const lookup = (hash: string) => new Promise<ServerRef | null>((resolve, reject) => lookupBatch.add({ hash, resolve, reject }));
 
   const checkAgent = (socket: Socket, next: (err?: Error) => void) => {
     const address = opts.clientAddress(socket.request);
@@ -172,7 +184,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
     const hash = hashAgentToken(hs.data.token);
     const ticket = admission.admit(address, known.has(hash) ? "known" : "other");
     if (!ticket.ok) return next(new Error(ticket.reason));
-    lookups.add(hash).then(
+    lookup(hash).then(
       (server) => {
         ticket.release();
         if (!server) {
@@ -400,6 +412,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
       agents.local.disconnectSockets(true);
       io.of(FLEET_NAMESPACE).local.disconnectSockets(true);
       await new Promise<void>((resolve) => io.close(() => resolve()));
+      await lookupBatch.close();
       await hellos.close();
       await disconnects.flushed();
       await afterHellos.close();
