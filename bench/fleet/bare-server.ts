@@ -10,7 +10,7 @@ import { randomUUID } from "node:crypto";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Server, type Socket } from "socket.io";
 import { AGENTS_NAMESPACE } from "@capstan/shared";
-import { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "../../control-plane/src/agents/gateway.js";
+import { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "@capstan/control-plane/dist/agents/door.js";
 import { watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
 
 const port = Number(process.env.FLEET_PORT);

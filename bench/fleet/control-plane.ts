@@ -13,10 +13,19 @@ import { createServer, type RequestListener } from "node:http";
 import { readFileSync, writeFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Session } from "node:inspector/promises";
-import { openGatewayDoor } from "../../control-plane/src/agents/door.js";
+import { openGatewayDoor } from "@capstan/control-plane/dist/agents/door.js";
 import { watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
 
 const started = performance.now();
+// FLEET_STARTUP_PROFILE (set by run.ts with FLEET_PROFILE_DIR): a CPU profile of this start,
+// from here until ready (written just before the "listening" event).
+const startupProfile = process.env.FLEET_STARTUP_PROFILE && !Number(process.env.FLEET_SEED_N ?? "0") ? new Session() : null;
+if (startupProfile) {
+  startupProfile.connect();
+  await startupProfile.post("Profiler.enable");
+  await startupProfile.post("Profiler.setSamplingInterval", { interval: 500 });
+  await startupProfile.post("Profiler.start");
+}
 const env = (k: string): string => {
   const v = process.env[k];
   if (v === undefined) throw new Error(`${k} is not set`);
@@ -45,16 +54,16 @@ if (door) {
 const loadStarted = performance.now();
 const [{ chunks }, { pino }, { default: Sqlite }, { default: pg }, { AGENTS_NAMESPACE }, { loadConfig }, { createInstance }, { generateAgentToken, hashAgentToken }, { parsePrivateKey }, { newUuid }] =
   await Promise.all([
-    import("../../control-plane/src/db/chunks.js"),
+    import("@capstan/control-plane/dist/db/chunks.js"),
     import("pino"),
     import("better-sqlite3"),
     import("pg"),
     import("@capstan/shared"),
-    import("../../control-plane/src/config.js"),
-    import("../../control-plane/src/instance.js"),
-    import("../../control-plane/src/crypto/agent-token.js"),
-    import("../../control-plane/src/crypto/ssh-key.js"),
-    import("../../control-plane/src/lib/ids.js"),
+    import("@capstan/control-plane/dist/config.js"),
+    import("@capstan/control-plane/dist/instance.js"),
+    import("@capstan/control-plane/dist/crypto/agent-token.js"),
+    import("@capstan/control-plane/dist/crypto/ssh-key.js"),
+    import("@capstan/control-plane/dist/lib/ids.js"),
   ]);
 const loadMs = performance.now() - loadStarted;
 
@@ -64,9 +73,19 @@ const loadMs = performance.now() - loadStarted;
 // adapter alike). That gives the database work per agent and per job.
 let sqlCount = 0;
 let sqlByKind: Record<string, number> = {};
+// The kind of each SQL text is worked out once (the regexes cost more than some statements).
+const kinds = new Map<string, string>();
 function countSql(sql: string): void {
   sqlCount++;
-  const kind = sql
+  let kind = kinds.get(sql);
+  if (kind === undefined) {
+    kind = kindOf(sql);
+    if (kinds.size < 10_000) kinds.set(sql, kind);
+  }
+  sqlByKind[kind] = (sqlByKind[kind] ?? 0) + 1;
+}
+function kindOf(sql: string): string {
+  return sql
     .replace(/`main`\./g, "")
     .replace(/\$\d+(::\w+)?/g, "?")
     .replace(/\s+/g, " ")
@@ -75,7 +94,6 @@ function countSql(sql: string): void {
     .replace(/^(UPDATE \S+) SET .*? WHERE (.*)$/, (_m, a, w) => `${a} WHERE ${w.replace(/[`"]/g, "").replace(/\?(, ?\?)*/g, "?").slice(0, 90)}`)
     .replace(/^(INSERT INTO \S+).*/, "$1")
     .slice(0, 140);
-  sqlByKind[kind] = (sqlByKind[kind] ?? 0) + 1;
 }
 const prepare = Sqlite.prototype.prepare;
 Sqlite.prototype.prepare = function (this: InstanceType<typeof Sqlite>, sql: string) {
@@ -378,4 +396,10 @@ serveParent({
 
 // Where a start's time goes: from the process's start to listening (the door), loading the
 // rest, createInstance, attach; `at` is when everything is ready.
-void notifyParent("listening", { startupMs, attachMs, loadMs, portMs: started, portOpenAt, pid: process.pid, at: Date.now() });
+const readyAt = Date.now();
+if (startupProfile) {
+  const { profile } = await startupProfile.post("Profiler.stop");
+  startupProfile.disconnect();
+  writeFileSync(process.env.FLEET_STARTUP_PROFILE!, JSON.stringify(profile));
+}
+void notifyParent("listening", { startupMs, attachMs, loadMs, portMs: started, portOpenAt, pid: process.pid, at: readyAt });

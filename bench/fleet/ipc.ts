@@ -66,6 +66,8 @@ export interface ChildOptions {
   nodeArgs?: string[];
   /** RLIMIT_NOFILE of the child (set by a bash wrapper that then execs node). */
   fdLimit?: number;
+  /** Run `script` through tsx (TypeScript); false for plain JS (the compiled server children). */
+  tsx?: boolean;
 }
 
 export class Child {
@@ -78,7 +80,7 @@ export class Child {
 
   constructor(readonly opts: ChildOptions) {
     const fd = opts.fdLimit ?? 65536;
-    const node = [process.execPath, ...(opts.nodeArgs ?? []), "--import", "tsx", opts.script];
+    const node = [process.execPath, ...(opts.nodeArgs ?? []), ...(opts.tsx === false ? [] : ["--import", "tsx"]), opts.script];
     // `ulimit -n` raises the soft limit up to the hard one; root may raise the hard one too.
     const wrapper = `ulimit -n ${fd} 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$@"`;
     this.proc = spawn("bash", ["-c", wrapper, "bash", ...node], {

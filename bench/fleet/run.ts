@@ -18,14 +18,16 @@
  * FLEET_SERIAL_M (200 more, one at a time),
  * FLEET_TIMEOUT_S overall limit (900), FLEET_RECONNECT_TIMEOUT_S (240), FLEET_FD_LIMIT
  * (200000), FLEET_PROBE (0: skip the heartbeat/pump/idle probe), FLEET_PROFILE_DIR (CPU
- * profiles of the control plane while connecting, running jobs and reconnecting),
+ * profiles of the control plane while connecting, running jobs and reconnecting, and of each
+ * of its starts until ready),
  * FLEET_JSON (write all results there), FLEET_KEEP_TMP (1: keep the temp dir).
  */
 import { generateKeyPairSync } from "node:crypto";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
-import { Child, summarize, type LatencySummary, type MemorySample, type Stall } from "./ipc.js";
+import { spawnSync } from "node:child_process";
+import { Child, REPO_ROOT, summarize, type LatencySummary, type MemorySample, type Stall } from "./ipc.js";
 import { freePort } from "../../test/support/ports.js";
 import { freshPostgresDatabase } from "../../test/api/support/database.js";
 
@@ -92,8 +94,26 @@ function abort(message: string): Promise<never> {
 const overall = setTimeout(() => void abort(`overall time limit of ${TIMEOUT_S} s reached (FLEET_TIMEOUT_S)`), TIMEOUT_S * 1000);
 for (const sig of ["SIGINT", "SIGTERM"] as const) process.on(sig, () => void abort(`interrupted (${sig})`));
 
+/**
+ * The two servers (control-plane.ts, bare-server.ts) run as plain JS, compiled here from this
+ * checkout: the control plane as `capstan serve` runs it (control-plane/dist, built by
+ * `tsc -b`), the bare server alike, so neither start pays for tsx's loader (it took 1-4 s of
+ * a restart of the control plane, which loads far more modules). The load generators and this
+ * runner stay on tsx.
+ */
+function buildServers(): void {
+  const tsc = join(REPO_ROOT, "node_modules", ".bin", "tsc");
+  for (const args of [["-b", "control-plane"], ["-p", "bench/fleet/tsconfig.build.json"]]) {
+    const r = spawnSync(tsc, args, { cwd: REPO_ROOT, stdio: "inherit" });
+    if (r.status !== 0) throw new Error(`tsc ${args.join(" ")} failed (exit ${r.status})`);
+  }
+}
+const COMPILED = new Set(["control-plane.ts", "bare-server.ts"]);
+
 function spawnChild(name: string, script: string, env: Record<string, string>, nodeArgs: string[] = []): Child {
-  const c = new Child({ name, script: join("bench/fleet", script), env, nodeArgs, fdLimit: FD_LIMIT });
+  const compiled = COMPILED.has(script);
+  const path = compiled ? join("bench/fleet/.build", script.replace(/\.ts$/, ".js")) : join("bench/fleet", script);
+  const c = new Child({ name, script: path, env, nodeArgs, fdLimit: FD_LIMIT, tsx: !compiled });
   children.add(c);
   void c.exited.then(() => children.delete(c));
   return c;
@@ -282,6 +302,7 @@ const loadStart = loadavg().map((l) => l.toFixed(1)).join(" ");
 
 async function main(): Promise<void> {
   log(`${DB}, N=${N} agents over ${G} load generator(s), connect concurrency ${CONNECT_CONCURRENCY}, M=${M} round trips at ${JOB_CONCURRENCY} in flight (+${WARMUP} warm-up), ${cpus().length} CPU(s), load average ${loadStart}, temp ${dir}`);
+  buildServers();
   const keyFile = join(dir, "fleet_key");
   const { privateKey } = generateKeyPairSync("rsa", {
     modulusLength: 2048,
@@ -305,7 +326,11 @@ async function main(): Promise<void> {
     ...(pgDatabase ? { FLEET_DATABASE_URL: pgDatabase.url } : {}),
   };
   const serverNodeArgs = ["--expose-gc", "--max-old-space-size=4096"];
-  const startCp = () => spawnChild("control-plane", "control-plane.ts", cpEnv, serverNodeArgs);
+  // With FLEET_PROFILE_DIR each start of the control plane is profiled too, from its first
+  // line until ready (cp-start-1 is the first start, cp-start-2 the restart).
+  let starts = 0;
+  const startCp = () =>
+    spawnChild("control-plane", "control-plane.ts", { ...cpEnv, ...(PROFILE_DIR ? { FLEET_STARTUP_PROFILE: join(PROFILE_DIR, `cp-start-${++starts}.cpuprofile`) } : {}) }, serverNodeArgs);
 
   // ---------------------------------------------------------------- seed, then a clean control plane
   enter("seed");

@@ -31,6 +31,7 @@ import type { FleetVisibility } from "./fleet-visibility.js";
 import { markReachable, markUnreachable, type HelloWrite, type ServerStatusRow } from "./server-rows.js";
 import { openGatewayDoor, type GatewayDoor } from "./door.js";
 import { isUsableFacts, reprepareFailed } from "./server-facts.js";
+import { ThrottledBatch } from "./throttled-batch.js";
 
 export { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "./door.js";
 const ACK_TIMEOUT_MS = 5000;
@@ -38,10 +39,14 @@ const HEARTBEAT_MS = 10_000;
 const STALE_AFTER_MS = 35_000;
 /** The known agent tokens are read again this often (known-tokens.ts). */
 const KNOWN_TOKENS_RELOAD_MS = 30_000;
-/** Groups of token checks, and of hellos, written at once. */
-const GROUPS_IN_FLIGHT = 4;
+/** On PostgreSQL, during a burst of handshakes, one read of their tokens per this many ms. */
+const LOOKUPS_EVERY_MS = 8;
 /** Token lookups and hellos per database statement during a reconnect storm. */
 const HANDSHAKES_PER_BATCH = 512;
+/** During a burst of hellos, one group is stored per this many ms (see hellos below). */
+const HELLOS_EVERY_MS = 15;
+/** The reads that follow hellos (open jobs, failed preparations) run at most this often. */
+const AFTER_HELLOS_MS = 100;
 
 interface AgentSocketData {
   serverId: number;
@@ -105,7 +110,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
     visibility: opts.visibility,
     clustered: opts.clustered,
   });
-  const known = new KnownAgentTokens(db);
+  const known = new KnownAgentTokens(opts.reader);
   await known.start(KNOWN_TOKENS_RELOAD_MS, (err) => log.error({ err: { message: (err as Error)?.message } }, "reloading the known agent tokens failed"));
   const sweeper = setInterval(() => admission.sweep(), 60_000);
   sweeper.unref();
@@ -113,9 +118,8 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   const sockets = new Map<number, Socket>();
   // The heartbeat's and the disconnects' grouped writes of server rows run one at a time (two at
   // once could deadlock on PostgreSQL: group-writer.ts, Serial). Hellos write each server of a
-  // group in id order, as the heartbeat does, and several groups at once (a reconnecting
-  // fleet on PostgreSQL would wait a round trip per group); a deadlock PostgreSQL still finds
-  // fails one statement, whose hellos are then written one by one.
+  // group in id order, as the heartbeat does; a deadlock PostgreSQL still finds fails one
+  // statement, whose hellos are then written one by one.
   const serverWrites = new Serial();
   const dataOf = (socket: Socket) => socket.data as AgentSocketData;
 
@@ -134,22 +138,34 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
 
   // ---------------------------------------------------------------- handshakes
   // Token checks of handshakes arriving together share one read (a restarted control plane
-  // meets the whole fleet at once), one batch per turn of the event loop, so pings of
-  // connected agents keep being answered in between.
+  // meets the whole fleet at once), through the plain read path (committed rows, a statement
+  // prepared once per list size). On SQLite a read per event-loop turn (it costs a few tens of
+  // microseconds); on PostgreSQL at most one per LOOKUPS_EVERY_MS during a burst, as each
+  // statement costs the pg client and the database server CPU on top of its round trip. Groups
+  // are read in turns of their own, so pings of connected agents keep being answered between.
   type ServerRef = { id: number; teamId: number; uuid: string; name: string };
-  // Through the plain read path: committed rows, one statement prepared per list size.
-  const lookups = new GroupWriter<string, ServerRef | null>(
-    async (hashes) => {
-      const { list, values } = paddedIn([...new Set(hashes)], "");
-      const rows = await opts.reader.all<{ id: unknown; teamId: unknown; uuid: string; name: string; agentTokenHash: string }>(
-        `SELECT "id", "teamId", "uuid", "name", "agentTokenHash" FROM "Server" WHERE "agentTokenHash" IN (${list})`,
-        values,
-      );
-      const byHash = new Map(rows.map((r) => [r.agentTokenHash, { id: toInt(r.id), teamId: toInt(r.teamId), uuid: r.uuid, name: r.name }]));
-      return hashes.map((h) => byHash.get(h) ?? null);
-    },
-    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true, concurrency: GROUPS_IN_FLIGHT },
-  );
+  type Lookup = { hash: string; resolve: (s: ServerRef | null) => void; reject: (err: unknown) => void };
+  const readServers = async (hashes: string[]): Promise<(ServerRef | null)[]> => {
+    const { list, values } = paddedIn([...new Set(hashes)], "");
+    const rows = await opts.reader.all<{ id: unknown; teamId: unknown; uuid: string; name: string; agentTokenHash: string }>(
+      `SELECT "id", "teamId", "uuid", "name", "agentTokenHash" FROM "Server" WHERE "agentTokenHash" IN (${list})`,
+      values,
+    );
+    const byHash = new Map(rows.map((r) => [r.agentTokenHash, { id: toInt(r.id), teamId: toInt(r.teamId), uuid: r.uuid, name: r.name }]));
+    return hashes.map((h) => byHash.get(h) ?? null);
+  };
+  const lookupBatch = new ThrottledBatch<Lookup>(opts.dialect === "postgresql" ? LOOKUPS_EVERY_MS : 0, async (items) => {
+    for (const [i, group] of chunks(items, HANDSHAKES_PER_BATCH).entries()) {
+      if (i > 0) await new Promise((r) => setImmediate(r));
+      try {
+        const found = await readServers(group.map((g) => g.hash));
+        group.forEach((g, k) => g.resolve(found[k]!));
+      } catch (err) {
+        for (const g of group) g.reject(err);
+      }
+    }
+  });
+  const lookup = (hash: string) => new Promise<ServerRef | null>((resolve, reject) => lookupBatch.add({ hash, resolve, reject }));
 
   const checkAgent = (socket: Socket, next: (err?: Error) => void) => {
     const address = opts.clientAddress(socket.request);
@@ -168,7 +184,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
     const hash = hashAgentToken(hs.data.token);
     const ticket = admission.admit(address, known.has(hash) ? "known" : "other");
     if (!ticket.ok) return next(new Error(ticket.reason));
-    lookups.add(hash).then(
+    lookup(hash).then(
       (server) => {
         ticket.release();
         if (!server) {
@@ -190,30 +206,57 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   };
 
   // ---------------------------------------------------------------- hellos
-  // Hellos arriving together are stored in one statement, then acked; their agents' open jobs
-  // are (re)delivered with one read for the group.
-  type Hello = { socket: Socket; write: HelloWrite; ok: boolean; ack?: (r: unknown) => void };
-  const hellos = new GroupWriter<Hello, void>(
-    async (batch) => {
-      // In server id order: groups written at once, and the heartbeat, lock rows in one order.
-      const live = batch.filter((h) => h.socket.connected && sockets.get(h.write.serverId) === h.socket).sort((a, b) => a.write.serverId - b.write.serverId);
-      const rows = live.length ? await markReachable(db, opts.dialect, live.map((h) => h.write)) : [];
-      const greetedAt = Date.now();
+  // What follows hellos, gathered over many groups of hellos (throttled-batch.ts): the open jobs
+  // of greeted agents are (re)delivered, and a server whose preparation failed while it had no
+  // engine is prepared again now it has one. Each is one read per pass.
+  const afterHellos = new ThrottledBatch<{ serverId: number; greetedAt: number; usable: boolean }>(
+    AFTER_HELLOS_MS,
+    async (items) => {
       const greeted = new Map<number, number>();
-      for (const h of live) {
-        if (typeof h.ack === "function") h.ack({ ok: h.ok });
-        dataOf(h.socket).greeted = true;
-        greeted.set(h.write.serverId, greetedAt);
-      }
-      if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
-      // Not awaited: the next group of hellos need not wait for this group's jobs.
-      jobs.redeliver(greeted).catch((err) => log.warn({ err: { message: (err as Error)?.message } }, "redelivering jobs after hellos failed; the pump retries"));
-      // A server whose preparation failed while it had no engine is prepared again now it has one.
-      const usable = live.filter((h) => h.write.usable).map((h) => h.write.serverId);
-      reprepareFailed(db, jobs, usable).catch((err) => log.error({ err: { message: (err as Error)?.message } }, "preparing servers again failed"));
-      return batch.map(() => undefined);
+      for (const i of items) greeted.set(i.serverId, i.greetedAt);
+      await jobs.redeliver(greeted).catch((err) => log.warn({ err: { message: (err as Error)?.message } }, "redelivering jobs after hellos failed; the pump retries"));
+      const usable = [...new Set(items.filter((i) => i.usable).map((i) => i.serverId))];
+      await reprepareFailed(db, jobs, usable, opts.reader).catch((err) => log.error({ err: { message: (err as Error)?.message } }, "preparing servers again failed"));
     },
-    { maxItems: HANDSHAKES_PER_BATCH, startOnNextTurn: true, concurrency: GROUPS_IN_FLIGHT },
+    (err) => log.error({ err: { message: (err as Error)?.message } }, "work after hellos failed"),
+  );
+
+  // Hellos are stored in groups, one UPDATE per 190 (server-rows.ts), then acked: the first
+  // hello after a quiet spell on the next turn of the event loop, and during a burst (a fleet
+  // connecting or reconnecting) at most one group per HELLOS_EVERY_MS, with everything that
+  // arrived meanwhile. Each statement costs about half a millisecond of CPU through Prisma
+  // whatever its size, and a group per event-loop turn meant groups of one to three hellos.
+  // What follows them is left to afterHellos.
+  type Hello = { socket: Socket; write: HelloWrite; ok: boolean; ack?: (r: unknown) => void };
+  const storeHellos = async (group: Hello[]): Promise<void> => {
+    // In server id order: the heartbeat locks rows in the same order.
+    const live = group.filter((h) => h.socket.connected && sockets.get(h.write.serverId) === h.socket).sort((a, b) => a.write.serverId - b.write.serverId);
+    if (!live.length) return;
+    const rows = await markReachable(db, opts.dialect, live.map((h) => h.write));
+    const greetedAt = Date.now();
+    for (const h of live) {
+      if (typeof h.ack === "function") h.ack({ ok: h.ok });
+      dataOf(h.socket).greeted = true;
+    }
+    if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
+    for (const h of live) afterHellos.add({ serverId: h.write.serverId, greetedAt, usable: h.write.usable === true });
+  };
+  const hellos = new ThrottledBatch<Hello>(
+    HELLOS_EVERY_MS,
+    async (batch) => {
+      for (const [i, group] of chunks(batch, HANDSHAKES_PER_BATCH).entries()) {
+        if (i > 0) await new Promise((r) => setImmediate(r)); // pings go on between groups
+        try {
+          await storeHellos(group);
+        } catch (err) {
+          // One bad hello (its server deleted meanwhile) or a deadlock PostgreSQL found: the
+          // group's hellos are written one by one, so only a failing one fails.
+          if (group.length === 1) throw err;
+          for (const h of group) await storeHellos([h]).catch((one) => log.error({ err: { message: (one as Error)?.message }, server: h.write.serverId }, "storing an agent's hello failed"));
+        }
+      }
+    },
+    (err) => log.error({ err: { message: (err as Error)?.message } }, "storing an agent's hello failed"),
   );
 
   // Disconnects arriving together (a network blip drops many agents) share one statement.
@@ -239,7 +282,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
       const write: HelloWrite = hello.success
         ? { serverId, facts: JSON.stringify(hello.data.facts), usable: isUsableFacts(hello.data.facts), agentVersion, connection: socket.id }
         : { serverId, facts: null, usable: null, agentVersion, connection: socket.id };
-      hellos.add({ socket, write, ok: hello.success, ack }).catch((err) => log.error({ err: { message: (err as Error)?.message }, server: serverId }, "storing an agent's hello failed"));
+      hellos.add({ socket, write, ok: hello.success, ack });
     });
 
     socket.on(EV.facts, (raw: unknown) => {
@@ -248,7 +291,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
       const usable = isUsableFacts(report.data.facts);
       db.server
         .update({ where: { id: serverId }, data: { facts: JSON.stringify(report.data.facts), isUsable: usable, lastSeenAt: new Date() } })
-        .then(() => (usable && dataOf(socket).greeted ? reprepareFailed(db, jobs, [serverId]) : 0))
+        .then(() => (usable && dataOf(socket).greeted ? reprepareFailed(db, jobs, [serverId], opts.reader) : 0))
         .catch((err) => log.error({ err: { message: (err as Error)?.message }, server: serverId }, "storing an agent's facts failed"));
     });
 
@@ -369,7 +412,10 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
       agents.local.disconnectSockets(true);
       io.of(FLEET_NAMESPACE).local.disconnectSockets(true);
       await new Promise<void>((resolve) => io.close(() => resolve()));
-      await Promise.all([hellos.flushed(), disconnects.flushed()]);
+      await lookupBatch.close();
+      await hellos.close();
+      await disconnects.flushed();
+      await afterHellos.close();
     },
   };
 }

@@ -1,7 +1,9 @@
-import type { Db } from "../db/client.js";
+import { toInt, type SqlReader } from "../db/reader.js";
 
 /** Hex characters of a token hash kept per server: 64 bits, plenty to tell tokens apart. */
 const KEPT = 16;
+/** Rows read per turn of the event loop. */
+const PAGE = 2000;
 
 /**
  * The agent tokens this replica knows of, as the first 64 bits of their SHA-256 (the stored
@@ -17,7 +19,8 @@ export class KnownAgentTokens {
   private known = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
 
-  constructor(private readonly db: Db) {}
+  /** Reads through the plain read path (db/reader.ts): one statement prepared once, rows as arrays. */
+  constructor(private readonly reader: SqlReader) {}
 
   /** Loads the servers' token hashes, then reloads them every `everyMs`. */
   async start(everyMs: number, onError: (err: unknown) => void = () => {}): Promise<void> {
@@ -35,10 +38,10 @@ export class KnownAgentTokens {
   async reload(): Promise<void> {
     const next = new Set<string>();
     for (let after = 0; ; ) {
-      const rows = await this.db.server.findMany({ where: { id: { gt: after } }, orderBy: { id: "asc" }, take: 2000, select: { id: true, agentTokenHash: true } });
-      for (const r of rows) next.add(r.agentTokenHash.slice(0, KEPT));
-      if (rows.length < 2000) break;
-      after = rows[rows.length - 1]!.id;
+      const rows = await this.reader.rows<[unknown, string]>(`SELECT "id", "agentTokenHash" FROM "Server" WHERE "id" > ? ORDER BY "id" LIMIT ${PAGE}`, [after]);
+      for (const [, hash] of rows) next.add(hash.slice(0, KEPT));
+      if (rows.length < PAGE) break;
+      after = toInt(rows[rows.length - 1]![0]);
       await new Promise((r) => setImmediate(r));
     }
     this.known = next;

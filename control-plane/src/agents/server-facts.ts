@@ -1,5 +1,7 @@
 import { engineUsability, type HostFacts } from "@capstan/shared";
 import type { Db } from "../db/client.js";
+import { PADDED_IN_MAX, paddedIn, toInt, type SqlReader } from "../db/reader.js";
+import { chunks } from "../db/chunks.js";
 import type { JobQueue } from "../jobs/queue.js";
 import { PREPARE_TIMEOUT_MS } from "../services/servers.js";
 
@@ -15,17 +17,30 @@ export function isUsableFacts(facts: HostFacts): boolean {
 /**
  * Queues server.prepare again for those of these servers (usable now) whose last preparation
  * failed; answers how many were queued. One read for the whole group: a fleet reconnecting
- * after a restart says hello thousands of times within seconds.
+ * after a restart says hello thousands of times within seconds. With `reader` (db/reader.ts)
+ * the read is a statement prepared once per list size instead of Prisma's planning per call
+ * (a third of a millisecond of CPU, once per group of hellos before the gateway gathered them).
  */
-export async function reprepareFailed(db: Db, jobs: JobQueue, serverIds: number[]): Promise<number> {
+export async function reprepareFailed(db: Db, jobs: JobQueue, serverIds: number[], reader?: SqlReader): Promise<number> {
   if (!serverIds.length) return 0;
-  const prepares = await db.job.findMany({
-    where: { serverId: { in: serverIds }, type: "server.prepare" },
-    orderBy: [{ createdAt: "desc" }, { id: "desc" }],
-    select: { serverId: true, status: true },
-  });
   const last = new Map<number, string>();
-  for (const p of prepares) if (!last.has(p.serverId)) last.set(p.serverId, p.status);
+  if (reader) {
+    for (const ids of chunks(serverIds, PADDED_IN_MAX)) {
+      const { list, values } = paddedIn(ids, -1);
+      const rows = await reader.rows<[unknown, string]>(
+        `SELECT "serverId", "status" FROM "Job" WHERE "serverId" IN (${list}) AND "type" = 'server.prepare' ORDER BY "createdAt" DESC, "id" DESC`,
+        values,
+      );
+      for (const [serverId, status] of rows) if (!last.has(toInt(serverId))) last.set(toInt(serverId), status);
+    }
+  } else {
+    const prepares = await db.job.findMany({
+      where: { serverId: { in: serverIds }, type: "server.prepare" },
+      orderBy: [{ createdAt: "desc" }, { id: "desc" }],
+      select: { serverId: true, status: true },
+    });
+    for (const p of prepares) if (!last.has(p.serverId)) last.set(p.serverId, p.status);
+  }
   const failed = [...last].filter(([, status]) => status === "failed").map(([id]) => id);
   if (!failed.length) return 0;
   const destinations = await db.destination.findMany({ where: { serverId: { in: failed } }, select: { serverId: true, networkName: true } });

@@ -14,6 +14,8 @@ import { PADDED_IN_MAX, paddedIn, toDate, toInt, type SqlReader } from "../db/re
 
 export type JobStatus = "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
 const OPEN: JobStatus[] = ["queued", "dispatched", "running"];
+/** What the pump (re)delivers: jobs not yet accepted by an agent. */
+const PUMPED: JobStatus[] = ["queued", "dispatched"];
 
 /**
  * Progress kept per job, in characters: the most recent part is kept when a job says more.
@@ -313,14 +315,19 @@ export class JobQueue {
    * one (a statement prepared once, not Prisma's planning per call: a fleet reconnecting after
    * a restart asks this for every group of hellos), else through Prisma.
    */
-  private async openJobsOf(serverIds: number[]): Promise<JobRow[]> {
+  private openJobsOf(serverIds: number[]): Promise<JobRow[]> {
+    return this.jobsOf(serverIds, OPEN);
+  }
+
+  /** The jobs of these servers in these states, oldest first (at most `limit`). */
+  private async jobsOf(serverIds: number[], statuses: JobStatus[], limit?: number): Promise<JobRow[]> {
     if (!this.reader) {
-      return this.db.job.findMany({ where: { serverId: { in: serverIds }, status: { in: OPEN } }, orderBy: { createdAt: "asc" } });
+      return this.db.job.findMany({ where: { serverId: { in: serverIds }, status: { in: statuses } }, orderBy: { createdAt: "asc" }, ...(limit ? { take: limit } : {}) });
     }
     const { list, values } = paddedIn(serverIds, -1);
     const rows = await this.reader.all<Record<string, unknown>>(
       `SELECT "id", "serverId", "type", "payload", "status", "attempt", "deadlineAt", "result", "error" FROM "Job"
-        WHERE "serverId" IN (${list}) AND "status" IN (${OPEN_SQL}) ORDER BY "createdAt"`,
+        WHERE "serverId" IN (${list}) AND "status" IN (${statuses.map((st) => `'${st}'`).join(", ")}) ORDER BY "createdAt"${limit ? ` LIMIT ${Math.floor(limit)}` : ""}`,
       values,
     );
     return rows.map((r) => ({
@@ -632,15 +639,13 @@ export class JobQueue {
       if (await this.finish(job.id, null, { status: "failed", error: reason })) this.dispatcher.cancel(job.serverId, job.id);
     }
     await this.stopEndedElsewhere();
-    for (const ids of chunks([...here])) {
+    // Through the plain read path, 512 servers per statement (prepared once): a Prisma read
+    // per 900 servers took 10-12 ms of CPU to plan, 130 ms per pass at 10,000 agents, every second.
+    for (const ids of chunks([...here], this.reader ? PADDED_IN_MAX : undefined)) {
       // One chunk per turn of the event loop: with SQLite a read runs without yielding, and a
       // pass over 10,000 connected servers would otherwise hold every socket for tens of ms.
       await yieldToEventLoop();
-      const pending = await this.db.job.findMany({
-        where: { serverId: { in: ids }, status: { in: ["queued", "dispatched"] } },
-        orderBy: { createdAt: "asc" },
-        take: 500,
-      });
+      const pending = await this.jobsOf(ids, PUMPED, 500);
       for (const job of pending) {
         if (job.status === "dispatched" && Date.now() - (this.delivered.get(job.id)?.at ?? 0) < 10_000) continue;
         await this.dispatch(job);
