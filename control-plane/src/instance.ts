@@ -12,7 +12,7 @@ import { createRateLimiter } from "./http/rate-limit.js";
 import { createApp } from "./http/app.js";
 import { JobQueue } from "./jobs/queue.js";
 import { attachGateway, type AgentGateway } from "./agents/gateway.js";
-import type { GatewayDoor } from "./agents/door.js";
+import { openGatewayDoor, type GatewayDoor } from "./agents/door.js";
 import { joinCommand } from "./agents/join-command.js";
 import { installAgentOverSsh } from "./agents/ssh-install.js";
 import { usePostgresAdapter } from "./agents/cluster-adapter.js";
@@ -87,9 +87,14 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     jobs,
     gateway: null,
     backupScheduler,
-    async attach(http, door) {
+    async attach(http, opened) {
+      const door = opened ?? openGatewayDoor(http);
+      // Before the gateway lets anyone in: installing an adapter gives every namespace a new
+      // one, and sockets already connected would drop out of its rooms (no shutdown
+      // disconnect, no fleet events for their team until they reconnect).
+      if (config.database.kind === "postgresql") closers.push(await usePostgresAdapter(door.io, config.database.url));
       const gateway = await attachGateway(http, jobs, {
-        ...(door ? { door } : {}),
+        door,
         db,
         reader: data.database.reader,
         dialect: data.database.kind,
@@ -98,10 +103,6 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
         visibility: scopeVisibility(services.scope),
         clustered: config.database.kind === "postgresql",
       });
-      if (config.database.kind === "postgresql") {
-        const closeAdapter = await usePostgresAdapter(gateway.io, config.database.url);
-        closers.push(closeAdapter);
-      }
       services.servers.bindAgents(gateway);
       jobs.attachDispatcher(gateway);
       instance.gateway = gateway;
