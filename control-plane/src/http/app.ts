@@ -260,9 +260,11 @@ export function createApp(deps: AppDeps): Express {
     }
   });
 
-  const document = openApiDocument(routes);
+  // Built on first request, not at start: it is a tenth of a restart's work, and most
+  // restarts (a fleet reconnecting) never serve it.
+  let document: ReturnType<typeof openApiDocument> | undefined;
   app.get("/api/v1/openapi.json", (_req, res) => {
-    res.json(document);
+    res.json((document ??= openApiDocument(routes)));
   });
   app.use("/docs", docsRouter());
 
