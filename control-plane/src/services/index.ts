@@ -26,6 +26,7 @@ import { S3StorageService } from "./s3-storages.js";
 import { BackupService } from "./backups.js";
 import { DatabaseService } from "./databases.js";
 import { LaunchService } from "./launch.js";
+import { TemplateSourceService } from "./template-sources/index.js";
 
 export interface Services {
   db: Db;
@@ -53,6 +54,8 @@ export interface Services {
   databaseEnvs: EnvVarService;
   /** Start that deploys a never-deployed application, create/change then deploy, deploy by uuid list (services/launch.ts). */
   launch: LaunchService;
+  /** Template sources and their syncs (services/template-sources/). */
+  templateSources: TemplateSourceService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -97,5 +100,6 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     databases,
     databaseEnvs: new EnvVarService(db, databases.envOwners(), box),
     launch: new LaunchService(db, applications, deployments, databases),
+    templateSources: new TemplateSourceService(db, box, { allowPrivate: config.allowPrivateEndpoints }),
   };
 }
