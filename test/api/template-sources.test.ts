@@ -322,7 +322,9 @@ describe("template sources", () => {
       expect((await team.api.get(`/template-sources/${s.uuid}`)).body.sync_status).toBe("syncing");
       await team.api.put(`/template-sources/${s.uuid}`, { repository_url: http.url("public.git") });
       for (const c of connections) c.destroy();
-      await expect.poll(async () => (await team.api.get(`/template-sources/${s.uuid}`)).body.sync_status, { timeout: 20_000 }).toBe("synced");
+      // Changed during its sync: the result is dropped and it syncs again at once (well before the 15 s sweep).
+      await expect.poll(async () => (await team.api.get(`/template-sources/${s.uuid}`)).body.sync_status, { timeout: 5_000 }).toBe("synced");
+      expect((await settled(s.uuid)).template_count).toBe(2);
     } finally {
       for (const c of connections) c.destroy();
       hang.close();

@@ -63,6 +63,8 @@ export class TemplateSourceService {
   private readonly queue: number[] = [];
   private readonly queued = new Set<number>();
   private readonly running = new Map<number, Promise<void>>();
+  /** Sources changed during their running sync: synced again as soon as that one ends. */
+  private readonly again = new Set<number>();
   private abort = new AbortController();
   private sweepTimer: NodeJS.Timeout | null = null;
   private stopped = false;
@@ -211,6 +213,7 @@ export class TemplateSourceService {
     this.sweepTimer = null;
     this.queue.length = 0;
     this.queued.clear();
+    this.again.clear();
     this.abort.abort();
     await Promise.allSettled([...this.running.values()]);
   }
@@ -251,6 +254,7 @@ export class TemplateSourceService {
         .catch((err) => this.log?.error({ err, templateSourceId: id }, "template source sync crashed"))
         .finally(() => {
           this.running.delete(id);
+          if (this.again.delete(id)) this.enqueue(id);
           this.pump();
         });
       this.running.set(id, run);
@@ -313,7 +317,7 @@ export class TemplateSourceService {
   /** The source was changed (or deleted) during its sync: the result is dropped and, if it still exists, it syncs again. */
   private async changedMeanwhile(id: number): Promise<void> {
     const { count } = await this.db.templateSource.updateMany({ where: { id, syncStatus: "syncing" }, data: { syncStatus: "pending", syncHeartbeatAt: null } });
-    if (count > 0) queueMicrotask(() => this.enqueue(id));
+    if (count > 0) this.again.add(id);
   }
 
   /** Clone, find the folder, load the templates; the checkout is always removed. */
