@@ -4,7 +4,7 @@ import net from "node:net";
 import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestInstance, type ApiResponse, type TeamFixture, type TestInstance } from "./harness.js";
-import { readdir } from "node:fs/promises";
+import { readFile, readdir } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { checkout } from "../../control-plane/src/services/template-sources/checkout.js";
 import { GitRepos, startGitDaemon, startHttpGit, type GitServer, type HttpGitServer } from "../support/git-server.js";
@@ -355,5 +355,45 @@ describe("template sources", () => {
     expect(ok.commit).toMatch(/^[0-9a-f]{40}$/);
     await ok.remove();
     expect(await temps()).toBe(before);
+  });
+
+  it("a source of 350 templates syncs well within 30 s (issue 17)", async () => {
+    const files: Record<string, string> = {};
+    for (let i = 0; i < 350; i++) files[`templates/compose/app-${String(i).padStart(3, "0")}.yaml`] = template(`App number ${i}.`, `bench,n${i % 7}`);
+    await repos.repo("big.git", files);
+    const started = Date.now();
+    const s = await create({ name: "Big catalog", repository_url: http.url("big.git"), folder_path: "templates/compose" });
+    const d = await settled(s.uuid);
+    const ms = Date.now() - started;
+    console.log(`template source of 350 templates: synced in ${ms} ms`);
+    expect(d).toMatchObject({ sync_status: "synced", template_count: 350 });
+    expect(ms).toBeLessThan(30_000);
+  }, 60_000);
+
+  it("while git runs, the token is in no process's command line", async () => {
+    const connections: net.Socket[] = [];
+    const hang = net.createServer((c) => connections.push(c));
+    await new Promise<void>((r) => hang.listen(0, "127.0.0.1", r));
+    try {
+      const port = (hang.address() as net.AddressInfo).port;
+      const s = await create({ name: "Argv check", repository_url: `http://127.0.0.1:${port}/argv.git`, auth_token: TOKEN });
+      await expect.poll(() => connections.length, { timeout: 10_000 }).toBe(1);
+      const cmdlines: string[] = [];
+      for (const pid of (await readdir("/proc")).filter((n) => /^\d+$/.test(n))) {
+        try {
+          cmdlines.push((await readFile(`/proc/${pid}/cmdline`, "utf8")).split("\0").join(" "));
+        } catch {
+          /* gone meanwhile */
+        }
+      }
+      // The clone is there (git and its http helper), and the token in none of them.
+      expect(cmdlines.filter((c) => c.includes(`127.0.0.1:${port}/argv.git`)).length).toBeGreaterThan(0);
+      expect(cmdlines.filter((c) => c.includes(TOKEN))).toEqual([]);
+      for (const c of connections) c.destroy();
+      expect(await settled(s.uuid)).toMatchObject({ sync_status: "failed" });
+    } finally {
+      for (const c of connections) c.destroy();
+      hang.close();
+    }
   });
 });
