@@ -108,11 +108,13 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
       instance.gateway = gateway;
       jobs.start();
       services.deployments.startSweep(log);
+      services.templateSources.start(log);
       await backupScheduler.start();
       return gateway;
     },
     async close() {
       await backupScheduler.stop();
+      await services.templateSources.stop();
       await services.deployments.stop();
       await jobs.stop();
       await instance.gateway?.close();

@@ -10,6 +10,7 @@ export * from "./api/git-apps.js";
 export * from "./api/deployments.js";
 export * from "./api/webhooks.js";
 export * from "./api/s3-storages.js";
+export * from "./api/template-sources.js";
 export * from "./api/backups.js";
 export * from "./api/databases.js";
 export * from "./api/networks.js";

@@ -20,6 +20,7 @@
  * where they would use one up (FRESH), so every case runs on a known state.
  */
 import { Agent, request } from "node:http";
+import { hostname } from "node:os";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOKEN_SCOPES, type PermissionLevel, type TeamRole, type TokenScope } from "@capstan/shared";
 import { routes as allRoutes } from "../../control-plane/src/http/routes/index.js";
@@ -194,6 +195,14 @@ const NEEDS: Record<string, Need> = {
   "get /databases/{uuid}/backups/{backup_uuid}/executions": { environment: "view" },
   "delete /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}": { environment: "manage" },
   "post /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}/restore": { environment: "manage" },
+
+  "get /template-sources": "team",
+  "post /template-sources": "team-admin",
+  "post /template-sources/sync-all": "team-admin",
+  "get /template-sources/{uuid}": "team",
+  "put /template-sources/{uuid}": "team-admin",
+  "delete /template-sources/{uuid}": "team-admin",
+  "post /template-sources/{uuid}/sync": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -560,6 +569,10 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
     ).data;
     return { path: `/s3-storages/${storage.id}`, body: undefined };
   },
+  "delete /template-sources/{uuid}": async (w) => {
+    const source = (await ok(owner(w).post("/template-sources", { name: `fresh-${unique()}`, repository_url: `http://${hostname()}:1/fresh.git` }), "fresh template source")).data;
+    return { path: `/template-sources/${source.uuid}`, body: undefined };
+  },
   "delete /databases/{uuid}/backups/{backup_uuid}": async (w) => {
     const schedule = (await ok(owner(w).post(`/databases/${w.f.database.uuid}/backups`, { frequency: "@daily" }), "fresh schedule")).data;
     return { path: `/databases/${w.f.database.uuid}/backups/${schedule.uuid}`, body: undefined };
@@ -596,7 +609,7 @@ async function prepare(c: Case, w: World, foreign: World | undefined): Promise<P
 
 /** Creates whose body names something unique get a new name per case. */
 function uniqueNames(key: string, body: unknown): unknown {
-  if (!body || typeof body !== "object" || !["post /projects", "post /security/keys", "post /servers", "post /github-apps", "post /s3-storages"].includes(key)) return body;
+  if (!body || typeof body !== "object" || !["post /projects", "post /security/keys", "post /servers", "post /github-apps", "post /s3-storages", "post /template-sources"].includes(key)) return body;
   return { ...(body as object), name: `m-${unique()}` };
 }
 

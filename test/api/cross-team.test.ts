@@ -238,6 +238,7 @@ describe("team B's reads never include team A's objects", () => {
       (await B.api.get(`/databases/${B.database.uuid}/envs`)).body,
       (await B.api.get(`/networks/${B.server.uuid}`)).body,
       (await B.api.get("/s3-storages")).body,
+      (await B.api.get("/template-sources")).body,
       (await B.api.get(`/databases/${B.database.uuid}/backups`)).body,
       (await B.api.get(`/databases/${B.database.uuid}/backups/${B.backupSchedule.uuid}/executions`)).body,
     ]);

@@ -352,6 +352,13 @@ export class TeamScope {
     return s as Prisma.S3StorageGetPayload<{ include: I }>;
   }
 
+  /** A template source of the team by uuid. */
+  async templateSource(uuid: string) {
+    const source = await this.db.templateSource.findFirst({ where: { uuid, teamId: this.teamId } });
+    if (!source) throw new NotFound("Template source");
+    return source;
+  }
+
   /** A network of the team by uuid (on whichever of its servers). */
   async network(uuid: string) {
     const network = await this.db.network.findFirst({ where: { uuid, teamId: this.teamId } });

@@ -27,6 +27,7 @@ import { S3StorageService } from "./s3-storages.js";
 import { BackupService } from "./backups.js";
 import { DatabaseService } from "./databases.js";
 import { LaunchService } from "./launch.js";
+import { TemplateSourceService } from "./template-sources/index.js";
 
 export interface Services {
   db: Db;
@@ -55,6 +56,8 @@ export interface Services {
   databaseEnvs: EnvVarService;
   /** Start that deploys a never-deployed application, create/change then deploy, deploy by uuid list (services/launch.ts). */
   launch: LaunchService;
+  /** Template sources and their syncs (services/template-sources/). */
+  templateSources: TemplateSourceService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -86,7 +89,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     projects: new ProjectService(db, reader, applications, networks, databases),
     permissions: new PermissionService(db),
     keys: new PrivateKeyService(db, box),
-    serviceTemplates: new ServiceTemplateService(),
+    serviceTemplates: new ServiceTemplateService(db),
     servers: new ServerService(db, jobs, agentSetup, reader, { proxyName: config.proxy.name, proxyIsolation: config.network.proxyIsolation }, { allowPrivateEndpoints: config.allowPrivateEndpoints }),
     applications,
     envVars: new EnvVarService(db, applicationEnvOwners(), box),
@@ -100,5 +103,6 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     databases,
     databaseEnvs: new EnvVarService(db, databases.envOwners(), box),
     launch: new LaunchService(db, applications, deployments, databases),
+    templateSources: new TemplateSourceService(db, box, { allowPrivate: config.allowPrivateEndpoints }),
   };
 }

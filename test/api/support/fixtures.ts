@@ -58,6 +58,11 @@ export interface Fixtures {
   s3Storage: { id: number; uuid: string };
   backupSchedule: { uuid: string };
   backupExecution: { uuid: string };
+  /**
+   * A template source (tests/api/template-sources.test.ts) with a token; its repository is this
+   * machine's own name at port 1, so its syncs fail at once without outside traffic.
+   */
+  templateSource: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -144,6 +149,14 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   const scheduleRow = await t.instance.database.prisma.backupSchedule.findUniqueOrThrow({ where: { uuid: backupSchedule.uuid } });
   await t.instance.backupScheduler.fire(scheduleRow.id, new Date("2026-01-01T03:00:00Z"));
   const backupExecution = (await ok(api.get(`/databases/${database.uuid}/backups/${backupSchedule.uuid}/executions`), "backup executions")).data[0];
+  const templateSource = (
+    await ok(
+      api.post("/template-sources", { name: `${tag}-templates`, repository_url: `http://${hostname()}:1/${tag}-templates.git`, auth_token: `${tag}-template-token` }),
+      "template source",
+    )
+  ).data;
+  // Its first sync settles before anyone takes a snapshot.
+  await t.instance.services.templateSources.idle();
   return {
     tag,
     teamId: team.teamId,
@@ -168,7 +181,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     s3Storage: { id: s3Storage.id, uuid: s3Storage.uuid },
     backupSchedule: { uuid: backupSchedule.uuid },
     backupExecution: { uuid: backupExecution.uuid },
+    templateSource: { uuid: templateSource.uuid },
     markers: [
+      templateSource.uuid,
       s3Storage.uuid,
       backupSchedule.uuid,
       backupExecution.uuid,
@@ -200,6 +215,8 @@ export async function snapshot(f: Fixtures) {
     expect(r.status, `snapshot ${path}`).toBe(200);
     return r.body;
   };
+  // Syncs dispatched by earlier requests settle first: a snapshot shows no sync half done.
+  await t.instance.services.templateSources.idle();
   // Every read at once (the order of the reads does not matter): the matrices take many snapshots.
   return settle({
     team: get("/teams/current"),
@@ -225,6 +242,12 @@ export async function snapshot(f: Fixtures) {
     s3Storages: get("/s3-storages"),
     backupSchedules: get(`/databases/${f.database.uuid}/backups`),
     backupExecutions: get(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}/executions`),
+    templateSources: get("/template-sources"),
+    templateSource: get(`/template-sources/${f.templateSource.uuid}`),
+    // Not visible through the API: a changed token would only show here.
+    templateTokens: t.instance.database.prisma.templateSource.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) =>
+      rows.map((r) => (r.authToken === null ? null : t.instance.box.open(r.authToken))),
+    ),
     // Not visible through the API: changed storage keys or passphrase would only show here.
     s3Secrets: t.instance.database.prisma.s3Storage.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) =>
       rows.map((r) => [r.accessKey, r.secretKey, r.encryptionPassphrase].map((v) => (v === null ? null : t.instance.box.open(v)))),
@@ -268,6 +291,7 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   s3_storage: { id: (f) => f.s3Storage.id },
   backup_schedule: { uuid: (f) => f.backupSchedule.uuid },
   backup_execution: { uuid: (f) => f.backupExecution.uuid },
+  template_source: { uuid: (f) => f.templateSource.uuid },
   // {type} of /networks/resource/{type}/{uuid}: names a kind, not an object (UNOWNED_KINDS).
   resource_type: { application: () => "application", database: () => "database" },
   network_resource: { application: (f) => f.application.uuid, database: (f) => f.database.uuid },
@@ -327,6 +351,8 @@ export const BODIES: Record<string, BodySpec> = {
   ...applicationBodies(),
   ...backupBodies(),
   ...databaseBodies(),
+  "post /template-sources": { valid: () => ({ name: "created", repository_url: `http://${hostname()}:1/created.git`, auth_token: "created-token" }), foreign: "none" },
+  "put /template-sources/{uuid}": { valid: () => ({ name: "hijacked", branch: "hijacked", auth_token: "hijacked-token", is_enabled: false }) },
   "post /applications/{uuid}/deploy": { valid: () => ({ force: true }) },
   // Coolify's deploy by uuid: a body naming another team's application or database (alone, or
   // after one of the caller's own) is a 404, and nothing is deployed.

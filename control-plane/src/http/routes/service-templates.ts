@@ -10,13 +10,13 @@ export const serviceTemplateRoutes = [
     tag: "Services",
     summary: "List the templates services can be created from",
     description:
-      "Beyond the spec (docs/templates.md): the built-in catalog, in name order, filtered by category, tag or words of the name, slogan and tags. " +
-      "A template's name is what POST /services takes as type.",
+      "Beyond the spec (docs/templates.md): the built-in catalog and the templates of the team's enabled template sources (as of their last sync), " +
+      "in name order, filtered by category, tag or words of the name, slogan and tags. A source's template whose name another template has is named slug/name.",
     query: ServiceTemplateQuery,
     responses: { 200: { description: "Templates", schema: ServiceTemplateList }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
-    async handler({ services, query }) {
+    async handler({ scope, services, query }) {
       const { page, per_page, ...filter } = query;
-      return { body: await paginateArray({ page, per_page }, await services.serviceTemplates.list(filter)) };
+      return { body: await paginateArray({ page, per_page }, await services.serviceTemplates.list(scope, filter)) };
     },
   }),
 ];

@@ -1,0 +1,354 @@
+import { isIP } from "node:net";
+import type { Logger } from "pino";
+import { TemplateSummary, templateSourceSlug, type CreateTemplateSourceBody, type UpdateTemplateSourceBody } from "@capstan/shared";
+import { isRefusedAddress } from "@capstan/shared/net";
+import type { Db, Prisma } from "../../db/client.js";
+import type { TeamScope } from "../../domain/scope.js";
+import { Conflict, Invalid, NotFound } from "../../domain/errors.js";
+import { newUuid } from "../../lib/ids.js";
+import type { SecretBox } from "../../crypto/secret-box.js";
+import { loadTemplateDir, templateSummary, TemplateDirError, TEMPLATE_DIR_LIMITS, type TemplateDirLimits } from "../../templates/index.js";
+import { CHECKOUT_LIMITS, CheckoutError, checkout, folderInside, scrub, type CheckoutLimits } from "./checkout.js";
+
+export type TemplateSourceRecord = Prisma.TemplateSourceGetPayload<object>;
+
+/** What a sync stores per template that passed (the detail's `templates`, GET /services/templates). */
+export type StoredTemplate = TemplateSummary;
+
+export interface TemplateSyncOptions {
+  allowPrivate: boolean;
+  /** Syncs running at once in this process; more wait in line. */
+  concurrency: number;
+  checkoutLimits: CheckoutLimits;
+  dirLimits: TemplateDirLimits;
+  /** How often a running sync marks its row as alive. */
+  heartbeatMs: number;
+  /** A `syncing` row not marked alive for this long belongs to a process that is gone. */
+  staleMs: number;
+  /** How often stale and waiting syncs are looked for. */
+  sweepMs: number;
+}
+
+export const TEMPLATE_SYNC_DEFAULTS: Omit<TemplateSyncOptions, "allowPrivate"> = {
+  concurrency: 2,
+  checkoutLimits: CHECKOUT_LIMITS,
+  dirLimits: TEMPLATE_DIR_LIMITS,
+  heartbeatMs: 5_000,
+  staleMs: 30_000,
+  sweepMs: 15_000,
+};
+
+export type SyncDispatch = "dispatched" | "already";
+
+const ADMIN = "manage template sources";
+
+/**
+ * Template sources of a team (spec 4.11, docs/templates.md): git repositories of compose
+ * templates. Every member reads them; owners and admins change and sync them (a sync makes
+ * the control plane clone a URL the caller chose). The token is sealed with the instance key.
+ *
+ * Syncs run in this process (the control plane needs the files itself), at most `concurrency`
+ * at once. The row is the durable record: `pending` is a sync that is due (just created, asked
+ * for, or put back), `syncing` one a process claimed and keeps alive with a heartbeat. On start
+ * and every sweep, `syncing` rows whose heartbeat is old (their process died) go back to
+ * `pending`, and every `pending` row is synced: an interrupted sync is never stuck.
+ */
+export class TemplateSourceService {
+  private readonly queue: number[] = [];
+  private readonly queued = new Set<number>();
+  private readonly running = new Map<number, Promise<void>>();
+  /** Sources changed during their running sync: synced again as soon as that one ends. */
+  private readonly again = new Set<number>();
+  private abort = new AbortController();
+  private sweepTimer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private log: Pick<Logger, "warn" | "error"> | null = null;
+  private readonly opts: TemplateSyncOptions;
+
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+    opts: Partial<TemplateSyncOptions> & { allowPrivate: boolean },
+  ) {
+    this.opts = { ...TEMPLATE_SYNC_DEFAULTS, ...opts };
+  }
+
+  count(scope: TeamScope) {
+    return this.db.templateSource.count({ where: scope.inTeam });
+  }
+
+  list(scope: TeamScope, window: { skip?: number; take?: number }): Promise<TemplateSourceRecord[]> {
+    return this.db.templateSource.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window });
+  }
+
+  get(scope: TeamScope, uuid: string): Promise<TemplateSourceRecord> {
+    return scope.templateSource(uuid);
+  }
+
+  /** Literal loopback/link-local/metadata hosts are refused when saved (names are checked at each sync). */
+  private checkUrl(url: string): void {
+    if (this.opts.allowPrivate) return;
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, "").replace(/\.+$/, "").toLowerCase();
+    if ((isIP(host) !== 0 && isRefusedAddress(host)) || host === "localhost" || host.endsWith(".localhost")) {
+      throw new Invalid({
+        repository_url: [`${host} is a loopback, link-local or metadata address; refused (the instance setting PLATFORM_ALLOW_PRIVATE_ENDPOINTS allows it).`],
+      });
+    }
+  }
+
+  /** Creates the source (pending) and dispatches its first sync at once. */
+  async create(scope: TeamScope, input: CreateTemplateSourceBody): Promise<TemplateSourceRecord> {
+    scope.requireTeamAdmin(ADMIN);
+    this.checkUrl(input.repository_url);
+    const slug = templateSourceSlug(input.name);
+    let source: TemplateSourceRecord;
+    try {
+      source = await this.db.templateSource.create({
+        data: {
+          uuid: newUuid(),
+          teamId: scope.teamId,
+          name: input.name,
+          slug,
+          repositoryUrl: input.repository_url,
+          branch: input.branch,
+          folderPath: input.folder_path,
+          authToken: input.auth_token === undefined ? null : this.box.seal(input.auth_token),
+        },
+      });
+    } catch (err) {
+      if ((err as { code?: string }).code === "P2002") throw new Conflict(`A template source with the slug ${slug} already exists in this team: choose another name.`);
+      throw err;
+    }
+    this.enqueue(source.id);
+    return source;
+  }
+
+  /**
+   * Changes the fields given. A change of what is cloned (URL, branch, folder, token) makes the
+   * stored templates stale: the source goes back to pending and syncs again. The slug stays.
+   */
+  async update(scope: TeamScope, uuid: string, input: UpdateTemplateSourceBody): Promise<TemplateSourceRecord> {
+    scope.requireTeamAdmin(ADMIN);
+    const s = await this.get(scope, uuid);
+    if (input.repository_url !== undefined) this.checkUrl(input.repository_url);
+    const data: Prisma.TemplateSourceUpdateInput = {};
+    if (input.name !== undefined) data.name = input.name;
+    if (input.repository_url !== undefined) data.repositoryUrl = input.repository_url;
+    if (input.branch !== undefined) data.branch = input.branch;
+    if (input.folder_path !== undefined) data.folderPath = input.folder_path;
+    if (input.auth_token !== undefined) data.authToken = input.auth_token === null ? null : this.box.seal(input.auth_token);
+    if (input.is_enabled !== undefined) data.isEnabled = input.is_enabled;
+    const resync =
+      (input.repository_url !== undefined && input.repository_url !== s.repositoryUrl) ||
+      (input.branch !== undefined && input.branch !== s.branch) ||
+      (input.folder_path !== undefined && input.folder_path !== s.folderPath) ||
+      input.auth_token !== undefined;
+    // A running sync is left alone: it sees the change when it stores its result and syncs again.
+    if (resync && s.syncStatus !== "syncing") data.syncStatus = "pending";
+    const updated = await this.db.templateSource.update({ where: { id: s.id }, data });
+    if (resync && updated.syncStatus === "pending") this.enqueue(updated.id);
+    return updated;
+  }
+
+  /** Deletes the source and what it found. Services created from its templates keep their own copy. */
+  async remove(scope: TeamScope, uuid: string): Promise<void> {
+    scope.requireTeamAdmin(ADMIN);
+    const s = await this.get(scope, uuid);
+    const { count } = await this.db.templateSource.deleteMany({ where: { id: s.id } });
+    if (count === 0) throw new NotFound("Template source");
+  }
+
+  /** POST /{uuid}/sync: "already" when a sync of it is waiting or running (no second clone). */
+  async sync(scope: TeamScope, uuid: string): Promise<SyncDispatch> {
+    scope.requireTeamAdmin("sync template sources");
+    const s = await this.get(scope, uuid);
+    return this.requestSync(s.id);
+  }
+
+  /** POST /sync-all: every enabled source of the team; counts the syncs dispatched and those already under way. */
+  async syncAll(scope: TeamScope): Promise<{ dispatched: number; already: number }> {
+    scope.requireTeamAdmin("sync template sources");
+    const sources = await this.db.templateSource.findMany({ where: { ...scope.inTeam, isEnabled: true }, select: { id: true }, orderBy: { id: "asc" } });
+    let dispatched = 0;
+    let already = 0;
+    for (const s of sources) {
+      if ((await this.requestSync(s.id)) === "dispatched") dispatched++;
+      else already++;
+    }
+    return { dispatched, already };
+  }
+
+  private async requestSync(id: number): Promise<SyncDispatch> {
+    if (this.queued.has(id) || this.running.has(id)) return "already";
+    // A row another process is syncing (alive) is not synced twice.
+    const { count } = await this.db.templateSource.updateMany({ where: { id, syncStatus: { not: "syncing" } }, data: { syncStatus: "pending" } });
+    if (count === 0) return "already";
+    this.enqueue(id);
+    return "dispatched";
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // The sync runner
+
+  /** Starts the recovery sweep (instance start). */
+  start(log: Pick<Logger, "warn" | "error">): void {
+    this.log = log;
+    this.stopped = false;
+    if (this.abort.signal.aborted) this.abort = new AbortController();
+    void this.sweep();
+    this.sweepTimer = setInterval(() => void this.sweep(), this.opts.sweepMs);
+    this.sweepTimer.unref();
+  }
+
+  /** Stops: running clones are killed and their rows put back to pending (the next start syncs them). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.sweepTimer) clearInterval(this.sweepTimer);
+    this.sweepTimer = null;
+    this.queue.length = 0;
+    this.queued.clear();
+    this.again.clear();
+    this.abort.abort();
+    await Promise.allSettled([...this.running.values()]);
+  }
+
+  /** Resolves when no sync is waiting or running here (tests read settled states). */
+  async idle(): Promise<void> {
+    while (this.running.size > 0 || this.queue.length > 0) await Promise.allSettled([...this.running.values()]);
+  }
+
+  /** Stale `syncing` rows back to pending, then every pending row dispatched. */
+  async sweep(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      const staleBefore = new Date(Date.now() - this.opts.staleMs);
+      await this.db.templateSource.updateMany({
+        where: { syncStatus: "syncing", OR: [{ syncHeartbeatAt: null }, { syncHeartbeatAt: { lt: staleBefore } }], id: { notIn: [...this.running.keys()] } },
+        data: { syncStatus: "pending", syncHeartbeatAt: null },
+      });
+      const pending = await this.db.templateSource.findMany({ where: { syncStatus: "pending" }, select: { id: true }, orderBy: { id: "asc" } });
+      for (const p of pending) this.enqueue(p.id);
+    } catch (err) {
+      if (!this.stopped) this.log?.warn({ err }, "template source sweep failed");
+    }
+  }
+
+  private enqueue(id: number): void {
+    if (this.stopped || this.queued.has(id) || this.running.has(id)) return;
+    this.queue.push(id);
+    this.queued.add(id);
+    this.pump();
+  }
+
+  private pump(): void {
+    while (!this.stopped && this.running.size < this.opts.concurrency && this.queue.length > 0) {
+      const id = this.queue.shift()!;
+      this.queued.delete(id);
+      const run = this.run(id)
+        .catch((err) => this.log?.error({ err, templateSourceId: id }, "template source sync crashed"))
+        .finally(() => {
+          this.running.delete(id);
+          if (this.again.delete(id)) this.enqueue(id);
+          this.pump();
+        });
+      this.running.set(id, run);
+    }
+  }
+
+  private async run(id: number): Promise<void> {
+    // The claim: only one process turns a pending row into syncing.
+    const claimed = await this.db.templateSource.updateMany({
+      where: { id, syncStatus: "pending" },
+      data: { syncStatus: "syncing", syncHeartbeatAt: new Date() },
+    });
+    if (claimed.count === 0) return;
+    const source = await this.db.templateSource.findUnique({ where: { id } });
+    if (!source) return;
+    const heartbeat = setInterval(() => {
+      void this.db.templateSource.updateMany({ where: { id, syncStatus: "syncing" }, data: { syncHeartbeatAt: new Date() } }).catch(() => undefined);
+    }, this.opts.heartbeatMs);
+    heartbeat.unref();
+    let token: string | null = null;
+    try {
+      token = source.authToken === null ? null : this.box.open(source.authToken);
+      const result = await this.fetch(source, token);
+      // Stored only if what was cloned is still what the source names; else it syncs again.
+      const same = { id, syncStatus: "syncing", repositoryUrl: source.repositoryUrl, branch: source.branch, folderPath: source.folderPath, authToken: source.authToken };
+      const stored = await this.db.templateSource.updateMany({
+        where: same,
+        data: {
+          syncStatus: "synced",
+          syncError: null,
+          syncHeartbeatAt: null,
+          lastSyncedAt: new Date(),
+          syncedCommit: result.commit,
+          templateCount: result.templates.length,
+          templates: JSON.stringify(result.templates),
+          brokenTemplates: JSON.stringify(result.broken),
+          ignoredTemplates: JSON.stringify(result.ignored),
+        },
+      });
+      if (stored.count === 0) await this.changedMeanwhile(id);
+    } catch (err) {
+      if (this.abort.signal.aborted) {
+        // Shutdown, not a failure: the next start syncs it again.
+        await this.db.templateSource.updateMany({ where: { id, syncStatus: "syncing" }, data: { syncStatus: "pending", syncHeartbeatAt: null } }).catch(() => undefined);
+        return;
+      }
+      const reason =
+        err instanceof CheckoutError || err instanceof TemplateDirError ? scrub(err.message, token, 500) : "internal error (see the control plane's log)";
+      if (!(err instanceof CheckoutError || err instanceof TemplateDirError)) this.log?.error({ templateSourceId: id, err: scrub(String(err), token) }, "template source sync failed");
+      const failed = await this.db.templateSource.updateMany({
+        where: { id, syncStatus: "syncing", repositoryUrl: source.repositoryUrl, branch: source.branch, folderPath: source.folderPath, authToken: source.authToken },
+        data: { syncStatus: "failed", syncError: reason, syncHeartbeatAt: null },
+      });
+      if (failed.count === 0) await this.changedMeanwhile(id);
+    } finally {
+      clearInterval(heartbeat);
+    }
+  }
+
+  /** The source was changed (or deleted) during its sync: the result is dropped and, if it still exists, it syncs again. */
+  private async changedMeanwhile(id: number): Promise<void> {
+    const { count } = await this.db.templateSource.updateMany({ where: { id, syncStatus: "syncing" }, data: { syncStatus: "pending", syncHeartbeatAt: null } });
+    if (count > 0) this.again.add(id);
+  }
+
+  /** Clone, find the folder, load the templates; the checkout is always removed. */
+  private async fetch(source: TemplateSourceRecord, token: string | null) {
+    const co = await checkout({
+      url: source.repositoryUrl,
+      branch: source.branch,
+      token,
+      allowPrivate: this.opts.allowPrivate,
+      limits: this.opts.checkoutLimits,
+      signal: this.abort.signal,
+    });
+    try {
+      const dir = await folderInside(co.dir, source.folderPath);
+      const loaded = await loadTemplateDir(dir, this.opts.dirLimits);
+      const templates: StoredTemplate[] = loaded.templates.map(templateSummary);
+      return { commit: co.commit, templates, broken: loaded.broken, ignored: loaded.ignored };
+    } finally {
+      await co.remove();
+    }
+  }
+}
+
+/** The stored JSON columns, read back (a row written by this code; anything else reads as empty). */
+export function storedTemplates(s: TemplateSourceRecord): { templates: StoredTemplate[]; broken: { file: string; reason: string }[]; ignored: string[] } {
+  const parse = <T>(text: string): T[] => {
+    try {
+      const v = JSON.parse(text) as unknown;
+      return Array.isArray(v) ? (v as T[]) : [];
+    } catch {
+      return [];
+    }
+  };
+  // Read back through the schema: a row from an older sync lacks fields it has now.
+  const templates = parse<unknown>(s.templates).flatMap((t) => {
+    const ok = TemplateSummary.safeParse({ category: null, port: null, logo: null, ...(t as object) });
+    return ok.success ? [ok.data] : [];
+  });
+  return { templates, broken: parse<{ file: string; reason: string }>(s.brokenTemplates), ignored: parse<string>(s.ignoredTemplates) };
+}
