@@ -16,7 +16,7 @@ import { EnvVarService, applicationEnvOwners } from "./env-vars.js";
 import { VolumeService } from "./volumes.js";
 import { GitAppService } from "./git-apps.js";
 import { proxySettings } from "./deploy-spec.js";
-import { DeploymentService } from "./deployments.js";
+import { DeploymentService } from "./deployments/index.js";
 import { WebhookService } from "./webhooks.js";
 import { webhookUrls } from "@capstan/shared";
 import { NetworkService } from "./networks.js";

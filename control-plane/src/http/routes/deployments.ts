@@ -21,7 +21,7 @@ import { ERR } from "../dto.js";
 import { Invalid, type FieldErrors } from "../../domain/errors.js";
 import { paginate, type Page } from "../pagination.js";
 import { route } from "../route.js";
-import type { DeploymentDetailRow, DeploymentListRow } from "../../services/deployments.js";
+import type { DeploymentDetailRow, DeploymentListRow } from "../../services/deployments/index.js";
 import { followDeploymentLog } from "../../services/deployment-logs.js";
 import { DEPLOY_LOG_CAP_CHARS } from "../../jobs/queue.js";
 
