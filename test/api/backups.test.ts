@@ -472,7 +472,8 @@ describe("executions", () => {
     const s = await schedule(w);
     const { uuid } = await runOnce(w, s.uuid, (j) => ({ result: backupResult(j) }));
     const restorePath = `${base(w)}/${s.uuid}/executions/${uuid}/restore`;
-    const service = t.instance.services.backups as unknown as Record<"backupClash" | "restoreClash", (...a: unknown[]) => Promise<string | null>>;
+    // The two checks live in the lookups the backup service's parts share (services/backups/common.ts).
+    const service = (t.instance.services.backups as unknown as { lookups: Record<"backupClash" | "restoreClash", (...a: unknown[]) => Promise<string | null>> }).lookups;
 
     // A backup is queued; a restore whose first look (before the transaction) came too early to
     // see it is still refused by the look inside the transaction.

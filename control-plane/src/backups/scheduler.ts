@@ -1,7 +1,7 @@
 import cron, { type ScheduledTask } from "node-cron";
 import type { Db } from "../db/client.js";
 import type { Logger } from "../lib/log.js";
-import type { BackupService, ScheduleWatcher } from "../services/backups.js";
+import type { BackupService, ScheduleWatcher } from "../services/backups/index.js";
 
 /** How often every replica re-reads the enabled schedules (changes made on other replicas) and sweeps. */
 export const RECONCILE_INTERVAL_MS = 30_000;

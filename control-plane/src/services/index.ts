@@ -23,7 +23,7 @@ import { NetworkService } from "./networks.js";
 import { trackNetworkRemovals } from "./network-removal.js";
 import type { NetworkPlanContext } from "./network-plan.js";
 import { S3StorageService } from "./s3-storages.js";
-import { BackupService } from "./backups.js";
+import { BackupService } from "./backups/index.js";
 import { DatabaseService } from "./databases.js";
 import { LaunchService } from "./launch.js";
 
