@@ -19,7 +19,7 @@ import { proxySettings } from "./deploy-spec.js";
 import { DeploymentService } from "./deployments/index.js";
 import { WebhookService } from "./webhooks.js";
 import { webhookUrls } from "@capstan/shared";
-import { NetworkService } from "./networks.js";
+import { NetworkService } from "./networks/index.js";
 import { trackNetworkRemovals } from "./network-removal.js";
 import type { NetworkPlanContext } from "./network-plan.js";
 import { S3StorageService } from "./s3-storages.js";

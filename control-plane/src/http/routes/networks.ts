@@ -21,7 +21,7 @@ import {
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR, iso } from "../dto.js";
-import type { NetworkView, ResourceNetworkView } from "../../services/networks.js";
+import type { NetworkView, ResourceNetworkView } from "../../services/networks/index.js";
 import { shownNetworkStatus } from "../../services/network-removal.js";
 
 const networkDto = (n: NetworkView) => ({

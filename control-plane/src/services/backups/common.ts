@@ -1,11 +1,5 @@
 import cron from "node-cron";
-import {
-  DatabaseEngine,
-  DbCredentials,
-  type BackupExecution as BackupExecutionDto,
-  type BackupLocation,
-  BackupExecutionStatus,
-} from "@capstan/shared";
+import { DatabaseEngine, DbCredentials, type BackupExecution as BackupExecutionDto, type BackupLocation, BackupExecutionStatus } from "@capstan/shared";
 import type { Database, Db, Prisma } from "../../db/client.js";
 import { chunks } from "../../db/chunks.js";
 import type { DatabaseRef, Need, TeamScope } from "../../domain/scope.js";
@@ -168,7 +162,6 @@ export class BackupLookups {
     }
     return { local_path: execution.localPath, s3 };
   }
-
 
   credentials(sealed: string): DbCredentials {
     let parsed: unknown;

@@ -1,8 +1,4 @@
-import {
-  DatabaseEngine,
-  type BackupExecution as BackupExecutionDto,
-  type DbBackupPayload,
-} from "@capstan/shared";
+import { DatabaseEngine, type BackupExecution as BackupExecutionDto, type DbBackupPayload } from "@capstan/shared";
 import { isUniqueViolation } from "../../db/errors.js";
 import { lockInTransaction } from "../../db/locks.js";
 import type { TeamScope } from "../../domain/scope.js";

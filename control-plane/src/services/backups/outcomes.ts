@@ -1,8 +1,5 @@
 import { basename } from "node:path";
-import {
-  DbBackupResult,
-  DbRestoreResult,
-} from "@capstan/shared";
+import { DbBackupResult, DbRestoreResult } from "@capstan/shared";
 import { chunks } from "../../db/chunks.js";
 import type { JobRow } from "../../jobs/queue.js";
 import { BackupLookups, OPEN, isOpen, CLAIM_STALE_MS, safeJson } from "./common.js";

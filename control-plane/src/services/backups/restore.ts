@@ -1,8 +1,4 @@
-import {
-  DatabaseEngine,
-  DbCredentials,
-  type RestoreBackupBody,
-} from "@capstan/shared";
+import { DatabaseEngine, DbCredentials, type RestoreBackupBody } from "@capstan/shared";
 import { lockInTransaction } from "../../db/locks.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { NotFound, Invalid, Conflict } from "../../domain/errors.js";

@@ -1,8 +1,4 @@
-import {
-  type BackupSchedule as BackupScheduleDto,
-  type CreateBackupScheduleBody,
-  type UpdateBackupScheduleBody,
-} from "@capstan/shared";
+import { type BackupSchedule as BackupScheduleDto, type CreateBackupScheduleBody, type UpdateBackupScheduleBody } from "@capstan/shared";
 import type { TeamScope } from "../../domain/scope.js";
 import { Invalid } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
