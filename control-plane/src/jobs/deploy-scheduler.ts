@@ -3,6 +3,7 @@ import type { Logger } from "pino";
 import type { Db, Prisma } from "../db/client.js";
 import type { SqlReader } from "../db/reader.js";
 import { lockInTransaction } from "../db/locks.js";
+import { chunks } from "../db/chunks.js";
 import type { JobQueue } from "./queue.js";
 import type { BuildRegistryConfig } from "../config.js";
 import { buildDeployPayload, buildPayloadOf, DeploySpecError, needsBuild, pushTarget, type DeploySpecDeps } from "../services/deploy-spec.js";
@@ -21,6 +22,9 @@ export interface DeploySchedulerSettings {
 
 /** Lines the control plane writes into a deployment's log (the agents' lines have no such prefix). */
 export const NOTE = "[capstan] ";
+
+/** A started deployment whose job was not written within this time was claimed by a replica that died: it is queued again. */
+const CLAIM_STALE_MS = 120_000;
 
 export interface DeploymentServiceDeps {
   db: Db;
@@ -267,7 +271,7 @@ export class DeployScheduler {
   /**
    * Records the networks an app.deploy payload (built with record: false) asks its server to
    * ensure, in the transaction that writes the job: a record is pending only while a job that
-   * ensures it exists (its end resolves it: services/networks.ts).
+   * ensures it exists (its end resolves it: services/networks/outcomes.ts).
    */
   recordNetworks(tx: Prisma.TransactionClient, serverId: number, teamId: number, payload: DeployPayload): Promise<void> {
     return recordPlannedNetworks(this.planCtx(tx), {
@@ -300,6 +304,62 @@ export class DeployScheduler {
     return `${NOTE}no build server of the team is reachable: building on the application's server\n`;
   }
 
+
+  /**
+   * The scheduler's step of the repair sweep (jobs/repair-sweep.ts), on every replica; what a
+   * job's end means for its deployment is applied by the sweep's first step (the outcome map):
+   * - deployments whose job is gone (the build server was deleted): failed;
+   * - claims whose job was never written (the claiming replica died): queued again;
+   * - queued deployments of a server whose agent has been away for the whole deadline: failed;
+   * - servers with queued deployments: a scheduling pass (agents reconnect, slots free up elsewhere).
+   */
+  async repair(): Promise<void> {
+    const now = Date.now();
+    const open = await this.db.deployment.findMany({ where: { status: "in_progress", jobId: { not: null } }, select: { id: true, jobId: true } });
+    for (const part of chunks(open)) {
+      const jobs = await this.db.job.findMany({ where: { id: { in: part.map((d) => d.jobId!) } }, select: { id: true } });
+      const found = new Set(jobs.map((j) => j.id));
+      for (const d of part) {
+        if (found.has(d.jobId!)) continue;
+        await this.db.deployment.updateMany({
+          where: { id: d.id, status: "in_progress", jobId: d.jobId },
+          data: { status: "failed", finishedAt: new Date(), reason: "the server running its job was removed" },
+        });
+      }
+    }
+
+    await this.db.deployment.updateMany({
+      where: { status: "in_progress", jobId: null, startedAt: { lt: new Date(now - CLAIM_STALE_MS) } },
+      data: { status: "queued", startedAt: null, slotServerId: null },
+    });
+
+    const cutoff = new Date(now - this.deps.settings.timeoutMs);
+    const stranded = await this.db.deployment.findMany({
+      where: {
+        status: "queued",
+        createdAt: { lt: cutoff },
+        server: { status: { not: "reachable" }, OR: [{ lastSeenAt: null }, { lastSeenAt: { lt: cutoff } }] },
+      },
+      select: { id: true },
+    });
+    for (const part of chunks(stranded.map((d) => d.id))) {
+      await this.db.deployment.updateMany({
+        where: { id: { in: part }, status: "queued" },
+        data: {
+          status: "failed",
+          finishedAt: new Date(),
+          reason: `deadline exceeded: the server's agent was not connected for ${Math.round(this.deps.settings.timeoutMs / 1000)} s`,
+        },
+      });
+    }
+
+    const waiting = await this.db.deployment.findMany({
+      where: { status: "queued", server: { status: "reachable" } },
+      distinct: ["serverId"],
+      select: { serverId: true },
+    });
+    for (const { serverId } of waiting) await this.schedule(serverId);
+  }
 
   /** Waits for the scheduling passes running in this process. */
   async stop(): Promise<void> {

@@ -20,7 +20,6 @@ import { DeploymentService } from "./deployments/index.js";
 import { WebhookService } from "./webhooks.js";
 import { webhookUrls } from "@capstan/shared";
 import { NetworkService } from "./networks/index.js";
-import { trackNetworkRemovals } from "./network-removal.js";
 import type { NetworkPlanContext } from "./network-plan.js";
 import { S3StorageService } from "./s3-storages.js";
 import { BackupService } from "./backups/index.js";
@@ -60,7 +59,6 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
   // Which networks resources and proxies join (services/network-plan.ts).
   const networkPlan: NetworkPlanContext = { db, network: config.network, dialect: config.database.kind };
   const networks = new NetworkService(db, jobs, { network: config.network, dialect: config.database.kind, proxyName: config.proxy.name });
-  trackNetworkRemovals(db, jobs);
   const applications = new ApplicationService(db, reader, jobs, box, (serverId) => proxySettings(networkPlan, serverId, config.proxy), (uuid) =>
     webhookUrls(config.publicUrl, uuid),
   );

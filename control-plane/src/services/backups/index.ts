@@ -1,4 +1,5 @@
 import type { Logger } from "../../lib/log.js";
+import type { JobRow } from "../../jobs/queue.js";
 import { BackupLookups, type BackupServiceDeps, type ScheduleWatcher } from "./common.js";
 import { BackupExecutions } from "./executions.js";
 import { BackupOutcomes } from "./outcomes.js";
@@ -27,11 +28,11 @@ export class BackupService {
     this.executions = new BackupExecutions(this.lookups);
     this.restores = new BackupRestores(this.lookups);
     this.outcomes = new BackupOutcomes(this.lookups);
-    deps.jobs.onFinished("db.backup", (job) => this.applyBackupEnd(job));
-    deps.jobs.onFinished("db.restore", (job) => this.applyRestoreEnd(job));
-    deps.jobs.onFinished("backup.delete", async (job) => {
-      if (job.status !== "succeeded") this.lookups.log.warn({ job: job.id, error: job.error }, "removing a deleted backup's file failed");
-    });
+  }
+
+  /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */
+  async deleteEnded(job: Pick<JobRow, "id" | "status" | "error">): Promise<void> {
+    if (job.status !== "succeeded") this.lookups.log.warn({ job: job.id, error: job.error }, "removing a deleted backup's file failed");
   }
 
   bindScheduler(watcher: ScheduleWatcher, log?: Pick<Logger, "error" | "warn">): void {
@@ -62,5 +63,5 @@ export class BackupService {
   // Job outcomes and their repair
   applyBackupEnd: BackupOutcomes["applyBackupEnd"] = (...a) => this.outcomes.applyBackupEnd(...a);
   applyRestoreEnd: BackupOutcomes["applyRestoreEnd"] = (...a) => this.outcomes.applyRestoreEnd(...a);
-  sweep: BackupOutcomes["sweep"] = () => this.outcomes.sweep();
+  repair: BackupOutcomes["repair"] = () => this.outcomes.repair();
 }

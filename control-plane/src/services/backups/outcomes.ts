@@ -5,8 +5,8 @@ import type { JobRow } from "../../jobs/queue.js";
 import { BackupLookups, OPEN, isOpen, CLAIM_STALE_MS, safeJson } from "./common.js";
 
 /**
- * What the end of a db.backup or db.restore job means for its execution, and sweep(): what
- * no single event guarantees, repaired periodically.
+ * What the end of a db.backup or db.restore job means for its execution (outcome handlers,
+ * jobs/outcome-map.ts), and repair(): what no job's end says, repaired by the repair sweep.
  */
 export class BackupOutcomes {
   constructor(private readonly lookups: BackupLookups) {}
@@ -92,11 +92,12 @@ export class BackupOutcomes {
   }
 
   /**
-   * What no single event guarantees, repaired periodically on every replica: outcomes whose hook
-   * did not run (the replica that ended the job died), jobs that vanished (their server was
-   * removed), running jobs shown as running, claims that never got their job.
+   * What no job's end says, repaired on every replica by the repair sweep (jobs/repair-sweep.ts;
+   * outcomes a replica that died left unapplied are applied by its first step): jobs that
+   * vanished (their server was removed), running jobs shown as running, claims that never got
+   * their job.
    */
-  async sweep(): Promise<void> {
+  async repair(): Promise<void> {
     const open = await this.lookups.db.backupExecution.findMany({
       where: { OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
       select: { id: true, status: true, jobId: true, restoreStatus: true, restoreJobId: true, createdAt: true },
@@ -104,7 +105,7 @@ export class BackupOutcomes {
     for (const part of chunks(open)) {
       const ids = part.flatMap((e) => [e.jobId, e.restoreJobId]).filter((v): v is string => !!v);
       const jobs = ids.length
-        ? await this.lookups.db.job.findMany({ where: { id: { in: ids } }, select: { id: true, type: true, status: true, result: true, error: true, finishedAt: true } })
+        ? await this.lookups.db.job.findMany({ where: { id: { in: ids } }, select: { id: true, status: true } })
         : [];
       const byId = new Map(jobs.map((j) => [j.id, j]));
       for (const e of part) {
@@ -118,8 +119,6 @@ export class BackupOutcomes {
             await this.lookups.db.backupExecution.updateMany({ where: { id: e.id, status: { in: OPEN } }, data: { status: "failed", reason: "the backup's job was removed with its server", finishedAt: new Date() } });
           } else if (job.status === "running" && e.status === "queued") {
             await this.lookups.db.backupExecution.updateMany({ where: { id: e.id, status: "queued" }, data: { status: "running" } });
-          } else if (["succeeded", "failed", "cancelled"].includes(job.status)) {
-            await this.applyBackupEnd(job);
           }
         }
         if (isOpen(e.restoreStatus) && e.restoreJobId) {
@@ -128,8 +127,6 @@ export class BackupOutcomes {
             await this.lookups.db.backupExecution.updateMany({ where: { id: e.id, restoreJobId: e.restoreJobId, restoreStatus: { in: OPEN } }, data: { restoreStatus: "failed", restoreReason: "the restore's job was removed with its server" } });
           } else if (job.status === "running" && e.restoreStatus === "queued") {
             await this.lookups.db.backupExecution.updateMany({ where: { id: e.id, restoreJobId: job.id, restoreStatus: "queued" }, data: { restoreStatus: "running" } });
-          } else if (["succeeded", "failed", "cancelled"].includes(job.status)) {
-            await this.applyRestoreEnd(job);
           }
         }
       }

@@ -123,7 +123,7 @@ export class DeploymentCommands {
       for (let round = 0; round < 3 && d.status === "in_progress"; round++) {
         if (d.jobId) {
           await this.deps.jobs.cancel(d.jobId, reason);
-          // The job's finish hook ended the deployment (cancelled, or what the job reached
+          // The job's outcome handler ended the deployment (cancelled, or what the job reached
           // first). A build that succeeded first does not go on: the update below wins.
           const job = await this.db.job.findUnique({ where: { id: d.jobId } });
           if (job && !(job.type === "app.build" && job.status === "succeeded")) await this.outcomes.settle(d.id, job);

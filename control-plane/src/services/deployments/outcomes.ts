@@ -24,8 +24,8 @@ export class DeploymentOutcomes {
     this.db = deps.db;
   }
 
-  /** JobQueue hook: the deployment of a finished app.build or app.deploy job moves on or ends with it. */
-  async onJobFinished(job: JobRow): Promise<void> {
+  /** Outcome of app.build and app.deploy (jobs/outcome-map.ts): the deployment of the job moves on or ends with it. */
+  async jobEnded(job: JobRow): Promise<void> {
     const d = await this.db.deployment.findUnique({ where: { jobId: job.id }, select: { id: true, serverId: true, teamId: true } });
     if (!d) return;
     await this.settle(d.id, job);

@@ -36,12 +36,6 @@ export class NetworkService {
     this.proxy = new ProxyIsolation(this.base);
     this.attachments = new NetworkAttachments(this.base);
     this.outcomes = new NetworkOutcomes(this.base);
-    jobs.onFinished("network.ensure", (job) => this.outcomes.afterEnsure(job));
-    jobs.onFinished("network.remove", (job) => this.outcomes.afterRemove(job));
-    // A deployment (or proxy sync) that succeeded created the networks it was asked to ensure.
-    for (const type of ["app.deploy", "app.action", "db.deploy", "db.action"] as const) {
-      jobs.onFinished(type, (job) => this.outcomes.afterResourceJob(job));
-    }
   }
 
   get settings(): Config["network"] {
