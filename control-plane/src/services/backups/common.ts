@@ -1,5 +1,5 @@
 import cron from "node-cron";
-import { DatabaseEngine, DbCredentials, type BackupExecution as BackupExecutionDto, type BackupLocation, BackupExecutionStatus } from "@capstan/shared";
+import { DatabaseEngine, DbCredentials, type BackupLocation, BackupExecutionStatus } from "@capstan/shared";
 import type { Database, Db, Prisma } from "../../db/client.js";
 import { chunks } from "../../db/chunks.js";
 import type { DatabaseRef, Need, TeamScope } from "../../domain/scope.js";
@@ -82,30 +82,23 @@ export function safeJson(text: string | null): unknown {
 }
 
 /** A queued row whose job an agent is running shows as running (the sweep stores it too). */
-export function shownStatus(status: string, jobId: string | null, running: Set<string>): BackupExecutionStatus {
+export function shownStatus(status: string, jobId: string | null, running: ReadonlySet<string>): BackupExecutionStatus {
   if (status === "queued" && jobId && running.has(jobId)) return "running";
   return BackupExecutionStatus.parse(status);
 }
 
-export function executionDto(r: ExecutionRow, running: Set<string> = new Set()): BackupExecutionDto {
-  return {
-    uuid: r.uuid,
-    status: shownStatus(r.status, r.jobId, running),
-    trigger: r.trigger === "manual" ? "manual" : "schedule",
-    scheduled_for: iso(r.scheduledFor),
-    filename: r.filename,
-    size: r.size === null ? null : Number(r.size),
-    is_encrypted: r.isEncrypted,
-    s3_storage_id: r.s3StorageId,
-    s3_key: r.s3Key,
-    stored_locally: r.localPath !== null,
-    reason: r.reason,
-    restore_status: r.restoreStatus === null ? null : shownStatus(r.restoreStatus, r.restoreJobId, running),
-    restore_reason: r.restoreReason,
-    restored_at: iso(r.restoredAt),
-    created_at: r.createdAt.toISOString(),
-    finished_at: iso(r.finishedAt),
-  };
+/** An execution as the API shows it: its row, and the jobs an agent is running now (see shownStatus). */
+export interface ExecutionView {
+  row: ExecutionRow;
+  running: ReadonlySet<string>;
+}
+
+/** A schedule as the API shows it: its row, its database, its next tick here, its newest execution. */
+export interface ScheduleView {
+  row: ScheduleRow;
+  databaseUuid: string;
+  nextRunAt: Date | null;
+  last: ExecutionView | null;
 }
 
 /**

@@ -1,11 +1,11 @@
-import { DatabaseEngine, type BackupExecution as BackupExecutionDto, type DbBackupPayload } from "@capstan/shared";
+import { DatabaseEngine, type DbBackupPayload } from "@capstan/shared";
 import { isUniqueViolation } from "../../db/errors.js";
 import { lockInTransaction } from "../../db/locks.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { NotFound, Conflict } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import { ServerService } from "../servers.js";
-import { BackupLookups, OPEN, isOpen, DELETE_TIMEOUT_MS, PayloadError, executionDto, backupFilename, backupKeyPrefix, type ScheduleRow, type Window } from "./common.js";
+import { BackupLookups, OPEN, isOpen, DELETE_TIMEOUT_MS, PayloadError, backupFilename, backupKeyPrefix, type ScheduleRow, type Window, type ExecutionView } from "./common.js";
 
 /**
  * Runs of a schedule (executions): a run is an execution row plus a db.backup job on the
@@ -21,11 +21,11 @@ export class BackupExecutions {
   }
 
   /** Newest first. */
-  async listExecutions(scope: TeamScope, dbUuid: string, backupUuid: string, window: Window): Promise<BackupExecutionDto[]> {
+  async listExecutions(scope: TeamScope, dbUuid: string, backupUuid: string, window: Window): Promise<ExecutionView[]> {
     const { schedule } = await this.lookups.schedule(scope, dbUuid, backupUuid, "view");
     const rows = await this.lookups.db.backupExecution.findMany({ where: { scheduleId: schedule.id }, orderBy: { id: "desc" }, ...window });
     const running = await this.lookups.runningJobs(rows);
-    return rows.map((r) => executionDto(r, running));
+    return rows.map((row) => ({ row, running }));
   }
 
   /**

@@ -6,7 +6,7 @@ import { BackupOutcomes } from "./outcomes.js";
 import { BackupRestores } from "./restore.js";
 import { BackupSchedules } from "./schedules.js";
 
-export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, executionDto, type BackupServiceDeps, type ScheduleWatcher } from "./common.js";
+export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
 
 /**
  * Backup schedules of standalone databases, their executions and restores: the one entry the

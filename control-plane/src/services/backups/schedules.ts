@@ -1,8 +1,8 @@
-import { type BackupSchedule as BackupScheduleDto, type CreateBackupScheduleBody, type UpdateBackupScheduleBody } from "@capstan/shared";
+import { type CreateBackupScheduleBody, type UpdateBackupScheduleBody } from "@capstan/shared";
 import type { TeamScope } from "../../domain/scope.js";
 import { Invalid } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
-import { BackupLookups, OPEN, isOpen, iso, shownStatus, cronErrors, type ScheduleRow, type ExecutionRow, type Window } from "./common.js";
+import { BackupLookups, OPEN, isOpen, cronErrors, type ScheduleRow, type ExecutionRow, type Window, type ScheduleView } from "./common.js";
 
 /** Backup schedules of standalone databases: their cron frequency, storage and retention. */
 export class BackupSchedules {
@@ -13,24 +13,24 @@ export class BackupSchedules {
     return this.lookups.db.backupSchedule.count({ where: { databaseId: database.id } });
   }
 
-  async listSchedules(scope: TeamScope, dbUuid: string, window: Window): Promise<BackupScheduleDto[]> {
+  async listSchedules(scope: TeamScope, dbUuid: string, window: Window): Promise<ScheduleView[]> {
     const database = await scope.database(dbUuid, "view");
     const rows = await this.lookups.db.backupSchedule.findMany({ where: { databaseId: database.id }, orderBy: { id: "asc" }, ...window });
-    return this.scheduleDtos(rows, database.uuid);
+    return this.scheduleViews(rows, database.uuid);
   }
 
   /**
    * The schedules of a database as the API shows them, for the database detail (GET
    * /databases/{uuid}); the caller has checked access to the database already.
    */
-  async schedulesOfDatabase(database: { id: number; uuid: string }): Promise<BackupScheduleDto[]> {
+  async schedulesOfDatabase(database: { id: number; uuid: string }): Promise<ScheduleView[]> {
     const rows = await this.lookups.db.backupSchedule.findMany({ where: { databaseId: database.id }, orderBy: { id: "asc" } });
-    return this.scheduleDtos(rows, database.uuid);
+    return this.scheduleViews(rows, database.uuid);
   }
 
-  async getSchedule(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<BackupScheduleDto> {
+  async getSchedule(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<ScheduleView> {
     const { database, schedule } = await this.lookups.schedule(scope, dbUuid, backupUuid, "view");
-    return (await this.scheduleDtos([schedule], database.uuid))[0]!;
+    return (await this.scheduleViews([schedule], database.uuid))[0]!;
   }
 
   /** Field rules across fields (each field alone is checked by the shared schema). */
@@ -47,7 +47,7 @@ export class BackupSchedules {
     if (Object.keys(errors).length) throw new Invalid(errors);
   }
 
-  async createSchedule(scope: TeamScope, dbUuid: string, input: CreateBackupScheduleBody): Promise<BackupScheduleDto> {
+  async createSchedule(scope: TeamScope, dbUuid: string, input: CreateBackupScheduleBody): Promise<ScheduleView> {
     const database = await scope.database(dbUuid, "manage");
     const s3StorageId = input.s3_storage_id ?? null;
     this.checkSchedule({ frequency: input.frequency, s3StorageId, local: input.number_of_backups_locally, remote: input.number_of_backups_remote });
@@ -65,10 +65,10 @@ export class BackupSchedules {
       },
     });
     this.lookups.watcher?.changed(row.id);
-    return (await this.scheduleDtos([row], database.uuid))[0]!;
+    return (await this.scheduleViews([row], database.uuid))[0]!;
   }
 
-  async updateSchedule(scope: TeamScope, dbUuid: string, backupUuid: string, input: UpdateBackupScheduleBody): Promise<BackupScheduleDto> {
+  async updateSchedule(scope: TeamScope, dbUuid: string, backupUuid: string, input: UpdateBackupScheduleBody): Promise<ScheduleView> {
     const { database, schedule } = await this.lookups.schedule(scope, dbUuid, backupUuid, "manage");
     const next = {
       frequency: input.frequency ?? schedule.frequency,
@@ -92,7 +92,7 @@ export class BackupSchedules {
       },
     });
     this.lookups.watcher?.changed(row.id);
-    return (await this.scheduleDtos([row], database.uuid))[0]!;
+    return (await this.scheduleViews([row], database.uuid))[0]!;
   }
 
   /**
@@ -131,7 +131,7 @@ export class BackupSchedules {
     // Cron tasks of its schedules find nothing to claim from then on; the next reconcile drops them.
   }
 
-  private async scheduleDtos(rows: ScheduleRow[], databaseUuid: string): Promise<BackupScheduleDto[]> {
+  private async scheduleViews(rows: ScheduleRow[], databaseUuid: string): Promise<ScheduleView[]> {
     if (!rows.length) return [];
     // The newest execution per schedule, one indexed lookup each ([scheduleId, id]): a database
     // has a handful of schedules, and a DISTINCT over all executions would read every one.
@@ -142,17 +142,10 @@ export class BackupSchedules {
     return rows.map((r) => {
       const e = last.get(r.id);
       return {
-        uuid: r.uuid,
-        database_uuid: databaseUuid,
-        frequency: r.frequency,
-        enabled: r.enabled,
-        s3_storage_id: r.s3StorageId,
-        number_of_backups_locally: r.numberOfBackupsLocally,
-        number_of_backups_remote: r.numberOfBackupsRemote,
-        next_run_at: r.enabled ? iso(this.lookups.watcher?.nextRun(r.id, r.frequency) ?? null) : null,
-        last_execution: e ? { uuid: e.uuid, status: shownStatus(e.status, e.jobId, running), created_at: e.createdAt.toISOString(), finished_at: iso(e.finishedAt) } : null,
-        created_at: r.createdAt.toISOString(),
-        updated_at: r.updatedAt.toISOString(),
+        row: r,
+        databaseUuid,
+        nextRunAt: r.enabled ? (this.lookups.watcher?.nextRun(r.id, r.frequency) ?? null) : null,
+        last: e ? { row: e, running } : null,
       };
     });
   }

@@ -1,4 +1,3 @@
-import type { Db } from "../../db/client.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { DeployScheduler, type DeploySchedulerSettings, type DeploymentServiceDeps } from "../../jobs/deploy-scheduler.js";
 import { BuildHandoff } from "./build-handoff.js";
@@ -17,14 +16,12 @@ type Window = { skip?: number; take?: number };
  * image goes to the application's server), outcomes.ts (a job's end ends its deployment).
  */
 export class DeploymentService {
-  private readonly db: Db;
   readonly scheduler: DeployScheduler;
   readonly outcomes: DeploymentOutcomes;
   private readonly commands: DeploymentCommands;
   private readonly queries: DeploymentQueries;
 
   constructor(private readonly deps: DeploymentServiceDeps) {
-    this.db = deps.db;
     this.scheduler = new DeployScheduler(deps);
     this.outcomes = new DeploymentOutcomes(deps, this.scheduler, new BuildHandoff(deps, this.scheduler));
     this.commands = new DeploymentCommands(deps, this.scheduler, this.outcomes);
