@@ -151,6 +151,21 @@ describe("architecture: the import graph of control-plane/src", () => {
     });
   }
 
+  /**
+   * The job queue stands below the services: of jobs/, only the files that say what a job's end
+   * means (outcome-map.ts) and start deployments (deploy-scheduler.ts) reach into services/.
+   */
+  it("jobs/ imports services/ only in outcome-map.ts and deploy-scheduler.ts", () => {
+    const REACH = ["jobs/outcome-map.ts", "jobs/deploy-scheduler.ts"];
+    const offenders: string[] = [];
+    for (const [file, imports] of graph) {
+      const path = rel(file);
+      if (isTest(file) || !path.startsWith("jobs/") || REACH.includes(path)) continue;
+      for (const target of imports) if (rel(target).startsWith("services/")) offenders.push(`${path} -> ${rel(target)}`);
+    }
+    expect(offenders).toEqual([]);
+  });
+
   it("has no import cycle", () => {
     expect(cycles(graph).map((c) => c.map(rel))).toEqual([]);
   });

@@ -11,6 +11,8 @@ import { AdminService } from "./services/admin.js";
 import { createRateLimiter } from "./http/rate-limit.js";
 import { createApp } from "./http/app.js";
 import { JobQueue } from "./jobs/queue.js";
+import { outcomeMap } from "./jobs/outcome-map.js";
+import { RepairSweep } from "./jobs/repair-sweep.js";
 import { attachGateway, type AgentGateway } from "./agents/gateway.js";
 import { openGatewayDoor, type GatewayDoor } from "./agents/door.js";
 import { joinCommand } from "./agents/join-command.js";
@@ -48,6 +50,8 @@ export interface Instance extends InstanceData {
   gateway: AgentGateway | null;
   /** Runs the backup schedules (started by attach). */
   backupScheduler: BackupScheduler;
+  /** The one repair sweep of every job type and resource (started by attach). */
+  repairSweep: RepairSweep;
   /**
    * Attaches the agent gateway to the HTTP server and starts background work. `door`: the
    * socket.io server already listening there, holding handshakes until now (server.ts).
@@ -67,6 +71,13 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     install: (target, token) => installAgentOverSsh(target, agentParams(token)),
     openKey: (sealed) => data.box.open(sealed),
   }, config);
+  // What each job type's end means, decided once for every type (jobs/outcome-map.ts).
+  jobs.useOutcomes(outcomeMap(services));
+  services.deployments.scheduler.log = log;
+  const repairSweep = new RepairSweep(jobs, [
+    { name: "deployments", run: () => services.deployments.scheduler.repair() },
+    { name: "backups", run: () => services.backups.repair() },
+  ], log);
   const limiter = await createRateLimiter(config.database, config.rateLimitPerMinute);
   const app = createApp({
     services,
@@ -87,6 +98,7 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     jobs,
     gateway: null,
     backupScheduler,
+    repairSweep,
     async attach(http, opened) {
       const door = opened ?? openGatewayDoor(http);
       // Before the gateway lets anyone in: installing an adapter gives every namespace a new
@@ -107,14 +119,15 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
       jobs.attachDispatcher(gateway);
       instance.gateway = gateway;
       jobs.start();
-      services.deployments.startSweep(log);
       services.templateSources.start(log);
+      repairSweep.start();
       await backupScheduler.start();
       return gateway;
     },
     async close() {
       await backupScheduler.stop();
       await services.templateSources.stop();
+      await repairSweep.stop();
       await services.deployments.stop();
       await jobs.stop();
       await instance.gateway?.close();

@@ -6,7 +6,7 @@ import { ok, until } from "./support/applications.js";
 import { backupWorld, type BackupWorld } from "./support/backups.js";
 import { startReplica, type Replica } from "./support/replica.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
-import type { BackupService } from "../../control-plane/src/services/backups.js";
+import type { BackupService } from "../../control-plane/src/services/backups/index.js";
 
 /**
  * The backup scheduler with two control-plane replicas on one PostgreSQL database: both run

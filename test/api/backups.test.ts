@@ -389,13 +389,13 @@ describe("runs", () => {
     const job = await w.agent.nextJob(10_000);
     // The job ends behind the queue's back (as if the replica that ended it died before its hooks).
     await db.job.update({ where: { id: job.id }, data: { status: "succeeded", result: JSON.stringify(backupResult(job)), finishedAt: new Date() } });
-    await t.instance.services.backups.sweep();
+    await t.instance.repairSweep.run();
     expect((await executions(w, s.uuid)).find((e) => e.uuid === q1.body.execution_uuid)).toMatchObject({ status: "success", stored_locally: true });
 
     const q2 = await track(w.api.post(`${base(w)}/${s.uuid}/execute`));
     const job2 = await w.agent.nextJob(10_000);
     await db.job.delete({ where: { id: job2.id } });
-    await t.instance.services.backups.sweep();
+    await t.instance.repairSweep.run();
     expect((await executions(w, s.uuid)).find((e) => e.uuid === q2.body.execution_uuid)).toMatchObject({ status: "failed", reason: expect.stringMatching(/removed/) });
   });
 });
@@ -472,7 +472,8 @@ describe("executions", () => {
     const s = await schedule(w);
     const { uuid } = await runOnce(w, s.uuid, (j) => ({ result: backupResult(j) }));
     const restorePath = `${base(w)}/${s.uuid}/executions/${uuid}/restore`;
-    const service = t.instance.services.backups as unknown as Record<"backupClash" | "restoreClash", (...a: unknown[]) => Promise<string | null>>;
+    // The two checks live in the lookups the backup service's parts share (services/backups/common.ts).
+    const service = (t.instance.services.backups as unknown as { lookups: Record<"backupClash" | "restoreClash", (...a: unknown[]) => Promise<string | null>> }).lookups;
 
     // A backup is queued; a restore whose first look (before the transaction) came too early to
     // see it is still refused by the look inside the transaction.

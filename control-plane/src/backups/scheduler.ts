@@ -1,9 +1,9 @@
 import cron, { type ScheduledTask } from "node-cron";
 import type { Db } from "../db/client.js";
 import type { Logger } from "../lib/log.js";
-import type { BackupService, ScheduleWatcher } from "../services/backups.js";
+import type { BackupService, ScheduleWatcher } from "../services/backups/index.js";
 
-/** How often every replica re-reads the enabled schedules (changes made on other replicas) and sweeps. */
+/** How often every replica re-reads the enabled schedules (changes made on other replicas). */
 export const RECONCILE_INTERVAL_MS = 30_000;
 
 export interface BackupSchedulerOptions {
@@ -21,7 +21,8 @@ export function tickMinute(at: Date): Date {
  * each tick is claimed through the database (BackupService.claimTick inserts the execution for
  * the tick's minute under a unique index), so exactly one replica starts the backup. Schedules
  * changed through this replica are picked up at once, those changed through another replica
- * on the next reconcile (every 30 s), which also runs the backup sweep.
+ * on the next reconcile (every 30 s). What a replica that died left undone is repaired by the
+ * one repair sweep (jobs/repair-sweep.ts).
  */
 export class BackupScheduler implements ScheduleWatcher {
   private readonly tasks = new Map<number, { frequency: string; task: ScheduledTask }>();
@@ -67,7 +68,7 @@ export class BackupScheduler implements ScheduleWatcher {
     await Promise.allSettled([...this.inflight]);
   }
 
-  /** Re-reads every enabled schedule, creates/replaces/drops tasks to match, then sweeps. */
+  /** Re-reads every enabled schedule, creates/replaces/drops tasks to match. */
   async reconcile(): Promise<void> {
     const rows = await this.db.backupSchedule.findMany({ where: { enabled: true, databaseId: { not: null } }, select: { id: true, frequency: true } });
     if (!this.running) return;
@@ -77,7 +78,6 @@ export class BackupScheduler implements ScheduleWatcher {
       this.watch(r.id, r.frequency);
     }
     for (const id of [...this.tasks.keys()]) if (!seen.has(id)) this.drop(id);
-    await this.backups.sweep();
   }
 
   /** Called by BackupService after a create/update/delete in this replica. */

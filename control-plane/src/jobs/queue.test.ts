@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { randomBytes, randomUUID } from "node:crypto";
 import { pino } from "pino";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import type { JobAck, JobEnvelope } from "@capstan/shared";
+import { JOB_TYPES, type JobAck, type JobEnvelope, type JobType } from "@capstan/shared";
 import type { DatabaseConfig } from "../config.js";
 import { migrate } from "../db/migrate.js";
 import { openDatabase, type Database, type Db } from "../db/client.js";
@@ -13,6 +13,7 @@ import { SecretBox } from "../crypto/secret-box.js";
 import { freshPostgresDatabase } from "../../../test/api/support/database.js";
 import type { JobDispatcher } from "./dispatcher.js";
 import { JobQueue } from "./queue.js";
+import type { OutcomeHandler, OutcomeMap } from "./outcomes.js";
 
 /**
  * The queue against a real database: SQLite in a temp dir, or a fresh PostgreSQL database
@@ -204,10 +205,10 @@ describe("job queue: the hot path", () => {
     expect(delivered.filter((d) => d.id === queued!.id).map((d) => d.attempt)).toEqual([1]);
   });
 
-  it("cancel tells the agent through the dispatcher and wakes the waiter; finish hooks get the row", async () => {
+  it("cancel tells the agent through the dispatcher and wakes the waiter; outcome handlers get the row", async () => {
     const ended: { id: string; status: string; payload: string }[] = [];
     const { queue, cancelled } = agents(() => ({}));
-    queue.onFinished("container.remove", async (job) => void ended.push({ id: job.id, status: job.status, payload: job.payload }));
+    queue.useOutcomes(only("container.remove", async (job) => void ended.push({ id: job.id, status: job.status, payload: job.payload })));
     const waiting = queue.run(serverId, "container.remove", { name: "c1" });
     let id = "";
     while (!id) {
@@ -220,12 +221,12 @@ describe("job queue: the hot path", () => {
     expect(ended).toEqual([{ id, status: "cancelled", payload: JSON.stringify({ name: "c1" }) }]);
   });
 
-  it("hooks of a job finished by its agent's outcome get the row (read only for hooked types)", async () => {
+  it("outcome handlers of a job finished by its agent's outcome get the row (read only for types with a handler)", async () => {
     const ended: string[] = [];
     const { queue } = agents((env, id) => ({
       outcome: (q) => q.applyOutcome(id, { id: env.id, attempt: env.attempt, ok: true, result: env.type === "container.remove" ? { removed: true } : { containers: [] } }),
     }));
-    queue.onFinished("container.remove", async (job) => void ended.push(`${job.type} ${job.status} ${job.result}`));
+    queue.useOutcomes(only("container.remove", async (job) => void ended.push(`${job.type} ${job.status} ${job.result}`)));
     await queue.run(serverId, "container.remove", { name: "c2" });
     expect(ended).toEqual([`container.remove succeeded ${JSON.stringify({ removed: true })}`]);
     expect(calls).toContain("job.findUnique");
@@ -233,4 +234,54 @@ describe("job queue: the hot path", () => {
     await queue.run(serverId, "containers.list", {});
     expect(calls).not.toContain("job.findUnique");
   });
+
+  it("an ended job's outcome is marked applied: at once for a type without a handler, after its handler otherwise", async () => {
+    const { queue } = agents((env, id) => ({
+      outcome: (q) => q.applyOutcome(id, { id: env.id, attempt: env.attempt, ok: true, result: env.type === "container.remove" ? { removed: true } : { containers: [] } }),
+    }));
+    let handled = 0;
+    queue.useOutcomes(only("container.remove", async () => void handled++));
+    const listed = await queue.run(serverId, "containers.list", {});
+    const removed = await queue.run(serverId, "container.remove", { name: "c3" });
+    await queue.stop();
+    const rows = await database.prisma.job.findMany({ where: { id: { in: [listed.id, removed.id] } } });
+    expect(handled).toBe(1);
+    expect(rows.map((r) => [r.type, r.outcomeAppliedAt !== null]).sort()).toEqual([["container.remove", true], ["containers.list", true]]);
+  });
+
+  it("the repair sweep applies an outcome its replica left unapplied (handler failed, or the replica died), once, after the lease", async () => {
+    const { queue } = agents((env, id) => ({ outcome: (q) => q.applyOutcome(id, { id: env.id, attempt: env.attempt, ok: true, result: { removed: true } }) }));
+    const seen: string[] = [];
+    let fail = true;
+    queue.useOutcomes(
+      only("container.remove", async (job) => {
+        seen.push(job.id);
+        if (fail) throw new Error("the replica went away");
+      }),
+    );
+    queue.outcomeLeaseMs = 200;
+    const job = await queue.run(serverId, "container.remove", { name: "c4" });
+    expect(seen).toEqual([job.id]);
+    expect((await database.prisma.job.findUniqueOrThrow({ where: { id: job.id } })).outcomeAppliedAt).toBeNull();
+    fail = false;
+    // Within the lease the replica that ended it still holds it: no other sweep takes it.
+    expect(await queue.applyMissedOutcomes()).toBe(0);
+    await new Promise((r) => setTimeout(r, 250));
+    // Two sweeps at once (two replicas): one claims it, one applies it.
+    const other = new JobQueue(db, pino({ level: "silent" }), { box, dialect: database.kind });
+    other.useOutcomes(only("container.remove", async (j) => void seen.push(`other ${j.id}`)));
+    other.outcomeLeaseMs = 200;
+    const applied = await Promise.all([queue.applyMissedOutcomes(), other.applyMissedOutcomes()]);
+    expect(applied.reduce((a, b) => a + b, 0)).toBe(1);
+    expect(seen.slice(1).map((s) => s.replace("other ", ""))).toEqual([job.id]);
+    await Promise.all([queue.stop(), other.stop()]);
+    expect((await database.prisma.job.findUniqueOrThrow({ where: { id: job.id } })).outcomeAppliedAt).not.toBeNull();
+    expect(await queue.applyMissedOutcomes()).toBe(0);
+  });
 });
+
+/** An outcome map with one handler; every other type has nothing to apply. */
+function only<T extends JobType>(type: T, handler: OutcomeHandler<T>): OutcomeMap {
+  const none = Object.fromEntries(JOB_TYPES.map((t) => [t, null])) as unknown as OutcomeMap;
+  return { ...none, [type]: handler };
+}

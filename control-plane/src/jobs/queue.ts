@@ -1,7 +1,7 @@
 import { EventEmitter } from "node:events";
 import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { randomUUID } from "node:crypto";
-import { JOBS, type JobOutcome, type JobPayload, type JobResult, type JobType } from "@capstan/shared";
+import { JOB_TYPES, JOBS, type JobOutcome, type JobPayload, type JobResult, type JobType } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import type { Logger } from "../lib/log.js";
 import { chunks } from "../db/chunks.js";
@@ -11,11 +11,29 @@ import { NO_DISPATCHER, type JobDispatcher } from "./dispatcher.js";
 import { GroupWriter, Serial } from "./group-writer.js";
 import { param, valuesList, type Dialect } from "./sql.js";
 import { PADDED_IN_MAX, paddedIn, toDate, toInt, type SqlReader } from "../db/reader.js";
+import type { EndedJob, OutcomeHandler, OutcomeMap } from "./outcomes.js";
 
 export type JobStatus = "queued" | "dispatched" | "running" | "succeeded" | "failed" | "cancelled";
 const OPEN: JobStatus[] = ["queued", "dispatched", "running"];
 /** What the pump (re)delivers: jobs not yet accepted by an agent. */
 const PUMPED: JobStatus[] = ["queued", "dispatched"];
+const ENDED: JobStatus[] = ["succeeded", "failed", "cancelled"];
+
+const KNOWN_TYPES = new Set<string>(JOB_TYPES);
+/** A stored type read back as a JobType (null for one this version does not know). */
+export function jobTypeOf(stored: string): JobType | null {
+  return isJobType(stored) ? stored : null;
+}
+function isJobType(stored: string): stored is JobType {
+  return KNOWN_TYPES.has(stored);
+}
+
+/**
+ * How long the replica applying a job's outcome has before a repair sweep of another replica
+ * takes it over (it died meanwhile). Handlers take milliseconds to a few seconds; a handler
+ * slower than this may run twice, which they are written to bear.
+ */
+export const OUTCOME_LEASE_MS = 15_000;
 
 /**
  * Progress kept per job, in characters: the most recent part is kept when a job says more.
@@ -171,7 +189,12 @@ export interface JobQueueOptions {
  */
 export class JobQueue {
   private readonly events = new EventEmitter();
-  private readonly finishHooks = new Map<string, ((job: JobRow) => Promise<void>)[]>();
+  /** What each job type's end means (jobs/outcomes.ts); until set, no job type has a handler. */
+  private outcomes: OutcomeMap | null = null;
+  /** Types whose end has nothing to apply: the fenced UPDATE marks their outcome applied at once. */
+  private nothingToApplySql = JOB_TYPES.map((t) => `'${t}'`).join(", ");
+  /** See OUTCOME_LEASE_MS (tests shorten it). */
+  outcomeLeaseMs = OUTCOME_LEASE_MS;
   private dispatcher: JobDispatcher = NO_DISPATCHER;
   private timers: NodeJS.Timeout[] = [];
   /** Open jobs delivered from here: the pump's resend timer, the type of outcomes to come. */
@@ -182,8 +205,9 @@ export class JobQueue {
   private readonly reader: SqlReader | undefined;
   private readonly appendSql: string;
   private readonly inserts: GroupWriter<NewJob, void>;
-  private readonly outcomes: GroupWriter<OutcomeWrite, JobType | null>;
+  private readonly outcomeWrites: GroupWriter<OutcomeWrite, JobType | null>;
   private readonly runningMarks: GroupWriter<{ id: string; attempt: number }, void>;
+  private readonly appliedMarks: GroupWriter<string, void>;
   /** The grouped UPDATEs of existing rows (outcomes, running marks) run one at a time. */
   private readonly rowWrites = new Serial();
 
@@ -210,7 +234,7 @@ export class JobQueue {
       },
       { maxItems: INSERTS_PER_STATEMENT, startOnNextTurn: true },
     );
-    this.outcomes = new GroupWriter((items) => this.rowWrites.run(() => this.storeOutcomes(items)), { maxItems: OUTCOMES_PER_STATEMENT, startOnNextTurn: true });
+    this.outcomeWrites = new GroupWriter((items) => this.rowWrites.run(() => this.storeOutcomes(items)), { maxItems: OUTCOMES_PER_STATEMENT, startOnNextTurn: true });
     this.runningMarks = new GroupWriter<{ id: string; attempt: number }, void>(
       async (marks) => {
         // An outcome that arrived meanwhile already ended the job: nothing left to mark.
@@ -225,6 +249,13 @@ export class JobQueue {
       },
       { maxItems: RUNNING_MARKS_PER_STATEMENT, startOnNextTurn: true },
     );
+    this.appliedMarks = new GroupWriter<string, void>(
+      async (ids) => {
+        await this.rowWrites.run(() => this.db.job.updateMany({ where: { id: { in: ids } }, data: { outcomeAppliedAt: new Date() } }));
+        return ids.map(() => undefined);
+      },
+      { maxItems: RUNNING_MARKS_PER_STATEMENT, startOnNextTurn: true },
+    );
   }
 
   /** How jobs reach agents (the agents' gateway); until then none is reachable from here. */
@@ -233,13 +264,17 @@ export class JobQueue {
   }
 
   /**
-   * Runs after a job of the type ended, on the replica that ended it (hooks that must not be
-   * missed also need a sweep of their own). The row's payload is given opened (plain JSON).
+   * The outcome map (jobs/outcome-map.ts), set once at start: the replica that ends a job
+   * applies its type's handler at once, and marks the job's outcome applied; the repair sweep
+   * applies those a replica that died left behind (applyMissedOutcomes).
    */
-  onFinished(type: JobType, hook: (job: JobRow) => Promise<void>): void {
-    const list = this.finishHooks.get(type) ?? [];
-    list.push(hook);
-    this.finishHooks.set(type, list);
+  useOutcomes(map: OutcomeMap): void {
+    this.outcomes = map;
+    this.nothingToApplySql = JOB_TYPES.filter((t) => map[t] === null).map((t) => `'${t}'`).join(", ") || "''";
+  }
+
+  private handlerOf<T extends JobType>(type: T): OutcomeHandler<T> | null {
+    return this.outcomes ? this.outcomes[type] : null;
   }
 
   /** Writes the job row inside the caller's transaction. Call kick(serverId) after commit. */
@@ -359,7 +394,12 @@ export class JobQueue {
       await this.finish(job.id, attempt, { status: "failed", error: "the job's payload cannot be opened with this instance's key" });
       return;
     }
-    await this.send({ id: job.id, serverId: job.serverId, type: job.type as JobType, attempt, deadlineAt: job.deadlineAt }, payload);
+    const type = jobTypeOf(job.type);
+    if (type === null) {
+      await this.finish(job.id, attempt, { status: "failed", error: `unknown job type ${job.type} (written by another version of the control plane)` });
+      return;
+    }
+    await this.send({ id: job.id, serverId: job.serverId, type, attempt, deadlineAt: job.deadlineAt }, payload);
   }
 
   /** Hands a claimed attempt (committed) to the agent and records the agent's answer. */
@@ -424,8 +464,8 @@ export class JobQueue {
     let type = delivery?.serverId === serverId ? delivery.type : null;
     if (!type) {
       const job = await this.db.job.findFirst({ where: { id: outcome.id, serverId }, select: { type: true } });
-      if (!job) return false;
-      type = job.type as JobType;
+      type = job ? jobTypeOf(job.type) : null;
+      if (!type) return false;
     }
     let end: { status: "succeeded"; result: unknown } | { status: "failed"; error: string };
     if (!outcome.ok) end = { status: "failed", error: outcome.error };
@@ -434,7 +474,7 @@ export class JobQueue {
       end = parsed.success ? { status: "succeeded", result: parsed.data } : { status: "failed", error: `agent sent an invalid result: ${parsed.error.message}` };
     }
     // The fenced UPDATE: this job of this server, at this attempt, still open.
-    const changed = await this.outcomes.add({
+    const changed = await this.outcomeWrites.add({
       id: outcome.id,
       serverId,
       attempt: outcome.attempt,
@@ -463,9 +503,11 @@ export class JobQueue {
       pending = pending.filter((p) => !now.includes(p));
       const params: unknown[] = [];
       for (const { item } of now) params.push(item.id, item.serverId, item.attempt, item.status, item.result, item.error);
-      params.push(new Date());
-      const rows = await this.db.$queryRawUnsafe<{ id: string; type: string }[]>(finishOutcomesSql(this.dialect, now.length), ...params);
-      const changed = new Map(rows.map((r) => [r.id, r.type as JobType]));
+      // The time goes in three places: PostgreSQL names one parameter thrice, SQLite takes three.
+      const at = new Date();
+      params.push(...(this.dialect === "sqlite" ? [at, at, at] : [at]));
+      const rows = await this.db.$queryRawUnsafe<{ id: string; type: string }[]>(finishOutcomesSql(this.dialect, now.length, this.nothingToApplySql), ...params);
+      const changed = new Map(rows.map((r) => [r.id, jobTypeOf(r.type)]));
       for (const { item, index } of now) out[index] = changed.get(item.id) ?? null;
     }
     return out;
@@ -481,6 +523,8 @@ export class JobQueue {
       data: {
         status: end.status,
         finishedAt: new Date(),
+        // This replica applies the outcome next (afterFinish); a sweep takes over after the lease.
+        outcomeClaimedAt: new Date(),
         ...(end.status === "succeeded" ? { result: JSON.stringify(end.result) } : { error: end.error }),
       },
     });
@@ -491,22 +535,66 @@ export class JobQueue {
   }
 
   /**
-   * Runs the finish hooks of a job that just ended and wakes its waiters. The row is read for
-   * the hooks only when its type has some (or is not known here).
+   * Applies the outcome of a job that just ended here (its type's handler, then the mark) and
+   * wakes its waiters. The row is read only when its type has a handler, or is not known here
+   * (then a type without one is only marked: the fenced UPDATE marks those it knows).
    */
-  private async afterFinish(id: string, end: { status: "succeeded"; result: unknown } | { status: "failed" | "cancelled"; error: string }, type?: JobType): Promise<void> {
-    if (type === undefined ? this.finishHooks.size > 0 : this.finishHooks.has(type)) {
+  private async afterFinish(id: string, end: { status: "succeeded"; result: unknown } | { status: "failed" | "cancelled"; error: string }, type?: JobType | null): Promise<void> {
+    if (!type || this.handlerOf(type)) {
       const row = await this.db.job.findUnique({ where: { id } });
-      const hooks = (row && this.finishHooks.get(row.type)) || [];
-      if (row && hooks.length) {
-        const opened = { ...row, payload: this.openedJson(row.payload) };
-        for (const hook of hooks) {
-          await hook(opened).catch((err) => this.log.error({ err: { message: (err as Error)?.message }, job: id }, "job finish hook failed"));
-        }
-      }
+      if (row) await this.applyEnded(row);
     }
     const finished: FinishedJob = end.status === "succeeded" ? { id, status: "succeeded", result: end.result as never } : { id, status: end.status, error: end.error };
     this.events.emit(`done:${id}`, finished);
+  }
+
+  /**
+   * Runs the outcome handler of an ended job (payload opened), then marks its outcome applied.
+   * A handler that fails leaves the mark unset: the repair sweep tries again after the lease.
+   * True when applied.
+   */
+  private async applyEnded(row: JobRow & { finishedAt: Date | null }): Promise<boolean> {
+    const type = jobTypeOf(row.type);
+    if (type) {
+      try {
+        await this.runHandler(type, row);
+      } catch (err) {
+        this.log.error({ err: { message: (err as Error)?.message }, job: row.id, type }, "applying a job's outcome failed; the repair sweep tries again");
+        return false;
+      }
+    }
+    await this.appliedMarks.add(row.id);
+    return true;
+  }
+
+  private async runHandler<T extends JobType>(type: T, row: JobRow & { finishedAt: Date | null }): Promise<void> {
+    const handler = this.handlerOf(type);
+    if (!handler) return;
+    const job: EndedJob<T> = { ...row, type, payload: this.openedJson(row.payload) };
+    await handler(job);
+  }
+
+  /**
+   * The repair sweep's part for every job type (jobs/repair-sweep.ts): ended jobs whose outcome
+   * was not applied (the replica that ended them died first, or their handler failed) and that
+   * no replica holds now (never claimed, or the claim is older than the lease). Each is claimed
+   * with a conditional UPDATE, so with several replicas sweeping, one applies it. Oldest first,
+   * at most `limit` per pass. Returns how many were applied.
+   */
+  async applyMissedOutcomes(limit = 200): Promise<number> {
+    const due = () => ({
+      outcomeAppliedAt: null,
+      status: { in: ENDED },
+      OR: [{ outcomeClaimedAt: null }, { outcomeClaimedAt: { lt: new Date(Date.now() - this.outcomeLeaseMs) } }],
+    });
+    const rows = await this.db.job.findMany({ where: due(), orderBy: { finishedAt: "asc" }, take: limit });
+    let applied = 0;
+    for (const row of rows) {
+      const claimed = await this.db.job.updateMany({ where: { id: row.id, ...due() }, data: { outcomeClaimedAt: new Date() } });
+      if (claimed.count === 0) continue; // another replica's sweep took it
+      if (await this.applyEnded(row)) applied++;
+    }
+    return applied;
   }
 
   /** The open jobs of these types on these servers, oldest first, with their payloads opened (those this key cannot open are left out). */
@@ -520,7 +608,8 @@ export class JobQueue {
     const out: { id: string; serverId: number; type: JobType; payload: unknown }[] = [];
     for (const row of rows) {
       try {
-        out.push({ id: row.id, serverId: row.serverId, type: row.type as JobType, payload: openPayload(this.box, row.payload) });
+        const type = jobTypeOf(row.type);
+        if (type) out.push({ id: row.id, serverId: row.serverId, type, payload: openPayload(this.box, row.payload) });
       } catch {
         // sealed with another key: not ours to read
       }
@@ -543,7 +632,7 @@ export class JobQueue {
     const out: CancelledJob[] = [];
     for (const job of await this.openJobs(tx, where)) {
       if (!match(job.payload, job.type)) continue;
-      const r = await tx.job.updateMany({ where: { id: job.id, status: { in: OPEN } }, data: { status: "cancelled", finishedAt: new Date(), error: reason } });
+      const r = await tx.job.updateMany({ where: { id: job.id, status: { in: OPEN } }, data: { status: "cancelled", finishedAt: new Date(), error: reason, outcomeClaimedAt: new Date() } });
       if (r.count) out.push({ id: job.id, serverId: job.serverId, reason });
     }
     return out;
@@ -553,7 +642,7 @@ export class JobQueue {
    * After the transaction of cancelWithin committed: the agents running those jobs are told to
    * stop at once (before anything delivered later on the same connection; the replica holding
    * another agent's connection tells it on its next tick, before it delivers anything), then
-   * the finish hooks run and waiters wake.
+   * their outcomes are applied and waiters wake.
    */
   async cancelled(jobs: readonly CancelledJob[]): Promise<void> {
     for (const job of jobs) {
@@ -692,7 +781,7 @@ export class JobQueue {
     for (const t of this.timers) clearTimeout(t);
     this.timers = [];
     await this.ticking;
-    await Promise.all([this.inserts.flushed(), this.outcomes.flushed(), this.runningMarks.flushed()]);
+    await Promise.all([this.inserts.flushed(), this.outcomeWrites.flushed(), this.runningMarks.flushed(), this.appliedMarks.flushed()]);
   }
 
   private running = false;
@@ -730,18 +819,22 @@ function markRunningSql(dialect: Dialect, n: number): string {
 
 /**
  * The fenced UPDATE of `n` outcomes (parameters: id, serverId, attempt, status, result, error
- * per outcome, then finishedAt), answering the id and type of each job it changed.
+ * per outcome, then the time: once on PostgreSQL, thrice on SQLite), answering the id and type
+ * of each job it changed.
  */
-function finishOutcomesSql(dialect: Dialect, n: number): string {
+function finishOutcomesSql(dialect: Dialect, n: number, nothingToApply: string): string {
   const values = valuesList(dialect, n, ["text", "int", "int", "text", "text", "text"]);
   const at = param(dialect, n * 6 + 1, "timestamp(3)");
+  // Types without an outcome handler are applied with their end; the others are claimed by
+  // this replica, which applies them next (a sweep takes over after the lease).
+  const outcome = (type: string) => `"outcomeAppliedAt" = CASE WHEN ${type} IN (${nothingToApply}) THEN ${at} ELSE NULL END, "outcomeClaimedAt" = ${at}`;
   if (dialect === "sqlite") {
     return `WITH "v"("id", "serverId", "attempt", "status", "result", "error") AS (VALUES ${values})
-      UPDATE "Job" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ${at}
+      UPDATE "Job" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ${at}, ${outcome(`"Job"."type"`)}
       FROM "v" WHERE "Job"."id" = "v"."id" AND "Job"."serverId" = "v"."serverId" AND "Job"."attempt" = "v"."attempt" AND "Job"."status" IN (${OPEN_SQL})
       RETURNING "id", "type"`;
   }
-  return `UPDATE "Job" AS "j" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ${at}
+  return `UPDATE "Job" AS "j" SET "status" = "v"."status", "result" = "v"."result", "error" = "v"."error", "finishedAt" = ${at}, ${outcome(`"j"."type"`)}
     FROM (VALUES ${values}) AS "v"("id", "serverId", "attempt", "status", "result", "error")
     WHERE "j"."id" = "v"."id" AND "j"."serverId" = "v"."serverId" AND "j"."attempt" = "v"."attempt" AND "j"."status" IN (${OPEN_SQL})
     RETURNING "j"."id", "j"."type"`;

@@ -23,7 +23,7 @@ import type { ApplicationRef, TeamScope } from "../domain/scope.js";
 import { Invalid, Conflict, Unavailable, UpstreamFailed, removedMeanwhile, type FieldErrors } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
 import type { SecretBox } from "../crypto/secret-box.js";
-import type { CancelledJob, JobQueue } from "../jobs/queue.js";
+import type { CancelledJob, JobQueue, JobRow } from "../jobs/queue.js";
 import { bindSources, parseCompose } from "../compose/index.js";
 import { assertMayAddBindMounts } from "./bind-mounts.js";
 import { ServerService } from "./servers.js";
@@ -141,15 +141,15 @@ export class ApplicationService {
     private readonly proxy: ProxySource,
     /** Inbound webhook URL per git provider of an application (services/webhooks.ts). */
     readonly webhookUrls: (appUuid: string) => Record<string, string>,
-  ) {
-    // The agent's answer to start/stop/restart is the application's new engine status.
-    jobs.onFinished("app.action", async (job) => {
-      if (job.status !== "succeeded" || !job.result) return;
-      const payload = JSON.parse(job.payload) as { app?: { uuid?: string }; action?: string } | null;
-      const result = AppActionResult.safeParse(JSON.parse(job.result));
-      if (!payload?.app?.uuid || payload.action === "remove" || !result.success) return;
-      await this.db.application.updateMany({ where: { uuid: payload.app.uuid, serverId: job.serverId }, data: { status: result.data.status } });
-    });
+  ) {}
+
+  /** Outcome of app.action (jobs/outcome-map.ts): the agent's answer to start/stop/restart is the application's new engine status. */
+  async actionEnded(job: JobRow): Promise<void> {
+    if (job.status !== "succeeded" || !job.result) return;
+    const payload = JSON.parse(job.payload) as { app?: { uuid?: string }; action?: string } | null;
+    const result = AppActionResult.safeParse(JSON.parse(job.result));
+    if (!payload?.app?.uuid || payload.action === "remove" || !result.success) return;
+    await this.db.application.updateMany({ where: { uuid: payload.app.uuid, serverId: job.serverId }, data: { status: result.data.status } });
   }
 
   // -------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backupFilename, backupKeyPrefix, cronErrors } from "./backups.js";
+import { backupFilename, backupKeyPrefix, cronErrors } from "./backups/index.js";
 import { shortReason } from "./s3-storages.js";
 import { tickMinute } from "../backups/scheduler.js";
 

@@ -141,7 +141,7 @@ export interface DatabaseServiceDeps {
   proxyPorts: { http: number; https: number };
   /** Network management settings: which networks a database joins (services/network-plan.ts). */
   network: NetworkPlanSettings;
-  /** Backups of the database (services/backups.ts): running backup and restore jobs end before it goes. */
+  /** Backups of the database (services/backups/): running backup and restore jobs end before it goes. */
   backups?: { beforeDatabaseDelete(databaseId: number): Promise<void> };
 }
 
@@ -154,13 +154,20 @@ export class DatabaseService {
   /** How long start/stop/restart wait for the agent before answering 202 (tests shorten it). */
   actionWaitMs = ACTION_WAIT_MS;
 
-  constructor(private readonly deps: DatabaseServiceDeps) {
-    deps.jobs.onFinished("db.deploy", (job) => this.settle(job, DbDeployResult));
-    deps.jobs.onFinished("db.action", (job) => this.settle(job, DbActionResult));
+  constructor(private readonly deps: DatabaseServiceDeps) {}
+
+  /** Outcome of db.deploy (jobs/outcome-map.ts). */
+  deployEnded(job: JobRow): Promise<void> {
+    return this.settle(job, DbDeployResult);
+  }
+
+  /** Outcome of db.action (jobs/outcome-map.ts). */
+  actionEnded(job: JobRow): Promise<void> {
+    return this.settle(job, DbActionResult);
   }
 
   /**
-   * JobQueue hook of db.deploy and db.action (removals aside: their record is gone). Success
+   * The outcome of db.deploy and db.action (removals aside: their record is gone). Success
    * stores the agent's new engine status and clears the last error; a failure (the agent's
    * reason, a deadline reached while the agent was away or slow, a cancel) records why and when,
    * and leaves the status to the engine's reports: the control plane never writes a transient

@@ -17,14 +17,13 @@ import { EnvVarService, applicationEnvOwners } from "./env-vars.js";
 import { VolumeService } from "./volumes.js";
 import { GitAppService } from "./git-apps.js";
 import { proxySettings } from "./deploy-spec.js";
-import { DeploymentService } from "./deployments.js";
+import { DeploymentService } from "./deployments/index.js";
 import { WebhookService } from "./webhooks.js";
 import { webhookUrls } from "@capstan/shared";
-import { NetworkService } from "./networks.js";
-import { trackNetworkRemovals } from "./network-removal.js";
+import { NetworkService } from "./networks/index.js";
 import type { NetworkPlanContext } from "./network-plan.js";
 import { S3StorageService } from "./s3-storages.js";
-import { BackupService } from "./backups.js";
+import { BackupService } from "./backups/index.js";
 import { DatabaseService } from "./databases.js";
 import { LaunchService } from "./launch.js";
 import { TemplateSourceService } from "./template-sources/index.js";
@@ -65,7 +64,6 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
   // Which networks resources and proxies join (services/network-plan.ts).
   const networkPlan: NetworkPlanContext = { db, network: config.network, dialect: config.database.kind };
   const networks = new NetworkService(db, jobs, { network: config.network, dialect: config.database.kind, proxyName: config.proxy.name });
-  trackNetworkRemovals(db, jobs);
   const applications = new ApplicationService(db, reader, jobs, box, (serverId, removing) => proxySettings(networkPlan, serverId, config.proxy, { excluding: removing }), (uuid) =>
     webhookUrls(config.publicUrl, uuid),
   );

@@ -3,7 +3,7 @@ import type { Db } from "../db/client.js";
 import type { TeamScope } from "../domain/scope.js";
 import { Busy, Conflict, DomainError, NotFound } from "../domain/errors.js";
 import type { ApplicationService, CreateSource } from "./applications.js";
-import type { DeploymentService } from "./deployments.js";
+import type { DeploymentService } from "./deployments/index.js";
 import type { DatabaseService } from "./databases.js";
 
 /** What an instant deploy after a create or change came to: the deployment, or why there is none. */

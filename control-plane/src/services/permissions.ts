@@ -1,4 +1,4 @@
-import { PERMISSION_LEVELS, TeamRole, type PermissionLevel } from "@capstan/shared";
+import { PERMISSION_LEVELS, PermissionLevel, TeamRole } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { isUniqueViolation } from "../db/errors.js";
 import { whole, wholeRows } from "../db/relations.js";
@@ -77,7 +77,7 @@ export class PermissionService {
   private async effective<T extends { userId: number; level: string }>(scope: TeamScope, rows: T[]): Promise<(T & Effective)[]> {
     const roles = await this.roles(scope, rows.map((r) => r.userId));
     return rows.map((r) => {
-      const granted = r.level as PermissionLevel;
+      const granted = PermissionLevel.parse(r.level);
       const role = roles.get(r.userId) ?? null;
       return { ...r, role, effectiveLevel: role ? effectiveLevel(role, granted) : granted };
     });

@@ -6,7 +6,7 @@ import { newUuid } from "../lib/ids.js";
 import { isUniqueViolation } from "../db/errors.js";
 import { bypasses } from "../domain/permissions.js";
 import type { ApplicationService } from "./applications.js";
-import type { NetworkService } from "./networks.js";
+import type { NetworkService } from "./networks/index.js";
 import type { DatabaseService } from "./databases.js";
 
 export const DEFAULT_ENVIRONMENT = "production";

@@ -5,7 +5,7 @@ import { isUniqueViolation } from "../db/errors.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 import type { TeamScope } from "../domain/scope.js";
 import { Invalid, Busy, Rejected, Unauthenticated } from "../domain/errors.js";
-import type { DeploymentService } from "./deployments.js";
+import type { DeploymentService } from "./deployments/index.js";
 import { gitAppCloneUrl } from "./applications.js";
 
 /**

@@ -35,117 +35,18 @@ import {
   UpdateApplicationBody,
   UpdateEnvBody,
   logsTail,
-  parseDomains,
-  type BuildPack,
-  ApplicationSource,
-  DeploymentStatus,
-  DeploymentTrigger,
   type CreateApplicationCommon,
 } from "@capstan/shared";
 import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
+import { ERR } from "../dto.js";
 import { Invalid } from "../../domain/errors.js";
 import { requireTokenScope } from "../auth.js";
-import type { ApplicationListItem, ApplicationWithDetail, CreateSource, DeleteFlags } from "../../services/applications.js";
-import type { EnvView } from "../../services/env-vars.js";
-import { dockerVolumeName } from "../../services/volumes.js";
-import type { Services } from "../../services/index.js";
+import type { CreateSource, DeleteFlags } from "../../services/applications.js";
+import { applicationListDto, envDto, storageDto, applicationDetailDto } from "../mappers/applications.js";
 
 const TAG = "Applications";
-const at = (d: Date | null) => (d ? iso(d) : null);
-
-export const applicationListDto = (a: ApplicationListItem) => ({
-  uuid: a.uuid,
-  name: a.name,
-  fqdn: a.fqdn,
-  status: a.status,
-  build_pack: a.buildPack as BuildPack,
-  git_repository: a.gitRepository,
-  git_branch: a.gitBranch,
-  project_uuid: a.projectUuid,
-  environment_name: a.environmentName,
-  server_uuid: a.serverUuid,
-  created_at: a.createdAt,
-});
-
-const envDto = (e: EnvView) => ({
-  uuid: e.uuid,
-  key: e.key,
-  value: e.value,
-  is_build_time: e.isBuildTime,
-  is_preview: e.isPreview,
-  created_at: iso(e.createdAt),
-  updated_at: iso(e.updatedAt),
-});
-
-type StorageRow = { uuid: string; name: string; mountPath: string; hostPath: string | null; createdAt: Date };
-const storageDto = (appUuid: string, v: StorageRow) => ({
-  uuid: v.uuid,
-  name: v.name,
-  mount_path: v.mountPath,
-  host_path: v.hostPath,
-  type: v.hostPath ? ("bind" as const) : ("volume" as const),
-  volume_name: v.hostPath ? null : dockerVolumeName(appUuid, v.name),
-  created_at: iso(v.createdAt),
-});
-
-function detailDto(a: ApplicationWithDetail, services: Services) {
-  const domains = a.fqdn ? parseDomains(a.fqdn) : { entries: [] };
-  return {
-    ...applicationListDto({
-      uuid: a.uuid,
-      name: a.name,
-      fqdn: a.fqdn,
-      status: a.status,
-      buildPack: a.buildPack,
-      gitRepository: a.gitRepository,
-      gitBranch: a.gitBranch,
-      createdAt: iso(a.createdAt),
-      projectUuid: a.environment.project.uuid,
-      environmentName: a.environment.name,
-      serverUuid: a.server.uuid,
-    }),
-    description: a.description,
-    source: ApplicationSource.parse(a.source),
-    project_name: a.environment.project.name,
-    environment_uuid: a.environment.uuid,
-    destination_uuid: a.destination.uuid,
-    git_app_uuid: a.gitApp?.uuid ?? null,
-    private_key_uuid: a.privateKey?.uuid ?? null,
-    base_directory: a.baseDirectory,
-    dockerfile: a.dockerfile,
-    docker_registry_image_name: a.dockerImage,
-    docker_compose_raw: a.composeRaw,
-    ports_exposes: a.portsExposes,
-    domains: "entries" in domains ? domains.entries : [],
-    health_check_enabled: a.healthCheckEnabled,
-    health_check_path: a.healthCheckPath,
-    health_check_port: a.healthCheckPort,
-    health_check_interval: a.healthCheckInterval,
-    health_check_timeout: a.healthCheckTimeout,
-    health_check_retries: a.healthCheckRetries,
-    health_check_start_period: a.healthCheckStartPeriod,
-    limits_memory: a.limitsMemory,
-    limits_cpus: a.limitsCpus,
-    envs: services.envVars.masked(a.envs).map(envDto),
-    storages: a.volumes.map((v) => storageDto(a.uuid, v)),
-    deployments: a.deployments.map((d) => ({
-      uuid: d.uuid,
-      status: DeploymentStatus.parse(d.status),
-      trigger: DeploymentTrigger.parse(d.trigger),
-      commit: d.commit,
-      commit_message: d.commitMessage,
-      branch: d.branch,
-      created_at: iso(d.createdAt),
-      started_at: at(d.startedAt),
-      finished_at: at(d.finishedAt),
-    })),
-    webhooks: services.applications.webhookUrls(a.uuid),
-    updated_at: iso(a.updatedAt),
-  };
-}
 
 const CREATE_RESPONSES = {
   201: { description: "Created", schema: CreatedApplication },
@@ -363,7 +264,7 @@ export const applicationRoutes = [
     params: ApplicationParams,
     responses: { 200: { description: "Application", schema: ApplicationDetail }, ...APP_RESPONSES },
     async handler({ scope, services, params }) {
-      return { body: detailDto(await services.applications.detail(scope, params.uuid), services) };
+      return { body: applicationDetailDto(await services.applications.detail(scope, params.uuid), services) };
     },
   }),
   route({
@@ -390,7 +291,7 @@ export const applicationRoutes = [
       const { instant_deploy: instant, ...change } = body;
       if (instant) requireTokenScope(caller, "deploy");
       const deployed = await services.launch.update(scope, params.uuid, change, instant === true);
-      const data = detailDto(await services.applications.detail(scope, params.uuid), services);
+      const data = applicationDetailDto(await services.applications.detail(scope, params.uuid), services);
       return { body: deployed ? { message: `Application updated. ${deployed.message}`, data, deployment_uuid: deployed.deploymentUuid } : { message: "Application updated.", data } };
     },
   }),

@@ -16,6 +16,7 @@ import {
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
+import { backupExecutionDto, backupScheduleDto } from "../mappers/backups.js";
 
 const TAG = "Database backups";
 const BASE = "/databases/{uuid}/backups";
@@ -36,7 +37,7 @@ export const backupRoutes = [
         body: await paginate(
           query,
           () => services.backups.countSchedules(scope, params.uuid),
-          (w) => services.backups.listSchedules(scope, params.uuid, w),
+          async (w) => (await services.backups.listSchedules(scope, params.uuid, w)).map(backupScheduleDto),
         ),
       };
     },
@@ -52,7 +53,7 @@ export const backupRoutes = [
     body: CreateBackupScheduleBody,
     responses: { 201: { description: "Created", schema: BackupScheduleMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, params, body }) {
-      const data = await services.backups.createSchedule(scope, params.uuid, body);
+      const data = backupScheduleDto(await services.backups.createSchedule(scope, params.uuid, body));
       return { status: 201, body: { message: "Backup schedule created.", data } };
     },
   }),
@@ -64,7 +65,7 @@ export const backupRoutes = [
     params: BackupScheduleParams,
     responses: { 200: { description: "Schedule", schema: BackupSchedule }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      return { body: await services.backups.getSchedule(scope, params.uuid, params.backup_uuid) };
+      return { body: backupScheduleDto(await services.backups.getSchedule(scope, params.uuid, params.backup_uuid)) };
     },
   }),
   route({
@@ -78,7 +79,7 @@ export const backupRoutes = [
     body: UpdateBackupScheduleBody,
     responses: { 200: { description: "Updated", schema: BackupScheduleMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, params, body }) {
-      const data = await services.backups.updateSchedule(scope, params.uuid, params.backup_uuid, body);
+      const data = backupScheduleDto(await services.backups.updateSchedule(scope, params.uuid, params.backup_uuid, body));
       return { body: { message: "Backup schedule updated.", data } };
     },
   }),
@@ -122,7 +123,7 @@ export const backupRoutes = [
         body: await paginate(
           query,
           () => services.backups.countExecutions(scope, params.uuid, params.backup_uuid),
-          (w) => services.backups.listExecutions(scope, params.uuid, params.backup_uuid, w),
+          async (w) => (await services.backups.listExecutions(scope, params.uuid, params.backup_uuid, w)).map(backupExecutionDto),
         ),
       };
     },

@@ -6,7 +6,6 @@ import {
   CreateDatabaseEnvBody,
   CreatedDatabase,
   DATABASE_ENGINES,
-  DATABASE_ENGINE_FACTS,
   DATABASE_ENGINE_PARAMS,
   DatabaseActionResponse,
   DatabaseDetail,
@@ -22,95 +21,22 @@ import {
   DeleteDatabaseBody,
   DeleteDatabaseQuery,
   LOGS_DEFAULTS,
-  MASKED_PASSWORD,
   MessageBody,
   PaginationQuery,
   UpdateDatabaseBody,
   UpdateDatabaseEnvBody,
-  databaseType,
-  databaseUrl,
   defaultDatabaseImage,
   splitCreateBody,
   DatabaseEngine,
-  type DbCredentials,
 } from "@capstan/shared";
 import type { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
-import type { DatabaseListItem, DatabaseWithDetail } from "../../services/databases.js";
-import type { EnvView } from "../../services/env-vars.js";
-import type { Services } from "../../services/index.js";
+import { ERR } from "../dto.js";
 import { ENV_COMPATIBLE_FIELDS, bulkCompatibleFields, deleteFlags, logsLines } from "./applications.js";
+import { databaseListDto, databaseEnvDto, databaseDetailDto } from "../mappers/databases.js";
 
 const TAG = "Databases";
-
-export const databaseListDto = (d: DatabaseListItem) => ({
-  uuid: d.uuid,
-  name: d.name,
-  type: databaseType(d.engine),
-  status: d.status,
-  image: d.image,
-  is_public: d.isPublic,
-  public_port: d.publicPort,
-  project_uuid: d.projectUuid,
-  environment_name: d.environmentName,
-  server_uuid: d.serverUuid,
-  created_at: d.createdAt,
-  last_error: d.lastError,
-  last_error_at: d.lastErrorAt,
-});
-
-const envDto = (e: EnvView) => ({ uuid: e.uuid, key: e.key, value: e.value, created_at: iso(e.createdAt), updated_at: iso(e.updatedAt) });
-
-/** The engine's credential parameters by their create-path names; passwords null when masked. */
-function credentialsDto(engine: DatabaseEngine, c: DbCredentials, reveal: boolean): Record<string, string | null> {
-  const p = DATABASE_ENGINE_PARAMS[engine];
-  const out: Record<string, string | null> = {};
-  if (p.user) out[p.user.param] = c.user;
-  out[p.password] = reveal ? c.password : null;
-  // A ClickHouse database stored before clickhouse_db existed has none: it runs on the default.
-  if (p.database) out[p.database.param] = c.database ?? p.database.default;
-  if (p.rootPassword) out[p.rootPassword] = reveal ? c.root_password : null;
-  return out;
-}
-
-async function detailDto(d: { row: DatabaseWithDetail; credentials: DbCredentials; reveal: boolean }, services: Services) {
-  const { row, reveal } = d;
-  const engine = DatabaseEngine.parse(row.engine);
-  const shown = reveal ? d.credentials : { ...d.credentials, password: MASKED_PASSWORD };
-  return {
-    ...databaseListDto({
-      uuid: row.uuid,
-      name: row.name,
-      engine,
-      status: row.status,
-      image: row.image,
-      isPublic: row.isPublic,
-      publicPort: row.publicPort,
-      createdAt: iso(row.createdAt),
-      projectUuid: row.environment.project.uuid,
-      environmentName: row.environment.name,
-      serverUuid: row.server.uuid,
-      lastError: row.lastError,
-      lastErrorAt: row.lastErrorAt ? iso(row.lastErrorAt) : null,
-    }),
-    engine,
-    description: row.description,
-    project_name: row.environment.project.name,
-    environment_uuid: row.environment.uuid,
-    destination_uuid: row.destination.uuid,
-    limits_memory: row.limitsMemory,
-    limits_cpus: row.limitsCpus,
-    internal_db_url: databaseUrl(engine, shown, row.uuid, DATABASE_ENGINE_FACTS[engine].port),
-    external_db_url: row.isPublic && row.publicPort !== null ? databaseUrl(engine, shown, row.server.ip, row.publicPort) : null,
-    credentials: credentialsDto(engine, d.credentials, reveal),
-    credentials_masked: !reveal,
-    envs: row.envs.map((e) => envDto({ ...e, value: null })),
-    backup_schedules: await services.backups.schedulesOfDatabase(row),
-    updated_at: iso(row.updatedAt),
-  };
-}
 
 const DB_RESPONSES = { 401: ERR[401], 403: ERR[403], 404: ERR[404] } as const;
 
@@ -196,7 +122,7 @@ export const databaseRoutes = [
     params: DatabaseParams,
     responses: { 200: { description: "Database", schema: DatabaseDetail }, ...DB_RESPONSES },
     async handler({ scope, services, params }) {
-      return { body: await detailDto(await services.databases.detail(scope, params.uuid), services) };
+      return { body: await databaseDetailDto(await services.databases.detail(scope, params.uuid), services) };
     },
   }),
   route({
@@ -220,7 +146,7 @@ export const databaseRoutes = [
       return {
         body: {
           message: redeploying ? "Database updated; its container is being recreated with the new settings." : "Database updated.",
-          data: await detailDto(await services.databases.detail(scope, params.uuid), services),
+          data: await databaseDetailDto(await services.databases.detail(scope, params.uuid), services),
         },
       };
     },
@@ -292,7 +218,7 @@ export const databaseRoutes = [
     query: PaginationQuery,
     responses: { 200: { description: "Variables", schema: DatabaseEnvVarList }, ...DB_RESPONSES },
     async handler({ scope, services, params, query }) {
-      return { body: await paginateArray(query, (await services.databaseEnvs.list(scope, params.uuid)).map(envDto)) };
+      return { body: await paginateArray(query, (await services.databaseEnvs.list(scope, params.uuid)).map(databaseEnvDto)) };
     },
   }),
   route({
@@ -312,7 +238,7 @@ export const databaseRoutes = [
     },
     async handler({ scope, services, params, body }) {
       const env = await services.databaseEnvs.create(scope, params.uuid, body);
-      return { status: 201, body: { message: "Environment variable created.", uuid: env.uuid, data: envDto(env) } };
+      return { status: 201, body: { message: "Environment variable created.", uuid: env.uuid, data: databaseEnvDto(env) } };
     },
   }),
   route({
@@ -327,7 +253,7 @@ export const databaseRoutes = [
     responses: { 200: { description: "Updated; value as GET .../envs would show it to the caller", schema: DatabaseEnvMutation }, ...DB_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const env = await services.databaseEnvs.update(scope, params.uuid, { key: body.key, value: body.value, is_preview: false });
-      return { body: { message: "Environment variable updated.", data: envDto(env) } };
+      return { body: { message: "Environment variable updated.", data: databaseEnvDto(env) } };
     },
   }),
   route({
@@ -342,7 +268,7 @@ export const databaseRoutes = [
     responses: { 200: { description: "Saved; values as GET .../envs would show them to the caller", schema: DatabaseEnvBulkMutation }, ...DB_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const envs = await services.databaseEnvs.bulk(scope, params.uuid, body.variables);
-      return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(envDto) } };
+      return { body: { message: `${envs.length} environment variable(s) saved.`, data: envs.map(databaseEnvDto) } };
     },
   }),
   route({

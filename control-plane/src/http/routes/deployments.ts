@@ -21,31 +21,9 @@ import { ERR } from "../dto.js";
 import { Invalid, type FieldErrors } from "../../domain/errors.js";
 import { paginate, type Page } from "../pagination.js";
 import { route } from "../route.js";
-import type { DeploymentDetailRow, DeploymentListRow } from "../../services/deployments.js";
 import { followDeploymentLog } from "../../services/deployment-logs.js";
 import { DEPLOY_LOG_CAP_CHARS } from "../../jobs/queue.js";
-
-const listDto = (d: DeploymentListRow) => ({
-  uuid: d.uuid,
-  application_uuid: d.applicationUuid,
-  application_name: d.applicationName,
-  status: d.status,
-  commit: d.commit,
-  commit_message: d.commitMessage,
-  branch: d.branch,
-  created_at: d.createdAt,
-  finished_at: d.finishedAt,
-});
-
-const detailDto = (d: DeploymentDetailRow) => ({
-  ...listDto(d),
-  trigger: d.trigger,
-  force: d.force,
-  server_uuid: d.serverUuid,
-  started_at: d.startedAt,
-  reason: d.reason,
-  logs: d.logs,
-});
+import { deploymentDto, deploymentDetailDto } from "../mappers/deployments.js";
 
 /** A deploy parameter may come in the query string or the body; given in both, the values must agree. */
 function merge<T>(name: string, fromQuery: T | undefined, fromBody: T | undefined, errors: FieldErrors): T | undefined {
@@ -181,7 +159,7 @@ export const deploymentRoutes = [
     responses: { 200: { description: "Deployments", schema: DeploymentList }, 401: ERR[401], 403: ERR[403] },
     async handler({ scope, services, query }) {
       return {
-        body: await paginate(query, () => services.deployments.count(scope), async (w) => (await services.deployments.list(scope, w)).map(listDto)),
+        body: await paginate(query, () => services.deployments.count(scope), async (w) => (await services.deployments.list(scope, w)).map(deploymentDto)),
       };
     },
   }),
@@ -199,7 +177,7 @@ export const deploymentRoutes = [
         body: await windowOrPage(
           query,
           () => services.deployments.countForApplication(scope, params.application_uuid),
-          async (w) => (await services.deployments.listForApplication(scope, params.application_uuid, w)).map(listDto),
+          async (w) => (await services.deployments.listForApplication(scope, params.application_uuid, w)).map(deploymentDto),
         ),
       };
     },
@@ -212,7 +190,7 @@ export const deploymentRoutes = [
     params: DeploymentParams,
     responses: { 200: { description: "Deployment", schema: DeploymentDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      return { body: detailDto(await services.deployments.get(scope, params.uuid)) };
+      return { body: deploymentDetailDto(await services.deployments.get(scope, params.uuid)) };
     },
   }),
   route({

@@ -1,34 +1,10 @@
 import { CreateGitAppBody, GitApp, GitAppList, GitAppMutation, GitAppParams, MessageBody, PaginationQuery, UpdateGitAppBody } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
+import { ERR } from "../dto.js";
+import { gitAppDto } from "../mappers/git-apps.js";
 
 const TAG = "Git apps";
-
-type GitAppRecord = {
-  uuid: string;
-  name: string;
-  appId: number;
-  installationId: number;
-  apiUrl: string;
-  htmlUrl: string;
-  webhookSecret: string | null;
-  createdAt: Date;
-  updatedAt: Date;
-};
-
-/** The private key and the webhook secret are never mapped: they exist in no response. */
-const gitAppDto = (g: GitAppRecord) => ({
-  uuid: g.uuid,
-  name: g.name,
-  app_id: g.appId,
-  installation_id: g.installationId,
-  api_url: g.apiUrl,
-  html_url: g.htmlUrl,
-  has_webhook_secret: g.webhookSecret !== null,
-  created_at: iso(g.createdAt),
-  updated_at: iso(g.updatedAt),
-});
 
 export const gitAppRoutes = [
   route({

@@ -11,28 +11,8 @@ import {
 import { z } from "zod";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
-
-type KeyRecord = {
-  uuid: string;
-  name: string;
-  description: string;
-  publicKey: string;
-  fingerprint: string;
-  createdAt: Date;
-  updatedAt: Date;
-};
-
-/** The private part is never mapped: it does not exist in any response. */
-const keyDto = (k: KeyRecord) => ({
-  uuid: k.uuid,
-  name: k.name,
-  description: k.description,
-  public_key: k.publicKey,
-  fingerprint: k.fingerprint,
-  created_at: iso(k.createdAt),
-  updated_at: iso(k.updatedAt),
-});
+import { ERR } from "../dto.js";
+import { keyDto } from "../mappers/keys.js";
 
 export const keyRoutes = [
   route({

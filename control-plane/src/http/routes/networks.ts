@@ -20,36 +20,8 @@ import {
 } from "@capstan/shared";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
-import type { NetworkView, ResourceNetworkView } from "../../services/networks.js";
-import { shownNetworkStatus } from "../../services/network-removal.js";
-
-const networkDto = (n: NetworkView) => ({
-  uuid: n.uuid,
-  container_network_name: n.name,
-  scope: NetworkScope.parse(n.scope),
-  driver: n.driver,
-  status: shownNetworkStatus(n),
-  deleting: n.status === "deleted" && n.deleting,
-  server_id: n.serverId,
-  environment_id: n.scope === "environment" ? n.environmentId : null,
-  container_engine_id: n.containerEngineId,
-  is_proxy_network: n.isProxyNetwork,
-  resource_count: n.resourceCount,
-  encrypted: n.encrypted,
-  reason: n.reason,
-  created_at: iso(n.createdAt),
-  updated_at: iso(n.updatedAt),
-});
-
-const resourceNetworkDto = (n: ResourceNetworkView) => ({
-  uuid: n.uuid,
-  container_network_name: n.name,
-  role: n.role,
-  scope: n.scope === null ? null : NetworkScope.parse(n.scope),
-  status: n.status === null ? null : NetworkStatus.parse(n.status),
-  attached_at: n.attachedAt ? iso(n.attachedAt) : null,
-});
+import { ERR } from "../dto.js";
+import { networkDto, resourceNetworkDto } from "../mappers/networks.js";
 
 const ADMIN_403 = { description: "Token scope missing, or not a team owner/admin" };
 const AGENT_503 = { description: "The server's agent is not connected, or did not answer" };

@@ -22,57 +22,8 @@ import {
 import { z } from "zod";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
-import type { EnvironmentPermissionRow, ProjectPermissionRow } from "../../services/permissions.js";
-
-/**
- * can_* and permission_level say what the user can really do (the grant capped by its role:
- * domain/permissions.ts effectiveLevel); granted_level is the level stored (docs/decisions.md).
- */
-const levels = (p: { level: string; effectiveLevel: string }) => {
-  const effective = PermissionLevel.parse(p.effectiveLevel);
-  return { ...abilitiesOf(effective), permission_level: effective, granted_level: PermissionLevel.parse(p.level) };
-};
-
-const projectPermissionDto = (p: ProjectPermissionRow) => {
-  const { permission_level, granted_level, ...abilities } = levels(p);
-  return {
-    id: p.id,
-    project_uuid: p.project.uuid,
-    project_name: p.project.name,
-    user_id: p.userId,
-    user_name: p.user.name,
-    user_email: p.user.email,
-    ...abilities,
-    permission_level,
-    granted_level,
-    created_at: iso(p.createdAt),
-    updated_at: iso(p.updatedAt),
-  };
-};
-
-const projectPermissionSummary = (p: ProjectPermissionRow) => ({
-  id: p.id,
-  project_uuid: p.project.uuid,
-  user_id: p.userId,
-  ...abilitiesOf(PermissionLevel.parse(p.effectiveLevel)),
-});
-
-const environmentPermissionDto = (p: EnvironmentPermissionRow) => {
-  const { permission_level, granted_level, ...abilities } = levels(p);
-  return {
-    id: p.id,
-    environment_id: p.environmentId,
-    environment_name: p.environment.name,
-    project_uuid: p.environment.project.uuid,
-    user_id: p.userId,
-    user_name: p.user.name,
-    ...abilities,
-    permission_level,
-    granted_level,
-    created_at: iso(p.createdAt),
-  };
-};
+import { ERR } from "../dto.js";
+import { projectPermissionDto, projectPermissionSummary, environmentPermissionDto } from "../mappers/permissions.js";
 
 /** The message of a grant's answer: it says so when the user's role gives it another level than granted. */
 const grantMessage = (done: string, p: { level: string; effectiveLevel: string; role: string | null }) =>

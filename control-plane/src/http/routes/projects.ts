@@ -1,5 +1,5 @@
-import { applicationListDto } from "./applications.js";
-import { databaseListDto } from "./databases.js";
+import { applicationListDto } from "../mappers/applications.js";
+import { databaseListDto } from "../mappers/databases.js";
 import {
   CreateEnvironmentBody,
   CreatedProject,
@@ -17,35 +17,8 @@ import {
 import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
-import type { ProjectView, ResourceCounts } from "../../services/projects.js";
-
-type EnvRecord = { id: number; uuid: string; name: string; createdAt: Date | string };
-
-/** The plain read path hands timestamps over already in ISO 8601. */
-const at = (d: Date | string) => (typeof d === "string" ? d : iso(d));
-
-const environmentDto = (e: EnvRecord) => ({ id: e.id, uuid: e.uuid, name: e.name, created_at: at(e.createdAt) });
-
-const projectDto = (p: ProjectView) => ({
-  uuid: p.uuid,
-  name: p.name,
-  description: p.description,
-  environments: p.environments.map(environmentDto),
-  created_at: at(p.createdAt),
-});
-
-const NO_COUNTS: ResourceCounts = { applications: 0, databases: 0, services: 0, total: 0 };
-
-/** The detail: every environment and the project with its resource counts (services/projects.ts detail()). */
-const projectDetailDto = (p: ProjectView) => ({
-  uuid: p.uuid,
-  name: p.name,
-  description: p.description,
-  environments: p.environments.map((e) => ({ ...environmentDto(e), resource_counts: e.counts ?? NO_COUNTS })),
-  resource_counts: p.counts ?? NO_COUNTS,
-  created_at: at(p.createdAt),
-});
+import { ERR } from "../dto.js";
+import { environmentDto, projectDto, projectDetailDto } from "../mappers/projects.js";
 
 const CreatedEnvironment = z.object({ message: z.string(), data: z.object({ id: z.number().int(), name: z.string() }) });
 const UpdatedProject = z.object({ message: z.string(), data: ProjectDetail });

@@ -9,35 +9,12 @@ import {
   S3StorageTestResult,
   UpdateS3StorageBody,
 } from "@capstan/shared";
-import type { SecretBox } from "../../crypto/secret-box.js";
-import { maskAccessKey, type S3StorageRecord } from "../../services/s3-storages.js";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
+import { ERR } from "../dto.js";
+import { s3StorageDto } from "../mappers/s3-storages.js";
 
 const TAG = "S3 storages";
-
-/** The secret key and the passphrase are never mapped; the access key only masked. */
-const storageDto = (s: S3StorageRecord, box: SecretBox): S3Storage => ({
-  id: s.id,
-  uuid: s.uuid,
-  name: s.name,
-  description: s.description,
-  endpoint: s.endpoint,
-  region: s.region,
-  bucket: s.bucket,
-  path_prefix: s.pathPrefix,
-  path_style: s.pathStyle,
-  access_key: maskAccessKey(s.accessKey, box),
-  has_secret_key: s.secretKey.length > 0,
-  is_encrypted: s.encryptionPassphrase !== null,
-  is_usable: s.isUsable,
-  last_tested_at: s.lastTestedAt ? iso(s.lastTestedAt) : null,
-  schedule_count: s._count.schedules,
-  backup_count: s._count.executions,
-  created_at: iso(s.createdAt),
-  updated_at: iso(s.updatedAt),
-});
 
 const ADMIN_ONLY = "Team owners and admins only.";
 
@@ -51,7 +28,7 @@ export const s3StorageRoutes = [
     responses: { 200: { description: "S3 storages", schema: S3StorageList }, 401: ERR[401], 403: ERR[403] },
     async handler({ scope, services, query }) {
       const box = services.s3Storages.box;
-      return { body: await paginate(query, () => services.s3Storages.count(scope), async (w) => (await services.s3Storages.list(scope, w)).map((s) => storageDto(s, box))) };
+      return { body: await paginate(query, () => services.s3Storages.count(scope), async (w) => (await services.s3Storages.list(scope, w)).map((s) => s3StorageDto(s, box))) };
     },
   }),
   route({
@@ -64,7 +41,7 @@ export const s3StorageRoutes = [
     responses: { 201: { description: "Created", schema: S3StorageMutation }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
     async handler({ scope, services, body }) {
       const s = await services.s3Storages.create(scope, body);
-      return { status: 201, body: { message: "S3 storage created.", data: storageDto(s, services.s3Storages.box) } };
+      return { status: 201, body: { message: "S3 storage created.", data: s3StorageDto(s, services.s3Storages.box) } };
     },
   }),
   route({
@@ -75,7 +52,7 @@ export const s3StorageRoutes = [
     params: S3StorageParams,
     responses: { 200: { description: "S3 storage", schema: S3Storage }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      return { body: storageDto(await services.s3Storages.get(scope, params.id), services.s3Storages.box) };
+      return { body: s3StorageDto(await services.s3Storages.get(scope, params.id), services.s3Storages.box) };
     },
   }),
   route({
@@ -89,7 +66,7 @@ export const s3StorageRoutes = [
     responses: { 200: { description: "Updated", schema: S3StorageMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const s = await services.s3Storages.update(scope, params.id, body);
-      return { body: { message: "S3 storage updated.", data: storageDto(s, services.s3Storages.box) } };
+      return { body: { message: "S3 storage updated.", data: s3StorageDto(s, services.s3Storages.box) } };
     },
   }),
   route({

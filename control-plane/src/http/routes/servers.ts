@@ -11,106 +11,12 @@ import {
   ServerResourceList,
   UpdateServerBody,
   ValidateResponse,
-  ServerStatus,
 } from "@capstan/shared";
 import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
-import { ServerService, type ServerProxyView, type ServerWithDetail } from "../../services/servers.js";
-import type { ServerDomainView, ServerResourceView } from "../../services/server-resources.js";
-
-type ServerRecord = {
-  uuid: string;
-  name: string;
-  description: string;
-  ip: string;
-  port: number;
-  user: string;
-  isBuildServer: boolean;
-  status: string;
-  isUsable: boolean;
-  facts: string | null;
-  createdAt: Date;
-};
-
-const serverDto = (s: ServerRecord) => {
-  const { usable, reason } = ServerService.usability(s);
-  return {
-    uuid: s.uuid,
-    name: s.name,
-    description: s.description,
-    ip: s.ip,
-    port: s.port,
-    user: s.user,
-    is_build_server: s.isBuildServer,
-    status: ServerStatus.parse(s.status),
-    settings: { is_reachable: s.status === "reachable", is_usable: usable, unusable_reason: reason },
-    created_at: iso(s.createdAt),
-  };
-};
-
-const proxyDto = (p: ServerProxyView) => ({
-  kind: p.kind,
-  name: p.name,
-  image: p.image,
-  version: p.version,
-  status: p.status,
-  routes: p.routes,
-  isolation: p.isolation,
-  reported_at: p.reportedAt ? iso(p.reportedAt) : null,
-});
-
-const detailDto = ({ server: s, proxy }: { server: ServerWithDetail; proxy: ServerProxyView }) => {
-  const facts = ServerService.facts(s);
-  return {
-    ...serverDto(s),
-    private_key_uuid: s.privateKey.uuid,
-    engine: {
-      version: facts?.engine.version ?? null,
-      api_version: facts?.engine.api_version ?? null,
-      compose_version: facts?.engine.compose_version ?? null,
-      swarm: facts?.engine.swarm ?? null,
-    },
-    host: facts
-      ? {
-          hostname: facts.hostname,
-          os: `${facts.os.distro} ${facts.os.release}`.trim(),
-          arch: facts.os.arch,
-          kernel: facts.os.kernel,
-          cpu_cores: facts.cpu.cores,
-          memory_total_bytes: facts.memory.total_bytes,
-          disk_total_bytes: facts.disk.total_bytes,
-          disk_free_bytes: facts.disk.free_bytes,
-        }
-      : null,
-    agent: { connected: ServerService.agentConnected(s), version: s.agentVersion, last_seen_at: s.lastSeenAt ? iso(s.lastSeenAt) : null },
-    proxy: proxyDto(proxy),
-    destinations: s.destinations.map((d) => ({ uuid: d.uuid, name: d.name, network: d.networkName })),
-    updated_at: iso(s.updatedAt),
-  };
-};
-
-const resourceDto = (r: ServerResourceView) => ({
-  uuid: r.uuid,
-  name: r.name,
-  type: r.type,
-  status: r.status,
-  stale: r.stale,
-  last_seen_at: r.lastSeenAt ? iso(r.lastSeenAt) : null,
-  project_uuid: r.projectUuid,
-  environment_name: r.environmentName,
-});
-
-const domainDto = (d: ServerDomainView) => ({
-  domain: d.domain,
-  resource_uuid: d.resourceUuid,
-  resource_name: d.resourceName,
-  resource_type: d.resourceType,
-  routed: d.routed,
-  stale: d.stale,
-  last_seen_at: d.lastSeenAt ? iso(d.lastSeenAt) : null,
-});
+import { ERR } from "../dto.js";
+import { serverDto, serverDetailDto, resourceDto, domainDto } from "../mappers/servers.js";
 
 /** Coolify's server fields this API accepts and ignores, with the reason (docs/compatibility.md). */
 const SERVER_COMPATIBLE_FIELDS = {
@@ -156,7 +62,7 @@ export const serverRoutes = [
     params: ServerParams,
     responses: { 200: { description: "Server", schema: ServerDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      return { body: detailDto(await services.servers.detail(scope, params.uuid)) };
+      return { body: serverDetailDto(await services.servers.detail(scope, params.uuid)) };
     },
   }),
   route({
@@ -176,7 +82,7 @@ export const serverRoutes = [
     },
     async handler({ scope, services, params, body }) {
       const s = await services.servers.update(scope, params.uuid, body);
-      return { body: { message: "Server updated.", data: detailDto(s) } };
+      return { body: { message: "Server updated.", data: serverDetailDto(s) } };
     },
   }),
   route({

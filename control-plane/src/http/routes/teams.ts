@@ -1,30 +1,19 @@
-import { CurrentTeam, MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, TeamRole, TeamSettingsMutation, type TeamSettings, UpdateTeamSettingsBody, storedFeatures } from "@capstan/shared";
+import { CurrentTeam, MemberList, PaginationQuery, TeamDetail, TeamIdParams, TeamList, TeamRole, TeamSettingsMutation, UpdateTeamSettingsBody, storedFeatures } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
+import { ERR } from "../dto.js";
 import type { Services } from "../../services/index.js";
 import type { TeamScope } from "../../domain/scope.js";
-
-const teamDto = (t: { id: number; name: string; description: string; createdAt: Date }) => ({
-  id: t.id,
-  name: t.name,
-  description: t.description,
-  created_at: iso(t.createdAt),
-});
-
-const settingsDto = (t: { allowMemberBindMounts: boolean }): TeamSettings => ({ allow_member_bind_mounts: t.allowMemberBindMounts });
-
-type TeamRow = Parameters<typeof teamDto>[0] & Parameters<typeof settingsDto>[0] & { _count: { memberships: number } };
-const detailDto = (t: TeamRow) => ({ ...teamDto(t), members_count: t._count.memberships, settings: settingsDto(t) });
+import { teamDto, settingsDto, teamDetailDto } from "../mappers/teams.js";
 
 async function teamDetail(services: Services, scope: TeamScope, id: number) {
-  return detailDto(await services.teams.get(scope, id));
+  return teamDetailDto(await services.teams.get(scope, id));
 }
 
 /** The token's own team: the detail and the team's paid features. */
 async function currentTeam(services: Services, scope: TeamScope) {
   const t = await services.teams.get(scope, scope.teamId);
-  return { ...detailDto(t), features: storedFeatures(t.features) };
+  return { ...teamDetailDto(t), features: storedFeatures(t.features) };
 }
 
 async function members(services: Services, scope: TeamScope, teamId: number, query: PaginationQuery) {

@@ -1,0 +1,36 @@
+import type { Services } from "../services/index.js";
+import { networkRemovalEnded } from "../services/network-removal.js";
+import { inTurn, type OutcomeMap } from "./outcomes.js";
+
+/**
+ * What the end of each job type means, for every type in JOBS (shared/src/protocol/jobs.ts),
+ * wired once at start (instance.ts). null: nothing to apply (the caller waits for the answer,
+ * as for listings and validations, or the job's end changes no record). Where two rules apply,
+ * they run in the order listed (the networks' records first, as the network a deployment
+ * created is active before the deployment reads as finished).
+ */
+export function outcomeMap(services: Services): OutcomeMap {
+  const { applications, backups, databases, deployments, networks } = services;
+  // A deployment, an action's proxy sync or a database job that succeeded created the networks it was asked to ensure.
+  const resourceNetworks = (job: Parameters<typeof networks.outcomes.afterResourceJob>[0]) => networks.outcomes.afterResourceJob(job);
+  return {
+    "server.validate": null,
+    "server.prepare": null,
+    "containers.list": null,
+    "container.ensure": null,
+    "container.remove": null,
+    "app.deploy": inTurn(resourceNetworks, (job) => deployments.outcomes.jobEnded(job)),
+    "app.build": (job) => deployments.outcomes.jobEnded(job),
+    "app.action": inTurn(resourceNetworks, (job) => applications.actionEnded(job)),
+    "app.logs": null,
+    "db.deploy": inTurn(resourceNetworks, (job) => databases.deployEnded(job)),
+    "db.action": inTurn(resourceNetworks, (job) => databases.actionEnded(job)),
+    "db.backup": (job) => backups.applyBackupEnd(job),
+    "db.restore": (job) => backups.applyRestoreEnd(job),
+    "backup.delete": (job) => backups.deleteEnded(job),
+    "network.ensure": (job) => networks.outcomes.afterEnsure(job),
+    "network.remove": inTurn((job) => networks.outcomes.afterRemove(job), networkRemovalEnded(services.db)),
+    "networks.list": null,
+    "network.connect": null,
+  };
+}

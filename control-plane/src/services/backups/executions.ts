@@ -1,0 +1,186 @@
+import { DatabaseEngine, type DbBackupPayload } from "@capstan/shared";
+import { isUniqueViolation } from "../../db/errors.js";
+import { lockInTransaction } from "../../db/locks.js";
+import type { TeamScope } from "../../domain/scope.js";
+import { NotFound, Conflict } from "../../domain/errors.js";
+import { newUuid } from "../../lib/ids.js";
+import { ServerService } from "../servers.js";
+import { BackupLookups, OPEN, isOpen, DELETE_TIMEOUT_MS, PayloadError, backupFilename, backupKeyPrefix, type ScheduleRow, type Window, type ExecutionView } from "./common.js";
+
+/**
+ * Runs of a schedule (executions): a run is an execution row plus a db.backup job on the
+ * database's server, written in one transaction; scheduled runs claim their cron tick through
+ * the unique (scheduleId, scheduledFor) index, so with several replicas exactly one writes it.
+ */
+export class BackupExecutions {
+  constructor(private readonly lookups: BackupLookups) {}
+
+  async countExecutions(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<number> {
+    const { schedule } = await this.lookups.schedule(scope, dbUuid, backupUuid, "view");
+    return this.lookups.db.backupExecution.count({ where: { scheduleId: schedule.id } });
+  }
+
+  /** Newest first. */
+  async listExecutions(scope: TeamScope, dbUuid: string, backupUuid: string, window: Window): Promise<ExecutionView[]> {
+    const { schedule } = await this.lookups.schedule(scope, dbUuid, backupUuid, "view");
+    const rows = await this.lookups.db.backupExecution.findMany({ where: { scheduleId: schedule.id }, orderBy: { id: "desc" }, ...window });
+    const running = await this.lookups.runningJobs(rows);
+    return rows.map((row) => ({ row, running }));
+  }
+
+  /**
+   * Deletes one backup: the row goes now, and a backup.delete job removes its file on the
+   * server and its object in S3 (when the agent is away, once it is back, within 24 h).
+   */
+  async deleteExecution(scope: TeamScope, dbUuid: string, backupUuid: string, executionUuid: string): Promise<{ removing: boolean }> {
+    const { database, execution } = await this.lookups.execution(scope, dbUuid, backupUuid, executionUuid, "manage");
+    if (isOpen(execution.status)) throw new Conflict("This backup is still running; delete it once it has ended.");
+    if (isOpen(execution.restoreStatus)) throw new Conflict("This backup is being restored; delete it once the restore has ended.");
+    const location = await this.lookups.location(execution);
+    const removing = location.local_path !== null || location.s3 !== null;
+    // Nothing in these transactions throws on a lost race: on SQLite a rollback would also undo
+    // writes other requests made meanwhile on the shared connection (see start()).
+    const deleted = await this.lookups.db.$transaction(async (tx) => {
+      const gone = await tx.backupExecution.deleteMany({ where: { id: execution.id, status: { notIn: OPEN } } });
+      if (gone.count === 0) return false;
+      if (removing) await this.lookups.deps.jobs.enqueue(tx, database.serverId, "backup.delete", location, DELETE_TIMEOUT_MS);
+      return true;
+    });
+    if (!deleted) throw new NotFound("Backup execution");
+    if (removing) this.lookups.deps.jobs.nudge(database.serverId);
+    return { removing };
+  }
+
+  /** POST .../execute: a run outside the cron schedule. */
+  async execute(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<string> {
+    const { database, schedule } = await this.lookups.schedule(scope, dbUuid, backupUuid, "deploy");
+    const started = await this.start(schedule, database, { trigger: "manual", scheduledFor: null });
+    if (started.kind === "refused") throw new Conflict(started.reason);
+    if (started.kind === "lost") throw new Conflict("Cannot back up now: another run was just claimed.");
+    return started.uuid;
+  }
+
+  /**
+   * One run of a schedule (a cron tick of the scheduler or a manual execute). Scheduled runs that
+   * cannot start are recorded as failed with the reason (so a missed backup shows); manual ones
+   * are refused instead. "lost": another replica claimed this tick.
+   */
+  private async start(
+    schedule: ScheduleRow,
+    database: { id: number; uuid: string; name?: string; serverId: number; server: { id: number; name: string; status: string } },
+    run: { trigger: "schedule" | "manual"; scheduledFor: Date | null },
+  ): Promise<{ kind: "started" | "failed"; uuid: string } | { kind: "refused"; reason: string } | { kind: "lost" }> {
+    let problem = await this.lookups.backupClash(this.lookups.db, schedule.id, database.id);
+    if (!problem && !ServerService.agentConnected(database.server)) problem = `the server ${database.server.name} is not reachable (its agent is not connected)`;
+
+    const uuid = newUuid();
+    const now = new Date();
+    let payload: DbBackupPayload | null = null;
+    let s3StorageId: number | null = null;
+    if (!problem) {
+      try {
+        ({ payload, s3StorageId } = await this.backupPayload(schedule, database.id, uuid, now));
+      } catch (err) {
+        if (!(err instanceof PayloadError)) this.lookups.log.error({ err: { message: (err as Error).message }, schedule: schedule.uuid }, "building a backup payload failed");
+        problem = err instanceof PayloadError ? err.message : "the backup could not be prepared (internal error)";
+      }
+    }
+    if (problem && run.trigger === "manual") return { kind: "refused", reason: `Cannot back up now: ${problem}.` };
+
+    // The claim. Its slot is looked up first inside the transaction, so a tick another replica
+    // (or another tick of this one) already took ends without an error rather than a rollback.
+    // SQLite serialises transactions, so the lookup decides; on PostgreSQL two transactions can
+    // both find the slot free, and the unique index refuses the second insert (a clean rollback
+    // on its own connection). The database's run lock makes the check for a running backup or
+    // restore and this insert one step: a restore claimed since the check above is seen here.
+    let claim: "claimed" | "lost" | { refused: string } = "lost";
+    try {
+      claim = await this.lookups.db.$transaction(async (tx) => {
+        await lockInTransaction(tx, this.lookups.deps.dialect, "databaseRuns", database.id);
+        if (run.scheduledFor) {
+          const taken = await tx.backupExecution.findUnique({ where: { scheduleId_scheduledFor: { scheduleId: schedule.id, scheduledFor: run.scheduledFor } }, select: { id: true } });
+          if (taken) return "lost";
+        }
+        if (payload) {
+          const clash = await this.lookups.backupClash(tx, schedule.id, database.id);
+          if (clash && run.trigger === "manual") return { refused: `Cannot back up now: ${clash}.` };
+          if (clash) {
+            problem = clash;
+            payload = null;
+          }
+        }
+        const row = await tx.backupExecution.create({
+          data: {
+            uuid,
+            scheduleId: schedule.id,
+            trigger: run.trigger,
+            scheduledFor: run.scheduledFor,
+            createdAt: now,
+            // The storage is recorded with the claim: the schedule may move to another one before
+            // the object arrives, and a storage with a run on its way to it is not deleted.
+            ...(payload
+              ? { status: "queued", filename: payload.filename, isEncrypted: payload.passphrase !== null, s3StorageId }
+              : { status: "failed", reason: problem, finishedAt: now }),
+          },
+        });
+        if (payload) {
+          const jobId = await this.lookups.deps.jobs.enqueue(tx, database.serverId, "db.backup", payload);
+          await tx.backupExecution.update({ where: { id: row.id }, data: { jobId } });
+        }
+        return "claimed";
+      });
+    } catch (err) {
+      if (run.scheduledFor && isUniqueViolation(err)) return { kind: "lost" };
+      throw err;
+    }
+    if (claim === "lost") return { kind: "lost" };
+    if (typeof claim === "object") return { kind: "refused", reason: claim.refused };
+    if (payload) this.lookups.deps.jobs.nudge(database.serverId);
+    return { kind: payload ? "started" : "failed", uuid };
+  }
+
+  /**
+   * The db.backup job of a run (credentials and storage keys opened: job payloads are sealed at
+   * rest) and the storage it uploads to.
+   */
+  private async backupPayload(schedule: ScheduleRow, databaseId: number, executionUuid: string, at: Date): Promise<{ payload: DbBackupPayload; s3StorageId: number | null }> {
+    const db = await this.lookups.db.standaloneDatabase.findUnique({ where: { id: databaseId } });
+    if (!db) throw new PayloadError("the database was deleted");
+    const engine = DatabaseEngine.safeParse(db.engine);
+    if (!engine.success) throw new PayloadError(`unknown database engine ${db.engine}`);
+    const credentials = this.lookups.credentials(db.credentials);
+    let s3: DbBackupPayload["s3"] = null;
+    let passphrase: string | null = null;
+    if (schedule.s3StorageId !== null) {
+      const d = await this.lookups.deps.storages.destinationById(schedule.s3StorageId);
+      if (!d) throw new PayloadError("the schedule's S3 storage was deleted");
+      s3 = { target: d.target, prefix: backupKeyPrefix(d.prefix, db.uuid), keep_remote: schedule.numberOfBackupsRemote };
+      passphrase = d.passphrase;
+    }
+    const payload: DbBackupPayload = {
+      db: { uuid: db.uuid, name: db.name },
+      engine: engine.data,
+      credentials,
+      schedule_uuid: schedule.uuid,
+      execution_uuid: executionUuid,
+      filename: backupFilename(engine.data, at, executionUuid, passphrase !== null),
+      keep_locally: schedule.numberOfBackupsLocally,
+      s3,
+      passphrase,
+    };
+    return { payload, s3StorageId: s3 ? schedule.s3StorageId : null };
+  }
+  /**
+   * The scheduler's tick: claims the run of `scheduledFor` (the tick's minute) for this replica.
+   * "lost": another replica's claim came first; "skipped": the schedule is gone or disabled.
+   */
+  async claimTick(scheduleId: number, scheduledFor: Date): Promise<"started" | "failed" | "lost" | "skipped"> {
+    const schedule = await this.lookups.db.backupSchedule.findUnique({
+      where: { id: scheduleId },
+      include: { database: { select: { id: true, uuid: true, name: true, serverId: true, server: { select: { id: true, name: true, status: true } } } } },
+    });
+    if (!schedule || !schedule.enabled || !schedule.database) return "skipped";
+    const r = await this.start(schedule, schedule.database, { trigger: "schedule", scheduledFor });
+    return r.kind === "refused" ? "skipped" : r.kind;
+  }
+}

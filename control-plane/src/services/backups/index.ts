@@ -1,0 +1,67 @@
+import type { Logger } from "../../lib/log.js";
+import type { JobRow } from "../../jobs/queue.js";
+import { BackupLookups, type BackupServiceDeps, type ScheduleWatcher } from "./common.js";
+import { BackupExecutions } from "./executions.js";
+import { BackupOutcomes } from "./outcomes.js";
+import { BackupRestores } from "./restore.js";
+import { BackupSchedules } from "./schedules.js";
+
+export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
+
+/**
+ * Backup schedules of standalone databases, their executions and restores: the one entry the
+ * routes and other services use. Each part has one job: schedules.ts, executions.ts (runs,
+ * manual and by the cron scheduler of backups/scheduler.ts), restore.ts, outcomes.ts (what a
+ * job's end means for its execution, and the repair of what a replica that died missed);
+ * common.ts holds the lookups and rules they share.
+ */
+export class BackupService {
+  private readonly lookups: BackupLookups;
+  private readonly schedules: BackupSchedules;
+  private readonly executions: BackupExecutions;
+  private readonly restores: BackupRestores;
+  private readonly outcomes: BackupOutcomes;
+
+  constructor(deps: BackupServiceDeps) {
+    this.lookups = new BackupLookups(deps);
+    this.schedules = new BackupSchedules(this.lookups);
+    this.executions = new BackupExecutions(this.lookups);
+    this.restores = new BackupRestores(this.lookups);
+    this.outcomes = new BackupOutcomes(this.lookups);
+  }
+
+  /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */
+  async deleteEnded(job: Pick<JobRow, "id" | "status" | "error">): Promise<void> {
+    if (job.status !== "succeeded") this.lookups.log.warn({ job: job.id, error: job.error }, "removing a deleted backup's file failed");
+  }
+
+  bindScheduler(watcher: ScheduleWatcher, log?: Pick<Logger, "error" | "warn">): void {
+    this.lookups.watcher = watcher;
+    if (log) this.lookups.log = log;
+  }
+
+  // Schedules
+  countSchedules: BackupSchedules["countSchedules"] = (...a) => this.schedules.countSchedules(...a);
+  listSchedules: BackupSchedules["listSchedules"] = (...a) => this.schedules.listSchedules(...a);
+  schedulesOfDatabase: BackupSchedules["schedulesOfDatabase"] = (...a) => this.schedules.schedulesOfDatabase(...a);
+  getSchedule: BackupSchedules["getSchedule"] = (...a) => this.schedules.getSchedule(...a);
+  createSchedule: BackupSchedules["createSchedule"] = (...a) => this.schedules.createSchedule(...a);
+  updateSchedule: BackupSchedules["updateSchedule"] = (...a) => this.schedules.updateSchedule(...a);
+  deleteSchedule: BackupSchedules["deleteSchedule"] = (...a) => this.schedules.deleteSchedule(...a);
+  beforeDatabaseDelete: BackupSchedules["beforeDatabaseDelete"] = (...a) => this.schedules.beforeDatabaseDelete(...a);
+
+  // Executions
+  countExecutions: BackupExecutions["countExecutions"] = (...a) => this.executions.countExecutions(...a);
+  listExecutions: BackupExecutions["listExecutions"] = (...a) => this.executions.listExecutions(...a);
+  deleteExecution: BackupExecutions["deleteExecution"] = (...a) => this.executions.deleteExecution(...a);
+  execute: BackupExecutions["execute"] = (...a) => this.executions.execute(...a);
+  claimTick: BackupExecutions["claimTick"] = (...a) => this.executions.claimTick(...a);
+
+  // Restore
+  restore: BackupRestores["restore"] = (...a) => this.restores.restore(...a);
+
+  // Job outcomes and their repair
+  applyBackupEnd: BackupOutcomes["applyBackupEnd"] = (...a) => this.outcomes.applyBackupEnd(...a);
+  applyRestoreEnd: BackupOutcomes["applyRestoreEnd"] = (...a) => this.outcomes.applyRestoreEnd(...a);
+  repair: BackupOutcomes["repair"] = () => this.outcomes.repair();
+}
