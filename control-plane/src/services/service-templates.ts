@@ -1,4 +1,4 @@
-import type { ServiceTemplate, TemplateSummary } from "@capstan/shared";
+import type { TemplateSummary } from "@capstan/shared";
 import type { Db } from "../db/client.js";
 import type { TeamScope } from "../domain/scope.js";
 import { builtInCatalog, templateSummary, type LoadedTemplates } from "../templates/index.js";
@@ -13,6 +13,13 @@ export interface TemplateFilter {
 /** Where a template comes from: the built-in catalog, or a template source's slug. */
 export const BUILT_IN = "built-in";
 
+/** A template offered to the team: the name POST /services will take, where it comes from, its header. */
+export interface OfferedTemplate {
+  name: string;
+  source: string;
+  template: TemplateSummary;
+}
+
 /**
  * The templates a team can create services from (docs/templates.md): the built-in catalog and
  * what the team's enabled template sources found at their last sync, in name order. A source's
@@ -25,7 +32,7 @@ export class ServiceTemplateService {
     private readonly builtIn: () => Promise<LoadedTemplates> = builtInCatalog,
   ) {}
 
-  async list(scope: TeamScope, filter: TemplateFilter): Promise<ServiceTemplate[]> {
+  async list(scope: TeamScope, filter: TemplateFilter): Promise<OfferedTemplate[]> {
     const builtIn = (await this.builtIn()).templates.map((t) => ({ source: BUILT_IN, template: templateSummary(t) }));
     const sources = await this.db.templateSource.findMany({
       where: { ...scope.inTeam, isEnabled: true, templateCount: { gt: 0 } },
@@ -39,7 +46,7 @@ export class ServiceTemplateService {
       .filter(({ template }) => matches(template, filter))
       .map(({ source, template }) => {
         const name = source !== BUILT_IN && uses.get(template.name)! > 1 ? `${source}/${template.name}` : template.name;
-        return { ...template, name, tags: template.tags.join(","), source };
+        return { name, source, template };
       })
       .sort((a, b) => a.name.localeCompare(b.name) || a.source.localeCompare(b.source));
   }

@@ -2,6 +2,7 @@ import { ServiceTemplateList, ServiceTemplateQuery } from "@capstan/shared";
 import { paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
+import { serviceTemplateDto } from "../mappers/service-templates.js";
 
 export const serviceTemplateRoutes = [
   route({
@@ -16,7 +17,7 @@ export const serviceTemplateRoutes = [
     responses: { 200: { description: "Templates", schema: ServiceTemplateList }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
     async handler({ scope, services, query }) {
       const { page, per_page, ...filter } = query;
-      return { body: await paginateArray({ page, per_page }, await services.serviceTemplates.list(scope, filter)) };
+      return { body: await paginateArray({ page, per_page }, (await services.serviceTemplates.list(scope, filter)).map(serviceTemplateDto)) };
     },
   }),
 ];

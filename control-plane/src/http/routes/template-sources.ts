@@ -9,46 +9,14 @@ import {
   TemplateSourceParams,
   TemplateSyncAllResult,
   UpdateTemplateSourceBody,
-  type TemplateSource,
-  type TemplateSyncStatus,
 } from "@capstan/shared";
-import { storedTemplates, type TemplateSourceRecord } from "../../services/template-sources/index.js";
+import { templateSourceDetailDto as detailDto, templateSourceDto as sourceDto } from "../mappers/template-sources.js";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
-import { ERR, iso } from "../dto.js";
+import { ERR } from "../dto.js";
 
 const TAG = "Template sources";
 const ADMIN_ONLY = "Team owners and admins only.";
-
-/** The token is never mapped: has_auth_token says whether one is set. */
-const sourceDto = (s: TemplateSourceRecord): TemplateSource => ({
-  uuid: s.uuid,
-  name: s.name,
-  slug: s.slug,
-  repository_url: s.repositoryUrl,
-  branch: s.branch,
-  folder_path: s.folderPath,
-  is_enabled: s.isEnabled,
-  has_auth_token: s.authToken !== null,
-  sync_status: s.syncStatus as TemplateSyncStatus,
-  sync_error: s.syncError,
-  last_synced_at: s.lastSyncedAt ? iso(s.lastSyncedAt) : null,
-  synced_commit: s.syncedCommit,
-  template_count: s.templateCount,
-  broken_count: storedTemplates(s).broken.length,
-  created_at: iso(s.createdAt),
-  updated_at: iso(s.updatedAt),
-});
-
-const detailDto = (s: TemplateSourceRecord) => {
-  const stored = storedTemplates(s);
-  return {
-    ...sourceDto(s),
-    templates: stored.templates.map((t) => ({ name: t.name, slogan: t.slogan, tags: t.tags.join(","), logo: t.logo, documentation: t.documentation, lint: "ok" as const })),
-    broken_templates: stored.broken.map((b) => ({ file: b.file, lint: b.reason })),
-    ignored_templates: stored.ignored,
-  };
-};
 
 export const templateSourceRoutes = [
   route({
