@@ -2,12 +2,14 @@ import { createServer, type Server } from "node:http";
 import type { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pino } from "pino";
+import pg from "pg";
 import { EV, type ServerStatusEvent } from "@capstan/shared";
 import { createInstance, type Instance } from "../../control-plane/src/instance.js";
 import { client, startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { connectAgent, connectFleet } from "./support/fake-agent.js";
 import { startReplica } from "./support/replica.js";
+import { until } from "./support/applications.js";
 
 /**
  * Two control-plane replicas on one PostgreSQL database (the scale-out setup): an agent on
@@ -117,5 +119,20 @@ describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
     expect(job.type).toBe("server.validate");
     await agentB.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { docker_version: "20.10.24", api_version: "1.41", compose_version: "1.29.2" } });
     expect((await validating).status).toBe(200);
+  });
+
+  it("connections the database ends (an administrator, a restart) do not end a replica: both answer again, with their pools' clients replaced", async () => {
+    const url = a.config.database.kind === "postgresql" ? a.config.database.url : "";
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    try {
+      const ended = await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()");
+      expect(ended.rowCount).toBeGreaterThan(0);
+    } finally {
+      await admin.end();
+    }
+    // An "error" event without a listener would have ended this process (vitest reports it).
+    const apiB = client(bUrl + "/api/v1", team.token);
+    await until(async () => (await apiB.get("/projects")).status === 200 && (await team.api.get("/projects")).status === 200);
   });
 });

@@ -11,6 +11,11 @@ const TABLE = "socket_io_attachments";
  */
 export async function usePostgresAdapter(io: IoServer, url: string): Promise<() => Promise<void>> {
   const pool = new pg.Pool({ connectionString: url, max: 4 });
+  // A connection the database ends (a restart, an administrator, a dropped database) emits
+  // "error", on the pool when idle and on the client the adapter holds for LISTEN: without a
+  // listener that would end the process. The adapter reconnects its LISTEN client by itself.
+  pool.on("error", () => {});
+  pool.on("connect", (client) => client.on("error", () => {}));
   await pool.query(`CREATE TABLE IF NOT EXISTS ${TABLE} (
     id bigserial UNIQUE, created_at timestamptz DEFAULT NOW(), payload bytea)`);
   io.adapter(createAdapter(pool, { tableName: TABLE }));
