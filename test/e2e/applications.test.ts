@@ -21,7 +21,7 @@ import { GitRepos, startGitDaemon, type GitServer } from "../support/git-server.
 import { repo, sh, until } from "./support/kit.js";
 import { viaProxyAt } from "./support/http.js";
 import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
-import { applicationCreator, buildHelloImage, registerLocalServer } from "./support/local-server.js";
+import { applicationCreator, buildHelloImage, localProxyInstanceEnv, registerLocalServer } from "./support/local-server.js";
 
 const RUN = randomBytes(3).toString("hex");
 const PROXY_NAME = `capstan-proxy-e2e-${RUN}`;
@@ -139,14 +139,8 @@ beforeAll(async () => {
   const port = await freePort();
   t = await startTestInstance(
     {
-      PLATFORM_PUBLIC_URL: `http://127.0.0.1:${port}`,
       // The server is this machine, added at 127.0.0.1: loopback addresses need the opt-out (docs/configuration.md).
-      PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true",
-      PLATFORM_PROXY_IMAGE: "capstan/proxy:latest",
-      PLATFORM_PROXY_NAME: PROXY_NAME,
-      PLATFORM_PROXY_HTTP_PORT: String(proxyPort),
-      PLATFORM_PROXY_HTTPS_PORT: String(httpsPort),
-      PLATFORM_DEPLOY_TIMEOUT_S: String(DEPLOY_TIMEOUT_S),
+      ...localProxyInstanceEnv({ port, proxyName: PROXY_NAME, proxyPort, httpsPort, deployTimeoutS: DEPLOY_TIMEOUT_S }),
       PLATFORM_BUILD_CONCURRENCY: "2",
       PLATFORM_BUILDER_IMAGE_NODE: "capstan-test/node:latest",
       PLATFORM_BUILDER_IMAGE_PYTHON: "capstan-test/python:latest",

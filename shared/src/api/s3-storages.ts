@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { multiline } from "../validation/text.js";
+import { RelativeFolder } from "../validation/relative-path.js";
 import { IntId, Timestamp, listOf, resourceId, requestBody } from "./common.js";
 
 /**
@@ -48,20 +49,8 @@ export const S3Bucket = z
   .refine((v) => !v.startsWith("xn--") && !v.startsWith("sthree-"), "Names starting with xn-- or sthree- are reserved.")
   .refine((v) => !v.endsWith("-s3alias") && !v.endsWith("--ol-s3"), "Names ending with -s3alias or --ol-s3 are reserved.");
 
-/**
- * Object key prefix of every backup in the storage: "" or segments of letters, digits, '.', '_'
- * and '-' separated by '/', normalised to end with '/' (backups/prod -> backups/prod/).
- */
-export const S3PathPrefix = z
-  .string()
-  .trim()
-  .max(512)
-  .transform((v) => v.replace(/^\/+/, "").replace(/\/+$/, ""))
-  .refine(
-    (v) => v === "" || v.split("/").every((s) => /^[A-Za-z0-9._-]+$/.test(s) && s !== "." && s !== ".."),
-    "Segments of letters, digits, '.', '_' and '-' separated by '/', without '.' or '..' segments.",
-  )
-  .transform((v) => (v === "" ? "" : `${v}/`));
+/** Object key prefix of every backup in the storage, normalised to end with '/' (backups/prod -> backups/prod/). */
+export const S3PathPrefix = RelativeFolder.transform((v) => (v === "" ? "" : `${v}/`));
 
 const AccessKey = z
   .string()

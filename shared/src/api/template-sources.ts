@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { RelativeFolder } from "../validation/relative-path.js";
 import { Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 
 /**
@@ -47,20 +48,8 @@ export const TemplateBranch = z
   .regex(/^[A-Za-z0-9][A-Za-z0-9._/+-]*$/, "Letters, digits, '.', '_', '/', '+' and '-', starting with a letter or digit.")
   .refine((v) => !v.includes("..") && !v.includes("//") && !v.endsWith("/") && !v.endsWith(".") && !v.endsWith(".lock") && !v.includes("/."), "Not a valid git branch name.");
 
-/**
- * The folder of the templates inside the repository: "" (the root) or segments of letters,
- * digits, '.', '_' and '-' separated by '/', without '.' or '..' segments; slashes at either end
- * are dropped (/templates/compose/ -> templates/compose).
- */
-export const TemplateFolderPath = z
-  .string()
-  .trim()
-  .max(512)
-  .transform((v) => v.replace(/^\/+/, "").replace(/\/+$/, ""))
-  .refine(
-    (v) => v === "" || v.split("/").every((s) => /^[A-Za-z0-9._-]+$/.test(s) && s !== "." && s !== ".."),
-    "Segments of letters, digits, '.', '_' and '-' separated by '/', without '.' or '..' segments.",
-  );
+/** The folder of the templates inside the repository; "" is its root. */
+export const TemplateFolderPath = RelativeFolder;
 
 const AuthToken = z
   .string()

@@ -56,3 +56,19 @@ export function applicationCreator(api: () => ApiClient, placement: () => { proj
   };
   return { common, create };
 }
+
+/**
+ * The settings of a control plane whose server is this machine with its own proxy: the public
+ * URL, the loopback opt-out (the server is at 127.0.0.1), the proxy's image, name and ports.
+ */
+export function localProxyInstanceEnv(o: { port: number; proxyName: string; proxyPort: number; httpsPort: number; deployTimeoutS: number }): Record<string, string> {
+  return {
+    PLATFORM_PUBLIC_URL: `http://127.0.0.1:${o.port}`,
+    PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true",
+    PLATFORM_PROXY_IMAGE: "capstan/proxy:latest",
+    PLATFORM_PROXY_NAME: o.proxyName,
+    PLATFORM_PROXY_HTTP_PORT: String(o.proxyPort),
+    PLATFORM_PROXY_HTTPS_PORT: String(o.httpsPort),
+    PLATFORM_DEPLOY_TIMEOUT_S: String(o.deployTimeoutS),
+  };
+}
