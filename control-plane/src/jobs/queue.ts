@@ -34,6 +34,8 @@ function isJobType(stored: string): stored is JobType {
  * slower than this may run twice, which they are written to bear.
  */
 export const OUTCOME_LEASE_MS = 15_000;
+/** How long after its ack a job still open is marked running (markRunningLater). */
+export const RUNNING_MARK_DELAY_MS = 500;
 
 /**
  * Progress kept per job, in characters: the most recent part is kept when a job says more.
@@ -184,8 +186,9 @@ export interface JobQueueOptions {
  * The hot path (run() to a connected agent, its outcome) costs two statements when alone: the
  * INSERT of a row already claimed for delivery (it is committed before the agent hears of it)
  * and the fenced UPDATE that stores the outcome. The "running" mark after the agent's ack is
- * a third, skipped when the outcome came first. Under load each of the three is grouped with
- * the others of its kind waiting meanwhile: one statement (and one commit) per group.
+ * a third, written only for a job still open half a second after its ack (markRunningLater).
+ * Under load each of the three is grouped with the others of its kind waiting meanwhile: one
+ * statement (and one commit) per group.
  */
 export class JobQueue {
   private readonly events = new EventEmitter();
@@ -232,7 +235,9 @@ export class JobQueue {
         await this.db.$executeRawUnsafe(insertJobsSql(this.dialect, rows.length), ...params);
         return rows.map(() => undefined);
       },
-      { maxItems: INSERTS_PER_STATEMENT, startOnNextTurn: true },
+      // Two at once on PostgreSQL, where each waits a round trip: new rows lock nothing another
+      // INSERT holds, so they cannot deadlock as grouped UPDATEs of existing rows can.
+      { maxItems: INSERTS_PER_STATEMENT, startOnNextTurn: true, concurrency: opts.dialect === "postgresql" ? 2 : 1 },
     );
     this.outcomeWrites = new GroupWriter((items) => this.rowWrites.run(() => this.storeOutcomes(items)), { maxItems: OUTCOMES_PER_STATEMENT, startOnNextTurn: true });
     this.runningMarks = new GroupWriter<{ id: string; attempt: number }, void>(
@@ -417,9 +422,31 @@ export class JobQueue {
       await this.finish(job.id, job.attempt, { status: "failed", error: `agent refused the job: ${ack.reason ?? "no reason"}` });
       return;
     }
-    // Not awaited: the agent's outcome may well be stored first, and then there is nothing to mark.
-    this.runningMarks.add({ id: job.id, attempt: job.attempt }).catch((err: Error) => this.log.warn({ err: { message: err?.message }, job: job.id }, "marking a job running failed"));
+    this.markRunningLater(job.id, job.attempt);
   }
+
+  /**
+   * Most jobs end within milliseconds of their ack, and their outcome makes a "running" mark
+   * pointless: the mark is written only for a job still open runningMarkDelayMs after the ack.
+   * On PostgreSQL the mark was a third statement per job, queued behind (and ahead of) the
+   * outcomes' UPDATEs, and most of a job's round trip at 50 in flight. Nothing depends on the
+   * mark within that time: the pump re-sends a dispatched job only after 10 s without an ack
+   * here, and the agent dedupes by job id.
+   */
+  private markRunningLater(id: string, attempt: number): void {
+    const timer = setTimeout(() => {
+      this.markTimers.delete(timer);
+      if (this.closed || this.delivered.get(id)?.attempt !== attempt) return;
+      this.runningMarks.add({ id, attempt }).catch((err: Error) => this.log.warn({ err: { message: err?.message }, job: id }, "marking a job running failed"));
+    }, this.runningMarkDelayMs);
+    timer.unref();
+    this.markTimers.add(timer);
+  }
+
+  /** See markRunningLater (tests shorten it). */
+  runningMarkDelayMs = RUNNING_MARK_DELAY_MS;
+  private readonly markTimers = new Set<NodeJS.Timeout>();
+  private closed = false;
 
   /**
    * Appends progress lines of the current attempt of an open job, in one UPDATE that also
@@ -778,6 +805,9 @@ export class JobQueue {
 
   async stop(): Promise<void> {
     this.running = false;
+    this.closed = true;
+    for (const t of this.markTimers) clearTimeout(t);
+    this.markTimers.clear();
     for (const t of this.timers) clearTimeout(t);
     this.timers = [];
     await this.ticking;
