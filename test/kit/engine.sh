@@ -37,9 +37,16 @@ up() {
     cpid=$(cat /var/run/docker/containerd/containerd.pid 2>/dev/null || true)
     if [ -z "$cpid" ] || ! alive "$cpid" containerd; then rm -f /var/run/docker/containerd/containerd.pid; fi
     say "starting dockerd (log: $log)"
-    # setsid: the daemon must outlive the test process that started it.
-    # 9>&-: it must not inherit, and so hold forever, the lock taken above.
-    setsid dockerd --host unix:///var/run/docker.sock </dev/null >>"$log" 2>&1 9>&- &
+    # setsid: the daemon must outlive the test process that started it. Every descriptor
+    # above stderr is closed first: the daemon must not inherit, and so hold forever, a lock
+    # its caller took (`flock FILE cmd` passes the lock on fd 3, the script's own on fd 9).
+    (
+      for fd in /proc/$BASHPID/fd/*; do
+        n=${fd##*/}
+        if [ "$n" -gt 2 ]; then eval "exec $n>&-"; fi
+      done
+      exec setsid dockerd --host unix:///var/run/docker.sock </dev/null >>"$log" 2>&1
+    ) &
     pid=$!
   fi
 
