@@ -1,24 +1,12 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestInstance, type TestInstance } from "./harness.js";
-import { KeyFactory } from "./support/ssh.js";
+import { beforeAll, describe, expect, it } from "vitest";
+import type { TestInstance } from "./harness.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
-import { answerNext, appWorld, connectedWorld, createImageApp, markDeployed, ok, placement, until, type AppWorld } from "./support/applications.js";
+import { lifecycleFile } from "./support/lifecycle.js";
+import { answerNext, appWorld, createImageApp, markDeployed, ok, placement, until, type AppWorld } from "./support/applications.js";
 
 let t: TestInstance;
-const keys = new KeyFactory();
-const agents: ScriptedAgent[] = [];
-
-beforeAll(async () => {
-  t = await startTestInstance();
-});
-afterAll(async () => {
-  for (const a of agents) a.close();
-  await t?.close();
-  keys.cleanup();
-});
-
-const newConnectedWorld = () => connectedWorld(t, keys, agents);
+const { keys, connectedWorld: newConnectedWorld } = lifecycleFile((started) => (t = started));
 
 const PROXY = { name: "capstan-proxy", image: "capstan/proxy:latest", networks: ["capstan"], ensure_networks: [], http_port: 80, https_port: 443, ownership: { generation: expect.any(Number), projects: [] } };
 

@@ -6,28 +6,16 @@
  * team's object is a 404 (also covered for every route by cross-team.test.ts,
  * authz-matrix.test.ts and fuzz.test.ts, which the aliases join through the route table).
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startTestInstance, type ApiClient, type TestInstance } from "./harness.js";
-import { KeyFactory } from "./support/ssh.js";
-import type { ScriptedAgent } from "./support/fake-agent.js";
-import { answerNext, appWorld, connectedWorld, createImageApp, markDeployed, ok, placement, type AppWorld } from "./support/applications.js";
+import { describe, expect, it } from "vitest";
+import type { ApiClient, TestInstance } from "./harness.js";
+import { lifecycleFile } from "./support/lifecycle.js";
+import { answerNext, appWorld, createImageApp, markDeployed, ok, placement, type AppWorld } from "./support/applications.js";
 import { answerJob, createDb, deployed } from "./support/standalone-databases.js";
 import { gitAppKey } from "./support/fixtures.js";
 
 let t: TestInstance;
-const keys = new KeyFactory();
-const agents: ScriptedAgent[] = [];
+const { keys, prisma, connectedWorld: newConnectedWorld } = lifecycleFile((started) => (t = started));
 
-beforeAll(async () => {
-  t = await startTestInstance();
-});
-afterAll(async () => {
-  for (const a of agents) a.close();
-  await t?.close();
-  keys.cleanup();
-});
-
-const prisma = () => t.instance.database.prisma;
 const deploymentsOf = async (appUuid: string) =>
   prisma().deployment.findMany({ where: { application: { uuid: appUuid } }, orderBy: { id: "asc" }, select: { uuid: true, status: true, force: true, trigger: true } });
 const jobCount = () => prisma().job.count();
@@ -66,7 +54,7 @@ const coolifyPublicApp = (w: AppWorld, extra: Record<string, unknown> = {}) => (
 
 describe("GET as well as POST on start, stop and restart (Coolify accepts both)", () => {
   it("the GET forms of an application's actions run the same agent jobs and answer the same", async () => {
-    const { w, agent } = await connectedWorld(t, keys, agents);
+    const { w, agent } = await newConnectedWorld();
     const app = await createImageApp(w, { name: "web" });
     await markDeployed(t, app.uuid);
     for (const [action, status, words] of [
@@ -85,7 +73,7 @@ describe("GET as well as POST on start, stop and restart (Coolify accepts both)"
   });
 
   it("the GET forms of a database's actions run the same agent jobs and answer the same", async () => {
-    const { w, agent } = await connectedWorld(t, keys, agents);
+    const { w, agent } = await newConnectedWorld();
     const db = await createDb(w);
     const starting = w.api.get(`/databases/${db.uuid}/start`);
     await answerJob(agent, "db.deploy", deployed(db.uuid));
@@ -157,7 +145,7 @@ describe("start of a never-deployed application deploys it (what start means to 
   });
 
   it("start of a deployed application still starts its containers; restart of a never-deployed one is still a 409", async () => {
-    const { w, agent } = await connectedWorld(t, keys, agents);
+    const { w, agent } = await newConnectedWorld();
     const app = await createImageApp(w);
     expect((await w.api.post(`/applications/${app.uuid}/restart`)).status).toBe(409);
     await markDeployed(t, app.uuid);
@@ -198,7 +186,7 @@ describe("GET|POST /deploy?uuid=&force= (Coolify's deploy by uuid)", () => {
   });
 
   it("starts the databases it names (no deployment uuid); a resource refused on the way is reported and the others go on", async () => {
-    const { w, agent } = await connectedWorld(t, keys, agents);
+    const { w, agent } = await newConnectedWorld();
     const app = await createImageApp(w, { name: "api" });
     const db = await createDb(w, "postgresql", { name: "pg" });
     const pending = w.api.get("/deploy", { uuid: `${db.uuid},${app.uuid}` });
@@ -522,7 +510,7 @@ describe("storages, logs, deployments and servers in Coolify's forms", () => {
   });
 
   it("logs take Coolify's lines for tail", async () => {
-    const { w, agent } = await connectedWorld(t, keys, agents);
+    const { w, agent } = await newConnectedWorld();
     const app = await createImageApp(w);
     const pending = w.api.get(`/applications/${app.uuid}/logs`, { lines: 50 });
     const job = await answerNext(agent, "app.logs", { result: { container: "c", lines: ["a"], truncated: false } });

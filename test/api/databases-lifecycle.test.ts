@@ -4,30 +4,17 @@
  * agent's status reports, and removal with their project or environment. The scripted agent
  * (support/fake-agent.ts) sees the jobs the real agent would run.
  */
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { EV } from "@capstan/shared";
-import { startTestInstance, type TestInstance } from "./harness.js";
-import { KeyFactory } from "./support/ssh.js";
+import type { TestInstance } from "./harness.js";
 import { connectFleet, type ScriptedAgent } from "./support/fake-agent.js";
-import { appWorld, connectedWorld, connectServerAgent, createImageApp, ok, placement, until, type AppWorld } from "./support/applications.js";
+import { lifecycleFile } from "./support/lifecycle.js";
+import { appWorld, connectServerAgent, createImageApp, ok, placement, until, type AppWorld } from "./support/applications.js";
 import { GENERATED, ISO, UUID, answerJob, createDb, deployed, jobCount } from "./support/standalone-databases.js";
 
 let t: TestInstance;
-const keys = new KeyFactory();
-const agents: ScriptedAgent[] = [];
+const { keys, agents, prisma, connectedWorld: newConnectedWorld } = lifecycleFile((started) => (t = started));
 
-beforeAll(async () => {
-  t = await startTestInstance();
-});
-afterAll(async () => {
-  for (const a of agents) a.close();
-  await t?.close();
-  keys.cleanup();
-});
-
-const newConnectedWorld = () => connectedWorld(t, keys, agents);
-
-const prisma = () => t.instance.database.prisma;
 const statusOf = async (w: AppWorld, uuid: string) => (await w.api.get(`/databases/${uuid}`)).body.status as string;
 
 /** Starts a database through the API (a db.deploy answered healthy). */

@@ -1,5 +1,9 @@
+import { randomUUID } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AppActionPayload } from "@capstan/shared";
+import { hostsOnCreate, routeOwnership } from "../../control-plane/src/services/domain-ownership.js";
 import { startTestInstance, type ApiClient, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { appWorld, connectServerAgent, createImageApp, markDeployed, newServer, ok, placement, type AppWorld } from "./support/applications.js";
@@ -144,5 +148,106 @@ describe("the proxy's ownership table", () => {
     expect(ownership.projects).toHaveLength(2);
     await agent.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { status: "exited" } });
     expect((await started).status).toBe(200);
+  });
+});
+
+/** The database client with every statement counted, the rows they returned, and the raw ones' arguments. */
+function counted<D extends object>(db: D): { db: D; statements: number; rows: number; raw: unknown[][] } {
+  const tally = { db, statements: 0, rows: 0, raw: [] as unknown[][] };
+  const count = async (run: () => unknown) => {
+    tally.statements++;
+    const result = await run();
+    tally.rows += Array.isArray(result) ? result.length : result == null ? 0 : 1;
+    return result;
+  };
+  tally.db = new Proxy(db, {
+    get(target, prop, recv) {
+      const value = Reflect.get(target, prop, recv);
+      if (typeof prop !== "string") return value;
+      if (typeof value === "function") {
+        return (...args: unknown[]) => (prop === "$queryRaw" && tally.raw.push(args), count(() => (value as (...a: unknown[]) => unknown).apply(target, args)));
+      }
+      if (typeof value !== "object" || value === null || prop.startsWith("$")) return value;
+      return new Proxy(value, {
+        get(model, op) {
+          const fn = Reflect.get(model, op);
+          return typeof fn === "function" ? (...args: unknown[]) => count(() => fn.apply(model, args)) : fn;
+        },
+      });
+    },
+  });
+  return tally;
+}
+
+describe("the ownership table reads the hosts on the server, not the team", () => {
+  it("the same statements and rows with 1 or 200 unrelated applications of the team, and it follows PATCH", async () => {
+    const world = await appWorld(t, keys);
+    const eu = await newServer(world.api, world.keyUuid, "eu");
+    const web = await createImageApp(world, { name: "web", fqdn: "https://shop.example.net,https://shop.example.net/api" });
+    const db = t.instance.database.prisma;
+    const home = await db.application.findUniqueOrThrow({ where: { uuid: web.uuid } });
+    const euDestination = await db.destination.findUniqueOrThrow({ where: { uuid: eu.destinationUuid } });
+    // Unrelated: other hosts on the other server, and no domain on this one.
+    let made = 0;
+    const unrelated = async (n: number) => {
+      for (let i = 0; i < n; i++, made++) {
+        const common = { teamId: home.teamId, environmentId: home.environmentId, source: "dockerimage", buildPack: "containerimage", webhookSecret: "x" };
+        const fqdn = `https://u${made}.example.net`;
+        await db.application.create({ data: { ...common, uuid: randomUUID(), name: `far-${made}`, serverId: euDestination.serverId, destinationId: euDestination.id, fqdn, hosts: hostsOnCreate(fqdn) } });
+        await db.application.create({ data: { ...common, uuid: randomUUID(), name: `near-${made}`, serverId: home.serverId, destinationId: home.destinationId } });
+      }
+    };
+    const measure = async () => {
+      const c = counted(db);
+      const table = await routeOwnership(c.db, home.serverId);
+      return { projects: table?.projects, statements: c.statements, rows: c.rows, raw: c.raw };
+    };
+
+    await unrelated(1);
+    const one = await measure();
+    expect(one.projects).toEqual([{ resources: [web.uuid], hosts: ["shop.example.net"] }]);
+    await unrelated(199);
+    expect(await db.application.count({ where: { teamId: home.teamId } })).toBe(401);
+    const many = await measure();
+    expect(many).toEqual(one);
+    expect(one.statements).toBe(1);
+    expect(one.rows).toBe(1); // web's claim of its one host (two paths)
+    if (t.instance.database.kind === "sqlite") {
+      // What the database reads, not only what it returns: every table through its primary key
+      // or an index, none scanned, none through the team's index (every application of the team).
+      const [strings, ...values] = one.raw[0]! as [readonly string[], ...unknown[]];
+      const plan = await db.$queryRawUnsafe<{ detail: string }[]>(`EXPLAIN QUERY PLAN ${strings.join("?")}`, ...values);
+      expect(plan.map((p) => p.detail)).toContain("SEARCH h USING INDEX ApplicationHost_host_idx (host=?)");
+      expect(plan.map((p) => p.detail).filter((d) => /^SCAN |teamId/.test(d))).toEqual([]);
+    }
+
+    // The stored hosts follow a PATCH of the domains, and its removal.
+    expect((await world.api.patch(`/applications/${web.uuid}`, { fqdn: "https://moved.example.net/a,https://other.example.net" })).status).toBe(200);
+    expect((await measure()).projects).toEqual([{ resources: [web.uuid], hosts: ["moved.example.net", "other.example.net"] }]);
+    expect((await world.api.patch(`/applications/${web.uuid}`, { fqdn: "" })).status).toBe(200);
+    expect((await measure()).projects).toEqual([]);
+  });
+});
+
+describe("the stored hosts of applications created before them", () => {
+  it("the migration's backfill finds the hosts the service stores, from every stored fqdn", async () => {
+    const world = await appWorld(t, keys);
+    const mixed = await createImageApp(world, { name: "mixed", fqdn: "HTTP://Mixed.Example.org/Path/,https://mixed.example.org/api,http://other.example.org" });
+    const db = t.instance.database.prisma;
+    const stored = () => db.applicationHost.findMany({ orderBy: [{ applicationId: "asc" }, { host: "asc" }] });
+    const byService = await stored();
+    expect(byService.length).toBeGreaterThan(5);
+    const mixedId = (await db.application.findUniqueOrThrow({ where: { uuid: mixed.uuid } })).id;
+    expect(byService.filter((r) => r.applicationId === mixedId).map((r) => r.host)).toEqual(["mixed.example.org", "other.example.org"]);
+
+    const root = fileURLToPath(new URL("../../prisma/", import.meta.url));
+    const dir = t.instance.database.kind === "sqlite" ? `${root}migrations` : `${root}postgresql/migrations`;
+    const name = readdirSync(dir).find((n) => n.endsWith("_application_hosts"))!;
+    const sql = readFileSync(`${dir}/${name}/migration.sql`, "utf8");
+    const backfill = sql.slice(sql.indexOf("-- Hand-written (the backfill)"));
+    await db.applicationHost.deleteMany({});
+    expect(await db.applicationHost.count()).toBe(0);
+    await db.$executeRawUnsafe(backfill);
+    expect(await stored()).toEqual(byService);
   });
 });

@@ -1,54 +1,24 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import ts from "typescript";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { JOB_TYPES } from "@capstan/shared";
+import { compileMapSnippets, messageOf } from "../../../test/support/exhaustive-map.js";
 import { inTurn, type EndedJob } from "./outcomes.js";
 
 const outcomesModule = fileURLToPath(new URL("./outcomes.ts", import.meta.url));
-const sharedSrc = fileURLToPath(new URL("../../../shared/src/index.ts", import.meta.url));
-
-/** Type-checks snippets that import OutcomeMap, with the repo's strict compiler options. */
-function typecheck(files: string[]): readonly ts.Diagnostic[] {
-  const program = ts.createProgram(files, {
-    strict: true,
-    noEmit: true,
-    target: ts.ScriptTarget.ES2023,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    skipLibCheck: true,
-    types: [],
-    paths: { "@capstan/shared": [sharedSrc] },
-  });
-  return ts.getPreEmitDiagnostics(program);
-}
-
-let dir: string;
-beforeAll(async () => {
-  dir = await mkdtemp(join(tmpdir(), "capstan-outcome-map-"));
-  await writeFile(join(dir, "package.json"), '{"type":"module"}');
-});
-afterAll(async () => {
-  await rm(dir, { recursive: true, force: true });
-});
 
 describe("the job-outcome map", () => {
   it("a map missing a job type does not compile; one deciding every type (handler or null) does", { timeout: 60_000 }, async () => {
-    const header = `import type { OutcomeMap } from ${JSON.stringify(outcomesModule.replace(/\.ts$/, ".js"))};\nconst h = async () => {};\n`;
-    const keys = JOB_TYPES.map((t, i) => `  ${JSON.stringify(t)}: ${i % 2 ? "null" : "h"},`);
-    const complete = join(dir, "complete.ts");
-    const missing = join(dir, "missing.ts");
-    await writeFile(complete, `${header}export const map: OutcomeMap = {\n${keys.join("\n")}\n};\n`);
-    await writeFile(missing, `${header}export const map: OutcomeMap = {\n${keys.slice(1).join("\n")}\n};\n`);
-
-    const diagnostics = typecheck([complete, missing]);
-    expect(diagnostics.filter((d) => d.file?.fileName !== missing).map((d) => ts.flattenDiagnosticMessageText(d.messageText, "\n"))).toEqual([]);
-    const bad = diagnostics.filter((d) => d.file?.fileName === missing);
+    const snippets = await compileMapSnippets({
+      module: outcomesModule,
+      typeName: "OutcomeMap",
+      prelude: "const h = async () => {};",
+      entries: JOB_TYPES.map((t, i) => `${JSON.stringify(t)}: ${i % 2 ? "null" : "h"}`),
+    });
+    expect(snippets.elsewhere).toEqual([]);
+    const bad = snippets.missing;
     expect(bad).toHaveLength(1);
     expect(bad[0]?.code).toBe(2741); // Property '...' is missing in type ...
-    expect(ts.flattenDiagnosticMessageText(bad[0]!.messageText, "\n")).toContain(JOB_TYPES[0]);
+    expect(messageOf(bad[0]!)).toContain(JOB_TYPES[0]);
   });
 
   it("inTurn runs every handler even after one failed, then throws the first failure (the outcome stays unapplied)", async () => {

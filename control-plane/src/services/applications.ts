@@ -28,7 +28,7 @@ import { bindSources, parseCompose } from "../compose/index.js";
 import { assertMayAddBindMounts } from "./bind-mounts.js";
 import { ServerService } from "./servers.js";
 import { forgetAttachments } from "./network-plan.js";
-import { assertDomainsFree } from "./domain-ownership.js";
+import { assertDomainsFree, hostsOnCreate, hostsOnUpdate } from "./domain-ownership.js";
 
 type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
@@ -321,7 +321,7 @@ export class ApplicationService {
     const data: Prisma.ApplicationUncheckedCreateInput = { ...source, ...settings, name: input.name ?? defaultName };
     const environment = await this.db.environment.findUniqueOrThrow({ where: { id: where.environmentId }, select: { id: true, projectId: true } });
     await assertDomainsFree(this.db, scope, { serverId: where.serverId, environment }, (data.fqdn as string | null | undefined) ?? null);
-    const app = await this.db.application.create({ data, select: { uuid: true, name: true, fqdn: true } });
+    const app = await this.db.application.create({ data: { ...data, hosts: hostsOnCreate(data.fqdn ?? null) }, select: { uuid: true, name: true, fqdn: true } });
     return app;
   }
 
@@ -361,7 +361,7 @@ export class ApplicationService {
     if (Object.keys(errors).length) throw new Invalid(errors);
     await assertMayAddBindMounts(this.db, scope, addedBinds);
     if (data.fqdn !== undefined) await assertDomainsFree(this.db, scope, { id: app.id, serverId: app.serverId, environment: ref.environment }, data.fqdn as string | null);
-    await this.db.application.update({ where: { id: app.id }, data });
+    await this.db.application.update({ where: { id: app.id }, data: data.fqdn !== undefined ? { ...data, hosts: hostsOnUpdate(data.fqdn as string | null) } : data });
   }
 
   /** A new git_repository, validated as the application's create path validates it. */

@@ -77,34 +77,65 @@ export async function assertDomainsFree(db: Db | Tx, scope: TeamScope, app: Clai
   }
 }
 
+/** The hosts `fqdn` names, once each: the ApplicationHost rows stored with it (see routeOwnership). */
+function hostsOf(fqdn: string | null): string[] {
+  return [...new Set(entriesOf(fqdn).map((e) => e.host))];
+}
+
+/** Nested writes that store an application's hosts with its fqdn, in the same statement as it. */
+export const hostsOnCreate = (fqdn: string | null) => ({ create: hostsOf(fqdn).map((host) => ({ host })) });
+export const hostsOnUpdate = (fqdn: string | null) => ({ deleteMany: {}, ...hostsOnCreate(fqdn) });
+
+interface Claim {
+  host: string;
+  id: number;
+  uuid: string;
+  serverId: number;
+  projectId: number;
+}
+
 /**
  * The ownership table of one server for its proxy (protocol/routing.ts): each host claimed on
  * the server goes to the project of the oldest application of the team claiming it (the only
  * one, unless records from before this rule disagree), with that project's applications on the
  * server. `excluding`: applications being removed (the table the proxy gets with their removal
  * is the one after it). undefined when the table would be too large to send (the proxy then routes by labels).
+ *
+ * It runs on every deploy and action job, so it reads only what it needs, in one statement through
+ * indexes (ApplicationHost's host index, Application's serverId index): the claims, by the
+ * server's team, of the hosts claimed on the server. The team's other applications are not read
+ * (test/api/domain-ownership.test.ts counts, and checks SQLite's plan). CROSS JOIN fixes SQLite's
+ * join order (it means an inner join, planned freely, on PostgreSQL): without statistics SQLite
+ * would start from every application of the team (the teamId index) and probe their hosts.
+ * Claims of excluded applications come back too (so the statement stays one text without an id
+ * list) and are skipped here.
  */
 export async function routeOwnership(db: Db | Tx, serverId: number, opts: { excluding?: number[]; now?: number } = {}): Promise<RouteOwnership | undefined> {
   const now = opts.now ?? Date.now();
-  const server = await db.server.findUnique({ where: { id: serverId }, select: { teamId: true } });
-  if (!server) return { generation: now, projects: [] };
-  const apps = await db.application.findMany({
-    where: { teamId: server.teamId, fqdn: { not: null }, ...(opts.excluding?.length ? { id: { notIn: opts.excluding } } : {}) },
-    select: { id: true, uuid: true, serverId: true, fqdn: true, environment: { select: { projectId: true } } },
-    orderBy: { id: "asc" },
-  });
+  const excluded = new Set(opts.excluding ?? []);
+  const claims = await db.$queryRaw<Claim[]>`
+    SELECT h."host" AS "host", a."id" AS "id", a."uuid" AS "uuid", a."serverId" AS "serverId", e."projectId" AS "projectId"
+      FROM "ApplicationHost" h CROSS JOIN "Application" a CROSS JOIN "Environment" e CROSS JOIN "Server" s
+     WHERE h."host" IN (SELECT h2."host" FROM "ApplicationHost" h2 JOIN "Application" a2 ON a2."id" = h2."applicationId" WHERE a2."serverId" = ${serverId})
+       AND a."id" = h."applicationId" AND e."id" = a."environmentId" AND s."id" = ${serverId} AND a."teamId" = s."teamId"
+     ORDER BY a."id", h."host"`;
   const ownerOf = new Map<string, number>(); // host -> project id (oldest claim wins)
   const here = new Set<string>(); // hosts claimed on this server
   const resources = new Map<number, string[]>(); // project id -> its applications on this server
-  for (const app of apps) {
-    const hosts = entriesOf(app.fqdn).map((e) => e.host);
-    if (!hosts.length) continue;
-    for (const h of hosts) if (!ownerOf.has(h)) ownerOf.set(h, app.environment.projectId);
-    if (app.serverId !== serverId) continue;
-    for (const h of hosts) here.add(h);
-    const list = resources.get(app.environment.projectId) ?? [];
-    list.push(app.uuid);
-    resources.set(app.environment.projectId, list);
+  const listed = new Set<number>();
+  for (const c of claims) {
+    // Raw rows come as the driver gives them: Number() whatever the integer type.
+    const id = Number(c.id);
+    const projectId = Number(c.projectId);
+    if (excluded.has(id)) continue;
+    if (!ownerOf.has(c.host)) ownerOf.set(c.host, projectId);
+    if (Number(c.serverId) !== serverId) continue;
+    here.add(c.host);
+    if (listed.has(id)) continue;
+    listed.add(id);
+    const list = resources.get(projectId) ?? [];
+    list.push(c.uuid);
+    resources.set(projectId, list);
   }
   if (here.size > MAX_OWNERSHIP_HOSTS) return undefined;
   const byProject = new Map<number, { resources: string[]; hosts: string[] }>();
