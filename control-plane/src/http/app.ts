@@ -14,6 +14,7 @@ import { routes as defaultRoutes } from "./routes/index.js";
 import { openApiDocument } from "./openapi.js";
 import { docsRouter } from "./docs.js";
 import { ResponseCache, sendJsonBytes } from "./response-cache.js";
+import { dashboardRouter } from "./dashboard.js";
 import { sessionRouter, type SessionRouterDeps } from "./session.js";
 
 export interface AppDeps {
@@ -290,8 +291,9 @@ export function createApp(deps: AppDeps): Express {
   api.use(unknownRoute);
   app.use("/api/v1", api);
 
-  // The dashboard's session endpoints (issue 22), outside the API.
+  // The dashboard (issue 22): its session endpoints, outside the API, and its files at /.
   if (deps.session) app.use("/session", deps.rateLimit, sessionRouter(deps.session));
+  app.use(dashboardRouter());
 
   app.use(unknownRoute);
   app.use(errorMiddleware(deps.log));
