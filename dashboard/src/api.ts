@@ -1,4 +1,4 @@
-import type { SessionToken, SessionView } from "@capstan/shared";
+import type { CreatedDashboardToken, DashboardTokenView, SessionToken, SessionView, TokenScope } from "@capstan/shared";
 
 /**
  * How the page talks to the control plane (docs/decisions.md "Dashboard sessions"):
@@ -86,4 +86,11 @@ export async function apiGet<T>(path: string): Promise<T> {
     if (res.status === 401 && attempt === 0) continue;
     return json<T>(res);
   }
+}
+
+/** /session/api-tokens: the Keys and Tokens → API Tokens page (the spec keeps token creation out of the API). */
+export const listTokens = async () => (await json<{ data: DashboardTokenView[] }>(await fetch("/session/api-tokens", { credentials: "same-origin", headers: { Accept: "application/json" } }))).data;
+export const createToken = (name: string, scopes: TokenScope[]) => sessionPost<CreatedDashboardToken>("/api-tokens", { name, scopes });
+export async function revokeToken(id: number): Promise<void> {
+  await json(await fetch(`/session/api-tokens/${id}`, { method: "DELETE", credentials: "same-origin", headers: { Accept: "application/json", "X-CSRF-Token": csrf } }));
 }

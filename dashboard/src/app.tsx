@@ -2,6 +2,21 @@ import { useEffect, useState } from "preact/hooks";
 import type { SessionView } from "@capstan/shared";
 import { loadSession, signIn, signInWithLink, signOut, switchTeam } from "./api.js";
 import { Fleet } from "./fleet.js";
+import { Tokens } from "./tokens.js";
+
+type PageName = "fleet" | "tokens";
+const pageOf = (hash: string): PageName => (hash === "#/tokens" ? "tokens" : "fleet");
+
+/** The page named by the URL's fragment (#/fleet, #/tokens), following its changes. */
+function usePage(): PageName {
+  const [page, setPage] = useState(pageOf(location.hash));
+  useEffect(() => {
+    const on = () => setPage(pageOf(location.hash));
+    addEventListener("hashchange", on);
+    return () => removeEventListener("hashchange", on);
+  }, []);
+  return page;
+}
 
 /** A one-time link (capstan user sign-in-link) arrives as #link=...: the fragment never reaches a server log. */
 function linkFromHash(): string | null {
@@ -54,6 +69,7 @@ function SignIn(props: { onSignedIn: (v: SessionView) => void; notice: string | 
 function Shell(props: { session: SessionView; onChange: (v: SessionView | null) => void }) {
   const { session } = props;
   const [error, setError] = useState<string | null>(null);
+  const page = usePage();
   const change = async (teamId: number) => {
     try {
       props.onChange(await switchTeam(teamId));
@@ -74,8 +90,11 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
       <header class="top">
         <span class="brand">Capstan</span>
         <nav aria-label="Main">
-          <a href="#/fleet" aria-current="page">
+          <a href="#/fleet" aria-current={page === "fleet" ? "page" : undefined}>
             Fleet
+          </a>
+          <a href="#/tokens" aria-current={page === "tokens" ? "page" : undefined}>
+            API Tokens
           </a>
         </nav>
         <div class="who">
@@ -108,7 +127,7 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
       )}
       <main>
         {/* Keyed by team: switching teams starts the page afresh with the new team's token. */}
-        <Fleet key={session.team.id} />
+        {page === "fleet" ? <Fleet key={session.team.id} /> : <Tokens key={session.team.id} session={session} />}
       </main>
     </>
   );

@@ -253,3 +253,55 @@ describe("a user removed from the session's team", () => {
     expect((await fetch(`${t.url}/session`, { headers: { Cookie: cookie } })).status).toBe(401);
   });
 });
+
+describe("API tokens page (/session/api-tokens)", () => {
+  const del = (b: Browser, id: number | string) => fetch(`${t.url}/session/api-tokens/${id}`, { method: "DELETE", headers: as(b) });
+  const list = async (b: Browser) => ((await (await fetch(`${t.url}/session/api-tokens`, { headers: { Cookie: b.cookie } })).json()) as { data: any[] }).data;
+
+  it("creates a user token with exactly the chosen scopes, shown once; it works against the API; revoked it is 401", async () => {
+    const b = await signIn();
+    const res = await post("/api-tokens", { name: "ci reader", scopes: ["read"] }, as(b));
+    expect(res.status).toBe(201);
+    const created = (await res.json()) as { token: string; data: any };
+    expect(created.token).toMatch(/^cap_[0-9A-Za-z]{40}$/);
+    expect(created.data).toMatchObject({ name: "ci reader", scopes: ["read"], last_used_at: null });
+    const api = t.api(created.token);
+    expect((await api.get("/teams/current")).body.id).toBe(teamA);
+    expect((await api.post("/projects", { name: "nope" })).status).toBe(403);
+    const listed = await list(b);
+    expect(listed.map((x) => x.id)).toContain(created.data.id);
+    expect(JSON.stringify(listed)).not.toContain(created.token);
+    // The dashboard's own session tokens are not in the list.
+    expect(listed.every((x) => x.name !== "dashboard session")).toBe(true);
+    expect((await del(b, created.data.id)).status).toBe(200);
+    expect((await api.get("/teams/current")).status).toBe(401);
+    expect((await list(b)).map((x) => x.id)).not.toContain(created.data.id);
+    expect((await del(b, created.data.id)).status).toBe(404);
+  });
+
+  it("needs the CSRF token to create or revoke; refuses scopes the role cannot give and bad input", async () => {
+    const b = await signIn();
+    expect((await post("/api-tokens", { name: "x", scopes: ["read"] }, { Cookie: b.cookie })).status).toBe(403);
+    const made = (await (await post("/api-tokens", { name: "keep", scopes: ["read", "write"] }, as(b))).json()) as any;
+    expect((await fetch(`${t.url}/session/api-tokens/${made.data.id}`, { method: "DELETE", headers: { Cookie: b.cookie } })).status).toBe(403);
+    expect((await t.api(made.token).get("/teams/current")).status).toBe(200);
+    for (const body of [{ name: "", scopes: ["read"] }, { name: "x", scopes: [] }, { name: "x", scopes: ["admin"] }, { name: "dashboard session", scopes: ["read"] }]) {
+      const r = await post("/api-tokens", body, as(b));
+      expect(r.status, JSON.stringify(body)).toBe(422);
+    }
+    expect((await del(b, "abc")).status).toBe(422);
+    // As a viewer (team Beta) only read can be given.
+    await post("/team", { team_id: teamB }, as(b));
+    const r = await post("/api-tokens", { name: "w", scopes: ["read", "write"] }, as(b));
+    expect(r.status).toBe(422);
+    expect(((await r.json()) as any).errors.scopes[0]).toMatch(/viewer/);
+  });
+
+  it("another user's token, or a token of another team, cannot be revoked here (404)", async () => {
+    const b = await signIn();
+    const other = await t.newMember(teamA, "member");
+    const otherId = (await t.instance.database.prisma.apiToken.findFirstOrThrow({ where: { userId: other.userId } })).id;
+    expect((await del(b, otherId)).status).toBe(404);
+    expect((await t.api(other.token).get("/teams/current")).status).toBe(200);
+  });
+});

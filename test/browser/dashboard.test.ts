@@ -154,6 +154,36 @@ describe("dashboard in Chromium", () => {
     }
   });
 
+  it("API Tokens: create with a name and scopes, the value shown once works with exactly those scopes; revoke: 401", async () => {
+    await page.getByRole("link", { name: "API Tokens" }).click();
+    await page.getByRole("heading", { name: "API Tokens" }).waitFor();
+    await page.getByText("No API tokens yet").waitFor();
+    await page.getByLabel("Name").fill("ci reader");
+    // read is chosen by default; deploy added, write left out.
+    await page.getByRole("checkbox", { name: /^deploy/ }).check();
+    await page.getByRole("button", { name: "Create token" }).click();
+    const value = await page.getByLabel("Token value").inputValue();
+    expect(value).toMatch(/^cap_[0-9A-Za-z]{40}$/);
+    await screenshot(page, "tokens-360");
+    const api = t.api(value);
+    expect((await api.get("/teams/current")).body.id).toBe(w.team.teamId);
+    expect((await api.post("/projects", { name: "not allowed" })).status).toBe(403); // no write
+    const row = await t.instance.database.prisma.apiToken.findFirstOrThrow({ where: { name: "ci reader" } });
+    expect(row.scopes).toBe("read,deploy");
+    const item = page.locator("li.token", { hasText: "ci reader" });
+    expect(await item.locator(".scopes").textContent()).toBe("read, deploy");
+    // Shown once: after a reload the page has no trace of it.
+    await page.reload();
+    await item.waitFor();
+    expect(await page.content()).not.toContain(value);
+    await page.getByRole("button", { name: "Revoke ci reader" }).click();
+    await page.getByText("No API tokens yet").waitFor();
+    expect((await api.get("/teams/current")).status).toBe(401);
+    expect(foreign()).toEqual([]);
+    await page.getByRole("link", { name: "Fleet" }).click();
+    await page.getByRole("heading", { name: "Fleet" }).waitFor();
+  });
+
   it("signs out: back to the sign-in page, the session and its tokens are gone", async () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("heading", { name: "Sign in to Capstan" }).waitFor();

@@ -1,9 +1,20 @@
 import express, { type Request, type RequestHandler, type Response, type Router } from "express";
 import type { z } from "zod";
-import { CSRF_HEADER, SignInBody, SignInLinkBody, SwitchTeamBody, type SessionToken, type SessionView } from "@capstan/shared";
+import { CSRF_HEADER, CreateDashboardTokenBody, SignInBody, SignInLinkBody, SwitchTeamBody, TokenScope, type CreatedDashboardToken, type DashboardTokenView, type SessionToken, type SessionView } from "@capstan/shared";
 import { Invalid, Unauthenticated, Forbidden } from "../domain/errors.js";
 import { bodyReadError, fieldErrorsOf, HttpError } from "./errors.js";
-import { SESSION_TTL_MS, scopesForRole, type ActiveSession, type Sessions } from "../services/sessions.js";
+import { SESSION_TTL_MS, scopesForRole, type ActiveSession, type Sessions, type TokenRow } from "../services/sessions.js";
+
+const tokenView = (t: TokenRow): DashboardTokenView => ({
+  id: t.id,
+  name: t.name,
+  scopes: t.scopes.split(",").flatMap((s) => {
+    const p = TokenScope.safeParse(s);
+    return p.success ? [p.data] : [];
+  }),
+  created_at: t.createdAt.toISOString(),
+  last_used_at: t.lastUsedAt?.toISOString() ?? null,
+});
 
 export const SESSION_COOKIE = "capstan_session";
 
@@ -121,6 +132,25 @@ export function sessionRouter(deps: SessionRouterDeps): Router {
     await sessions.signOut(s);
     res.clearCookie(SESSION_COOKIE, { httpOnly: true, sameSite: "strict", secure, path: "/" });
     res.status(204).end();
+  }));
+  // Keys and Tokens -> API Tokens: the user's own tokens in the session's team.
+  r.get("/api-tokens", route(async (req, res) => {
+    const { s } = await session(req, false);
+    res.json({ data: (await sessions.listTokens(s)).map(tokenView) });
+  }));
+  r.post("/api-tokens", route(async (req, res) => {
+    const { s } = await session(req, true);
+    const body = parse(CreateDashboardTokenBody, req.body);
+    const created = await sessions.createToken(s, body.name, body.scopes);
+    const out: CreatedDashboardToken = { token: created.token, data: tokenView(created.row) };
+    res.status(201).json(out);
+  }));
+  r.delete("/api-tokens/:id", route(async (req, res) => {
+    const { s } = await session(req, true);
+    const id = /^[1-9][0-9]{0,9}$/.test(String(req.params.id)) ? Number(req.params.id) : 0;
+    if (!id || id > 2 ** 31 - 1) throw new Invalid({ id: ["Use a token id (a positive integer)."] });
+    await sessions.revokeToken(s, id);
+    res.json({ message: "Token revoked." });
   }));
   return r;
 }

@@ -50,6 +50,15 @@ export function scopesForRole(role: TeamRole): TokenScope[] {
   return role === "viewer" ? ["read"] : [...TOKEN_SCOPES];
 }
 
+const TOKEN_ROW = { id: true, name: true, scopes: true, createdAt: true, lastUsedAt: true } as const;
+export interface TokenRow {
+  id: number;
+  name: string;
+  scopes: string;
+  createdAt: Date;
+  lastUsedAt: Date | null;
+}
+
 /** A hash to verify against when the email is unknown: the answer takes as long either way. */
 let decoy: Promise<string> | undefined;
 
@@ -168,6 +177,35 @@ export class Sessions {
 
   private async revokeTokens(session: ActiveSession): Promise<void> {
     if (session.tokenIds.length) await this.db.apiToken.updateMany({ where: { id: { in: session.tokenIds }, revokedAt: null }, data: { revokedAt: new Date() } });
+  }
+
+  // ---- the API Tokens page: the signed-in user's own tokens in the session's team ----
+
+  private ownTokens(session: ActiveSession) {
+    return { teamId: session.team.id, userId: session.user.id, revokedAt: null, name: { not: SESSION_TOKEN_NAME } };
+  }
+
+  async listTokens(session: ActiveSession): Promise<TokenRow[]> {
+    return this.db.apiToken.findMany({ where: this.ownTokens(session), orderBy: { id: "desc" }, select: TOKEN_ROW });
+  }
+
+  /** A user token with the chosen scopes, which must be ones the user's role may use. Returns the value (shown once). */
+  async createToken(session: ActiveSession, name: string, scopes: TokenScope[]): Promise<{ token: string; row: TokenRow }> {
+    const allowed = scopesForRole(session.team.role);
+    const refused = scopes.filter((s) => !allowed.includes(s));
+    if (refused.length) throw new Invalid({ scopes: [`Your role (${session.team.role}) cannot give a token ${refused.join(", ")}.`] });
+    if (name === SESSION_TOKEN_NAME) throw new Invalid({ name: [`"${SESSION_TOKEN_NAME}" is the name of the dashboard's own tokens; choose another.`] });
+    const token = generateApiToken();
+    const row = await this.db.apiToken.create({
+      data: { teamId: session.team.id, userId: session.user.id, name, secretHash: hashApiToken(token), scopes: TOKEN_SCOPES.filter((s) => scopes.includes(s)).join(",") },
+      select: TOKEN_ROW,
+    });
+    return { token, row };
+  }
+
+  async revokeToken(session: ActiveSession, id: number): Promise<void> {
+    const done = await this.db.apiToken.updateMany({ where: { id, ...this.ownTokens(session) }, data: { revokedAt: new Date() } });
+    if (done.count !== 1) throw new NotFound("API token");
   }
 
   // ---- for the CLI (capstan user password, capstan user sign-in-link) ----

@@ -27,3 +27,19 @@ export type SessionToken = z.infer<typeof SessionToken>;
 
 /** The header carrying the session's CSRF token. */
 export const CSRF_HEADER = "X-CSRF-Token";
+
+/** The dashboard's Keys and Tokens → API Tokens page (the spec: tokens are created in the dashboard, no API endpoint creates them). */
+export const CreateDashboardTokenBody = requestBody({
+  name: z.string().trim().min(1).max(100),
+  scopes: z.array(TokenScope).min(1, "Choose at least one scope."),
+});
+export const DashboardTokenView = z.object({
+  id: z.number().int(),
+  name: z.string(),
+  scopes: z.array(TokenScope),
+  created_at: z.string(),
+  last_used_at: z.string().nullable(),
+});
+export type DashboardTokenView = z.infer<typeof DashboardTokenView>;
+export const CreatedDashboardToken = z.object({ token: z.string(), data: DashboardTokenView });
+export type CreatedDashboardToken = z.infer<typeof CreatedDashboardToken>;
