@@ -6,7 +6,7 @@ import { KeyFactory } from "../api/support/ssh.js";
 import { appWorld, connectServerAgent, newServer, type AppWorld } from "../api/support/applications.js";
 import { connectAgent, type ScriptedAgent } from "../api/support/fake-agent.js";
 import { Sessions } from "../../control-plane/src/services/sessions.js";
-import { launch, recordingPage, requireBuiltDashboard, screenshot } from "./support.js";
+import { accessibilityProblems, launch, recordingPage, requireBuiltDashboard, screenshot } from "./support.js";
 
 /**
  * The dashboard in a real browser (issue 22): Debian's Chromium driven by playwright-core
@@ -63,10 +63,20 @@ describe("dashboard in Chromium", () => {
     await page.goto(t.url + "/");
     await page.getByRole("heading", { name: "Sign in to Capstan" }).waitFor();
     await screenshot(page, "sign-in");
+    expect(await accessibilityProblems(page)).toEqual([]);
     await page.getByLabel("Email").fill(EMAIL);
     await page.getByLabel("Password").fill("not the password");
     await page.getByRole("button", { name: "Sign in" }).click();
     await expect.poll(() => page.getByRole("alert").textContent()).toBe("Wrong email or password.");
+  });
+
+  it("the accessibility check sees violations (so its empty lists above mean something)", async () => {
+    const probe = await context.newPage();
+    await probe.setContent('<!doctype html><html lang="en"><title>probe</title><body><main><img src="data:,"><input type="text"></main></body></html>');
+    const problems = await accessibilityProblems(probe);
+    await probe.close();
+    expect(problems.some((p) => p.startsWith("image-alt"))).toBe(true);
+    expect(problems.some((p) => p.startsWith("label"))).toBe(true);
   });
 
   it("signs in and lists every server of the team with its connectivity", async () => {
@@ -89,6 +99,7 @@ describe("dashboard in Chromium", () => {
     expect(await card(w.server.uuid).textContent()).toContain("test-0.0.1");
     await expect.poll(() => card(w.server.uuid).textContent()).toContain("20.10.24");
     await screenshot(page, "fleet-360");
+    expect(await accessibilityProblems(page)).toEqual([]);
     const started = Date.now();
     agent.close();
     await expect.poll(() => badge(w.server.uuid).textContent(), { timeout: 10_000 }).toBe("unreachable");
@@ -165,6 +176,7 @@ describe("dashboard in Chromium", () => {
     const value = await page.getByLabel("Token value").inputValue();
     expect(value).toMatch(/^cap_[0-9A-Za-z]{40}$/);
     await screenshot(page, "tokens-360");
+    expect(await accessibilityProblems(page)).toEqual([]);
     const api = t.api(value);
     expect((await api.get("/teams/current")).body.id).toBe(w.team.teamId);
     expect((await api.post("/projects", { name: "not allowed" })).status).toBe(403); // no write

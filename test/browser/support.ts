@@ -1,5 +1,6 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
@@ -50,4 +51,20 @@ export async function recordingPage(context: BrowserContext, origin: string): Pr
 export async function screenshot(page: Page, name: string): Promise<void> {
   mkdirSync(SCREENSHOTS, { recursive: true });
   await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+let axeSource: string | undefined;
+
+/**
+ * The serious and critical accessibility violations axe-core finds on the page as it is now
+ * (WCAG 2 A and AA rules), as "rule: element" lines. axe runs through the DevTools protocol, so
+ * the page's CSP (own origin only) stays as it is.
+ */
+export async function accessibilityProblems(page: Page): Promise<string[]> {
+  axeSource ??= readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
+  if (!(await page.evaluate<boolean>("typeof window.axe === 'object'"))) await page.evaluate<unknown>(axeSource);
+  return page.evaluate<string[]>(`axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"] } })
+    .then((r) => r.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .flatMap((v) => v.nodes.map((n) => v.id + ": " + n.target.join(" "))))`);
 }
