@@ -21,6 +21,7 @@ let context: BrowserContext;
 let page: Page;
 let foreign: () => string[];
 let dbServer: { uuid: string; name: string; agentToken: string };
+let otherTeam: AppWorld;
 const keys = new KeyFactory();
 const agents: ScriptedAgent[] = [];
 const EMAIL = "operator@example.test";
@@ -44,6 +45,9 @@ beforeAll(async () => {
   dbServer = await newServer(w.api, w.keyUuid, "db");
   const userId = await t.instance.admin.createUser("Operator", EMAIL);
   await t.instance.admin.setMember(w.team.teamId, userId, "admin");
+  // A second team of the user's, with a server of its own (team switching).
+  otherTeam = await appWorld(t, keys);
+  await t.instance.admin.setMember(otherTeam.team.teamId, userId, "viewer");
   await new Sessions(t.instance.database.prisma).setPassword(userId, PASSWORD);
   browser = await launch();
   // 360 px wide: the size the issue asks the page to be usable at.
@@ -204,6 +208,17 @@ describe("dashboard in Chromium", () => {
     expect(foreign()).toEqual([]);
     await page.getByRole("link", { name: "Fleet" }).click();
     await page.getByRole("heading", { name: "Fleet" }).waitFor();
+  });
+
+  it("switches team: the other team's servers replace this team's, and back", async () => {
+    const teams = page.getByRole("combobox", { name: "Team" });
+    await teams.selectOption(String(otherTeam.team.teamId));
+    await card(otherTeam.server.uuid).waitFor();
+    expect(await card(w.server.uuid).count()).toBe(0);
+    expect(await badge(otherTeam.server.uuid).textContent()).toBe("never seen");
+    await teams.selectOption(String(w.team.teamId));
+    await card(w.server.uuid).waitFor();
+    expect(await card(otherTeam.server.uuid).count()).toBe(0);
   });
 
   it("signs out: back to the sign-in page, the session and its tokens are gone", async () => {
