@@ -35,6 +35,18 @@ export default defineConfig({
           fileParallelism: false,
         },
       },
+      // ---- dashboard (issue 22): Debian's Chromium through playwright-core, a real control plane ----
+      {
+        extends: true,
+        test: {
+          name: "browser",
+          include: ["test/browser/**/*.test.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+          // One browser at a time on 2 cores.
+          fileParallelism: false,
+        },
+      },
     ],
   },
 });

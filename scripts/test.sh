@@ -63,6 +63,13 @@ CAPSTAN_TEST_REQUIRE_ENGINE=1 run_vitest unit --project unit
 step "end-to-end suite on real Docker hosts"
 run_vitest e2e --project e2e
 
+# ---- dashboard (issue 22) ----
+step "Chromium from Debian for the browser suite (when missing)"
+bash test/services/chromium.sh || status=1
+
+step "browser suite: the dashboard in headless Chromium (screenshots: test/browser/screenshots/)"
+run_vitest browser --project browser
+
 step "summary"
 node scripts/test-summary.mjs "$results" || status=1
 exit $status

@@ -21,6 +21,7 @@ import { usePostgresAdapter } from "./agents/cluster-adapter.js";
 import { clientAddress } from "./agents/client-address.js";
 import { scopeVisibility } from "./agents/fleet-visibility.js";
 import { BackupScheduler } from "./backups/scheduler.js";
+import { Sessions } from "./services/sessions.js";
 
 export interface InstanceData {
   database: Database;
@@ -88,6 +89,7 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     ready: async () => {
       await db.$queryRawUnsafe("SELECT 1");
     },
+    session: { sessions: new Sessions(db), publicUrl: config.publicUrl, clientAddress: (req) => clientAddress(req, config.trustProxy) },
   });
   const closers: (() => Promise<void>)[] = [];
   const backupScheduler = new BackupScheduler(db, services.backups, { log });

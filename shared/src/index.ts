@@ -23,3 +23,5 @@ export * from "./validation/text.js";
 export * from "./log/redact.js";
 export * from "./log/mask.js";
 export * from "./templates/schema.js";
+// dashboard sessions (area: dashboard, issue 22)
+export * from "./api/session.js";

@@ -457,6 +457,58 @@ describe("capstan CLI", () => {
     });
   });
 
+  // ---- dashboard sign-in (area: dashboard, issue 22) ----
+  describe("user password and user sign-in-link (dashboard sign-in)", () => {
+    let userId = 0;
+    const email = "grace@example.test";
+
+    /** The CLI with standard input. */
+    const withInput = (args: string[], input: string): Promise<Result> =>
+      new Promise((done) => {
+        const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...env, PLATFORM_PUBLIC_URL: server.url }, stdio: ["pipe", "pipe", "pipe"] });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (d) => (stdout += String(d)));
+        child.stderr.on("data", (d) => (stderr += String(d)));
+        child.once("exit", (code) => done({ code, stdout, stderr }));
+        child.stdin.end(input);
+      });
+    const signIn = (body: unknown) => fetch(`${server.url}/session/sign-in`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+
+    it("user password reads the password from standard input; the dashboard then signs the user in", async () => {
+      userId = Number((await ok(["user", "create", "--name", "Grace", "--email", email])).trim());
+      await ok(["member", "add", "--team", String(teamId), "--user", String(userId), "--role", "viewer"]);
+      const r = await withInput(["user", "password", "--user", String(userId)], "a long enough password\nignored second line\n");
+      expect(r).toEqual({ code: 0, stdout: "", stderr: "password set\n" });
+      const res = await signIn({ email, password: "a long enough password" });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as { team: { id: number; role: string } }).team).toMatchObject({ id: teamId, role: "viewer" });
+    });
+
+    it("refuses a short password (exit 1), no password (exit 2) and an unknown user (exit 1); the old password still works", async () => {
+      const short = await withInput(["user", "password", "--user", String(userId)], "short\n");
+      expect(short.code).toBe(1);
+      expect(short.stderr).toMatch(/at least 10 characters/);
+      const none = await withInput(["user", "password", "--user", String(userId)], "");
+      expect(none.code).toBe(2);
+      expect(none.stderr).toMatch(/reads the password from standard input/);
+      const unknown = await withInput(["user", "password", "--user", "999999"], "a long enough password\n");
+      expect(unknown.code).toBe(1);
+      expect(unknown.stderr).toMatch(/user does not exist/);
+      expect((await signIn({ email, password: "a long enough password" })).status).toBe(200);
+    });
+
+    it("user sign-in-link prints a one-time link to the dashboard that signs the user in once", async () => {
+      const r = await withInput(["user", "sign-in-link", "--user", String(userId)], "");
+      expect(r.code).toBe(0);
+      const m = new RegExp(`^${server.url}/#link=([A-Za-z0-9_-]{43})\n$`).exec(r.stdout);
+      expect(m, r.stdout).not.toBeNull();
+      const use = () => fetch(`${server.url}/session/link`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ link: m![1] }) });
+      expect((await use()).status).toBe(200);
+      expect((await use()).status).toBe(401);
+    });
+  });
+
   describe("shutdown", () => {
     it("the server exits 0 on SIGTERM (graceful shutdown)", async () => {
       // An open keep-alive connection must not hold the shutdown up.

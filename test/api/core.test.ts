@@ -273,8 +273,9 @@ describe("unknown routes", () => {
     expect(res.body).toEqual({ message: "Not found." });
   });
 
+  // "/" is the dashboard since issue 22 (test/api/dashboard-page.test.ts); other paths stay 404.
   it("answers 404 JSON outside /api/v1", async () => {
-    for (const path of ["/nope", "/api/v2/projects", "/"]) {
+    for (const path of ["/nope", "/api/v2/projects", "/assets/nope.js", "/session/nope"]) {
       const res = await client(t.url).get(path);
       expect(res.status, path).toBe(404);
       expect(res.headers.get("content-type"), path).toMatch(/^application\/json/);

@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { z } from "zod";
 import { FEATURES, TEAM_ROLES, TOKEN_SCOPES, TeamRole, TokenScope, parseFeatureList, type Feature } from "@capstan/shared";
 import { ConfigError, loadConfig } from "../config.js";
+import { Invalid, NotFound } from "../domain/errors.js";
 // The instance and the server are imported when a command needs them: `serve` listens before
 // it loads the rest of the control plane (server.ts).
 
@@ -18,6 +19,10 @@ const USAGE = `usage: capstan <command> [options]
                                                 prints the team's features, one per line
   user create --name NAME --email EMAIL         prints the new user id
   user list
+  user password --user ID                       sets the user's dashboard password, read from
+                                                standard input (first line; never an argument)
+  user sign-in-link --user ID                   prints a one-time dashboard sign-in link
+                                                (valid 15 minutes)
   member add --team ID --user ID --role owner|admin|member|viewer
   member remove --team ID --user ID
   member list --team ID
@@ -31,6 +36,8 @@ const USAGE = `usage: capstan <command> [options]
 Configuration comes from the environment: PLATFORM_DATA_DIR, DATABASE_URL, ... (see README).`;
 
 class UsageError extends Error {}
+/** A refusal of a command's input: exit 1 with the message. */
+class CliError extends Error {}
 
 function need(values: Record<string, unknown>, name: string): string {
   const v = values[name];
@@ -64,6 +71,29 @@ function scopesOf(raw: string): TokenScope[] {
 }
 
 const out = (line: string) => process.stdout.write(line + "\n");
+
+/**
+ * The first line of standard input: a password never goes on the command line (other users
+ * of the machine see argv in ps, shells keep it in their history).
+ */
+async function readPasswordLine(): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write("password (input is shown): ");
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) {
+    chunks.push(chunk as Buffer);
+    if (Buffer.concat(chunks).includes(10)) break;
+  }
+  const line = Buffer.concat(chunks).toString("utf8").split(/\r?\n/)[0] ?? "";
+  if (!line) throw new UsageError("user password reads the password from standard input (one line)");
+  return line;
+}
+
+/** The session service's refusals as the CLI's own (exit 1 with the message). */
+function dashboardError(err: unknown): unknown {
+  if (err instanceof Invalid) return new CliError(Object.values(err.errors).flat().join(" "));
+  if (err instanceof NotFound) return new CliError(`user does not exist`);
+  return err;
+}
 const date = (d: Date | null) => (d ? d.toISOString() : "-");
 
 async function run(argv: string[]): Promise<number> {
@@ -138,6 +168,27 @@ async function run(argv: string[]): Promise<number> {
       case "user list":
         for (const u of await admin.listUsers()) out(`${u.id}\t${u.name}\t${u.email}`);
         return 0;
+      // dashboard sign-in (issue 22, docs/dashboard.md)
+      case "user password": {
+        const userId = intOf(values, "user");
+        const password = await readPasswordLine();
+        try {
+          await new (await import("../services/sessions.js")).Sessions(data.database.prisma).setPassword(userId, password);
+        } catch (err) {
+          throw dashboardError(err);
+        }
+        process.stderr.write("password set\n");
+        return 0;
+      }
+      case "user sign-in-link": {
+        const userId = intOf(values, "user");
+        try {
+          out(`${config.publicUrl}/#link=${await new (await import("../services/sessions.js")).Sessions(data.database.prisma).createSignInLink(userId)}`);
+        } catch (err) {
+          throw dashboardError(err);
+        }
+        return 0;
+      }
       case "member add": {
         const role = TeamRole.safeParse(need(values, "role"));
         if (!role.success) throw new UsageError(`--role must be one of ${TEAM_ROLES.join(", ")}`);
@@ -200,7 +251,7 @@ export async function main(argv = process.argv.slice(2)): Promise<void> {
       process.exit(2);
     }
     const { AdminError } = await import("../services/admin.js");
-    if (err instanceof ConfigError || err instanceof AdminError) {
+    if (err instanceof ConfigError || err instanceof AdminError || err instanceof CliError) {
       process.stderr.write(`capstan: ${err.message}\n`);
       process.exit(1);
     }

@@ -14,6 +14,8 @@ import { routes as defaultRoutes } from "./routes/index.js";
 import { openApiDocument } from "./openapi.js";
 import { docsRouter } from "./docs.js";
 import { ResponseCache, sendJsonBytes } from "./response-cache.js";
+import { dashboardRouter } from "./dashboard.js";
+import { sessionRouter, type SessionRouterDeps } from "./session.js";
 
 export interface AppDeps {
   services: Services;
@@ -26,6 +28,8 @@ export interface AppDeps {
   routes?: AnyRoute[];
   /** Memory for cached GET /projects bodies (http/response-cache.ts); 0 turns the cache off. Default 32 MiB. */
   responseCacheBytes?: number;
+  /** The dashboard's session endpoints (/session); without them the dashboard cannot sign in. */
+  session?: SessionRouterDeps;
 }
 
 const REQUEST_ID = /^[A-Za-z0-9._-]{1,128}$/;
@@ -286,6 +290,10 @@ export function createApp(deps: AppDeps): Express {
   }
   api.use(unknownRoute);
   app.use("/api/v1", api);
+
+  // The dashboard (issue 22): its session endpoints, outside the API, and its files at /.
+  if (deps.session) app.use("/session", deps.rateLimit, sessionRouter(deps.session));
+  app.use(dashboardRouter());
 
   app.use(unknownRoute);
   app.use(errorMiddleware(deps.log));

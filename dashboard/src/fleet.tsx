@@ -1,0 +1,185 @@
+import { useEffect, useState } from "preact/hooks";
+import { io } from "socket.io-client";
+import type { ServerStatus, ServerStatusEvent } from "@capstan/shared";
+import { apiGet, apiToken } from "./api.js";
+
+interface ServerRow {
+  uuid: string;
+  name: string;
+  ip: string;
+  status: ServerStatus;
+  lastSeenAt: string | null;
+  agentVersion: string | null;
+  engineVersion: string | null;
+  /** null: not loaded (yet, or it failed) */
+  resources: number | null;
+}
+
+interface ServerListItem {
+  uuid: string;
+  name: string;
+  ip: string;
+  status: ServerStatus;
+}
+interface ServerDetailBody extends ServerListItem {
+  engine: { version: string | null };
+  agent: { connected: boolean; version: string | null; last_seen_at: string | null };
+}
+
+/** The agent's connectivity in the words the issue uses. */
+export const CONNECTIVITY: Record<ServerStatus, string> = { reachable: "connected", unreachable: "unreachable", pending: "never seen" };
+
+function ago(iso: string | null, now: number): string {
+  if (!iso) return "never";
+  const s = Math.max(0, Math.round((now - Date.parse(iso)) / 1000));
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h ago`;
+  return `${Math.floor(s / 86_400)} d ago`;
+}
+
+async function loadRows(): Promise<ServerRow[]> {
+  const list = await apiGet<{ data: ServerListItem[] }>("/servers");
+  return Promise.all(
+    list.data.map(async (s) => {
+      const d = await apiGet<ServerDetailBody>(`/servers/${encodeURIComponent(s.uuid)}`);
+      return { uuid: s.uuid, name: d.name, ip: d.ip, status: d.status, lastSeenAt: d.agent.last_seen_at, agentVersion: d.agent.version, engineVersion: d.engine.version, resources: null };
+    }),
+  );
+}
+
+async function detail(uuid: string): Promise<Partial<ServerRow>> {
+  const d = await apiGet<ServerDetailBody>(`/servers/${encodeURIComponent(uuid)}`);
+  return { engineVersion: d.engine.version, agentVersion: d.agent.version, lastSeenAt: d.agent.last_seen_at };
+}
+
+async function resourceCount(uuid: string): Promise<number> {
+  const r = await apiGet<{ data: unknown[]; meta?: { total: number } }>(`/servers/${encodeURIComponent(uuid)}/resources?page=1&per_page=1`);
+  return r.meta?.total ?? r.data.length;
+}
+
+/**
+ * Fleet: every server of the team with its agent's connectivity, kept current by the /fleet
+ * stream (server:status) without reloading. After a reconnect of the stream the list is read
+ * again: events sent while it was away are not replayed.
+ */
+export function Fleet() {
+  const [rows, setRows] = useState<ServerRow[] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [live, setLive] = useState(false);
+  const [now, setNow] = useState(Date.now());
+
+  useEffect(() => {
+    let gone = false;
+    let loaded = false;
+    const refresh = async () => {
+      loaded = true;
+      try {
+        const fresh = await loadRows();
+        if (gone) return;
+        setRows(fresh);
+        setError(null);
+        for (const r of fresh) {
+          resourceCount(r.uuid).then(
+            (n) => !gone && setRows((cur) => cur?.map((x) => (x.uuid === r.uuid ? { ...x, resources: n } : x)) ?? cur),
+            () => {},
+          );
+        }
+      } catch (err) {
+        if (!gone) setError((err as Error).message);
+      }
+    };
+    const socket = io("/fleet", {
+      transports: ["websocket"],
+      // Asked at every (re)connect: a fresh token when the last one expired or was revoked.
+      auth: (cb) => void apiToken().then((token) => cb({ token }), () => cb({})),
+    });
+    socket.on("connect", () => {
+      setLive(true);
+      void refresh();
+    });
+    socket.on("disconnect", (reason) => {
+      setLive(false);
+      // The server drops the stream when its token stops granting access (expired): a new one.
+      if (reason === "io server disconnect") void apiToken(true).then(() => socket.connect(), () => {});
+    });
+    socket.on("server:status", (e: ServerStatusEvent) => {
+      setRows((cur) => {
+        if (!cur) return cur;
+        if (!cur.some((r) => r.uuid === e.uuid)) {
+          void refresh();
+          return cur;
+        }
+        return cur.map((r) => (r.uuid === e.uuid ? { ...r, name: e.name, status: e.status, lastSeenAt: e.last_seen_at, agentVersion: e.agent_version ?? r.agentVersion } : r));
+      });
+      // A connecting agent reports its host's facts (the engine's version): read them once it is in.
+      if (e.status === "reachable") {
+        detail(e.uuid).then(
+          (d) => !gone && setRows((cur) => cur?.map((r) => (r.uuid === e.uuid && r.status === "reachable" ? { ...r, ...d } : r)) ?? cur),
+          () => {},
+        );
+      }
+    });
+    // The list loads when the stream connects; without the stream, once anyway.
+    socket.on("connect_error", () => {
+      setLive(false);
+      if (!loaded) void refresh();
+    });
+    const tick = setInterval(() => setNow(Date.now()), 5000);
+    return () => {
+      gone = true;
+      clearInterval(tick);
+      socket.close();
+    };
+  }, []);
+
+  return (
+    <section aria-labelledby="fleet-title">
+      <div class="heading">
+        <h1 id="fleet-title">Fleet</h1>
+        <span class={live ? "live on" : "live"} role="status">
+          {live ? "live" : "connecting…"}
+        </span>
+      </div>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {rows === null && !error && <p>Loading servers…</p>}
+      {rows !== null && rows.length === 0 && (
+        <div class="empty">
+          <p>No servers yet.</p>
+          <p>
+            Add one with <code>POST /api/v1/servers</code>: it returns the command that starts the agent on the machine (see the API
+            reference at <a href="/docs">/docs</a>). The server shows up here as soon as its agent connects.
+          </p>
+        </div>
+      )}
+      {rows !== null && rows.length > 0 && (
+        <ul class="servers" aria-label="Servers">
+          {rows.map((r) => (
+            <li class="server" key={r.uuid} data-uuid={r.uuid} data-status={r.status}>
+              <div class="server-head">
+                <h2>{r.name}</h2>
+                <span class={`badge ${r.status}`}>{CONNECTIVITY[r.status]}</span>
+              </div>
+              <dl>
+                <dt>Address</dt>
+                <dd>{r.ip}</dd>
+                <dt>Last seen</dt>
+                <dd title={r.lastSeenAt ?? undefined}>{r.status === "reachable" ? "now" : ago(r.lastSeenAt, now)}</dd>
+                <dt>Agent</dt>
+                <dd>{r.agentVersion ?? "–"}</dd>
+                <dt>Docker Engine</dt>
+                <dd>{r.engineVersion ?? "–"}</dd>
+                <dt>Resources</dt>
+                <dd class="resources">{r.resources ?? "…"}</dd>
+              </dl>
+            </li>
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
