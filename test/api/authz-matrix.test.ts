@@ -214,6 +214,9 @@ const NEEDS: Record<string, Need> = {
   "patch /services/{uuid}/envs": { environment: "manage" },
   "patch /services/{uuid}/envs/bulk": { environment: "manage" },
   "delete /services/{uuid}/envs/{env_uuid}": { environment: "manage" },
+  "get /services/{uuid}/storages": { environment: "view" },
+  "post /services/{uuid}/storages": { environment: "manage" },
+  "delete /services/{uuid}/storages/{storage_uuid}": { environment: "manage" },
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -607,6 +610,18 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
   "delete /services/{uuid}/envs/{env_uuid}": async (w) => {
     const env = (await ok(owner(w).patch(`/services/${w.f.service.uuid}/envs`, { key: `GONE_${unique().toUpperCase()}`, value: "x" }), "fresh variable")).data;
     return { path: `/services/${w.f.service.uuid}/envs/${env.uuid}`, body: undefined };
+  },
+  // At most 64 storages per service, names unique: each success on a service of its own.
+  "post /services/{uuid}/storages": async (w) => {
+    const svc = await ok(
+      owner(w).post("/services", { project_uuid: w.f.project.uuid, environment_name: "production", server_uuid: w.f.server.uuid, destination_uuid: w.f.server.destinationUuid, type: "uptime-kuma" }),
+      "fresh service",
+    );
+    return { path: `/services/${svc.uuid}/storages`, body: { name: "data", mount_path: "/data" } };
+  },
+  "delete /services/{uuid}/storages/{storage_uuid}": async (w) => {
+    const storage = (await ok(owner(w).post(`/services/${w.f.service.uuid}/storages`, { name: `s-${unique()}`, mount_path: `/m-${unique()}` }), "fresh storage")).data;
+    return { path: `/services/${w.f.service.uuid}/storages/${storage.uuid}`, body: undefined };
   },
 };
 

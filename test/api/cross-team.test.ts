@@ -245,6 +245,7 @@ describe("team B's reads never include team A's objects", () => {
       (await B.api.get("/services")).body,
       (await B.api.get(`/services/${B.service.uuid}`)).body,
       (await B.api.get(`/services/${B.service.uuid}/envs`)).body,
+      (await B.api.get(`/services/${B.service.uuid}/storages`)).body,
     ]);
     for (const m of B.markers) expect(text).toContain(m);
   });

@@ -258,3 +258,41 @@ describe("networks of a service (/networks/resource/service/{uuid})", () => {
     expect(await prisma().networkAttachment.count({ where: { resourceType: "service", resourceId: row.id } })).toBe(0);
   });
 });
+
+describe("storages", () => {
+  it("adds a volume to the first application by default or to a named compose service, lists and deletes; answers say it applies on the next start", async () => {
+    const svc = await ok(create({ type: "plausible" }), "svc");
+    const res = await w.api.post(`/services/${svc.uuid}/storages`, { name: "extra", mount_path: "/extra" });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.message).toMatch(/next start or restart/);
+    expect(res.body.data).toMatchObject({ name: "extra", service_name: "plausible", mount_path: "/extra", type: "volume", host_path: null, volume_name: `${svc.uuid}-extra` });
+    expect(res.body.uuid).toBe(res.body.data.uuid);
+    const db = await w.api.post(`/services/${svc.uuid}/storages`, { name: "pgextra", mount_path: "/extra", service_name: "postgres" });
+    expect(db.status).toBe(201);
+    expect(db.body.data.service_name).toBe("postgres");
+    const list = (await w.api.get(`/services/${svc.uuid}/storages`)).body.data;
+    expect(list.map((s: { name: string }) => s.name)).toEqual(["extra", "pgextra"]);
+    expect((await w.api.delete(`/services/${svc.uuid}/storages/${res.body.data.uuid}`)).status).toBe(200);
+    expect((await w.api.get(`/services/${svc.uuid}/storages`)).body.data.map((s: { name: string }) => s.name)).toEqual(["pgextra"]);
+    expect((await w.api.delete(`/services/${svc.uuid}/storages/${res.body.data.uuid}`)).status).toBe(404);
+  });
+
+  it("refuses a taken name or path (409), a name the compose file declares (409), an unknown compose service (422), a member's bind mount (403)", async () => {
+    const svc = await ok(create({ type: "uptime-kuma" }), "svc");
+    await ok(w.api.post(`/services/${svc.uuid}/storages`, { name: "one", mount_path: "/one" }), "one");
+    const before = await prisma().serviceStorage.count();
+    expect((await w.api.post(`/services/${svc.uuid}/storages`, { name: "one", mount_path: "/two" })).status).toBe(409);
+    expect((await w.api.post(`/services/${svc.uuid}/storages`, { name: "two", mount_path: "/one" })).status).toBe(409);
+    // uptime-kuma's compose file declares uptime-kuma-data: the same Docker volume name.
+    expect((await w.api.post(`/services/${svc.uuid}/storages`, { name: "uptime-kuma-data", mount_path: "/three" })).status).toBe(409);
+    const unknown = await w.api.post(`/services/${svc.uuid}/storages`, { name: "four", mount_path: "/four", service_name: "nope" });
+    expect(unknown.status).toBe(422);
+    expect(Object.keys(unknown.body.errors)).toEqual(["service_name"]);
+    expect((await w.api.post(`/services/${svc.uuid}/storages`, { name: "x", mount_path: "relative" })).status).toBe(422);
+    const member = await t.newMember(w.team.teamId, "member");
+    const project = await prisma().project.findUniqueOrThrow({ where: { uuid: w.project.uuid } });
+    await prisma().projectPermission.create({ data: { projectId: project.id, userId: member.userId, level: "full_access" } });
+    expect((await t.api(member.token).post(`/services/${svc.uuid}/storages`, { name: "bind", mount_path: "/bind", host_path: "/srv/bind" })).status).toBe(403);
+    expect(await prisma().serviceStorage.count()).toBe(before);
+  });
+});

@@ -16,9 +16,9 @@ const withEnvironments = { environments: { orderBy: { id: "asc" } } } satisfies 
 export type ProjectWithEnvironments = Prisma.ProjectGetPayload<{ include: typeof withEnvironments }>;
 
 /**
- * How many resources an environment (or a whole project) holds. Services count 0 until they
- * exist: the field is there so the shape does not change when they come (their table then
- * needs TeamVersion triggers like Application's, prisma/migrations/*_team_version_resources).
+ * How many resources an environment (or a whole project) holds. Services still count 0: the
+ * Service table (issue 17) needs TeamVersion triggers like Application's first
+ * (prisma/migrations/*_team_version_resources), as these counts are served from the response cache.
  */
 export interface ResourceCounts {
   applications: number;

@@ -1,7 +1,8 @@
 import { z } from "zod";
-import { EnvKey, EnvValue } from "../validation/inputs.js";
+import { EnvKey, EnvValue, MountPath } from "../validation/inputs.js";
+import { HostPath } from "../validation/host-path.js";
 import { MessageBody, PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
-import { ApplicationName, ComposeContent, MAX_ENVS, bulkVariables } from "./applications.js";
+import { ApplicationName, ComposeContent, MAX_ENVS, StorageName, bulkVariables } from "./applications.js";
 import { multiline } from "../validation/text.js";
 
 /**
@@ -12,6 +13,7 @@ import { multiline } from "../validation/text.js";
 
 export const ServiceParams = z.object({ uuid: resourceId("service", Uuid) });
 export const ServiceEnvParams = ServiceParams.extend({ env_uuid: resourceId("service_env_var", Uuid) });
+export const ServiceStorageParams = ServiceParams.extend({ storage_uuid: resourceId("service_storage", Uuid) });
 
 /** The compose file of a service: what an application's compose file may be (raw or base64). */
 const ComposeRaw = ComposeContent;
@@ -130,3 +132,36 @@ export const BulkServiceEnvBody = requestBody({
 export const ServiceEnvMutation = z.object({ message: z.string(), data: ServiceEnvVar });
 export const ServiceEnvBulkMutation = z.object({ message: z.string(), data: z.array(ServiceEnvVar) });
 export const ServiceMessage = MessageBody;
+
+// ---------------------------------------------------------------------------------------------
+// Storages (the spec leaves the body of a volume add "not shown": docs/decisions.md)
+
+export const MAX_SERVICE_STORAGES = 64;
+
+export const CreateServiceStorageBody = requestBody({
+  name: StorageName,
+  mount_path: MountPath,
+  host_path: HostPath.nullable().optional().meta({ description: "A host directory to bind-mount instead of a Docker volume" }),
+  service_name: z
+    .string()
+    .min(1)
+    .max(64)
+    .optional()
+    .meta({ description: "The compose service it is mounted into; default: the service's first application (else its first component)" }),
+});
+export type CreateServiceStorageBody = z.output<typeof CreateServiceStorageBody>;
+
+export const ServiceStorage = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    service_name: z.string().meta({ description: "The compose service it is mounted into" }),
+    mount_path: z.string(),
+    host_path: z.string().nullable().meta({ description: "Set for a bind mount of a host directory" }),
+    type: z.enum(["volume", "bind"]),
+    volume_name: z.string().nullable().meta({ description: "Name of the Docker volume on the server (volumes only)" }),
+    created_at: Timestamp,
+  })
+  .meta({ id: "ServiceStorage" });
+export const ServiceStorageList = listOf(ServiceStorage);
+export const ServiceStorageCreated = z.object({ message: z.string(), uuid: z.string(), data: ServiceStorage });

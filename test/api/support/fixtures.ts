@@ -67,6 +67,7 @@ export interface Fixtures {
   /** A service from a built-in template (tests/api/services*.test.ts), with a variable of its own; never started (no agent). */
   service: { uuid: string };
   serviceEnvVar: { uuid: string };
+  serviceStorage: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -167,6 +168,7 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     "service",
   );
   const serviceEnvVar = (await ok(api.patch(`/services/${service.uuid}/envs`, { key: "FIXTURE_SVC_KEY", value: `${tag}-svc-env-value` }), "service env var")).data;
+  const serviceStorage = (await ok(api.post(`/services/${service.uuid}/storages`, { name: "extra", mount_path: "/extra" }), "service storage")).data;
   return {
     tag,
     teamId: team.teamId,
@@ -195,6 +197,7 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     // services (issue 17)
     service: { uuid: service.uuid },
     serviceEnvVar: { uuid: serviceEnvVar.uuid },
+    serviceStorage: { uuid: serviceStorage.uuid },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -220,6 +223,7 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       // services (issue 17)
       service.uuid,
       serviceEnvVar.uuid,
+      serviceStorage.uuid,
     ],
   };
 }
@@ -264,6 +268,7 @@ export async function snapshot(f: Fixtures) {
     services: get("/services"),
     service: get(`/services/${f.service.uuid}`),
     serviceEnvs: get(`/services/${f.service.uuid}/envs`),
+    serviceStorages: get(`/services/${f.service.uuid}/storages`),
     // Not visible through the API: a changed token would only show here.
     templateTokens: t.instance.database.prisma.templateSource.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) =>
       rows.map((r) => (r.authToken === null ? null : t.instance.box.open(r.authToken))),
@@ -318,6 +323,7 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   // services (issue 17)
   service: { uuid: (f) => f.service.uuid },
   service_env_var: { uuid: (f) => f.serviceEnvVar.uuid },
+  service_storage: { uuid: (f) => f.serviceStorage.uuid },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -406,6 +412,7 @@ function serviceBodies(): Record<string, BodySpec> {
     "delete /services/{uuid}": { valid: () => ({ delete_volumes: true }) },
     "patch /services/{uuid}/envs": { valid: () => ({ key: "FIXTURE_SVC_KEY", value: "hijacked" }) },
     "patch /services/{uuid}/envs/bulk": { valid: () => ({ variables: [{ key: "FIXTURE_SVC_KEY", value: "hijacked" }, { key: "INTRUDER", value: "x" }] }) },
+    "post /services/{uuid}/storages": { valid: () => ({ name: "intruder", mount_path: "/intruder" }) },
   };
 }
 

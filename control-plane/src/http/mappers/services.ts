@@ -1,4 +1,4 @@
-import type { Service, ServiceDetail, ServiceEnvVar } from "@capstan/shared";
+import type { Service, ServiceDetail, ServiceEnvVar, ServiceStorage } from "@capstan/shared";
 import type { Out } from "./types.js";
 import { iso } from "../dto.js";
 import type { ServiceListItem, ServiceWithDetail } from "../../services/services/index.js";
@@ -53,3 +53,18 @@ export function serviceDetailDto(d: { service: ServiceWithDetail; reveal: boolea
     updated_at: iso(s.updatedAt),
   };
 }
+
+/** A storage with the compose service it is mounted into; volume_name is the Docker volume on the server. */
+export const serviceStorageDto = (
+  serviceUuid: string,
+  v: { uuid: string; name: string; mountPath: string; hostPath: string | null; createdAt: Date; component: { name: string } },
+): Out<typeof ServiceStorage> => ({
+  uuid: v.uuid,
+  name: v.name,
+  service_name: v.component.name,
+  mount_path: v.mountPath,
+  host_path: v.hostPath,
+  type: v.hostPath ? ("bind" as const) : ("volume" as const),
+  volume_name: v.hostPath ? null : `${serviceUuid}-${v.name}`,
+  created_at: iso(v.createdAt),
+});

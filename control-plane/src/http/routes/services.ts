@@ -17,12 +17,16 @@ import {
   ServiceParams,
   UpdateServiceBody,
   UpsertServiceEnvBody,
+  CreateServiceStorageBody,
+  ServiceStorageCreated,
+  ServiceStorageList,
+  ServiceStorageParams,
 } from "@capstan/shared";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
 import { deleteFlags } from "./applications.js";
-import { serviceDetailDto, serviceEnvDto, serviceListDto } from "../mappers/services.js";
+import { serviceDetailDto, serviceEnvDto, serviceListDto, serviceStorageDto } from "../mappers/services.js";
 
 const TAG = "Services";
 const SERVICE_RESPONSES = { 401: ERR[401], 403: ERR[403], 404: ERR[404] } as const;
@@ -166,6 +170,54 @@ export const serviceRoutes = [
     async handler({ scope, services, params }) {
       await services.serviceEnvs.remove(scope, params.uuid, params.env_uuid);
       return { body: { message: `Environment variable deleted. ${NEXT_START}` } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/services/{uuid}/storages",
+    tag: TAG,
+    summary: "List a service's storages (volumes and bind mounts users added)",
+    description: "The volumes the compose file itself declares are part of its compose content; these are the ones added through the API, each mounted into one compose service.",
+    params: ServiceParams,
+    query: PaginationQuery,
+    responses: { 200: { description: "Storages", schema: ServiceStorageList }, ...SERVICE_RESPONSES },
+    async handler({ scope, services, params, query }) {
+      const { service, rows } = await services.services.storages(scope, params.uuid);
+      return { body: await paginateArray(query, rows.map((r) => serviceStorageDto(service.uuid, r))) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/services/{uuid}/storages",
+    tag: TAG,
+    summary: "Add a storage to a service",
+    description:
+      "A named Docker volume (`<service uuid>-<name>` on the server) or, with host_path, a bind mount of a server directory (team owners and admins, or members where the team allows it), " +
+      `mounted at mount_path into service_name (default: the service's first application). ${NEXT_START}`,
+    params: ServiceParams,
+    body: CreateServiceStorageBody,
+    responses: {
+      201: { description: "Created; uuid repeats data.uuid where Coolify's clients read it", schema: ServiceStorageCreated },
+      ...SERVICE_RESPONSES,
+      409: { description: "The name or the mount path is taken, or the compose file declares a volume of that name" },
+      422: ERR[422],
+    },
+    async handler({ scope, services, params, body }) {
+      const { service, row } = await services.services.addStorage(scope, params.uuid, body);
+      return { status: 201, body: { message: `Storage created. ${NEXT_START}`, uuid: row.uuid, data: serviceStorageDto(service.uuid, row) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/services/{uuid}/storages/{storage_uuid}",
+    tag: TAG,
+    summary: "Delete a storage of a service",
+    description: `The mount goes from the next start; a volume's data stays on the server until the service is deleted with delete_volumes=true. ${NEXT_START}`,
+    params: ServiceStorageParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, ...SERVICE_RESPONSES },
+    async handler({ scope, services, params }) {
+      await services.services.removeStorage(scope, params.uuid, params.storage_uuid);
+      return { body: { message: `Storage deleted. ${NEXT_START}` } };
     },
   }),
 ];

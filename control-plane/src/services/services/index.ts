@@ -1,12 +1,13 @@
-import type { CreateServiceBody, ImageOverrides, UpdateServiceBody } from "@capstan/shared";
+import { MAX_SERVICE_STORAGES, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
 import { toInt, toIso, type SqlReader } from "../../db/reader.js";
 import { whole } from "../../db/relations.js";
 import type { TeamScope } from "../../domain/scope.js";
-import { Invalid, removedMeanwhile } from "../../domain/errors.js";
+import { Conflict, Invalid, NotFound, removedMeanwhile } from "../../domain/errors.js";
+import { isUniqueViolation } from "../../db/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
-import { FIELD, bindSources, parseCompose } from "../../compose/index.js";
+import { FIELD, bindSources, loadYaml, parseCompose } from "../../compose/index.js";
 import {
   builtInCatalog,
   generateValues,
@@ -310,5 +311,66 @@ export class ServiceService {
       await forgetAttachments(tx, "service", [ref.id]);
       await tx.service.delete({ where: { id: ref.id } });
     });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Storages: mounted into one component from the service's next start
+
+  async storages(scope: TeamScope, uuid: string) {
+    const ref = await scope.service(uuid, "view");
+    const rows = await this.db.serviceStorage.findMany({ where: { serviceId: ref.id }, orderBy: { id: "asc" }, include: { component: { select: { name: true } } } });
+    return { service: ref, rows };
+  }
+
+  /**
+   * A named volume (`<service uuid>-<name>` on the server) or a bind mount (host_path: owners and
+   * admins, or members where the team allows it) for one compose service. A name the compose file
+   * declares as a volume is refused: both would be the same Docker volume.
+   */
+  async addStorage(scope: TeamScope, uuid: string, input: CreateServiceStorageBody) {
+    const ref = await scope.service(uuid, "manage", { components: { orderBy: { id: "asc" } } });
+    const target =
+      input.service_name !== undefined
+        ? ref.components.find((c) => c.name === input.service_name)
+        : (ref.components.find((c) => c.kind === "application") ?? ref.components[0]);
+    if (!target) throw new Invalid({ service_name: [`The service has no compose service ${JSON.stringify(input.service_name ?? "")}; it has ${ref.components.map((c) => c.name).join(", ")}.`] });
+    const declared = this.declaredVolumes(ref.composeRaw, ref.type);
+    if (declared.includes(input.name)) throw new Conflict(`The compose file already declares a volume named ${input.name}; choose another name.`);
+    if (input.host_path) await assertMayAddBindMounts(this.db, scope, [input.host_path]);
+    const existing = await this.db.serviceStorage.findMany({ where: { serviceId: ref.id }, select: { name: true, mountPath: true, componentId: true } });
+    if (existing.length >= MAX_SERVICE_STORAGES) throw new Invalid({ name: [`A service has at most ${MAX_SERVICE_STORAGES} storages.`] });
+    if (existing.some((v) => v.name === input.name)) throw new Conflict(`A storage named ${input.name} already exists on this service.`);
+    if (existing.some((v) => v.componentId === target.id && v.mountPath === input.mount_path)) throw new Conflict(`Something is already mounted at ${input.mount_path} in ${target.name}.`);
+    try {
+      const row = await this.db.serviceStorage.create({
+        data: { uuid: newUuid(), serviceId: ref.id, componentId: target.id, name: input.name, mountPath: input.mount_path, hostPath: input.host_path ?? null },
+      });
+      return { service: ref, row: { ...row, component: { name: target.name } } };
+    } catch (err) {
+      // A concurrent add of the same name or path.
+      if (isUniqueViolation(err)) throw new Conflict("A storage with this name or mount path already exists on this service.");
+      throw err;
+    }
+  }
+
+  async removeStorage(scope: TeamScope, uuid: string, storageUuid: string): Promise<void> {
+    const ref = await scope.service(uuid, "manage");
+    const row = await this.db.serviceStorage.findFirst({ where: { uuid: storageUuid, serviceId: ref.id }, select: { id: true } });
+    if (!row) throw new NotFound("Storage");
+    await this.db.serviceStorage.delete({ where: { id: row.id } });
+  }
+
+  /** Named volumes of the stored compose file, as rendered (a file that no longer parses declares none). */
+  private declaredVolumes(raw: string, type: string | null): string[] {
+    try {
+      // The rendered file: it also declares the named volumes a catalog template uses without declaring.
+      const template = this.composeTemplate(raw, type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
+      const generated = generateValues(template, {}, {});
+      const values = { ...generated.values, ...Object.fromEntries(generated.missing.map((k) => [k, "placeholder"])) };
+      const { volumes } = loadYaml(renderTemplate(template, values).compose) as { volumes?: unknown };
+      return volumes && typeof volumes === "object" && !Array.isArray(volumes) ? Object.keys(volumes) : [];
+    } catch {
+      return [];
+    }
   }
 }

@@ -40,6 +40,20 @@ CREATE TABLE "ServiceComponent" (
     CONSTRAINT "ServiceComponent_pkey" PRIMARY KEY ("id")
 );
 
+-- CreateTable
+CREATE TABLE "ServiceStorage" (
+    "id" SERIAL NOT NULL,
+    "uuid" TEXT NOT NULL,
+    "serviceId" INTEGER NOT NULL,
+    "componentId" INTEGER NOT NULL,
+    "name" TEXT NOT NULL,
+    "mountPath" TEXT NOT NULL,
+    "hostPath" TEXT,
+    "createdAt" TIMESTAMP(3) NOT NULL DEFAULT CURRENT_TIMESTAMP,
+
+    CONSTRAINT "ServiceStorage_pkey" PRIMARY KEY ("id")
+);
+
 -- CreateIndex
 CREATE UNIQUE INDEX "Service_uuid_key" ON "Service"("uuid");
 
@@ -62,6 +76,15 @@ CREATE UNIQUE INDEX "ServiceComponent_uuid_key" ON "ServiceComponent"("uuid");
 CREATE UNIQUE INDEX "ServiceComponent_serviceId_name_key" ON "ServiceComponent"("serviceId", "name");
 
 -- CreateIndex
+CREATE UNIQUE INDEX "ServiceStorage_uuid_key" ON "ServiceStorage"("uuid");
+
+-- CreateIndex
+CREATE UNIQUE INDEX "ServiceStorage_serviceId_name_key" ON "ServiceStorage"("serviceId", "name");
+
+-- CreateIndex
+CREATE UNIQUE INDEX "ServiceStorage_componentId_mountPath_key" ON "ServiceStorage"("componentId", "mountPath");
+
+-- CreateIndex
 CREATE UNIQUE INDEX "EnvVar_serviceId_key_isPreview_key" ON "EnvVar"("serviceId", "key", "isPreview");
 
 -- AddForeignKey
@@ -81,3 +104,9 @@ ALTER TABLE "Service" ADD CONSTRAINT "Service_destinationId_fkey" FOREIGN KEY ("
 
 -- AddForeignKey
 ALTER TABLE "ServiceComponent" ADD CONSTRAINT "ServiceComponent_serviceId_fkey" FOREIGN KEY ("serviceId") REFERENCES "Service"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+
+-- AddForeignKey
+ALTER TABLE "ServiceStorage" ADD CONSTRAINT "ServiceStorage_serviceId_fkey" FOREIGN KEY ("serviceId") REFERENCES "Service"("id") ON DELETE CASCADE ON UPDATE CASCADE;
+
+-- AddForeignKey
+ALTER TABLE "ServiceStorage" ADD CONSTRAINT "ServiceStorage_componentId_fkey" FOREIGN KEY ("componentId") REFERENCES "ServiceComponent"("id") ON DELETE CASCADE ON UPDATE CASCADE;

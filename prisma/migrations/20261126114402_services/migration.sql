@@ -37,6 +37,20 @@ CREATE TABLE "ServiceComponent" (
     CONSTRAINT "ServiceComponent_serviceId_fkey" FOREIGN KEY ("serviceId") REFERENCES "Service" ("id") ON DELETE CASCADE ON UPDATE CASCADE
 );
 
+-- CreateTable
+CREATE TABLE "ServiceStorage" (
+    "id" INTEGER NOT NULL PRIMARY KEY AUTOINCREMENT,
+    "uuid" TEXT NOT NULL,
+    "serviceId" INTEGER NOT NULL,
+    "componentId" INTEGER NOT NULL,
+    "name" TEXT NOT NULL,
+    "mountPath" TEXT NOT NULL,
+    "hostPath" TEXT,
+    "createdAt" DATETIME NOT NULL DEFAULT CURRENT_TIMESTAMP,
+    CONSTRAINT "ServiceStorage_serviceId_fkey" FOREIGN KEY ("serviceId") REFERENCES "Service" ("id") ON DELETE CASCADE ON UPDATE CASCADE,
+    CONSTRAINT "ServiceStorage_componentId_fkey" FOREIGN KEY ("componentId") REFERENCES "ServiceComponent" ("id") ON DELETE CASCADE ON UPDATE CASCADE
+);
+
 -- RedefineTables
 PRAGMA defer_foreign_keys=ON;
 PRAGMA foreign_keys=OFF;
@@ -87,3 +101,12 @@ CREATE UNIQUE INDEX "ServiceComponent_uuid_key" ON "ServiceComponent"("uuid");
 
 -- CreateIndex
 CREATE UNIQUE INDEX "ServiceComponent_serviceId_name_key" ON "ServiceComponent"("serviceId", "name");
+
+-- CreateIndex
+CREATE UNIQUE INDEX "ServiceStorage_uuid_key" ON "ServiceStorage"("uuid");
+
+-- CreateIndex
+CREATE UNIQUE INDEX "ServiceStorage_serviceId_name_key" ON "ServiceStorage"("serviceId", "name");
+
+-- CreateIndex
+CREATE UNIQUE INDEX "ServiceStorage_componentId_mountPath_key" ON "ServiceStorage"("componentId", "mountPath");
