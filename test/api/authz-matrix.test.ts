@@ -203,6 +203,20 @@ const NEEDS: Record<string, Need> = {
   "put /template-sources/{uuid}": "team-admin",
   "delete /template-sources/{uuid}": "team-admin",
   "post /template-sources/{uuid}/sync": "team-admin",
+
+  // services (issue 17)
+  "get /services": "team",
+  "post /services": { environment: "manage" },
+  "get /services/{uuid}": { environment: "view" },
+  "patch /services/{uuid}": { environment: "manage" },
+  "delete /services/{uuid}": { environment: "delete" },
+  "get /services/{uuid}/envs": { environment: "view" },
+  "patch /services/{uuid}/envs": { environment: "manage" },
+  "patch /services/{uuid}/envs/bulk": { environment: "manage" },
+  "delete /services/{uuid}/envs/{env_uuid}": { environment: "manage" },
+  "get /services/{uuid}/storages": { environment: "view" },
+  "post /services/{uuid}/storages": { environment: "manage" },
+  "delete /services/{uuid}/storages/{storage_uuid}": { environment: "manage" },
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -584,6 +598,30 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
     await t.instance.backupScheduler.fire(row.id, new Date("2026-01-01T03:00:00Z"));
     const execution = await t.instance.database.prisma.backupExecution.findFirstOrThrow({ where: { scheduleId: row.id } });
     return { path: `/databases/${w.f.database.uuid}/backups/${schedule.uuid}/executions/${execution.uuid}`, body: undefined };
+  },
+  // services (issue 17)
+  "delete /services/{uuid}": async (w) => {
+    const svc = await ok(
+      owner(w).post("/services", { project_uuid: w.f.project.uuid, environment_name: "production", server_uuid: w.f.server.uuid, destination_uuid: w.f.server.destinationUuid, type: "uptime-kuma" }),
+      "fresh service",
+    );
+    return { path: `/services/${svc.uuid}`, body: { delete_volumes: true } };
+  },
+  "delete /services/{uuid}/envs/{env_uuid}": async (w) => {
+    const env = (await ok(owner(w).patch(`/services/${w.f.service.uuid}/envs`, { key: `GONE_${unique().toUpperCase()}`, value: "x" }), "fresh variable")).data;
+    return { path: `/services/${w.f.service.uuid}/envs/${env.uuid}`, body: undefined };
+  },
+  // At most 64 storages per service, names unique: each success on a service of its own.
+  "post /services/{uuid}/storages": async (w) => {
+    const svc = await ok(
+      owner(w).post("/services", { project_uuid: w.f.project.uuid, environment_name: "production", server_uuid: w.f.server.uuid, destination_uuid: w.f.server.destinationUuid, type: "uptime-kuma" }),
+      "fresh service",
+    );
+    return { path: `/services/${svc.uuid}/storages`, body: { name: "data", mount_path: "/data" } };
+  },
+  "delete /services/{uuid}/storages/{storage_uuid}": async (w) => {
+    const storage = (await ok(owner(w).post(`/services/${w.f.service.uuid}/storages`, { name: `s-${unique()}`, mount_path: `/m-${unique()}` }), "fresh storage")).data;
+    return { path: `/services/${w.f.service.uuid}/storages/${storage.uuid}`, body: undefined };
   },
 };
 

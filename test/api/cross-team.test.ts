@@ -241,6 +241,11 @@ describe("team B's reads never include team A's objects", () => {
       (await B.api.get("/template-sources")).body,
       (await B.api.get(`/databases/${B.database.uuid}/backups`)).body,
       (await B.api.get(`/databases/${B.database.uuid}/backups/${B.backupSchedule.uuid}/executions`)).body,
+      // services (issue 17)
+      (await B.api.get("/services")).body,
+      (await B.api.get(`/services/${B.service.uuid}`)).body,
+      (await B.api.get(`/services/${B.service.uuid}/envs`)).body,
+      (await B.api.get(`/services/${B.service.uuid}/storages`)).body,
     ]);
     for (const m of B.markers) expect(text).toContain(m);
   });

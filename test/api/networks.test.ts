@@ -599,10 +599,11 @@ describe("networks of a resource: list, attach, detach", () => {
     expect(await db().networkAttachment.count()).toBe(before);
   });
 
-  it("type service: 404 with the reason; an unknown type: 422; an unknown resource: 404", async () => {
+  it("type service with an application's uuid: 404; an unknown type: 422; an unknown resource: 404", async () => {
+    // Services exist since issue 17 (test/api/services.test.ts): an application's uuid names none.
     const s = await team.api.get(`/networks/resource/service/${app}`);
     expect(s.status).toBe(404);
-    expect(s.body.message).toBe("Services are not available on this instance yet, so no service has networks.");
+    expect(s.body.message).toBe("Service not found.");
     expect((await team.api.post(`/networks/resource/service/${app}/attach`, { network_uuid: shared })).status).toBe(404);
     const bad = await team.api.get(`/networks/resource/widget/${app}`);
     expect(bad.status).toBe(422);

@@ -34,6 +34,12 @@ const databaseBase = { environment: ENVIRONMENT, server: { select: { id: true, n
 export type DatabaseRef = Prisma.StandaloneDatabaseGetPayload<{ include: typeof databaseBase }>;
 const DATABASE_RELATIONS = ["environment", "server"];
 
+// services (issue 17)
+const serviceBase = { environment: ENVIRONMENT, server: { select: { id: true, name: true, status: true } } } satisfies Prisma.ServiceInclude;
+/** A service resolved for the caller: its row, its environment and its server. */
+export type ServiceRef = Prisma.ServiceGetPayload<{ include: typeof serviceBase }>;
+const SERVICE_RELATIONS = ["environment", "server"];
+
 const deploymentBase = {
   application: { select: { uuid: true, name: true, environmentId: true, environment: ENVIRONMENT } },
   server: { select: { uuid: true } },
@@ -290,6 +296,14 @@ export class TeamScope {
     if (!row) throw new NotFound("Database");
     await this.assertEnvironment(row.environment, need, "Database");
     return row as Prisma.StandaloneDatabaseGetPayload<{ include: typeof databaseBase & I }>;
+  }
+
+  // services (issue 17)
+  async service<const I extends Prisma.ServiceInclude = {}>(uuid: string, need: Need, include?: I): Promise<Prisma.ServiceGetPayload<{ include: typeof serviceBase & I }>> {
+    const row = whole(await this.db.service.findFirst({ where: { uuid, teamId: this.teamId }, include: { ...include, ...serviceBase } }), SERVICE_RELATIONS);
+    if (!row) throw new NotFound("Service");
+    await this.assertEnvironment(row.environment, need, "Service");
+    return row as Prisma.ServiceGetPayload<{ include: typeof serviceBase & I }>;
   }
 
   /** A deployment, checked on its application's environment. */

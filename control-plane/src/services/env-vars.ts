@@ -7,7 +7,7 @@ import { isUniqueViolation } from "../db/errors.js";
 import type { SecretBox } from "../crypto/secret-box.js";
 
 /** The resource a variable belongs to: its owner column (EnvVar.applicationId or EnvVar.databaseId). */
-export type EnvOwner = { applicationId: number } | { databaseId: number };
+export type EnvOwner = { applicationId: number } | { databaseId: number } | { serviceId: number };
 
 /** An owner found for the caller (inside its team, access checked for the need). */
 export interface EnvOwnerRef {
@@ -28,11 +28,13 @@ export interface EnvView {
   value: string | null;
   isBuildTime: boolean;
   isPreview: boolean;
+  /** A service template's generated secret, as created (services/services/): false once a user sets its value. */
+  isGenerated: boolean;
   createdAt: Date;
   updatedAt: Date;
 }
 
-type EnvRow = { uuid: string; key: string; value: string; isBuildTime: boolean; isPreview: boolean; createdAt: Date; updatedAt: Date };
+type EnvRow = { uuid: string; key: string; value: string; isBuildTime: boolean; isPreview: boolean; isGenerated: boolean; createdAt: Date; updatedAt: Date };
 
 const label = (key: string, isPreview: boolean) => (isPreview ? `${key} (preview)` : key);
 
@@ -57,6 +59,7 @@ export class EnvVarService {
       value: reveal ? this.box.open(row.value) : null,
       isBuildTime: row.isBuildTime,
       isPreview: row.isPreview,
+      isGenerated: row.isGenerated,
       createdAt: row.createdAt,
       updatedAt: row.updatedAt,
     };
@@ -105,7 +108,7 @@ export class EnvVarService {
     const updated = await this.db.envVar.update({
       where: { id: row.id },
       data: {
-        ...(input.value !== undefined ? { value: this.box.seal(input.value) } : {}),
+        ...(input.value !== undefined ? { value: this.box.seal(input.value), isGenerated: false } : {}),
         ...(input.is_build_time !== undefined ? { isBuildTime: input.is_build_time } : {}),
       },
     });
@@ -134,7 +137,7 @@ export class EnvVarService {
           out.push(
             await tx.envVar.update({
               where: { id: current.id },
-              data: { value: this.box.seal(v.value), ...(v.is_build_time !== undefined ? { isBuildTime: v.is_build_time } : {}) },
+              data: { value: this.box.seal(v.value), isGenerated: false, ...(v.is_build_time !== undefined ? { isBuildTime: v.is_build_time } : {}) },
             }),
           );
         } else {

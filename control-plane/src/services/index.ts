@@ -27,6 +27,8 @@ import { BackupService } from "./backups/index.js";
 import { DatabaseService } from "./databases.js";
 import { LaunchService } from "./launch.js";
 import { TemplateSourceService } from "./template-sources/index.js";
+// services (issue 17)
+import { ServiceService } from "./services/index.js";
 
 export interface Services {
   db: Db;
@@ -57,6 +59,11 @@ export interface Services {
   launch: LaunchService;
   /** Template sources and their syncs (services/template-sources/). */
   templateSources: TemplateSourceService;
+  // services (issue 17)
+  /** One-click services (spec 4.6, services/services/). */
+  services: ServiceService;
+  /** Environment variables of services (generated secrets marked). */
+  serviceEnvs: EnvVarService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -77,6 +84,8 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
   });
   const s3Storages = new S3StorageService(db, box, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind });
   const backups = new BackupService({ db, dialect: config.database.kind, jobs, box, storages: s3Storages });
+  const serviceTemplates = new ServiceTemplateService(db);
+  const services = new ServiceService(db, reader, box, serviceTemplates, config.templateImageOverrides);
   const databases = new DatabaseService({ db, reader, jobs, box, proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind }, backups });
   return {
     db,
@@ -87,7 +96,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     projects: new ProjectService(db, reader, applications, networks, databases),
     permissions: new PermissionService(db),
     keys: new PrivateKeyService(db, box),
-    serviceTemplates: new ServiceTemplateService(db),
+    serviceTemplates,
     servers: new ServerService(db, jobs, agentSetup, reader, { proxyName: config.proxy.name, proxyIsolation: config.network.proxyIsolation }, { allowPrivateEndpoints: config.allowPrivateEndpoints }),
     applications,
     envVars: new EnvVarService(db, applicationEnvOwners(), box),
@@ -102,5 +111,8 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     databaseEnvs: new EnvVarService(db, databases.envOwners(), box),
     launch: new LaunchService(db, applications, deployments, databases),
     templateSources: new TemplateSourceService(db, box, { allowPrivate: config.allowPrivateEndpoints }),
+    // services (issue 17)
+    services,
+    serviceEnvs: new EnvVarService(db, services.envOwners(), box),
   };
 }

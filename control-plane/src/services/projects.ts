@@ -8,6 +8,7 @@ import { bypasses } from "../domain/permissions.js";
 import type { ApplicationService } from "./applications.js";
 import type { NetworkService } from "./networks/index.js";
 import type { DatabaseService } from "./databases.js";
+import { forgetAttachments } from "./network-plan.js";
 
 export const DEFAULT_ENVIRONMENT = "production";
 
@@ -15,9 +16,9 @@ const withEnvironments = { environments: { orderBy: { id: "asc" } } } satisfies 
 export type ProjectWithEnvironments = Prisma.ProjectGetPayload<{ include: typeof withEnvironments }>;
 
 /**
- * How many resources an environment (or a whole project) holds. Services count 0 until they
- * exist: the field is there so the shape does not change when they come (their table then
- * needs TeamVersion triggers like Application's, prisma/migrations/*_team_version_resources).
+ * How many resources an environment (or a whole project) holds. Services still count 0: the
+ * Service table (issue 17) needs TeamVersion triggers like Application's first
+ * (prisma/migrations/*_team_version_resources), as these counts are served from the response cache.
  */
 export interface ResourceCounts {
   applications: number;
@@ -225,6 +226,8 @@ export class ProjectService {
       await networks.lock(tx);
       await removal.enqueue(tx);
       await dbRemoval.enqueue(tx);
+      // services (issue 17): never started yet, so only their network attachments outlive the cascade.
+      await forgetServiceAttachments(tx, all.map((e) => e.id));
       await networks.enqueue(tx);
       await tx.project.delete({ where: { id: project.id } });
     });
@@ -260,6 +263,8 @@ export class ProjectService {
       await networks.lock(tx);
       await removal.enqueue(tx);
       await dbRemoval.enqueue(tx);
+      // services (issue 17)
+      await forgetServiceAttachments(tx, [environment.id]);
       await networks.enqueue(tx);
       await tx.environment.delete({ where: { id: environment.id } });
     });
@@ -267,4 +272,11 @@ export class ProjectService {
     dbRemoval.kick();
     networks.kick();
   }
+}
+
+// services (issue 17)
+/** Network attachments of the services of some environments (the services go with them by cascade; attachments have no foreign key). */
+async function forgetServiceAttachments(tx: Prisma.TransactionClient, environmentIds: number[]): Promise<void> {
+  const services = await tx.service.findMany({ where: { environmentId: { in: environmentIds } }, select: { id: true } });
+  await forgetAttachments(tx, "service", services.map((s) => s.id));
 }

@@ -220,6 +220,9 @@ export class ServerService {
     if (apps > 0) throw new Conflict(`Server ${server.name} has ${apps} application(s); delete them or their environments first.`);
     const databases = await this.db.standaloneDatabase.count({ where: { serverId: server.id } });
     if (databases > 0) throw new Conflict(`Server ${server.name} has ${databases} database(s); delete them or their environments first.`);
+    // services (issue 17)
+    const services = await this.db.service.count({ where: { serverId: server.id } });
+    if (services > 0) throw new Conflict(`Server ${server.name} has ${services} service(s); delete them or their environments first.`);
     await this.db.server.delete({ where: { id: server.id } });
     this.agents?.standDown(server.id, "server removed from management");
   }

@@ -63,6 +63,11 @@ export interface Fixtures {
    * machine's own name at port 1, so its syncs fail at once without outside traffic.
    */
   templateSource: { uuid: string };
+  // services (issue 17)
+  /** A service from a built-in template (tests/api/services*.test.ts), with a variable of its own; never started (no agent). */
+  service: { uuid: string };
+  serviceEnvVar: { uuid: string };
+  serviceStorage: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -157,6 +162,13 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   ).data;
   // Its first sync settles before anyone takes a snapshot.
   await t.instance.services.templateSources.idle();
+  // services (issue 17)
+  const service = await ok(
+    api.post("/services", { project_uuid: project.uuid, environment_name: "production", server_uuid: server.uuid, destination_uuid: destinationUuid, type: "uptime-kuma", name: `${tag}-svc` }),
+    "service",
+  );
+  const serviceEnvVar = (await ok(api.patch(`/services/${service.uuid}/envs`, { key: "FIXTURE_SVC_KEY", value: `${tag}-svc-env-value` }), "service env var")).data;
+  const serviceStorage = (await ok(api.post(`/services/${service.uuid}/storages`, { name: "extra", mount_path: "/extra" }), "service storage")).data;
   return {
     tag,
     teamId: team.teamId,
@@ -182,6 +194,10 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     backupSchedule: { uuid: backupSchedule.uuid },
     backupExecution: { uuid: backupExecution.uuid },
     templateSource: { uuid: templateSource.uuid },
+    // services (issue 17)
+    service: { uuid: service.uuid },
+    serviceEnvVar: { uuid: serviceEnvVar.uuid },
+    serviceStorage: { uuid: serviceStorage.uuid },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -204,6 +220,10 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       envVar.uuid,
       storage.uuid,
       gitApp.uuid,
+      // services (issue 17)
+      service.uuid,
+      serviceEnvVar.uuid,
+      serviceStorage.uuid,
     ],
   };
 }
@@ -244,6 +264,11 @@ export async function snapshot(f: Fixtures) {
     backupExecutions: get(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}/executions`),
     templateSources: get("/template-sources"),
     templateSource: get(`/template-sources/${f.templateSource.uuid}`),
+    // services (issue 17)
+    services: get("/services"),
+    service: get(`/services/${f.service.uuid}`),
+    serviceEnvs: get(`/services/${f.service.uuid}/envs`),
+    serviceStorages: get(`/services/${f.service.uuid}/storages`),
     // Not visible through the API: a changed token would only show here.
     templateTokens: t.instance.database.prisma.templateSource.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) =>
       rows.map((r) => (r.authToken === null ? null : t.instance.box.open(r.authToken))),
@@ -293,8 +318,12 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   backup_execution: { uuid: (f) => f.backupExecution.uuid },
   template_source: { uuid: (f) => f.templateSource.uuid },
   // {type} of /networks/resource/{type}/{uuid}: names a kind, not an object (UNOWNED_KINDS).
-  resource_type: { application: () => "application", database: () => "database" },
-  network_resource: { application: (f) => f.application.uuid, database: (f) => f.database.uuid },
+  resource_type: { application: () => "application", database: () => "database", /* services (issue 17) */ service: () => "service" },
+  network_resource: { application: (f) => f.application.uuid, database: (f) => f.database.uuid, /* services (issue 17) */ service: (f) => f.service.uuid },
+  // services (issue 17)
+  service: { uuid: (f) => f.service.uuid },
+  service_env_var: { uuid: (f) => f.serviceEnvVar.uuid },
+  service_storage: { uuid: (f) => f.serviceStorage.uuid },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -362,7 +391,30 @@ export const BODIES: Record<string, BodySpec> = {
     valid: (c) => ({ network_uuid: c.network.uuid }),
     foreign: (a) => [{ network_uuid: a.network.uuid }],
   },
+  // services (issue 17)
+  ...serviceBodies(),
 };
+
+/** Service routes (issue 17): the create path names a project, a server and a destination. */
+function serviceBodies(): Record<string, BodySpec> {
+  const where = (p: Fixtures, s: Fixtures = p, d: Fixtures = s) => ({
+    project_uuid: p.project.uuid,
+    environment_name: "production",
+    server_uuid: s.server.uuid,
+    destination_uuid: d.server.destinationUuid,
+  });
+  return {
+    "post /services": {
+      valid: (c) => ({ ...where(c), type: "uptime-kuma" }),
+      foreign: (a, b) => [where(a, b), where(b, a, a), where(b, b, a), where(a, a, a)].map((w) => ({ ...w, type: "uptime-kuma" })),
+    },
+    "patch /services/{uuid}": { valid: () => ({ name: "hijacked", docker_compose_raw: "services:\n  web:\n    image: nginx:1.27\n" }) },
+    "delete /services/{uuid}": { valid: () => ({ delete_volumes: true }) },
+    "patch /services/{uuid}/envs": { valid: () => ({ key: "FIXTURE_SVC_KEY", value: "hijacked" }) },
+    "patch /services/{uuid}/envs/bulk": { valid: () => ({ variables: [{ key: "FIXTURE_SVC_KEY", value: "hijacked" }, { key: "INTRUDER", value: "x" }] }) },
+    "post /services/{uuid}/storages": { valid: () => ({ name: "intruder", mount_path: "/intruder" }) },
+  };
+}
 
 /** S3 storages and database backups: a schedule names a storage by its integer id. */
 function backupBodies(): Record<string, BodySpec> {
@@ -513,12 +565,16 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
   "delete /security/keys/{uuid}": async (f) => {
     await f.api.delete(`/applications/${f.application.uuid}`);
     await f.api.delete(`/databases/${f.database.uuid}`);
+    // services (issue 17)
+    await f.api.delete(`/services/${f.service.uuid}`);
     await f.api.delete(`/servers/${f.server.uuid}`);
   },
   // A server with applications or databases cannot be removed (409): delete them first.
   "delete /servers/{uuid}": async (f) => {
     await f.api.delete(`/applications/${f.application.uuid}`);
     await f.api.delete(`/databases/${f.database.uuid}`);
+    // services (issue 17)
+    await f.api.delete(`/services/${f.service.uuid}`);
   },
   // A storage used by a backup schedule cannot be deleted (409): delete the schedule first.
   "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),

@@ -10,9 +10,22 @@ import { NetworkBase, MAX_ATTACHMENTS, withDestination, type NetworkRow, type Re
 export class NetworkAttachments {
   constructor(private readonly base: NetworkBase) {}
 
-  /** The resource in the caller's team with `need` on its environment; services do not exist yet. */
+  /** The resource in the caller's team with `need` on its environment. */
   private async resource(scope: TeamScope, type: NetworkResourceType, uuid: string, need: Need): Promise<ResourceRef> {
-    if (type === "service") throw new NotFound("Service", "Services are not available on this instance yet, so no service has networks.");
+    // services (issue 17): public when one of its service applications has a domain.
+    if (type === "service") {
+      const svc = await scope.service(uuid, need, { ...withDestination, components: { where: { kind: "application", fqdn: { not: null } }, select: { id: true }, take: 1 } });
+      return {
+        type,
+        id: svc.id,
+        name: svc.name,
+        teamId: svc.teamId,
+        serverId: svc.serverId,
+        environment: svc.environment,
+        destinationNetwork: svc.destination.networkName,
+        isPublic: svc.components.length > 0,
+      };
+    }
     if (type === "application") {
       const app = await scope.application(uuid, need, withDestination);
       return {

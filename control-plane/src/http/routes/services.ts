@@ -1,0 +1,223 @@
+import {
+  BulkServiceEnvBody,
+  CreateServiceBody,
+  CreatedService,
+  DeleteServiceBody,
+  DeleteServiceQuery,
+  MessageBody,
+  PaginationQuery,
+  ServiceDetail,
+  ServiceEnvBulkMutation,
+  ServiceEnvMutation,
+  ServiceEnvParams,
+  ServiceEnvVarList,
+  ServiceList,
+  ServiceListQuery,
+  ServiceMutation,
+  ServiceParams,
+  UpdateServiceBody,
+  UpsertServiceEnvBody,
+  CreateServiceStorageBody,
+  ServiceStorageCreated,
+  ServiceStorageList,
+  ServiceStorageParams,
+} from "@capstan/shared";
+import { paginate, paginateArray } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR } from "../dto.js";
+import { deleteFlags } from "./applications.js";
+import { serviceDetailDto, serviceEnvDto, serviceListDto, serviceStorageDto } from "../mappers/services.js";
+
+const TAG = "Services";
+const SERVICE_RESPONSES = { 401: ERR[401], 403: ERR[403], 404: ERR[404] } as const;
+/** What every answer that changes a service's configuration says (spec 4.6: changes apply on the next start). */
+const NEXT_START = "Changes take effect on the service's next start or restart.";
+
+/** Services (spec 4.6, issue 17; docs/services.md). */
+export const serviceRoutes = [
+  route({
+    method: "get",
+    path: "/services",
+    tag: TAG,
+    summary: "List services",
+    description: "The services of the token's team in environments the caller may see, oldest first.",
+    query: ServiceListQuery,
+    responses: { 200: { description: "Services", schema: ServiceList }, 401: ERR[401], 403: ERR[403] },
+    async handler({ scope, services, query }) {
+      return { body: await paginate(query, () => services.services.count(scope), async (w) => (await services.services.list(scope, w)).map(serviceListDto)) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/services",
+    tag: TAG,
+    summary: "Create a service from a template or a compose file",
+    description:
+      "type names a template as GET /services/templates lists it (built-in templates; services from template sources are not available yet), or docker_compose_raw " +
+      "gives a custom compose file (beyond the spec, as Coolify has it; checked like an application's compose file). The template's generated values " +
+      "(SERVICE_PASSWORD_* and the other generators) are created now, stored sealed, and never regenerated. Needs full access to the environment. " +
+      "Services are created, not started, on this instance for now (instant_deploy only false; docs/services.md).",
+    body: CreateServiceBody,
+    responses: {
+      201: { description: "Created", schema: CreatedService },
+      401: ERR[401],
+      403: { description: "Insufficient permissions, or a bind mount the caller may not add" },
+      404: { description: "Project, environment, server or destination not found in the caller's team" },
+      422: ERR[422],
+    },
+    async handler({ scope, services, body }) {
+      return { status: 201, body: await services.services.create(scope, body) };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/services/{uuid}",
+    tag: TAG,
+    summary: "Get a service's full configuration",
+    description:
+      "Its service applications and databases (each with its own uuid, image, status and exclude_from_status; fqdn for applications), the compose content, " +
+      "its variables and its aggregated status (docs/services.md). Variable values are shown to callers who may read the service's secrets " +
+      "(full access on its environment, or a team owner, admin or automation token, with a token that has the read scope) and null for everyone else.",
+    params: ServiceParams,
+    responses: { 200: { description: "Service", schema: ServiceDetail }, ...SERVICE_RESPONSES },
+    async handler({ scope, services, params }) {
+      return { body: serviceDetailDto(await services.services.detail(scope, params.uuid), (v) => services.services.open(v)) };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/services/{uuid}",
+    tag: TAG,
+    summary: "Change a service's name or compose file",
+    description:
+      `Only the fields given change. docker_compose_raw is checked like an application's compose file (docs/compose.md); variables it needs that the service lacks are generated, the ones it has keep their values. ${NEXT_START}`,
+    params: ServiceParams,
+    body: UpdateServiceBody,
+    responses: { 200: { description: "Updated", schema: ServiceMutation }, ...SERVICE_RESPONSES, 422: ERR[422] },
+    async handler({ scope, services, params, body }) {
+      await services.services.update(scope, params.uuid, body);
+      return { body: { message: `Service updated. ${NEXT_START}`, data: serviceDetailDto(await services.services.detail(scope, params.uuid), (v) => services.services.open(v)) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/services/{uuid}",
+    tag: TAG,
+    summary: "Delete a service",
+    description:
+      "The service goes with its components and variables. delete_configurations (default true), delete_volumes (default false) and docker_cleanup (default true) " +
+      "are taken as for applications, in the query string or the JSON body; services are not started on this instance yet, so nothing of one runs on its server.",
+    params: ServiceParams,
+    query: DeleteServiceQuery,
+    body: DeleteServiceBody,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, ...SERVICE_RESPONSES, 422: ERR[422] },
+    async handler({ scope, services, params, query, body }) {
+      await services.services.remove(scope, params.uuid, deleteFlags(query, body));
+      return { body: { message: "Service deleted." } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/services/{uuid}/envs",
+    tag: TAG,
+    summary: "List a service's environment variables",
+    description:
+      "Its template's generated values (is_generated) and the variables users set. Values are shown to callers who may read the service's secrets and null (masked) for everyone else; " +
+      "the same rule holds for the answers of PATCH and bulk.",
+    params: ServiceParams,
+    query: PaginationQuery,
+    responses: { 200: { description: "Variables", schema: ServiceEnvVarList }, ...SERVICE_RESPONSES },
+    async handler({ scope, services, params, query }) {
+      return { body: await paginateArray(query, (await services.serviceEnvs.list(scope, params.uuid)).map(serviceEnvDto)) };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/services/{uuid}/envs",
+    tag: TAG,
+    summary: "Create or change an environment variable by key",
+    description: `Creates the key, or changes its value when it exists (a generated value the user sets is no longer marked generated). ${NEXT_START}`,
+    params: ServiceParams,
+    body: UpsertServiceEnvBody,
+    responses: { 200: { description: "Saved; value as GET .../envs would show it to the caller", schema: ServiceEnvMutation }, ...SERVICE_RESPONSES, 422: ERR[422] },
+    async handler({ scope, services, params, body }) {
+      const [env] = await services.serviceEnvs.bulk(scope, params.uuid, [{ key: body.key, value: body.value }]);
+      return { body: { message: `Environment variable saved. ${NEXT_START}`, data: serviceEnvDto(env!) } };
+    },
+  }),
+  route({
+    method: "patch",
+    path: "/services/{uuid}/envs/bulk",
+    tag: TAG,
+    summary: "Create or change several environment variables at once",
+    description: `All or nothing, in one transaction. The list is \`variables\`, or Coolify's name for it, \`data\`. ${NEXT_START}`,
+    params: ServiceParams,
+    body: BulkServiceEnvBody,
+    responses: { 200: { description: "Saved; values as GET .../envs would show them to the caller", schema: ServiceEnvBulkMutation }, ...SERVICE_RESPONSES, 422: ERR[422] },
+    async handler({ scope, services, params, body }) {
+      const envs = await services.serviceEnvs.bulk(scope, params.uuid, body.variables);
+      return { body: { message: `${envs.length} environment variable(s) saved. ${NEXT_START}`, data: envs.map(serviceEnvDto) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/services/{uuid}/envs/{env_uuid}",
+    tag: TAG,
+    summary: "Delete an environment variable",
+    description: `A generated value deleted is generated anew (a different value) when the compose file next needs it. ${NEXT_START}`,
+    params: ServiceEnvParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, ...SERVICE_RESPONSES },
+    async handler({ scope, services, params }) {
+      await services.serviceEnvs.remove(scope, params.uuid, params.env_uuid);
+      return { body: { message: `Environment variable deleted. ${NEXT_START}` } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/services/{uuid}/storages",
+    tag: TAG,
+    summary: "List a service's storages (volumes and bind mounts users added)",
+    description: "The volumes the compose file itself declares are part of its compose content; these are the ones added through the API, each mounted into one compose service.",
+    params: ServiceParams,
+    query: PaginationQuery,
+    responses: { 200: { description: "Storages", schema: ServiceStorageList }, ...SERVICE_RESPONSES },
+    async handler({ scope, services, params, query }) {
+      const { service, rows } = await services.services.storages(scope, params.uuid);
+      return { body: await paginateArray(query, rows.map((r) => serviceStorageDto(service.uuid, r))) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/services/{uuid}/storages",
+    tag: TAG,
+    summary: "Add a storage to a service",
+    description:
+      "A named Docker volume (`<service uuid>-<name>` on the server) or, with host_path, a bind mount of a server directory (team owners and admins, or members where the team allows it), " +
+      `mounted at mount_path into service_name (default: the service's first application). ${NEXT_START}`,
+    params: ServiceParams,
+    body: CreateServiceStorageBody,
+    responses: {
+      201: { description: "Created; uuid repeats data.uuid where Coolify's clients read it", schema: ServiceStorageCreated },
+      ...SERVICE_RESPONSES,
+      409: { description: "The name or the mount path is taken, or the compose file declares a volume of that name" },
+      422: ERR[422],
+    },
+    async handler({ scope, services, params, body }) {
+      const { service, row } = await services.services.addStorage(scope, params.uuid, body);
+      return { status: 201, body: { message: `Storage created. ${NEXT_START}`, uuid: row.uuid, data: serviceStorageDto(service.uuid, row) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/services/{uuid}/storages/{storage_uuid}",
+    tag: TAG,
+    summary: "Delete a storage of a service",
+    description: `The mount goes from the next start; a volume's data stays on the server until the service is deleted with delete_volumes=true. ${NEXT_START}`,
+    params: ServiceStorageParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, ...SERVICE_RESPONSES },
+    async handler({ scope, services, params }) {
+      await services.services.removeStorage(scope, params.uuid, params.storage_uuid);
+      return { body: { message: `Storage deleted. ${NEXT_START}` } };
+    },
+  }),
+];

@@ -1,0 +1,376 @@
+import { MAX_SERVICE_STORAGES, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
+import type { Db, Prisma } from "../../db/client.js";
+import { toInt, toIso, type SqlReader } from "../../db/reader.js";
+import { whole } from "../../db/relations.js";
+import type { TeamScope } from "../../domain/scope.js";
+import { Conflict, Invalid, NotFound, removedMeanwhile } from "../../domain/errors.js";
+import { isUniqueViolation } from "../../db/errors.js";
+import { newUuid } from "../../lib/ids.js";
+import type { SecretBox } from "../../crypto/secret-box.js";
+import { FIELD, bindSources, loadYaml, parseCompose } from "../../compose/index.js";
+import {
+  builtInCatalog,
+  generateValues,
+  parseHeader,
+  parseTemplate,
+  renderTemplate,
+  TemplateRenderError,
+  type LoadedTemplates,
+  type Template,
+} from "../../templates/index.js";
+import { assertMayAddBindMounts } from "../bind-mounts.js";
+import { forgetAttachments } from "../network-plan.js";
+import type { EnvOwnerResolver } from "../env-vars.js";
+import { BUILT_IN, type ServiceTemplateService } from "../service-templates.js";
+import { aggregateServiceStatus } from "./status.js";
+
+type Window = { skip?: number; take?: number };
+type Tx = Prisma.TransactionClient;
+
+const withDetail = {
+  environment: { include: { project: { select: { uuid: true, name: true } } } },
+  server: { select: { uuid: true } },
+  destination: { select: { uuid: true } },
+  components: { orderBy: { id: "asc" } },
+  envs: { orderBy: { id: "asc" } },
+} satisfies Prisma.ServiceInclude;
+export type ServiceWithDetail = Prisma.ServiceGetPayload<{ include: typeof withDetail }>;
+const DETAIL_RELATIONS = ["environment", "environment.project", "server", "destination"];
+
+type ListRow = [uuid: string, name: string, status: string, type: string | null, createdAt: unknown, projectUuid: string, environmentName: string, serverUuid: string];
+
+export interface ServiceListItem {
+  uuid: string;
+  name: string;
+  status: string;
+  type: string | null;
+  createdAt: string;
+  projectUuid: string;
+  environmentName: string;
+  serverUuid: string;
+}
+
+export interface ServiceDeleteFlags {
+  delete_configurations: boolean;
+  delete_volumes: boolean;
+  docker_cleanup: boolean;
+}
+
+/**
+ * The header a custom compose file (docker_compose_raw) is parsed under: the template parser
+ * wants one, and a user's compose file is a template without a catalog entry. The `---` ends
+ * the header, so the user's own leading comments are never read as header keys.
+ */
+const CUSTOM_HEADER = "# documentation: https://capstan.invalid/docs/services.md\n# slogan: Custom compose service\n---\n";
+/** The template name a custom compose file is parsed as (never shown: its type is null). */
+const CUSTOM_NAME = "compose-service";
+
+/** A template ready for a service: where it came from, and the parsed template. */
+interface Resolved {
+  type: string | null;
+  source: string | null;
+  template: Template;
+}
+
+/**
+ * Services (spec 4.6, issue 17): records of one-click compose stacks, their components and
+ * variables. A service's generated values (SERVICE_PASSWORD_* and the other generators, and
+ * input defaults) are created once, when the template first needs them, and stored sealed as
+ * its variables: every later render reads them back byte for byte (templates/generate.ts), so
+ * no redeploy, restart, PATCH or upgrade changes a password the service's data was set up
+ * with. SERVICE_FQDN_ and SERVICE_URL_ values are never stored: they follow each component's fqdn.
+ */
+export class ServiceService {
+  constructor(
+    private readonly db: Db,
+    private readonly reader: SqlReader,
+    private readonly box: SecretBox,
+    private readonly templates: ServiceTemplateService,
+    private readonly imageOverrides: ImageOverrides,
+    private readonly builtIn: () => Promise<LoadedTemplates> = builtInCatalog,
+  ) {}
+
+  // -------------------------------------------------------------------------------------------
+  // Reads
+
+  /** The caller's services, one SQL statement: the team, the environment visibility rule, the page window. */
+  async list(scope: TeamScope, window: Window): Promise<ServiceListItem[]> {
+    const { sql: where, params } = scope.visibleRows(`sv."teamId"`, "environment");
+    let sql = `SELECT sv."uuid", sv."name", sv."status", sv."type", sv."createdAt", p."uuid", e."name", s."uuid"
+      FROM "Service" sv
+      JOIN "Environment" e ON e."id" = sv."environmentId"
+      JOIN "Project" p ON p."id" = e."projectId"
+      JOIN "Server" s ON s."id" = sv."serverId"
+      WHERE ${where} ORDER BY sv."id"`;
+    if (window.take !== undefined) {
+      sql += ` LIMIT ? OFFSET ?`;
+      params.push(window.take, window.skip ?? 0);
+    }
+    const rows = await this.reader.rows<ListRow>(sql, params);
+    return rows.map(([uuid, name, status, type, createdAt, projectUuid, environmentName, serverUuid]) => ({
+      uuid,
+      name,
+      status,
+      type,
+      createdAt: toIso(createdAt),
+      projectUuid,
+      environmentName,
+      serverUuid,
+    }));
+  }
+
+  async count(scope: TeamScope): Promise<number> {
+    const { sql: where, params } = scope.visibleRows(`sv."teamId"`, "environment");
+    const [row] = await this.reader.all<{ n: unknown }>(`SELECT COUNT(*) AS "n" FROM "Service" sv JOIN "Environment" e ON e."id" = sv."environmentId" WHERE ${where}`, params);
+    return toInt(row!.n);
+  }
+
+  /** The detail, with whether the caller may see variable values (TeamScope.maySeeSecrets: the one rule). */
+  async detail(scope: TeamScope, uuid: string): Promise<{ service: ServiceWithDetail; reveal: boolean }> {
+    const ref = await scope.service(uuid, "view");
+    const service = whole(await this.db.service.findUnique({ where: { id: ref.id }, include: withDetail }), DETAIL_RELATIONS);
+    if (!service) throw removedMeanwhile("Service");
+    return { service, reveal: await scope.maySeeSecrets(ref.environment) };
+  }
+
+  /** A variable's value as stored (sealed at rest). */
+  open(sealed: string): string {
+    return this.box.open(sealed);
+  }
+
+  /** The owners of service variables (EnvVarService): values shown to callers who may read the service's secrets. */
+  envOwners(): EnvOwnerResolver {
+    return async (scope, uuid, need) => {
+      const service = await scope.service(uuid, need);
+      return { owner: { serviceId: service.id }, noun: "A service", canReveal: () => scope.maySeeSecrets(service.environment) };
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Templates
+
+  /** `type` as GET /services/templates lists it, for the caller's team; unknown names are a 422 naming the field. */
+  private async templateOf(scope: TeamScope, type: string): Promise<Resolved> {
+    const offered = (await this.templates.list(scope, {})).find((t) => t.name === type);
+    if (!offered) throw new Invalid({ type: [`Unknown template ${JSON.stringify(type.slice(0, 100))}: GET /services/templates lists the templates this team can use.`] });
+    if (offered.source !== BUILT_IN) {
+      // A source's sync stores its templates' headers, not their files: see docs/decisions.md.
+      throw new Invalid({ type: [`${type} comes from the template source ${offered.source}; services from template sources are not available yet (built-in templates are).`] });
+    }
+    const template = (await this.builtIn()).templates.find((t) => t.name === offered.template.name);
+    if (!template) throw new Invalid({ type: [`Unknown template ${JSON.stringify(type.slice(0, 100))}.`] });
+    return { type, source: BUILT_IN, template };
+  }
+
+  /** A compose file a user sent (create or PATCH): parsed as a template, its reasons reported under docker_compose_raw. */
+  private composeTemplate(raw: string, name: string): Template {
+    const text = parseHeader(raw).ok ? raw : CUSTOM_HEADER + raw;
+    const parsed = parseTemplate(name, text);
+    if (!parsed.ok) throw new Invalid({ [FIELD]: [parsed.reason] });
+    // What users see and PATCH is their own text, without the header added for the parser.
+    return { ...parsed.template, text: raw };
+  }
+
+  /**
+   * The service's values and rendered compose, checked by the compose checker (the injection
+   * corpus, bind-mount and network rules of application compose files). Required inputs
+   * without a value are rendered with a placeholder for the check only; such a service gets
+   * no stored rendering until they are set.
+   */
+  private render(template: Template, stored: Record<string, string>) {
+    const generated = generateValues(template, stored, {});
+    const values = { ...generated.values, ...Object.fromEntries(generated.missing.map((k) => [k, "placeholder"])) };
+    let compose: string;
+    try {
+      compose = renderTemplate(template, values, { imageOverrides: this.imageOverrides }).compose;
+    } catch (err) {
+      if (err instanceof TemplateRenderError) throw new Invalid({ [FIELD]: err.problems.slice(0, 20) });
+      throw err;
+    }
+    const binds = bindSources(parseCompose(compose));
+    return { generated, compose: generated.missing.length ? "" : compose, binds };
+  }
+
+  /** What a template says about each variable: generated secrets are marked as such. */
+  private static generatedKeys(template: Template): Set<string> {
+    return new Set(template.variables.filter((v) => v.kind === "generated").map((v) => v.name));
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Create, update, delete
+
+  async create(scope: TeamScope, input: CreateServiceBody): Promise<{ uuid: string; name: string; type: string | null }> {
+    const where = await scope.placement(input);
+    const resolved: Resolved =
+      input.type !== undefined ? await this.templateOf(scope, input.type) : { type: null, source: null, template: this.composeTemplate(input.docker_compose_raw!, CUSTOM_NAME) };
+    const { generated, compose, binds } = this.render(resolved.template, {});
+    await assertMayAddBindMounts(this.db, scope, binds);
+    const generatedKeys = ServiceService.generatedKeys(resolved.template);
+    const uuid = newUuid();
+    const name = input.name ?? (resolved.type ?? CUSTOM_NAME).replace(/^.*\//, "");
+    await this.db.$transaction(async (tx) => {
+      const service = await tx.service.create({
+        data: {
+          uuid,
+          teamId: scope.teamId,
+          ...where,
+          name,
+          description: input.description ?? "",
+          type: resolved.type,
+          templateSource: resolved.source,
+          composeRaw: resolved.template.text,
+          composeRendered: this.box.seal(compose),
+        },
+        select: { id: true },
+      });
+      await this.syncComponents(tx, service.id, resolved.template);
+      await this.storeCreated(tx, service.id, generated.created, generated.values, generatedKeys);
+    });
+    return { uuid, name, type: resolved.type };
+  }
+
+  /** Values a render created (generated secrets, input defaults): stored once, sealed; never written again by a render. */
+  private async storeCreated(tx: Tx, serviceId: number, created: string[], values: Record<string, string>, generatedKeys: Set<string>): Promise<void> {
+    for (const key of created) {
+      await tx.envVar.create({
+        data: { uuid: newUuid(), serviceId, key, value: this.box.seal(values[key]!), isGenerated: generatedKeys.has(key) },
+      });
+    }
+  }
+
+  /** The components of a (new) compose file: kept by compose service name (uuids stay), added, removed. */
+  private async syncComponents(tx: Tx, serviceId: number, template: Template): Promise<void> {
+    const existing = await tx.serviceComponent.findMany({ where: { serviceId } });
+    const byName = new Map(existing.map((c) => [c.name, c]));
+    const names = new Set(template.services.map((s) => s.name));
+    const gone = existing.filter((c) => !names.has(c.name)).map((c) => c.id);
+    if (gone.length) await tx.serviceComponent.deleteMany({ where: { id: { in: gone } } });
+    for (const s of template.services) {
+      const image = s.image;
+      const current = byName.get(s.name);
+      // A component that stops being an application loses its route; one that becomes one has none yet.
+      const data = { kind: s.kind, image, excludeFromStatus: s.excludeFromStatus, ...(s.kind !== "application" ? { fqdn: null } : {}) };
+      if (current) await tx.serviceComponent.update({ where: { id: current.id }, data });
+      else await tx.serviceComponent.create({ data: { uuid: newUuid(), serviceId, name: s.name, ...data } });
+    }
+    const components = await tx.serviceComponent.findMany({ where: { serviceId }, select: { status: true, excludeFromStatus: true } });
+    await tx.service.update({ where: { id: serviceId }, data: { status: aggregateServiceStatus(components) } });
+  }
+
+  /**
+   * PATCH: name, description, docker_compose_raw. A new compose file is checked like an
+   * application's; values it needs that the service lacks are generated and stored, values it
+   * has stay byte-identical. Takes effect on the next start or restart.
+   */
+  async update(scope: TeamScope, uuid: string, input: UpdateServiceBody): Promise<void> {
+    const ref = await scope.service(uuid, "manage");
+    const data: Prisma.ServiceUncheckedUpdateInput = {};
+    if (input.name !== undefined) data.name = input.name;
+    if (input.description !== undefined) data.description = input.description;
+    if (input.docker_compose_raw === undefined) {
+      await this.db.service.update({ where: { id: ref.id }, data });
+      return;
+    }
+    const template = this.composeTemplate(input.docker_compose_raw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
+    const rows = await this.db.envVar.findMany({ where: { serviceId: ref.id, isPreview: false } });
+    const stored = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
+    const { generated, compose, binds } = this.render(template, stored);
+    // Binds the stored file already had were approved when it was stored; only new ones need the right.
+    const before = new Set(this.storedBinds(ref.composeRaw, ref.type));
+    await assertMayAddBindMounts(
+      this.db,
+      scope,
+      binds.filter((b) => !before.has(b)),
+    );
+    data.composeRaw = input.docker_compose_raw;
+    data.composeRendered = this.box.seal(compose);
+    await this.db.$transaction(async (tx) => {
+      await tx.service.update({ where: { id: ref.id }, data });
+      await this.syncComponents(tx, ref.id, template);
+      await this.storeCreated(tx, ref.id, generated.created, generated.values, ServiceService.generatedKeys(template));
+    });
+  }
+
+  /** Bind sources of the stored compose file (one that no longer parses binds nothing that counts as approved). */
+  private storedBinds(raw: string, type: string | null): string[] {
+    try {
+      return this.render(this.composeTemplate(raw, type?.replace(/^.*\//, "") ?? CUSTOM_NAME), {}).binds;
+    } catch {
+      return [];
+    }
+  }
+
+  /**
+   * DELETE: the record goes with its components and variables. Services are not started on
+   * this instance yet (docs/services.md), so nothing of one runs on its server: there is no
+   * container, network, volume or route to remove, whatever the flags say.
+   */
+  async remove(scope: TeamScope, uuid: string, _flags: ServiceDeleteFlags): Promise<void> {
+    const ref = await scope.service(uuid, "delete");
+    await this.db.$transaction(async (tx) => {
+      await forgetAttachments(tx, "service", [ref.id]);
+      await tx.service.delete({ where: { id: ref.id } });
+    });
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Storages: mounted into one component from the service's next start
+
+  async storages(scope: TeamScope, uuid: string) {
+    const ref = await scope.service(uuid, "view");
+    const rows = await this.db.serviceStorage.findMany({ where: { serviceId: ref.id }, orderBy: { id: "asc" }, include: { component: { select: { name: true } } } });
+    return { service: ref, rows };
+  }
+
+  /**
+   * A named volume (`<service uuid>-<name>` on the server) or a bind mount (host_path: owners and
+   * admins, or members where the team allows it) for one compose service. A name the compose file
+   * declares as a volume is refused: both would be the same Docker volume.
+   */
+  async addStorage(scope: TeamScope, uuid: string, input: CreateServiceStorageBody) {
+    const ref = await scope.service(uuid, "manage", { components: { orderBy: { id: "asc" } } });
+    const target =
+      input.service_name !== undefined
+        ? ref.components.find((c) => c.name === input.service_name)
+        : (ref.components.find((c) => c.kind === "application") ?? ref.components[0]);
+    if (!target) throw new Invalid({ service_name: [`The service has no compose service ${JSON.stringify(input.service_name ?? "")}; it has ${ref.components.map((c) => c.name).join(", ")}.`] });
+    const declared = this.declaredVolumes(ref.composeRaw, ref.type);
+    if (declared.includes(input.name)) throw new Conflict(`The compose file already declares a volume named ${input.name}; choose another name.`);
+    if (input.host_path) await assertMayAddBindMounts(this.db, scope, [input.host_path]);
+    const existing = await this.db.serviceStorage.findMany({ where: { serviceId: ref.id }, select: { name: true, mountPath: true, componentId: true } });
+    if (existing.length >= MAX_SERVICE_STORAGES) throw new Invalid({ name: [`A service has at most ${MAX_SERVICE_STORAGES} storages.`] });
+    if (existing.some((v) => v.name === input.name)) throw new Conflict(`A storage named ${input.name} already exists on this service.`);
+    if (existing.some((v) => v.componentId === target.id && v.mountPath === input.mount_path)) throw new Conflict(`Something is already mounted at ${input.mount_path} in ${target.name}.`);
+    try {
+      const row = await this.db.serviceStorage.create({
+        data: { uuid: newUuid(), serviceId: ref.id, componentId: target.id, name: input.name, mountPath: input.mount_path, hostPath: input.host_path ?? null },
+      });
+      return { service: ref, row: { ...row, component: { name: target.name } } };
+    } catch (err) {
+      // A concurrent add of the same name or path.
+      if (isUniqueViolation(err)) throw new Conflict("A storage with this name or mount path already exists on this service.");
+      throw err;
+    }
+  }
+
+  async removeStorage(scope: TeamScope, uuid: string, storageUuid: string): Promise<void> {
+    const ref = await scope.service(uuid, "manage");
+    const row = await this.db.serviceStorage.findFirst({ where: { uuid: storageUuid, serviceId: ref.id }, select: { id: true } });
+    if (!row) throw new NotFound("Storage");
+    await this.db.serviceStorage.delete({ where: { id: row.id } });
+  }
+
+  /** Named volumes of the stored compose file, as rendered (a file that no longer parses declares none). */
+  private declaredVolumes(raw: string, type: string | null): string[] {
+    try {
+      // The rendered file: it also declares the named volumes a catalog template uses without declaring.
+      const template = this.composeTemplate(raw, type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
+      const generated = generateValues(template, {}, {});
+      const values = { ...generated.values, ...Object.fromEntries(generated.missing.map((k) => [k, "placeholder"])) };
+      const { volumes } = loadYaml(renderTemplate(template, values).compose) as { volumes?: unknown };
+      return volumes && typeof volumes === "object" && !Array.isArray(volumes) ? Object.keys(volumes) : [];
+    } catch {
+      return [];
+    }
+  }
+}
