@@ -23,3 +23,5 @@ export * from "./validation/text.js";
 export * from "./log/redact.js";
 export * from "./log/mask.js";
 export * from "./templates/schema.js";
+// registries (issue 18)
+export * from "./api/registries.js";

@@ -203,6 +203,14 @@ const NEEDS: Record<string, Need> = {
   "put /template-sources/{uuid}": "team-admin",
   "delete /template-sources/{uuid}": "team-admin",
   "post /template-sources/{uuid}/sync": "team-admin",
+
+  // registries (issue 18)
+  "get /registries": "team",
+  "post /registries": "team-admin",
+  "get /registries/{id}": "team",
+  "patch /registries/{id}": "team-admin",
+  "delete /registries/{id}": "team-admin",
+  "post /registries/{id}/test": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -584,6 +592,13 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
     await t.instance.backupScheduler.fire(row.id, new Date("2026-01-01T03:00:00Z"));
     const execution = await t.instance.database.prisma.backupExecution.findFirstOrThrow({ where: { scheduleId: row.id } });
     return { path: `/databases/${w.f.database.uuid}/backups/${schedule.uuid}/executions/${execution.uuid}`, body: undefined };
+  },
+  // registries (issue 18)
+  "delete /registries/{id}": async (w) => {
+    const registry = (
+      await ok(owner(w).post("/registries", { name: `fresh-${unique()}`, type: "custom", url: "https://registry.example.com", credentials: { username: "u", password: "p" } }), "fresh registry")
+    ).data;
+    return { path: `/registries/${registry.id}`, body: undefined };
   },
 };
 

@@ -365,6 +365,14 @@ export class TeamScope {
     if (!network) throw new NotFound("Network");
     return network;
   }
+
+  // registries (issue 18)
+  /** A registry of the team by its integer id. */
+  async registry(id: number) {
+    const registry = await this.db.registry.findFirst({ where: { id, teamId: this.teamId } });
+    if (!registry) throw new NotFound("Registry");
+    return registry;
+  }
 }
 
 /** A scope per request; services/index.ts binds db and reader. */

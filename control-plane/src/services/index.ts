@@ -27,6 +27,8 @@ import { BackupService } from "./backups/index.js";
 import { DatabaseService } from "./databases.js";
 import { LaunchService } from "./launch.js";
 import { TemplateSourceService } from "./template-sources/index.js";
+// registries (issue 18)
+import { RegistryService } from "./registries/index.js";
 
 export interface Services {
   db: Db;
@@ -57,6 +59,9 @@ export interface Services {
   launch: LaunchService;
   /** Template sources and their syncs (services/template-sources/). */
   templateSources: TemplateSourceService;
+  // registries (issue 18)
+  /** Registries: logins of container registries (services/registries/). */
+  registries: RegistryService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -102,5 +107,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     databaseEnvs: new EnvVarService(db, databases.envOwners(), box),
     launch: new LaunchService(db, applications, deployments, databases),
     templateSources: new TemplateSourceService(db, box, { allowPrivate: config.allowPrivateEndpoints }),
+    // registries (issue 18)
+    registries: new RegistryService(db, box, { allowPrivate: config.allowPrivateEndpoints, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
   };
 }

@@ -63,6 +63,9 @@ export interface Fixtures {
    * machine's own name at port 1, so its syncs fail at once without outside traffic.
    */
   templateSource: { uuid: string };
+  // registries (issue 18)
+  /** A custom registry at this machine's own name, port 1 (its test fails at once, no outside traffic). */
+  registry: { id: number };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -157,6 +160,19 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   ).data;
   // Its first sync settles before anyone takes a snapshot.
   await t.instance.services.templateSources.idle();
+  // registries (issue 18)
+  const registry = (
+    await ok(
+      api.post("/registries", {
+        name: `${tag}-registry`,
+        type: "custom",
+        url: `http://${hostname()}:1`,
+        credentials: { username: `${tag}-registry-user`, password: `${tag}-registry-password` },
+        is_default: true,
+      }),
+      "registry",
+    )
+  ).data;
   return {
     tag,
     teamId: team.teamId,
@@ -182,6 +198,8 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     backupSchedule: { uuid: backupSchedule.uuid },
     backupExecution: { uuid: backupExecution.uuid },
     templateSource: { uuid: templateSource.uuid },
+    // registries (issue 18)
+    registry: { id: registry.id },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -256,6 +274,13 @@ export async function snapshot(f: Fixtures) {
     webhookSecrets: t.instance.database.prisma.application.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((a) => a.webhookSecret)),
     keyMaterial: t.instance.services.keys.reveal(f.teamId, f.key.uuid),
     // Not visible through the API: a rotated agent token would only show here.
+    // registries (issue 18)
+    registries: get("/registries"),
+    registry: get(`/registries/${f.registry.id}`),
+    // Not visible through the API: changed credentials would only show here.
+    registrySecrets: t.instance.database.prisma.registry
+      .findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })
+      .then((rows) => rows.map((r) => t.instance.box.open(r.credentials))),
     agentTokens: t.instance.database.prisma.server
       .findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })
       .then((rows) => rows.map((row) => (row as { agentTokenHash?: unknown }).agentTokenHash)),
@@ -292,6 +317,8 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   backup_schedule: { uuid: (f) => f.backupSchedule.uuid },
   backup_execution: { uuid: (f) => f.backupExecution.uuid },
   template_source: { uuid: (f) => f.templateSource.uuid },
+  // registries (issue 18)
+  registry: { id: (f) => f.registry.id },
   // {type} of /networks/resource/{type}/{uuid}: names a kind, not an object (UNOWNED_KINDS).
   resource_type: { application: () => "application", database: () => "database" },
   network_resource: { application: (f) => f.application.uuid, database: (f) => f.database.uuid },
@@ -362,6 +389,12 @@ export const BODIES: Record<string, BodySpec> = {
     valid: (c) => ({ network_uuid: c.network.uuid }),
     foreign: (a) => [{ network_uuid: a.network.uuid }],
   },
+  // registries (issue 18)
+  "post /registries": {
+    valid: () => ({ name: "created", type: "custom", url: "https://registry.example.com", credentials: { username: "created", password: "created-pw" } }),
+    foreign: "none",
+  },
+  "patch /registries/{id}": { valid: () => ({ name: "hijacked", credentials: { username: "hijacked", password: "hijacked-pw" }, is_default: false }) },
 };
 
 /** S3 storages and database backups: a schedule names a storage by its integer id. */
