@@ -211,6 +211,7 @@ const NEEDS: Record<string, Need> = {
   "patch /registries/{id}": "team-admin",
   "delete /registries/{id}": "team-admin",
   "post /registries/{id}/test": "team-admin",
+  "post /registries/{id}/sync": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------

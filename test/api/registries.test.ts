@@ -5,6 +5,8 @@ import { startTestInstance, type ApiResponse, type TeamFixture, type TestInstanc
 import { startReplica, type Replica } from "./support/replica.js";
 import { startRegistry, type RegistryServer } from "../support/registry-server.js";
 import { freePort } from "../support/ports.js";
+import { KeyFactory } from "./support/ssh.js";
+import { connectAgent, type ScriptedAgent } from "./support/fake-agent.js";
 
 /**
  * /registries (spec 4.9, issue 18): CRUD with the seven types' credential shapes, sealed and
@@ -126,6 +128,7 @@ describe("CRUD", () => {
       cloud_region: null,
       created_at: expect.any(String),
       updated_at: expect.any(String),
+      servers: [],
     });
 
     // Sealed at rest: no column of any row holds a secret in plain text.
@@ -287,6 +290,112 @@ describe("POST /registries/{id}/test: the V2 login handshake against a real regi
     expect((await track(api.post(`/registries/${id}/test`))).status).toBe(403);
     expect((await track(api.patch(`/registries/${id}`, { name: "x" }))).status).toBe(403);
     expect((await track(api.delete(`/registries/${id}`))).status).toBe(403);
+  });
+});
+
+describe("server assignment, sync and logout (with scripted agents)", () => {
+  const keys = new KeyFactory();
+  const agents: ScriptedAgent[] = [];
+  afterAll(() => {
+    for (const a of agents) a.close();
+    keys.cleanup();
+  });
+  const until = async (fn: () => Promise<boolean>, ms = 10_000) => {
+    const end = Date.now() + ms;
+    while (Date.now() < end) {
+      if (await fn()) return;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    throw new Error("condition not met in time");
+  };
+  /** The next registry job an agent gets (the server.prepare of its hello is not this file's business). */
+  async function nextRegistryJob(agent: ScriptedAgent) {
+    for (;;) {
+      const job = await agent.nextJob();
+      if (job.type.startsWith("registry.")) return job;
+    }
+  }
+  async function serverWithAgent(api = team.api, name = "web") {
+    const key = (await api.post("/security/keys", { name: `${name}-key`, private_key: (await keys.generate("ed25519")).privateKey })).body;
+    const server = (await api.post("/servers", { name, ip: "10.0.0.5", private_key_uuid: key.uuid })).body;
+    const agent = await connectAgent(t.url, server.agent_token);
+    await agent.hello();
+    agents.push(agent);
+    const id = (await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: server.uuid } })).id;
+    return { uuid: server.uuid as string, id, agent };
+  }
+
+  it("assigns servers by uuid or integer id; another team's server is a 404 for the whole request and nothing changes", async () => {
+    const [a, b] = [await serverWithAgent(team.api, "assign-a"), await serverWithAgent(team.api, "assign-b")];
+    const other = await t.newTeam();
+    const foreign = await serverWithAgent(other.api, "foreign");
+    const id = (await track(team.api.post("/registries", custom({ name: "assigned", url: basicRegistry.url })))).body.data.id;
+    const patched = await track(team.api.patch(`/registries/${id}`, { server_ids: [a.uuid, b.id] }));
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    expect(patched.body.data.server_count).toBe(2);
+    expect(patched.body.data.servers.map((x: any) => [x.uuid, x.id, x.sync_status, x.synced_at])).toEqual([
+      [a.uuid, a.id, "pending", null],
+      [b.uuid, b.id, "pending", null],
+    ]);
+    const before = await t.instance.database.prisma.registryServer.findMany({ where: { registryId: id } });
+    for (const server_ids of [[foreign.uuid], [foreign.id], [a.uuid, foreign.uuid], [b.id, foreign.id], ["no-such-server"], [999_999]]) {
+      const res = await track(team.api.patch(`/registries/${id}`, { name: "renamed", server_ids }));
+      expect(res.status, JSON.stringify(server_ids)).toBe(404);
+    }
+    expect(await t.instance.database.prisma.registryServer.findMany({ where: { registryId: id } })).toEqual(before);
+    expect((await team.api.get(`/registries/${id}`)).body.name).toBe("assigned");
+    expect((await track(team.api.patch(`/registries/${id}`, { server_ids: [a.uuid, a.uuid] }))).status).toBe(422);
+    // Its uuid and its integer id name one server.
+    expect((await track(team.api.patch(`/registries/${id}`, { server_ids: [a.uuid, a.id] }))).body.data.server_count).toBe(1);
+  });
+
+  it("sync dispatches a login job per assigned server, with the login only in the (sealed) payload; outcomes set each server's status", async () => {
+    const [a, b] = [await serverWithAgent(team.api, "sync-a"), await serverWithAgent(team.api, "sync-b")];
+    const id = (await track(team.api.post("/registries", custom({ name: "synced", url: basicRegistry.url, credentials: { username: "alice", password: PASSWORD } })))).body.data.id;
+    await track(team.api.patch(`/registries/${id}`, { server_ids: [a.uuid, b.uuid] }));
+    const res = await track(team.api.post(`/registries/${id}/sync`));
+    expect(res.status).toBe(200);
+    expect(res.body).toEqual({ message: "Sync dispatched for 2 server(s).", count: 2 });
+    const [jobA, jobB] = [await nextRegistryJob(a.agent), await nextRegistryJob(b.agent)];
+    expect(jobA.type).toBe("registry.login");
+    expect(jobA.payload).toEqual({ registry: basicRegistry.host, username: "alice", password: PASSWORD, fingerprint: expect.stringMatching(/^[0-9a-f]{16}$/) });
+    // At rest the payload is sealed: no job row holds the password.
+    expect(JSON.stringify(await t.instance.database.prisma.job.findMany({ where: { id: { in: [jobA.id, jobB.id] } } }))).not.toContain(PASSWORD);
+    expect((await team.api.get(`/registries/${id}`)).body.servers.map((x: any) => x.sync_status)).toEqual(["syncing", "syncing"]);
+    const fingerprint = (jobA.payload as { fingerprint: string }).fingerprint;
+    await a.agent.outcome({ id: jobA.id, attempt: jobA.attempt, ok: true, result: { registry: basicRegistry.host, fingerprint, status: "Login Succeeded" } });
+    await b.agent.outcome({ id: jobB.id, attempt: jobB.attempt, ok: false, error: "log in to 127.0.0.1: 401 Unauthorized" });
+    await until(async () => (await team.api.get(`/registries/${id}`)).body.servers.every((x: any) => x.sync_status !== "syncing"));
+    const detail = await track(team.api.get(`/registries/${id}`));
+    expect(detail.body.last_synced_at).not.toBeNull();
+    expect(detail.body.servers).toEqual([
+      { id: a.id, uuid: a.uuid, name: "sync-a", sync_status: "synced", synced_at: expect.any(String), error: null, fingerprint },
+      { id: b.id, uuid: b.uuid, name: "sync-b", sync_status: "failed", synced_at: null, error: "log in to 127.0.0.1: 401 Unauthorized", fingerprint: null },
+    ]);
+
+    // Unassigning a server logs it out there; deleting the registry logs out everywhere else.
+    await track(team.api.patch(`/registries/${id}`, { server_ids: [a.uuid] }));
+    const outB = await nextRegistryJob(b.agent);
+    expect([outB.type, outB.payload]).toEqual(["registry.logout", { registry: basicRegistry.host }]);
+    const del = await track(team.api.delete(`/registries/${id}`));
+    expect(del.body.message).toMatch(/logout was dispatched for 1 server/);
+    const outA = await nextRegistryJob(a.agent);
+    expect([outA.type, outA.payload]).toEqual(["registry.logout", { registry: basicRegistry.host }]);
+  });
+
+  it("sync of a registry without servers dispatches nothing; cloud_a marks its servers failed saying why", async () => {
+    const lone = (await track(team.api.post("/registries", custom({ name: "lone" })))).body.data.id;
+    expect((await track(team.api.post(`/registries/${lone}/sync`))).body).toEqual({ message: "Sync dispatched for 0 server(s).", count: 0 });
+    const s = await serverWithAgent(team.api, "cloud");
+    const cloud = (
+      await track(
+        team.api.post("/registries", custom({ name: "cloud", type: "cloud_a", credentials: { cloud_access_key_id: CLOUD_KEY_ID, cloud_secret_access_key: CLOUD_SECRET, cloud_region: "us-east-1" } })),
+      )
+    ).body.data.id;
+    await track(team.api.patch(`/registries/${cloud}`, { server_ids: [s.uuid] }));
+    expect((await track(team.api.post(`/registries/${cloud}/sync`))).body.count).toBe(0);
+    expect((await team.api.get(`/registries/${cloud}`)).body.servers[0]).toMatchObject({ sync_status: "failed", error: expect.stringMatching(/cloud_a/) });
+    expect(s.agent.jobs.filter((j) => j.type.startsWith("registry."))).toEqual([]);
   });
 });
 

@@ -108,6 +108,6 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     launch: new LaunchService(db, applications, deployments, databases),
     templateSources: new TemplateSourceService(db, box, { allowPrivate: config.allowPrivateEndpoints }),
     // registries (issue 18)
-    registries: new RegistryService(db, box, { allowPrivate: config.allowPrivateEndpoints, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
+    registries: new RegistryService(db, box, jobs, { allowPrivate: config.allowPrivateEndpoints, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
   };
 }

@@ -47,7 +47,7 @@ const Printable = (what: string, max: number) =>
  * The login name: what `docker login -u` takes. Registries accept e-mail addresses, robot
  * accounts (`robot$project+ci`), principal ids (UUIDs) and `AWS`, all printable ASCII.
  */
-export const RegistryUsername = Printable("The username", 255);
+export const RegistryUsername = Printable("The username", 255).refine((v) => !v.includes(":"), "The username cannot contain ':' (a login sends user:password).");
 /** A password, access token or principal secret: anything without control characters (a login reads it from standard input, up to the line end). */
 export const RegistryPassword = z
   .string()
@@ -163,6 +163,15 @@ export const UpdateRegistryBody = requestBody({
   url: RegistryUrl.optional(),
   credentials: RegistryCredentialsInput.optional(),
   is_default: z.boolean().optional().meta({ description: "true makes it the team's default (the previous default stops being one); false: no default" }),
+  server_ids: z
+    .array(z.union([z.number().int().positive(), z.string().min(1).max(64)]))
+    .max(1000)
+    .refine((ids) => new Set(ids.map(String)).size === ids.length, "A server is named twice.")
+    .optional()
+    .meta({
+      description:
+        "The servers the registry is assigned to, replacing the current set: integer server ids (as the registry detail shows them) or server uuids. A server of another team is a 404 for the whole request. Call sync afterwards.",
+    }),
 }).refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateRegistryBody = z.output<typeof UpdateRegistryBody>;
 
@@ -183,12 +192,32 @@ export const Registry = z
   .meta({ id: "Registry" });
 export type Registry = z.infer<typeof Registry>;
 
+/** The detail: the registry and its assigned servers with the state of the login on each. */
+export const RegistryDetail = Registry.extend({
+  servers: z.array(
+    z
+      .object({
+        id: z.number().int(),
+        uuid: z.string(),
+        name: z.string(),
+        sync_status: z.enum(["pending", "syncing", "synced", "failed"]).meta({ description: "pending: assigned, not synced since; syncing: a login job is under way" }),
+        synced_at: Timestamp.nullable().meta({ description: "When the last good login was written" }),
+        error: z.string().nullable().meta({ description: "Why the last sync failed" }),
+        fingerprint: z.string().nullable().meta({ description: "Which credentials the last good login wrote (not derived from the secret)" }),
+      })
+      .meta({ id: "RegistryServer" }),
+  ),
+}).meta({ id: "RegistryDetail" });
+export type RegistryDetail = z.infer<typeof RegistryDetail>;
+
+export const RegistrySyncResult = z.object({ message: z.string(), count: z.number().int().meta({ description: "Servers a login job was dispatched for" }) });
+
 export const RegistryList = listOf(Registry);
 export const RegistryParams = z.object({ id: resourceId("registry", IntId) });
 export const CreatedRegistry = z
   .object({ message: z.string(), data: z.object({ id: z.number().int(), name: z.string(), type: RegistryType }) })
   .meta({ id: "CreatedRegistry" });
-export const RegistryMutation = z.object({ message: z.string(), data: Registry });
+export const RegistryMutation = z.object({ message: z.string(), data: RegistryDetail });
 
 /** POST /registries/{id}/test: always 200 (spec 7: a failed test is not an HTTP error). */
 export const RegistryTestResult = z

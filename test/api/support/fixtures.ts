@@ -65,7 +65,7 @@ export interface Fixtures {
   templateSource: { uuid: string };
   // registries (issue 18)
   /** A custom registry at this machine's own name, port 1 (its test fails at once, no outside traffic). */
-  registry: { id: number };
+  registry: { id: number; serverId: number };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -199,7 +199,7 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     backupExecution: { uuid: backupExecution.uuid },
     templateSource: { uuid: templateSource.uuid },
     // registries (issue 18)
-    registry: { id: registry.id },
+    registry: { id: registry.id, serverId: (await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: server.uuid } })).id },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -394,7 +394,11 @@ export const BODIES: Record<string, BodySpec> = {
     valid: () => ({ name: "created", type: "custom", url: "https://registry.example.com", credentials: { username: "created", password: "created-pw" } }),
     foreign: "none",
   },
-  "patch /registries/{id}": { valid: () => ({ name: "hijacked", credentials: { username: "hijacked", password: "hijacked-pw" }, is_default: false }) },
+  // server_ids: another team's server, by uuid or integer id, alone or after one of the caller's own: 404, nothing changed.
+  "patch /registries/{id}": {
+    valid: (c) => ({ name: "hijacked", credentials: { username: "hijacked", password: "hijacked-pw" }, is_default: false, server_ids: [c.server.uuid] }),
+    foreign: (a, b) => [{ server_ids: [a.server.uuid] }, { server_ids: [a.registry.serverId] }, { name: "hijacked", server_ids: [b.server.uuid, a.server.uuid] }, { server_ids: [b.registry.serverId, a.registry.serverId] }],
+  },
 };
 
 /** S3 storages and database backups: a schedule names a storage by its integer id. */

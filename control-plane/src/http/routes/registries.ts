@@ -3,17 +3,18 @@ import {
   CreatedRegistry,
   MessageBody,
   PaginationQuery,
-  Registry,
+  RegistryDetail,
   RegistryList,
   RegistryMutation,
   RegistryParams,
+  RegistrySyncResult,
   RegistryTestResult,
   UpdateRegistryBody,
 } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
-import { registryDto } from "../mappers/registries.js";
+import { registryDetailDto, registryDto } from "../mappers/registries.js";
 
 /** Registries (spec 4.9, issue 18): every route behind the paid feature REGISTRY_MANAGEMENT. */
 const TAG = "Registries";
@@ -56,9 +57,10 @@ export const registryRoutes = [
     summary: "Get a registry",
     feature: FEATURE,
     params: RegistryParams,
-    responses: { 200: { description: "Registry", schema: Registry }, 401: ERR[401], 402: PAID[402], 403: ERR[403], 404: ERR[404] },
+    description: "With the assigned servers and the state of the registry's login on each (sync_status, synced_at, error, fingerprint).",
+    responses: { 200: { description: "Registry", schema: RegistryDetail }, 401: ERR[401], 402: PAID[402], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      return { body: registryDto(await services.registries.get(scope, params.id), services.registries) };
+      return { body: registryDetailDto(await services.registries.get(scope, params.id), services.registries) };
     },
   }),
   route({
@@ -66,14 +68,14 @@ export const registryRoutes = [
     path: "/registries/{id}",
     tag: TAG,
     summary: "Change a registry",
-    description: `${ADMIN_ONLY} Only the fields given change; credentials replace the stored ones whole and must fit the registry's type.`,
+    description: `${ADMIN_ONLY} Only the fields given change; credentials replace the stored ones whole and must fit the registry's type. server_ids replaces the assigned servers (integer ids or uuids of the team's servers; one of another team: 404, nothing changed); servers that leave are logged out (a job each); call sync to log the others in.`,
     feature: FEATURE,
     params: RegistryParams,
     body: UpdateRegistryBody,
     responses: { 200: { description: "Updated", schema: RegistryMutation }, 401: ERR[401], 402: PAID[402], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, params, body }) {
       const r = await services.registries.update(scope, params.id, body);
-      return { body: { message: "Registry updated.", data: registryDto(r, services.registries) } };
+      return { body: { message: "Registry updated.", data: registryDetailDto(r, services.registries) } };
     },
   }),
   route({
@@ -81,13 +83,13 @@ export const registryRoutes = [
     path: "/registries/{id}",
     tag: TAG,
     summary: "Delete a registry",
-    description: `${ADMIN_ONLY} Forgets the registry and its credentials.`,
+    description: `${ADMIN_ONLY} Logs out on every assigned server (a job each), then forgets the registry and its credentials.`,
     feature: FEATURE,
     params: RegistryParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 402: PAID[402], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
-      await services.registries.remove(scope, params.id);
-      return { body: { message: "Registry deleted." } };
+      const servers = await services.registries.remove(scope, params.id);
+      return { body: { message: `Registry deleted; a logout was dispatched for ${servers} server(s).` } };
     },
   }),
   route({
@@ -106,6 +108,20 @@ export const registryRoutes = [
           ? { message: r.note ? `Login succeeded. ${r.note}` : "Login succeeded.", authenticated: true }
           : { message: "Login failed.", authenticated: false, error: r.error ?? "unknown error" },
       };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/registries/{id}/sync",
+    tag: TAG,
+    summary: "Write the registry's login on its servers",
+    description: `${ADMIN_ONLY} Dispatches a login job to every assigned server (the agent checks the login with its engine and keeps it for its pulls; the password never reaches a command line). Asynchronous: watch sync_status in the detail.`,
+    feature: FEATURE,
+    params: RegistryParams,
+    responses: { 200: { description: "Dispatched", schema: RegistrySyncResult }, 401: ERR[401], 402: PAID[402], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      const count = await services.registries.sync(scope, params.id);
+      return { body: { message: `Sync dispatched for ${count} server(s).`, count } };
     },
   }),
 ];
