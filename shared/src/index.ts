@@ -27,3 +27,6 @@ export * from "./log/mask.js";
 export * from "./templates/schema.js";
 // dashboard sessions (area: dashboard, issue 22)
 export * from "./api/session.js";
+
+// registries (issue 18)
+export * from "./api/registries.js";

@@ -217,6 +217,14 @@ const NEEDS: Record<string, Need> = {
   "get /services/{uuid}/storages": { environment: "view" },
   "post /services/{uuid}/storages": { environment: "manage" },
   "delete /services/{uuid}/storages/{storage_uuid}": { environment: "manage" },
+  // registries (issue 18)
+  "get /registries": "team",
+  "post /registries": "team-admin",
+  "get /registries/{id}": "team",
+  "patch /registries/{id}": "team-admin",
+  "delete /registries/{id}": "team-admin",
+  "post /registries/{id}/test": "team-admin",
+  "post /registries/{id}/sync": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -622,6 +630,13 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
   "delete /services/{uuid}/storages/{storage_uuid}": async (w) => {
     const storage = (await ok(owner(w).post(`/services/${w.f.service.uuid}/storages`, { name: `s-${unique()}`, mount_path: `/m-${unique()}` }), "fresh storage")).data;
     return { path: `/services/${w.f.service.uuid}/storages/${storage.uuid}`, body: undefined };
+  },
+  // registries (issue 18)
+  "delete /registries/{id}": async (w) => {
+    const registry = (
+      await ok(owner(w).post("/registries", { name: `fresh-${unique()}`, type: "custom", url: "https://registry.example.com", credentials: { username: "u", password: "p" } }), "fresh registry")
+    ).data;
+    return { path: `/registries/${registry.id}`, body: undefined };
   },
 };
 

@@ -390,6 +390,12 @@ export class DockerodeEngine implements Engine {
     return { id };
   }
 
+  // registries (issue 18)
+  async checkAuth(auth: RegistryCredentials, signal?: AbortSignal): Promise<{ status: string }> {
+    const res = (await this.call(`log in to ${auth.serveraddress}`, () => this.docker.checkAuth({ ...auth, abortSignal: signal }))) as { Status?: unknown } | undefined;
+    return { status: typeof res?.Status === "string" ? res.Status : "Login Succeeded" };
+  }
+
   async pullImage(ref: string, onLine: (line: string) => void, signal?: AbortSignal, auth?: RegistryCredentials | null): Promise<void> {
     const what = `pull image ${ref}`;
     const stream = (await this.call(what, () =>

@@ -77,6 +77,13 @@ export interface ImageEngine {
    * EngineError with the registry's message. Aborting the signal aborts the push.
    */
   pushImage(repository: string, tag: string, auth: RegistryCredentials | null, onLine: (line: string) => void, signal?: AbortSignal): Promise<{ digest: string | null }>;
+  // registries (issue 18)
+  /**
+   * Logs in to a registry through the engine (POST /auth: the engine performs the registry's
+   * handshake), as `docker login` does; the password goes in the request body only. Resolves
+   * with the engine's status ("Login Succeeded"), throws EngineError with the registry's reason.
+   */
+  checkAuth(auth: RegistryCredentials, signal?: AbortSignal): Promise<{ status: string }>;
   /** Images carrying every given label. */
   listImages(labels: Record<string, string>, signal?: AbortSignal): Promise<ImageSummary[]>;
   /**

@@ -11,6 +11,8 @@ import { dbAction, dbDeploy, type DbHandlerOptions, resolveDbOptions } from "./d
 import { backupDelete, dbBackup, dbRestore } from "./backup.js";
 import { networkConnect, networkEnsure, networkRemove, networksList } from "./networks.js";
 import { type HandlerOptions as BaseHandlerOptions, serverPrepare, serverValidate } from "./server.js";
+// registries (issue 18)
+import { registryLogin, registryLogout } from "./registries.js";
 
 export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
 
@@ -39,5 +41,8 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     "network.remove": networkRemove(engine),
     "networks.list": networksList(engine),
     "network.connect": networkConnect(engine),
+    // registries (issue 18)
+    "registry.login": registryLogin(engine, { stateDir: app.stateDir }, locks),
+    "registry.logout": registryLogout({ stateDir: app.stateDir }, locks),
   };
 }

@@ -379,6 +379,29 @@ export class TeamScope {
     if (!network) throw new NotFound("Network");
     return network;
   }
+
+  // registries (issue 18)
+  /** A registry of the team by its integer id. */
+  async registry(id: number) {
+    const registry = await this.db.registry.findFirst({ where: { id, teamId: this.teamId } });
+    if (!registry) throw new NotFound("Registry");
+    return registry;
+  }
+
+  /**
+   * Servers of the team named by integer id or uuid (a registry's server_ids): all of them or a
+   * 404, so one foreign or unknown id refuses the whole request.
+   */
+  async serversByIds(ids: readonly (number | string)[]): Promise<{ id: number; uuid: string; name: string }[]> {
+    const ints = ids.filter((i): i is number => typeof i === "number");
+    const uuids = ids.filter((i): i is string => typeof i === "string");
+    const rows = ids.length
+      ? await this.db.server.findMany({ where: { teamId: this.teamId, OR: [{ id: { in: ints } }, { uuid: { in: uuids } }] }, select: { id: true, uuid: true, name: true } })
+      : [];
+    const found = (i: number | string) => rows.find((r) => (typeof i === "number" ? r.id === i : r.uuid === i));
+    if (ids.some((i) => !found(i))) throw new NotFound("Server");
+    return [...new Map(rows.map((r) => [r.id, r])).values()];
+  }
 }
 
 /** A scope per request; services/index.ts binds db and reader. */

@@ -32,5 +32,8 @@ export function outcomeMap(services: Services): OutcomeMap {
     "network.remove": inTurn((job) => networks.outcomes.afterRemove(job), networkRemovalEnded(services.db)),
     "networks.list": null,
     "network.connect": null,
+    // registries (issue 18)
+    "registry.login": (job) => services.registries.loginEnded(job),
+    "registry.logout": null,
   };
 }

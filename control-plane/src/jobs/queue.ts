@@ -122,6 +122,9 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "network.remove": 120_000,
   "networks.list": 30_000,
   "network.connect": 300_000,
+  // registries (issue 18)
+  "registry.login": 120_000,
+  "registry.logout": 60_000,
 };
 
 /**

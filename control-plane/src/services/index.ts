@@ -30,6 +30,9 @@ import { TemplateSourceService } from "./template-sources/index.js";
 // services (issue 17)
 import { ServiceService } from "./services/index.js";
 
+// registries (issue 18)
+import { RegistryService } from "./registries/index.js";
+
 export interface Services {
   db: Db;
   /** Plain-SQL read path for the hot GETs (db/reader.ts). */
@@ -64,6 +67,10 @@ export interface Services {
   services: ServiceService;
   /** Environment variables of services (generated secrets marked). */
   serviceEnvs: EnvVarService;
+
+  // registries (issue 18)
+  /** Registries: logins of container registries (services/registries/). */
+  registries: RegistryService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -114,5 +121,8 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     // services (issue 17)
     services,
     serviceEnvs: new EnvVarService(db, services.envOwners(), box),
+
+    // registries (issue 18)
+    registries: new RegistryService(db, box, jobs, { allowPrivate: config.allowPrivateEndpoints, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
   };
 }

@@ -9,3 +9,5 @@ export * from "./databases.js";
 export * from "./backups.js";
 export * from "./networks.js";
 export * from "./routing.js";
+// registries (issue 18)
+export * from "./registries.js";

@@ -5,6 +5,8 @@ import { DockerName } from "./names.js";
 import { DbActionPayload, DbActionResult, DbDeployPayload, DbDeployResult } from "./databases.js";
 import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, BackupDeletePayload, BackupDeleteResult } from "./backups.js";
 import { EngineNetwork, NetworkSpec } from "./networks.js";
+// registries (issue 18)
+import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, RegistryLogoutResult } from "./registries.js";
 
 export { DockerName };
 const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
@@ -98,6 +100,11 @@ export const JOBS = {
     payload: z.object({ network: DockerName, containers: z.array(DockerName).max(1000), disconnect: z.boolean().default(false) }),
     result: z.object({ changed: z.array(z.string()) }),
   },
+  // registries (issue 18)
+  /** Logs the server in to a registry (checked by the engine) and keeps the login for its pulls. */
+  "registry.login": { payload: RegistryLoginPayload, result: RegistryLoginResult },
+  /** Forgets a registry's login on the server (a registry deleted or unassigned). */
+  "registry.logout": { payload: RegistryLogoutPayload, result: RegistryLogoutResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

@@ -68,6 +68,10 @@ export interface Fixtures {
   service: { uuid: string };
   serviceEnvVar: { uuid: string };
   serviceStorage: { uuid: string };
+
+  // registries (issue 18)
+  /** A custom registry at this machine's own name, port 1 (its test fails at once, no outside traffic). */
+  registry: { id: number; serverId: number };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -169,6 +173,20 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   );
   const serviceEnvVar = (await ok(api.patch(`/services/${service.uuid}/envs`, { key: "FIXTURE_SVC_KEY", value: `${tag}-svc-env-value` }), "service env var")).data;
   const serviceStorage = (await ok(api.post(`/services/${service.uuid}/storages`, { name: "extra", mount_path: "/extra" }), "service storage")).data;
+
+  // registries (issue 18)
+  const registry = (
+    await ok(
+      api.post("/registries", {
+        name: `${tag}-registry`,
+        type: "custom",
+        url: `http://${hostname()}:1`,
+        credentials: { username: `${tag}-registry-user`, password: `${tag}-registry-password` },
+        is_default: true,
+      }),
+      "registry",
+    )
+  ).data;
   return {
     tag,
     teamId: team.teamId,
@@ -198,6 +216,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     service: { uuid: service.uuid },
     serviceEnvVar: { uuid: serviceEnvVar.uuid },
     serviceStorage: { uuid: serviceStorage.uuid },
+
+    // registries (issue 18)
+    registry: { id: registry.id, serverId: (await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: server.uuid } })).id },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -281,6 +302,13 @@ export async function snapshot(f: Fixtures) {
     webhookSecrets: t.instance.database.prisma.application.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((a) => a.webhookSecret)),
     keyMaterial: t.instance.services.keys.reveal(f.teamId, f.key.uuid),
     // Not visible through the API: a rotated agent token would only show here.
+    // registries (issue 18)
+    registries: get("/registries"),
+    registry: get(`/registries/${f.registry.id}`),
+    // Not visible through the API: changed credentials would only show here.
+    registrySecrets: t.instance.database.prisma.registry
+      .findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })
+      .then((rows) => rows.map((r) => t.instance.box.open(r.credentials))),
     agentTokens: t.instance.database.prisma.server
       .findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })
       .then((rows) => rows.map((row) => (row as { agentTokenHash?: unknown }).agentTokenHash)),
@@ -317,6 +345,8 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   backup_schedule: { uuid: (f) => f.backupSchedule.uuid },
   backup_execution: { uuid: (f) => f.backupExecution.uuid },
   template_source: { uuid: (f) => f.templateSource.uuid },
+  // registries (issue 18)
+  registry: { id: (f) => f.registry.id },
   // {type} of /networks/resource/{type}/{uuid}: names a kind, not an object (UNOWNED_KINDS).
   resource_type: { application: () => "application", database: () => "database", /* services (issue 17) */ service: () => "service" },
   network_resource: { application: (f) => f.application.uuid, database: (f) => f.database.uuid, /* services (issue 17) */ service: (f) => f.service.uuid },
@@ -393,6 +423,17 @@ export const BODIES: Record<string, BodySpec> = {
   },
   // services (issue 17)
   ...serviceBodies(),
+
+  // registries (issue 18)
+  "post /registries": {
+    valid: () => ({ name: "created", type: "custom", url: "https://registry.example.com", credentials: { username: "created", password: "created-pw" } }),
+    foreign: "none",
+  },
+  // server_ids: another team's server, by uuid or integer id, alone or after one of the caller's own: 404, nothing changed.
+  "patch /registries/{id}": {
+    valid: (c) => ({ name: "hijacked", credentials: { username: "hijacked", password: "hijacked-pw" }, is_default: false, server_ids: [c.server.uuid] }),
+    foreign: (a, b) => [{ server_ids: [a.server.uuid] }, { server_ids: [a.registry.serverId] }, { name: "hijacked", server_ids: [b.server.uuid, a.server.uuid] }, { server_ids: [b.registry.serverId, a.registry.serverId] }],
+  },
 };
 
 /** Service routes (issue 17): the create path names a project, a server and a destination. */

@@ -17,6 +17,9 @@ import { templateSourceRoutes } from "./template-sources.js";
 // services (issue 17)
 import { serviceRoutes } from "./services.js";
 
+// registries (issue 18)
+import { registryRoutes } from "./registries.js";
+
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
  * parameters (/projects/{uuid}/environments before /projects/{uuid}/{environment}).
@@ -24,4 +27,7 @@ import { serviceRoutes } from "./services.js";
 export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes, ...serverRoutes, ...applicationRoutes, ...gitAppRoutes, ...deploymentRoutes, ...webhookRoutes, ...databaseRoutes, ...networkRoutes, ...s3StorageRoutes, ...backupRoutes, ...serviceTemplateRoutes, ...templateSourceRoutes,
   // services (issue 17)
   ...serviceRoutes,
+
+  // registries (issue 18)
+  ...registryRoutes,
 ];

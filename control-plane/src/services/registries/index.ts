@@ -1,0 +1,292 @@
+import { createHash } from "node:crypto";
+import { isIP } from "node:net";
+import {
+  RegistryType,
+  registryCredentialIssues,
+  registryCredentials,
+  type CreateRegistryBody,
+  type RegistryCredentials,
+  type UpdateRegistryBody,
+} from "@capstan/shared";
+import { isRefusedAddress } from "@capstan/shared/net";
+import type { Db, Prisma } from "../../db/client.js";
+import type { TeamScope } from "../../domain/scope.js";
+import { Invalid, NotFound } from "../../domain/errors.js";
+import type { JobQueue } from "../../jobs/queue.js";
+import type { EndedJob } from "../../jobs/outcomes.js";
+import type { SecretBox } from "../../crypto/secret-box.js";
+import type { OutboundFetch } from "../../lib/outbound.js";
+import { shortReason } from "../s3-storages.js";
+import { registryHandshake, type HandshakeResult } from "./handshake.js";
+
+type Window = { skip?: number; take?: number };
+const withServers = {
+  servers: { include: { server: { select: { id: true, uuid: true, name: true } } }, orderBy: { serverId: "asc" } },
+  _count: { select: { servers: true } },
+} satisfies Prisma.RegistryInclude;
+const withCount = { _count: { select: { servers: true } } } satisfies Prisma.RegistryInclude;
+/** A registry row with its server count (lists). */
+export type RegistryRecord = Prisma.RegistryGetPayload<{ include: typeof withCount }>;
+/** A registry with its assigned servers and their login state (detail, mutations). */
+export type RegistryDetailRecord = Prisma.RegistryGetPayload<{ include: typeof withServers }>;
+
+/** A login job: the engine's /auth round trip and a file write; the registry may be slow. */
+const LOGIN_TIMEOUT_MS = 120_000;
+const LOGOUT_TIMEOUT_MS = 60_000;
+
+/**
+ * The registry as the engine's auth config and image names name it: host[:port]; the hub's
+ * names are docker.io (image names without a host are the hub's).
+ */
+export function registryAddress(url: string): string {
+  const u = new URL(url);
+  if (["docker.io", "index.docker.io", "registry-1.docker.io", "registry.hub.docker.com"].includes(u.hostname)) return "docker.io";
+  return u.host;
+}
+
+/** Which credentials a login wrote: a hash of the sealed form and the URL (never of the secret itself: no guessing oracle). */
+function fingerprintOf(r: { url: string; credentials: string }): string {
+  return createHash("sha256").update(`${r.url}\n${r.credentials}`).digest("hex").slice(0, 16);
+}
+
+/** How long a connection test may take (every request of the handshake together). */
+export const REGISTRY_TEST_TIMEOUT_MS = 20_000;
+
+/** The value of `defaultSlot` on the team's default registry (null elsewhere; unique per team). */
+const DEFAULT_SLOT = 1;
+
+/** A cloud_a access key id as responses show it: the last 4 characters. */
+export function maskKeyId(id: string): string {
+  return id.length >= 12 ? `****${id.slice(-4)}` : "****";
+}
+
+/**
+ * Registries of a team (/registries, spec 4.9, issue 18): container registry logins. The
+ * credentials object is sealed whole with the instance key (one column), never returned; the
+ * `username` column holds what responses show (a login name is not a secret: `docker login`
+ * prints it; a cloud_a access key id is stored there masked only). Team-level like S3 storages:
+ * every member reads, owners and admins change and test. The route table gates every route on
+ * REGISTRY_MANAGEMENT.
+ *
+ * The connection test is an outbound request to an address of the caller's choice: literal
+ * loopback/link-local/metadata addresses are refused when the registry is saved, and every
+ * address a name (also the token realm the registry names) resolves to is checked when
+ * connecting, unless the instance allows private endpoints (PLATFORM_ALLOW_PRIVATE_ENDPOINTS).
+ */
+export class RegistryService {
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+    private readonly jobs: JobQueue,
+    private readonly opts: { allowPrivate: boolean; fetch: OutboundFetch; testTimeoutMs?: number },
+  ) {}
+
+  count(scope: TeamScope) {
+    return this.db.registry.count({ where: scope.inTeam });
+  }
+
+  list(scope: TeamScope, window: Window): Promise<RegistryRecord[]> {
+    return this.db.registry.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, include: withCount, ...window });
+  }
+
+  async get(scope: TeamScope, id: number): Promise<RegistryDetailRecord> {
+    const r = await scope.registry(id);
+    const detail = await this.db.registry.findUnique({ where: { id: r.id }, include: withServers });
+    if (!detail) throw new NotFound("Registry");
+    return detail;
+  }
+
+  /** The stored credentials, opened (the test, and later the agents' logins). */
+  credentials(r: { credentials: string }): RegistryCredentials {
+    return JSON.parse(this.box.open(r.credentials)) as RegistryCredentials;
+  }
+
+  /** cloud_a: the region (not a secret; shown in responses). */
+  region(r: { type: string; credentials: string }): string | null {
+    if (r.type !== "cloud_a") return null;
+    const c = this.credentials(r);
+    return "cloud_region" in c ? c.cloud_region : null;
+  }
+
+  /** The same rule as S3 endpoints and template sources: a literal local address can never work, so it is not saved. */
+  private checkUrl(url: string): void {
+    if (this.opts.allowPrivate) return;
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, "").replace(/\.+$/, "").toLowerCase();
+    if ((isIP(host) !== 0 && isRefusedAddress(host)) || host === "localhost" || host.endsWith(".localhost")) {
+      throw new Invalid({
+        url: [`${host} is a loopback, link-local or metadata address; refused (the instance setting PLATFORM_ALLOW_PRIVATE_ENDPOINTS allows it).`],
+      });
+    }
+  }
+
+  private sealed(c: RegistryCredentials): { credentials: string; username: string } {
+    const username = "username" in c ? c.username : maskKeyId(c.cloud_access_key_id);
+    return { credentials: this.box.seal(JSON.stringify(c)), username };
+  }
+
+  async create(scope: TeamScope, input: CreateRegistryBody): Promise<RegistryDetailRecord> {
+    scope.requireTeamAdmin("manage registries");
+    this.checkUrl(input.url);
+    const secret = this.sealed(registryCredentials(input.type, input.credentials));
+    return this.db.$transaction(async (tx) => {
+      // The default moves: the team's previous default stops being one (the unique index
+      // on (teamId, defaultSlot) turns a concurrent second default into a 409).
+      if (input.is_default) await tx.registry.updateMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT }, data: { defaultSlot: null } });
+      return tx.registry.create({
+        data: {
+          teamId: scope.teamId,
+          name: input.name,
+          type: input.type,
+          url: input.url,
+          ...secret,
+          defaultSlot: input.is_default ? DEFAULT_SLOT : null,
+        },
+        include: withServers,
+      });
+    });
+  }
+
+  /**
+   * Only the fields given change. `server_ids` replaces the assignment: every id is resolved in
+   * the caller's team first (one foreign or unknown id is a 404 and nothing changes); a server
+   * that leaves gets a logout job, a new one waits for the next sync (`pending`), as the spec
+   * says ("after changing server assignment, call sync").
+   */
+  async update(scope: TeamScope, id: number, input: UpdateRegistryBody): Promise<RegistryDetailRecord> {
+    scope.requireTeamAdmin("manage registries");
+    const r = await this.get(scope, id);
+    const servers = input.server_ids !== undefined ? await scope.serversByIds(input.server_ids) : undefined;
+    const type = RegistryType.parse(r.type);
+    if (input.credentials !== undefined) {
+      const issues = registryCredentialIssues(type, input.credentials);
+      if (Object.keys(issues).length) throw new Invalid(issues);
+    }
+    if (input.url !== undefined) this.checkUrl(input.url);
+    const data: Prisma.RegistryUpdateInput = {};
+    if (input.name !== undefined) data.name = input.name;
+    if (input.url !== undefined) data.url = input.url;
+    if (input.credentials !== undefined) Object.assign(data, this.sealed(registryCredentials(type, input.credentials)));
+    if (input.is_default !== undefined) data.defaultSlot = input.is_default ? DEFAULT_SLOT : null;
+    const address = registryAddress(r.url);
+    const leaving = servers ? r.servers.filter((a) => !servers.some((s) => s.id === a.serverId)).map((a) => a.serverId) : [];
+    // A new address: the servers that stay forget the login written under the old one too.
+    const moved = input.url !== undefined && registryAddress(input.url) !== address ? r.servers.map((a) => a.serverId).filter((sid) => !leaving.includes(sid)) : [];
+    const updated = await this.db.$transaction(async (tx) => {
+      if (input.is_default) await tx.registry.updateMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT, id: { not: r.id } }, data: { defaultSlot: null } });
+      if (servers) {
+        await tx.registryServer.deleteMany({ where: { registryId: r.id, serverId: { in: leaving } } });
+        for (const s of servers) {
+          await tx.registryServer.upsert({ where: { registryId_serverId: { registryId: r.id, serverId: s.id } }, create: { registryId: r.id, serverId: s.id }, update: {} });
+        }
+        // A server that leaves forgets the login it was given (the address it was written under).
+        for (const serverId of leaving) await this.jobs.enqueue(tx, serverId, "registry.logout", { registry: address }, LOGOUT_TIMEOUT_MS);
+      }
+      for (const serverId of moved) await this.jobs.enqueue(tx, serverId, "registry.logout", { registry: address }, LOGOUT_TIMEOUT_MS);
+      // A changed login or address makes every server's login stale until the next sync.
+      if (input.credentials !== undefined || input.url !== undefined) {
+        await tx.registryServer.updateMany({ where: { registryId: r.id }, data: { status: "pending", jobId: null } });
+      }
+      return tx.registry.update({ where: { id: r.id }, data, include: withServers });
+    });
+    for (const serverId of [...leaving, ...moved]) this.jobs.nudge(serverId);
+    return updated;
+  }
+
+  /**
+   * Sync (spec 4.9): a registry.login job for every assigned server, each carrying the login in
+   * its (sealed) payload; the count is what was dispatched. cloud_a needs its token exchange
+   * first, which this release lacks: its servers are marked failed saying so, nothing dispatched.
+   */
+  async sync(scope: TeamScope, id: number): Promise<number> {
+    scope.requireTeamAdmin("sync registries");
+    const r = await this.get(scope, id);
+    const c = this.credentials(r);
+    if (!("username" in c)) {
+      await this.db.registryServer.updateMany({
+        where: { registryId: r.id },
+        data: { status: "failed", jobId: null, error: "cloud_a registries need the vendor's token exchange, which this release does not do yet." },
+      });
+      return 0;
+    }
+    const payload = { registry: registryAddress(r.url), username: c.username, password: c.password, fingerprint: fingerprintOf(r) };
+    await this.db.$transaction(async (tx) => {
+      for (const a of r.servers) {
+        const jobId = await this.jobs.enqueue(tx, a.serverId, "registry.login", payload, LOGIN_TIMEOUT_MS);
+        await tx.registryServer.updateMany({ where: { registryId: r.id, serverId: a.serverId }, data: { status: "syncing", jobId } });
+      }
+    });
+    for (const a of r.servers) this.jobs.nudge(a.serverId);
+    return r.servers.length;
+  }
+
+  /**
+   * The end of a registry.login job: the server's login state, if that job is still the one
+   * the row waits for (a later sync or a changed login wins; safe to run twice).
+   */
+  async loginEnded(job: EndedJob<"registry.login">): Promise<void> {
+    const ok = job.status === "succeeded";
+    let fingerprint: string | null = null;
+    if (ok && job.result) fingerprint = (JSON.parse(job.result) as { fingerprint?: string }).fingerprint ?? null;
+    const at = job.finishedAt ?? new Date();
+    const rows = await this.db.registryServer.findMany({ where: { jobId: job.id }, select: { registryId: true } });
+    await this.db.registryServer.updateMany({
+      where: { jobId: job.id },
+      data: ok
+        ? { status: "synced", syncedAt: at, error: null, fingerprint, jobId: null }
+        : { status: "failed", error: shortReason(job.error ?? (job.status === "cancelled" ? "cancelled" : "failed")), jobId: null },
+    });
+    if (ok && rows.length) await this.db.registry.updateMany({ where: { id: { in: rows.map((x) => x.registryId) } }, data: { lastSyncedAt: at } });
+  }
+
+  /** Logs out on every assigned server (a job each), then forgets the registry and its credentials. */
+  async remove(scope: TeamScope, id: number): Promise<number> {
+    scope.requireTeamAdmin("manage registries");
+    const r = await this.get(scope, id);
+    const address = registryAddress(r.url);
+    await this.db.$transaction(async (tx) => {
+      for (const a of r.servers) await this.jobs.enqueue(tx, a.serverId, "registry.logout", { registry: address }, LOGOUT_TIMEOUT_MS);
+      await tx.registry.delete({ where: { id: r.id } });
+    });
+    for (const a of r.servers) this.jobs.nudge(a.serverId);
+    return r.servers.length;
+  }
+
+  /**
+   * The connection test (spec 4.9): the registry's V2 login handshake from the control plane
+   * (handshake.ts). Never an HTTP error for a failed login: the registry's reason comes back.
+   * Owners and admins only: it sends the team's credentials to an outside address.
+   */
+  async test(scope: TeamScope, id: number): Promise<{ authenticated: boolean; error?: string; note?: string }> {
+    scope.requireTeamAdmin("test registries");
+    const r = await this.get(scope, id);
+    const c = this.credentials(r);
+    if (!("username" in c)) {
+      return {
+        authenticated: false,
+        error: "Testing a cloud_a registry needs the vendor's token exchange (access key -> registry token), which this release does not do yet.",
+      };
+    }
+    const timeoutMs = this.opts.testTimeoutMs ?? REGISTRY_TEST_TIMEOUT_MS;
+    const signal = AbortSignal.timeout(timeoutMs);
+    let result: HandshakeResult;
+    try {
+      result = await registryHandshake(this.opts.fetch, r.url, c, signal);
+    } catch (err) {
+      result = { ok: false, error: signal.aborted ? `${r.url} did not answer within ${Math.round(timeoutMs / 1000)} s` : connectReason(err) };
+    }
+    return result.ok ? { authenticated: true, ...(result.note ? { note: result.note } : {}) } : { authenticated: false, error: shortReason(mask(result.error, c.password)) };
+  }
+}
+
+/** fetch's "fetch failed" hides the reason in `cause` (refused, unknown host, the outbound guard's refusal). */
+function connectReason(err: unknown): string {
+  const e = err as { message?: string; cause?: { message?: string; code?: string } };
+  const cause = e?.cause;
+  if (cause?.message) return cause.code && !cause.message.includes(cause.code) ? `${cause.code}: ${cause.message}` : cause.message;
+  return e?.message ?? String(err);
+}
+
+/** A registry's reason never echoes the password back (some put the request into their error text). */
+function mask(text: string, secret: string): string {
+  return secret ? text.split(secret).join("****") : text;
+}
