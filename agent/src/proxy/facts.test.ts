@@ -86,3 +86,20 @@ describe("proxy facts (what GET /servers/{uuid} shows as proxy)", () => {
     expect(HostFacts.parse(withProxy).proxy).toEqual(withProxy.proxy);
   });
 });
+
+// proxy-label namespace (issue 17): the reasons of the last sync reach GET /servers/{uuid}
+describe("proxy facts: the last sync's warnings", () => {
+  it("are reported once a sync recorded them, bounded in count and length", async () => {
+    const c = proxy({ id: "warned-proxy" });
+    const { s } = source(c);
+    expect((await proxyFacts(s, "capstan-proxy", isProxy)).warnings).toBeUndefined();
+    recordLoadedRoutes(c.id, 1, ["container a: label proxy.basic_auth.x: not a bcrypt hash; ignored", "y".repeat(2000), ...Array(200).fill("z")]);
+    const facts = await proxyFacts(s, "capstan-proxy", isProxy);
+    expect(facts.warnings![0]).toBe("container a: label proxy.basic_auth.x: not a bcrypt hash; ignored");
+    expect(facts.warnings![1]!.length).toBe(500);
+    expect(facts.warnings).toHaveLength(100);
+    expect(ProxyFacts.parse(facts)).toEqual(facts);
+    recordLoadedRoutes(c.id, 1);
+    expect((await proxyFacts(s, "capstan-proxy", isProxy)).warnings).toEqual([]);
+  });
+});

@@ -9,3 +9,5 @@ export * from "./databases.js";
 export * from "./backups.js";
 export * from "./networks.js";
 export * from "./routing.js";
+// proxy labels (issue 17, label overrides)
+export * from "./proxy-labels.js";
