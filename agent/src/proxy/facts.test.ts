@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { HostFacts, ProxyFacts } from "@capstan/shared";
 import type { ExecResult, ProxyContainer } from "./docker.js";
-import { proxyFacts, recordLoadedRoutes, type ProxyFactsSource } from "./facts.js";
+import { onProxyWarningsChanged, proxyFacts, recordLoadedRoutes, type ProxyFactsSource } from "./facts.js";
 
 const isProxy = (c: ProxyContainer) => c.labels["capstan.component"] === "proxy";
 
@@ -101,5 +101,23 @@ describe("proxy facts: the last sync's warnings", () => {
     expect(ProxyFacts.parse(facts)).toEqual(facts);
     recordLoadedRoutes(c.id, 1);
     expect((await proxyFacts(s, "capstan-proxy", isProxy)).warnings).toEqual([]);
+  });
+});
+
+describe("proxy facts: a change of warnings is announced", () => {
+  it("calls the listener when the warnings differ from the last sync's, not when they repeat", () => {
+    let calls = 0;
+    onProxyWarningsChanged(() => calls++);
+    try {
+      recordLoadedRoutes("announce-proxy", 1);
+      expect(calls).toBe(0);
+      recordLoadedRoutes("announce-proxy", 1, ["w1"]);
+      recordLoadedRoutes("announce-proxy", 1, ["w1"]);
+      expect(calls).toBe(1);
+      recordLoadedRoutes("announce-proxy", 1);
+      expect(calls).toBe(2);
+    } finally {
+      onProxyWarningsChanged(null);
+    }
   });
 });

@@ -21,13 +21,20 @@ const loaded = new Map<string, number>();
 const lastWarnings = new Map<string, string[]>();
 const MAX_WARNINGS = 100;
 
+let warningsChanged: (() => void) | null = null;
+
+/** Called when a sync's warnings differ from the last ones (main.ts: send the facts now, not in a minute). */
+export function onProxyWarningsChanged(fn: (() => void) | null): void {
+  warningsChanged = fn;
+}
+
 /** The sync loaded (or found already loaded) a config with this many routes into the container. */
 export function recordLoadedRoutes(containerId: string, routes: number, warnings: readonly string[] = []): void {
   loaded.set(containerId, routes);
-  lastWarnings.set(
-    containerId,
-    warnings.slice(0, MAX_WARNINGS).map((w) => (w.length > 500 ? `${w.slice(0, 497)}...` : w)),
-  );
+  const bounded = warnings.slice(0, MAX_WARNINGS).map((w) => (w.length > 500 ? `${w.slice(0, 497)}...` : w));
+  const before = lastWarnings.get(containerId);
+  lastWarnings.set(containerId, bounded);
+  if (before === undefined ? bounded.length > 0 : before.join("\n") !== bounded.join("\n")) warningsChanged?.();
 }
 
 /** The official image says its version in CADDY_VERSION; any other image is asked (`caddy version`). */

@@ -7,6 +7,7 @@ import { ProxyDocker, type ProxyContainer } from "./docker.js";
 import { ADMIN_LISTEN, canonicalJson, renderCaddyConfig } from "./render.js";
 import { type Candidate, selectRoutes } from "./select.js";
 import { proxyFacts, recordLoadedRoutes } from "./facts.js";
+export { onProxyWarningsChanged } from "./facts.js";
 import type { ProxyFacts } from "@capstan/shared";
 
 export { ADMIN_LISTEN, renderCaddyConfig, canonicalJson } from "./render.js";

@@ -39,8 +39,8 @@ export interface ServerProxyView {
   version: string | null;
   status: string;
   routes: number | null;
-  /** Why the agent's last sync left something out (bad `proxy.*` labels among them); [] without a report. */
-  warnings: string[];
+  /** Why the agent's last sync left something out (bad `proxy.*` labels among them); absent until an agent that reports it synced. */
+  warnings?: string[];
   isolation: ProxyIsolationState;
   reportedAt: Date | null;
 }
@@ -158,8 +158,8 @@ export class ServerService {
     const phase = ProxyIsolationPhase.safeParse(server.proxyIsolation);
     const isolation = { enabled: this.settings.proxyIsolation, phase: phase.success ? phase.data : "none" };
     const reported = ServerService.facts(server)?.proxy;
-    if (!reported) return { kind: "caddy", name: this.settings.proxyName, image: null, version: null, status: "unknown", routes: null, warnings: [], isolation, reportedAt: null };
-    return { ...reported, warnings: reported.warnings ?? [], isolation, reportedAt: server.lastSeenAt };
+    if (!reported) return { kind: "caddy", name: this.settings.proxyName, image: null, version: null, status: "unknown", routes: null, isolation, reportedAt: null };
+    return { ...reported, isolation, reportedAt: server.lastSeenAt };
   }
 
   async create(scope: TeamScope, input: CreateServerInput): Promise<{ server: ServerWithDetail; agentToken: string; joinCommand: string }> {
