@@ -104,8 +104,9 @@ function proxyRoute(r: ResolvedRoute, ctx: RouteContext): Json {
 
 /**
  * The handlers a route's `proxy.*` labels add in front of its reverse_proxy, in this order:
- * headers (first, so they are on every answer, a 401 or a redirect included), then the
- * redirect (which ends the route), compression, basic auth. Every value in them was checked by
+ * headers (first, so they are on the application's answers and on a redirect; not on basic
+ * auth's 401, which Caddy writes as an error past the deferred headers), then the redirect
+ * (which ends the route), compression, basic auth. Every value in them was checked by
  * parseProxyLabels (shared/src/protocol/proxy-labels.ts): no braces, so no Caddy placeholder
  * in a user's value expands.
  */
