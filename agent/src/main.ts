@@ -7,6 +7,7 @@ import { ownContainerId } from "./docker/self.js";
 import { gatherFacts } from "./facts/facts.js";
 import { createHandlers } from "./handlers/index.js";
 import { createLogger, errorMessage, type Logger } from "./log.js";
+import { onProxyWarningsChanged } from "./proxy/index.js";
 import { StateStore } from "./state/store.js";
 import { watchContainerEvents } from "./status/events.js";
 import { StatusReporter } from "./status/reporter.js";
@@ -83,6 +84,8 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     if (state.up) void statuses?.full();
   });
   const quiet = quietWhileDown(log, watch);
+  // Why the proxy left a route or a proxy.* label out shows in GET /servers/{uuid} right after the sync.
+  onProxyWarningsChanged(() => connection?.refreshFacts());
 
   // Resource statuses follow the engine: events between full reports (see status/reporter.ts).
   statuses = new StatusReporter(engine, (report) => connection?.reportStatus(report), quiet);

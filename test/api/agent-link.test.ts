@@ -323,3 +323,20 @@ describe("fleet-sized id lists", () => {
     expect(delivered).toContain(jobId);
   });
 });
+
+// proxy labels (issue 17): the agent's reasons for leaving labels out reach the server detail
+describe("proxy warnings in the server detail", () => {
+  it("shows the warnings of the agent's last proxy sync, and none when the agent does not send them", async () => {
+    const s = await newServer(team.api, keyUuid, "web-proxy-warnings");
+    const a = await agent(s.agent_token);
+    const proxy = { kind: "caddy" as const, name: "capstan-proxy", image: "capstan/caddy:2.6", version: "v2.6.2", status: "running", routes: 1 };
+    await a.hello({ ...sampleFacts, proxy });
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.proxy).not.toHaveProperty("warnings");
+    const warnings = ["container app-1: label proxy.basic_auth.alice: not a bcrypt hash ($2a$, $2b$ or $2y$, 60 characters); a plain password is refused (docs/proxy-labels.md); ignored"];
+    a.socket.emit(EV.facts, { facts: { ...sampleFacts, proxy: { ...proxy, warnings } } });
+    await until(async () => ((await team.api.get(`/servers/${s.uuid}`)).body.proxy.warnings ?? []).length === 1);
+    expect((await team.api.get(`/servers/${s.uuid}`)).body.proxy.warnings).toEqual(warnings);
+    a.socket.emit(EV.facts, { facts: { ...sampleFacts, proxy: { ...proxy, warnings: [] } } });
+    await until(async () => ((await team.api.get(`/servers/${s.uuid}`)).body.proxy.warnings ?? [1]).length === 0);
+  });
+});

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { HostFacts, ProxyFacts } from "@capstan/shared";
 import type { ExecResult, ProxyContainer } from "./docker.js";
-import { proxyFacts, recordLoadedRoutes, type ProxyFactsSource } from "./facts.js";
+import { onProxyWarningsChanged, proxyFacts, recordLoadedRoutes, type ProxyFactsSource } from "./facts.js";
 
 const isProxy = (c: ProxyContainer) => c.labels["capstan.component"] === "proxy";
 
@@ -84,5 +84,40 @@ describe("proxy facts (what GET /servers/{uuid} shows as proxy)", () => {
     expect(HostFacts.parse(base).proxy).toBeUndefined();
     const withProxy = { ...base, proxy: { kind: "caddy" as const, name: "capstan-proxy", image: "caddy:2", version: "v2.6.2", status: "running", routes: 2 } };
     expect(HostFacts.parse(withProxy).proxy).toEqual(withProxy.proxy);
+  });
+});
+
+// proxy-label namespace (issue 17): the reasons of the last sync reach GET /servers/{uuid}
+describe("proxy facts: the last sync's warnings", () => {
+  it("are reported once a sync recorded them, bounded in count and length", async () => {
+    const c = proxy({ id: "warned-proxy" });
+    const { s } = source(c);
+    expect((await proxyFacts(s, "capstan-proxy", isProxy)).warnings).toBeUndefined();
+    recordLoadedRoutes(c.id, 1, ["container a: label proxy.basic_auth.x: not a bcrypt hash; ignored", "y".repeat(2000), ...Array(200).fill("z")]);
+    const facts = await proxyFacts(s, "capstan-proxy", isProxy);
+    expect(facts.warnings![0]).toBe("container a: label proxy.basic_auth.x: not a bcrypt hash; ignored");
+    expect(facts.warnings![1]!.length).toBe(500);
+    expect(facts.warnings).toHaveLength(100);
+    expect(ProxyFacts.parse(facts)).toEqual(facts);
+    recordLoadedRoutes(c.id, 1);
+    expect((await proxyFacts(s, "capstan-proxy", isProxy)).warnings).toEqual([]);
+  });
+});
+
+describe("proxy facts: a change of warnings is announced", () => {
+  it("calls the listener when the warnings differ from the last sync's, not when they repeat", () => {
+    let calls = 0;
+    onProxyWarningsChanged(() => calls++);
+    try {
+      recordLoadedRoutes("announce-proxy", 1);
+      expect(calls).toBe(0);
+      recordLoadedRoutes("announce-proxy", 1, ["w1"]);
+      recordLoadedRoutes("announce-proxy", 1, ["w1"]);
+      expect(calls).toBe(1);
+      recordLoadedRoutes("announce-proxy", 1);
+      expect(calls).toBe(2);
+    } finally {
+      onProxyWarningsChanged(null);
+    }
   });
 });

@@ -17,9 +17,24 @@ const versions = new Map<string, string>();
 /** Routes in the config this process last loaded, per proxy container id (recorded by the sync). */
 const loaded = new Map<string, number>();
 
+/** Why the last sync of each proxy container id left something out (bad `proxy.*` labels among them). */
+const lastWarnings = new Map<string, string[]>();
+const MAX_WARNINGS = 100;
+
+let warningsChanged: (() => void) | null = null;
+
+/** Called when a sync's warnings differ from the last ones (main.ts: send the facts now, not in a minute). */
+export function onProxyWarningsChanged(fn: (() => void) | null): void {
+  warningsChanged = fn;
+}
+
 /** The sync loaded (or found already loaded) a config with this many routes into the container. */
-export function recordLoadedRoutes(containerId: string, routes: number): void {
+export function recordLoadedRoutes(containerId: string, routes: number, warnings: readonly string[] = []): void {
   loaded.set(containerId, routes);
+  const bounded = warnings.slice(0, MAX_WARNINGS).map((w) => (w.length > 500 ? `${w.slice(0, 497)}...` : w));
+  const before = lastWarnings.get(containerId);
+  lastWarnings.set(containerId, bounded);
+  if (before === undefined ? bounded.length > 0 : before.join("\n") !== bounded.join("\n")) warningsChanged?.();
 }
 
 /** The official image says its version in CADDY_VERSION; any other image is asked (`caddy version`). */
@@ -58,5 +73,7 @@ export async function proxyFacts(source: ProxyFactsSource, name: string, isProxy
     version: await versionOf(source, c, signal),
     status: c.state.slice(0, 50) || (c.running ? "running" : "exited"),
     routes: loaded.get(c.id) ?? null,
+    // Only once a sync has run: before it there is nothing to say (and the field stays optional).
+    ...(lastWarnings.has(c.id) ? { warnings: lastWarnings.get(c.id)! } : {}),
   };
 }

@@ -7,6 +7,7 @@ import { ProxyDocker, type ProxyContainer } from "./docker.js";
 import { ADMIN_LISTEN, canonicalJson, renderCaddyConfig } from "./render.js";
 import { type Candidate, selectRoutes } from "./select.js";
 import { proxyFacts, recordLoadedRoutes } from "./facts.js";
+export { onProxyWarningsChanged } from "./facts.js";
 import type { ProxyFacts } from "@capstan/shared";
 
 export { ADMIN_LISTEN, renderCaddyConfig, canonicalJson } from "./render.js";
@@ -161,19 +162,19 @@ async function sync(engine: Engine, settings: ProxySettings, ctx: ProxyContext, 
   const selection = selectRoutes(candidates, joined, ownershipFor(`${engine.socketPath}:${opts.name}`, settings.ownership));
   for (const w of selection.warnings) warn(w);
 
-  const config = canonicalJson(renderCaddyConfig(selection.routes, { httpsPort: settings.https_port }));
+  const config = canonicalJson(renderCaddyConfig(selection.routes, { httpsPort: settings.https_port, httpPort: settings.http_port }));
   // What this agent last loaded into this very container (a restarted Caddy resumes it); only
   // without that is Caddy's autosave read back, which costs a `docker exec`.
   const known = lastLoaded.get(proxy.id) ?? (await loadedConfig(docker, proxy.id, signal));
   if (known === config) {
     lastLoaded.set(proxy.id, config);
-    recordLoadedRoutes(proxy.id, selection.routes.length);
+    recordLoadedRoutes(proxy.id, selection.routes.length, warnings);
     return { routes: selection.routes.length, reloaded: false, warnings };
   }
   lastLoaded.delete(proxy.id);
   await reload(docker, proxy.id, opts.name, config, signal);
   lastLoaded.set(proxy.id, config);
-  recordLoadedRoutes(proxy.id, selection.routes.length);
+  recordLoadedRoutes(proxy.id, selection.routes.length, warnings);
   progress(`proxy: loaded ${selection.routes.length} route${selection.routes.length === 1 ? "" : "s"}`);
   return { routes: selection.routes.length, reloaded: true, warnings };
 }

@@ -80,3 +80,60 @@ describe("canonicalJson", () => {
     expect(canonicalJson({ b: 1, a: { d: [2, { z: 1, y: 2 }], c: null } })).toBe('{"a":{"c":null,"d":[2,{"y":2,"z":1}]},"b":1}');
   });
 });
+
+// proxy-label namespace (issue 17, docs/proxy-labels.md)
+describe("renderCaddyConfig with directives", () => {
+  const HASH = "$2a$14$" + "a".repeat(22) + "B".repeat(31);
+  const none = { basic_auth: [], request_headers: {}, response_headers: {}, encode: [], redirect_to: null };
+  const withDirectives = (r: ResolvedRoute, d: Partial<NonNullable<ResolvedRoute["directives"]>>): ResolvedRoute => ({ ...r, directives: { ...none, ...d } });
+
+  it("puts headers, compression and basic auth in front of the upstream, in that order", () => {
+    const cfg = render([
+      withDirectives(route("a.test", false, "/", "a:80"), {
+        basic_auth: [{ user: "alice", hash: HASH }],
+        response_headers: { "X-Frame-Options": "DENY", Server: "" },
+        request_headers: { "X-Tenant": "blue" },
+        encode: ["zstd", "gzip"],
+      }),
+    ]);
+    const handle = cfg.apps.http.servers.http!.routes[0]!.handle;
+    expect(handle.map((h) => h.handler)).toEqual(["headers", "encode", "authentication", "reverse_proxy"]);
+    expect(handle[0]).toEqual({
+      handler: "headers",
+      request: { set: { "X-Tenant": ["blue"] } },
+      response: { set: { "X-Frame-Options": ["DENY"] }, delete: ["Server"], deferred: true },
+    });
+    expect(handle[1]).toEqual({ handler: "encode", encodings: { zstd: {}, gzip: {} }, prefer: ["zstd", "gzip"] });
+    // Caddy 2.6 reads the hash base64-encoded (later releases read that form too).
+    expect(handle[2]).toEqual({
+      handler: "authentication",
+      providers: { http_basic: { hash: { algorithm: "bcrypt" }, accounts: [{ username: "alice", password: Buffer.from(HASH).toString("base64") }] } },
+    });
+  });
+
+  it("renders a route without directives exactly as before", () => {
+    const plain = render([route("a.test", false, "/", "a:80")]);
+    const empty = render([withDirectives(route("a.test", false, "/", "a:80"), {})]);
+    expect(canonicalJson(empty)).toBe(canonicalJson(plain));
+  });
+
+  it("answers a redirected host with 308 to its twin (scheme and published port of the target)", () => {
+    const cfg = renderCaddyConfig(
+      [withDirectives(route("www.a.test", true), { redirect_to: "a.test", response_headers: { "X-R": "1" } }), route("a.test", true), withDirectives(route("www.b.test", false), { redirect_to: "b.test" }), route("b.test", false)],
+      { httpsPort: 8443, httpPort: 8080 },
+    ) as unknown as Cfg;
+    const www = cfg.apps.http.servers.https!.routes.find((r) => r.match?.[0]?.host?.[0] === "www.a.test")!;
+    expect(www.handle.map((h) => h.handler)).toEqual(["headers", "static_response"]);
+    expect(www.handle[1]).toEqual({ handler: "static_response", status_code: 308, headers: { Location: ["https://a.test:8443{http.request.uri}"] } });
+    const wwwB = cfg.apps.http.servers.http!.routes.find((r) => r.match?.[0]?.host?.[0] === "www.b.test")!;
+    expect(wwwB.handle).toEqual([{ handler: "static_response", status_code: 308, headers: { Location: ["http://b.test:8080{http.request.uri}"] } }]);
+  });
+
+  it("carries no user text where Caddy would expand a placeholder except checked literals", () => {
+    // The only placeholders in the whole config are the platform's own ({http.request.*}).
+    const cfg = canonicalJson(
+      render([withDirectives(route("a.test", false), { basic_auth: [{ user: "u", hash: HASH }], response_headers: { "X-A": "plain value" } })]),
+    );
+    expect(cfg.match(/\{[a-z][^}]*\}/g)?.filter((p) => !p.startsWith("{http.request."))).toBeUndefined();
+  });
+});

@@ -1,4 +1,4 @@
-import type { ResolvedRoute } from "./select.js";
+import type { ResolvedRoute, RouteDirectives } from "./select.js";
 
 /**
  * Where Caddy's admin API listens: the loopback of the proxy container's own network namespace.
@@ -12,6 +12,8 @@ export const ADMIN_LISTEN = "127.0.0.1:2019";
 export interface RenderOptions {
   /** The host port HTTPS is published on: the HTTP->HTTPS redirect must name it unless it is 443. */
   httpsPort: number;
+  /** The host port HTTP is published on (default 80): a `proxy.redirect` to an http-only host names it unless it is 80. */
+  httpPort?: number;
 }
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
@@ -42,7 +44,9 @@ export function renderCaddyConfig(routes: readonly ResolvedRoute[], opts: Render
   const secure = ordered.filter((r) => httpsHosts.has(r.host));
   const plain = ordered.filter((r) => !httpsHosts.has(r.host));
 
-  const httpRoutes: Json[] = plain.map(proxyRoute);
+  const ctx: RouteContext = { httpsHosts, httpsPort: opts.httpsPort, httpPort: opts.httpPort ?? 80 };
+  const route = (r: ResolvedRoute) => proxyRoute(r, ctx);
+  const httpRoutes: Json[] = plain.map(route);
   if (httpsHosts.size > 0) {
     const port = opts.httpsPort === 443 ? "" : `:${opts.httpsPort}`;
     httpRoutes.push({
@@ -69,7 +73,7 @@ export function renderCaddyConfig(routes: readonly ResolvedRoute[], opts: Render
           https: {
             listen: [":443"],
             automatic_https: { disable_redirects: true },
-            routes: [...secure.map(proxyRoute), NOT_FOUND],
+            routes: [...secure.map(route), NOT_FOUND],
           },
           http: { listen: [":80"], routes: httpRoutes },
         },
@@ -80,21 +84,70 @@ export function renderCaddyConfig(routes: readonly ResolvedRoute[], opts: Render
   };
 }
 
-function proxyRoute(r: ResolvedRoute): Json {
+interface RouteContext {
+  httpsHosts: ReadonlySet<string>;
+  httpsPort: number;
+  httpPort: number;
+}
+
+function proxyRoute(r: ResolvedRoute, ctx: RouteContext): Json {
   const match: { [k: string]: Json } = { host: [r.host] };
   if (r.path !== "/") match.path = [r.path, `${r.path}/*`];
-  return {
-    match: [match],
-    handle: [
-      {
-        handler: "reverse_proxy",
-        upstreams: [{ dial: r.dial }],
-        // A stopped upstream fails fast instead of holding the client until its own timeout.
-        transport: { protocol: "http", dial_timeout: "5s" },
-      },
-    ],
-    terminal: true,
+  const upstream: Json = {
+    handler: "reverse_proxy",
+    upstreams: [{ dial: r.dial }],
+    // A stopped upstream fails fast instead of holding the client until its own timeout.
+    transport: { protocol: "http", dial_timeout: "5s" },
   };
+  return { match: [match], handle: r.directives ? [...directiveHandlers(r.directives, ctx), ...(r.directives.redirect_to ? [] : [upstream])] : [upstream], terminal: true };
+}
+
+/**
+ * The handlers a route's `proxy.*` labels add in front of its reverse_proxy, in this order:
+ * headers (first, so they are on the application's answers and on a redirect; not on basic
+ * auth's 401, which Caddy writes as an error past the deferred headers), then the redirect
+ * (which ends the route), compression, basic auth. Every value in them was checked by
+ * parseProxyLabels (shared/src/protocol/proxy-labels.ts): no braces, so no Caddy placeholder
+ * in a user's value expands.
+ */
+function directiveHandlers(d: RouteDirectives, ctx: RouteContext): Json[] {
+  const out: Json[] = [];
+  const ops = (set: Record<string, string>) => {
+    const names = Object.keys(set).sort();
+    const op: { [k: string]: Json } = {};
+    const setting = names.filter((n) => set[n] !== "");
+    const deleting = names.filter((n) => set[n] === "");
+    if (setting.length) op.set = Object.fromEntries(setting.map((n) => [n, [set[n]!]]));
+    if (deleting.length) op.delete = deleting;
+    return op;
+  };
+  const headers: { [k: string]: Json } = {};
+  if (Object.keys(d.request_headers).length) headers.request = ops(d.request_headers);
+  // Deferred: applied when the response is written, so a header the upstream sends is replaced
+  // (or removed) rather than doubled.
+  if (Object.keys(d.response_headers).length) headers.response = { ...ops(d.response_headers), deferred: true };
+  if (Object.keys(headers).length) out.push({ handler: "headers", ...headers });
+  if (d.redirect_to) {
+    const https = ctx.httpsHosts.has(d.redirect_to);
+    const port = https ? (ctx.httpsPort === 443 ? "" : `:${ctx.httpsPort}`) : ctx.httpPort === 80 ? "" : `:${ctx.httpPort}`;
+    out.push({ handler: "static_response", status_code: 308, headers: { Location: [`${https ? "https" : "http"}://${d.redirect_to}${port}{http.request.uri}`] } });
+    return out;
+  }
+  if (d.encode.length) out.push({ handler: "encode", encodings: Object.fromEntries(d.encode.map((e) => [e, {}])), prefer: [...d.encode] });
+  if (d.basic_auth.length) {
+    out.push({
+      handler: "authentication",
+      providers: {
+        http_basic: {
+          hash: { algorithm: "bcrypt" },
+          // Base64 of the hash: the form every Caddy 2 release reads (2.6 only reads that one;
+          // later ones also take the hash as it is).
+          accounts: d.basic_auth.map((a) => ({ username: a.user, password: Buffer.from(a.hash, "utf8").toString("base64") })),
+        },
+      },
+    });
+  }
+  return out;
 }
 
 /** JSON with object keys sorted at every level: equal configs give equal strings. */

@@ -202,3 +202,79 @@ describe("ownershipFor: the newest table wins", () => {
     expect(ownershipFor(key, newest)).toBe(newest);
   });
 });
+
+// proxy-label namespace (issue 17, docs/proxy-labels.md)
+describe("selectRoutes with proxy.* labels", () => {
+  const HASH = "$2a$14$" + "a".repeat(22) + "B".repeat(31);
+  const twin = [
+    { host: "example.test", https: false, path: "/" },
+    { host: "www.example.test", https: false, path: "/" },
+  ];
+
+  it("gives every route of the container its directives", () => {
+    const { routes, warnings } = selectRoutes([app("a-1", { labels: { "proxy.basic_auth.alice": HASH, "proxy.headers.response.X-Frame-Options": "DENY", "proxy.encode": "gzip" } })], ["capstan"]);
+    expect(warnings).toEqual([]);
+    expect(routes[0]!.directives).toEqual({
+      basic_auth: [{ user: "alice", hash: HASH }],
+      request_headers: {},
+      response_headers: { "X-Frame-Options": "DENY" },
+      encode: ["gzip"],
+      redirect_to: null,
+    });
+  });
+
+  it("serves the route without a bad label and says why", () => {
+    const { routes, warnings } = selectRoutes([app("a-1", { labels: { "proxy.basic_auth.alice": "plain-password", "proxy.headers.response.X-Ok": "yes" } })], ["capstan"]);
+    expect(routes).toHaveLength(1);
+    expect(routes[0]!.directives?.basic_auth).toEqual([]);
+    expect(routes[0]!.directives?.response_headers).toEqual({ "X-Ok": "yes" });
+    expect(warnings).toEqual([expect.stringMatching(/^container a-1: label proxy\.basic_auth\.alice: not a bcrypt hash/)]);
+    expect(warnings[0]).not.toContain("plain-password");
+  });
+
+  it("redirects www to the apex (and back) only between the resource's own hosts", () => {
+    const apex = selectRoutes([app("a-1", { routes: twin, labels: { "proxy.redirect": "to-apex" } })], ["capstan"]).routes;
+    expect(apex.map((r) => [r.host, r.directives?.redirect_to])).toEqual([
+      ["example.test", null],
+      ["www.example.test", "example.test"],
+    ]);
+    const www = selectRoutes([app("a-1", { routes: twin, labels: { "proxy.redirect": "to-www" } })], ["capstan"]).routes;
+    expect(www.map((r) => [r.host, r.directives?.redirect_to])).toEqual([
+      ["example.test", "www.example.test"],
+      ["www.example.test", null],
+    ]);
+  });
+
+  it("does not redirect to a host the resource is not routed for", () => {
+    // www.victim.test's apex belongs to someone else: the label cannot send its visitors anywhere.
+    const { routes, warnings } = selectRoutes(
+      [
+        app("a-1", { routes: [{ host: "www.victim.test", https: false, path: "/" }], labels: { "proxy.redirect": "to-apex" } }),
+        app("b-1", { resource: "res-b", routes: [{ host: "victim.test", https: false, path: "/" }] }),
+      ],
+      ["capstan"],
+    );
+    expect(routes.find((r) => r.host === "www.victim.test")!.directives?.redirect_to).toBeNull();
+    expect(warnings).toEqual([expect.stringMatching(/container a-1: label proxy\.redirect=to-apex: needs both a host and its www\. twin/)]);
+  });
+
+  it("leaves host ownership to the control plane's table: directives add no host", () => {
+    const ownership = { generation: 1, projects: [{ resources: ["res-a"], hosts: [] }, { resources: ["res-b"], hosts: ["taken.test", "www.taken.test"] }] };
+    const { routes } = selectRoutes(
+      [app("a-1", { routes: [{ host: "taken.test", https: false, path: "/" }], labels: { "proxy.redirect": "to-www", "proxy.headers.request.X-Forwarded-Host": "taken.test" } })],
+      ["capstan"],
+      ownership,
+    );
+    expect(routes).toEqual([]);
+  });
+
+  it("takes the user's routing network (proxy.network) over the automatic one", () => {
+    const c = { ...app("a-1", { labels: { "proxy.network": "user-net" } }), networks: ["capstan", "user-net"] };
+    expect(selectRoutes([c], ["capstan", "user-net"]).routes[0]!.dial).toBe("a-1.user-net:8080");
+    // A network the container is not attached to is refused as before.
+    const off = { ...app("a-1", { labels: { "proxy.network": "user-net" } }), networks: ["capstan"] };
+    const r = selectRoutes([off], ["capstan", "user-net"]);
+    expect(r.routes).toEqual([]);
+    expect(r.warnings).toEqual([expect.stringContaining("(its proxy.network label); not routed")]);
+  });
+});

@@ -8,6 +8,10 @@ import {
   LABEL_ROLLOUT,
   foreignHost,
   indexOwnership,
+  parseProxyLabels,
+  hasDirectives,
+  PROXY_LABEL,
+  type ProxyDirectives,
   type RouteOwnership,
 } from "@capstan/shared";
 import { z } from "zod";
@@ -38,6 +42,14 @@ export interface ResolvedRoute {
   dial: string;
   resource: string;
   container: string;
+  /** What the container's `proxy.*` labels add to this route (docs/proxy-labels.md); absent: none. */
+  directives?: RouteDirectives;
+}
+
+/** A route's directives: the container's, with its redirect resolved to one of its own hosts. */
+export interface RouteDirectives extends Omit<ProxyDirectives, "redirect" | "network"> {
+  /** Requests for this route's host are redirected to this host (one the same resource is routed for). */
+  redirect_to: string | null;
 }
 
 export interface Selection {
@@ -136,7 +148,13 @@ export function selectRoutes(candidates: Candidate[], networks: readonly string[
       warnings.push(`container ${c.name}: its name cannot be used as an upstream host; not routed`);
       continue;
     }
-    let network = c.labels[LABEL_PROXY_NETWORK];
+    // The user-facing labels (docs/proxy-labels.md): a bad one is reported and left out, the
+    // route is served without it. They only shape this resource's own routes: hosts still come
+    // from capstan.proxy.routes and the ownership table alone.
+    const user = parseProxyLabels(c.labels);
+    for (const p of user.problems) warnings.push(`container ${c.name}: ${p}`);
+    // Spec section 1, rule 9: the user's routing network wins over the automatic one.
+    let network = user.directives.network ?? c.labels[LABEL_PROXY_NETWORK];
     if (network && !networks.includes(network)) {
       // The label was written under other network settings (proxy isolation switched off since,
       // say). A network both are on still reaches it without widening anything, so routing
@@ -150,10 +168,11 @@ export function selectRoutes(candidates: Candidate[], networks: readonly string[
       network = common;
     }
     if (network && c.networks && !c.networks.includes(network)) {
-      warnings.push(`container ${c.name}: it is not attached to network ${network} (its ${LABEL_PROXY_NETWORK} label); not routed`);
+      warnings.push(`container ${c.name}: it is not attached to network ${network} (its ${user.directives.network ? PROXY_LABEL.network : LABEL_PROXY_NETWORK} label); not routed`);
       continue;
     }
     const upstream = network && QUALIFIABLE_NETWORK.test(network) ? `${c.name}.${network}` : c.name;
+    const mine: ResolvedRoute[] = [];
     for (const r of parsedRoutes) {
       const path = normalisePrefix(r.path);
       const foreign = owners ? foreignHost(owners, resource, r.host) : null;
@@ -168,10 +187,32 @@ export function selectRoutes(candidates: Candidate[], networks: readonly string[
         continue;
       }
       claimed.set(key, resource);
-      routes.push({ host: r.host, path, https: r.https, dial: `${upstream}:${port.data}`, resource, container: c.name });
+      mine.push({ host: r.host, path, https: r.https, dial: `${upstream}:${port.data}`, resource, container: c.name });
     }
+    if (hasDirectives(user.directives)) applyDirectives(mine, user.directives, (w) => warnings.push(`container ${c.name}: ${w}`));
+    routes.push(...mine);
   }
   return { routes, warnings };
+}
+
+/**
+ * Gives each of one resource's routes the container's directives. A redirect goes between two
+ * hosts the resource itself is routed for (www.example.com and example.com), so a label can
+ * never point the proxy at, or answer for, a host it was not given.
+ */
+function applyDirectives(routes: ResolvedRoute[], d: ProxyDirectives, warn: (line: string) => void): void {
+  const hosts = new Set(routes.map((r) => r.host));
+  let redirected = 0;
+  for (const r of routes) {
+    let to: string | null = null;
+    if (d.redirect === "to-apex" && r.host.startsWith("www.") && hosts.has(r.host.slice(4))) to = r.host.slice(4);
+    if (d.redirect === "to-www" && !r.host.startsWith("www.") && hosts.has(`www.${r.host}`)) to = `www.${r.host}`;
+    if (to !== null) redirected++;
+    r.directives = { basic_auth: d.basic_auth, request_headers: d.request_headers, response_headers: d.response_headers, encode: d.encode, redirect_to: to };
+  }
+  if (d.redirect !== null && redirected === 0 && routes.length > 0) {
+    warn(`label ${PROXY_LABEL.redirect}=${d.redirect}: needs both a host and its www. twin among this resource's domains; ignored`);
+  }
 }
 
 function parseRoutes(raw: string): ProxyRoute[] | null {

@@ -18,3 +18,5 @@ export {
 } from "./rewrite.js";
 export { LIMITS, isReservedLabel } from "./schema.js";
 export { variablesIn, referencesIn, interpolate, TemplateError, type Reference } from "./interpolate.js";
+// label overrides (issue 17, spec 4.15)
+export { parseLabelOverrides, mergeLabels, isReservedOverride, LABEL_OVERRIDE_LIMITS, LABEL_OVERRIDES_FIELD, type LabelOverrides } from "./label-overrides.js";

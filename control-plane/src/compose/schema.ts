@@ -32,7 +32,7 @@ export const SERVICE_NAME = /^[a-z][a-z0-9_-]{0,25}$/;
 /** Named volume keys: the Docker volume is `<app uuid>-<key>`. */
 export const VOLUME_KEY = /^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,63}$/;
 /** Docker label keys: reverse-DNS style, nothing that could smuggle whitespace or quotes. */
-const LABEL_KEY = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$/;
+export const LABEL_KEY = /^[A-Za-z0-9][A-Za-z0-9._/-]{0,254}$/;
 const DNS_LABEL = /^[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$/;
 const DURATION = /^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$/;
 const SIZE = /^[0-9]+(\.[0-9]+)?[bkmg]?$/i;

@@ -39,6 +39,8 @@ export interface ServerProxyView {
   version: string | null;
   status: string;
   routes: number | null;
+  /** Why the agent's last sync left something out (bad `proxy.*` labels among them); absent until an agent that reports it synced. */
+  warnings?: string[];
   isolation: ProxyIsolationState;
   reportedAt: Date | null;
 }

@@ -111,6 +111,13 @@ export const ServerDetail = Server.extend({
         description: "The proxy container's state as the agent last reported it: running, exited, restarting, paused, created, dead; missing when there is none (nothing routed yet); unknown when the agent has not reported it",
       }),
       routes: z.number().int().nullable().meta({ description: "Routes in the configuration the agent last loaded into the proxy; null before its first sync since the agent started" }),
+      warnings: z
+        .array(z.string())
+        .optional()
+        .meta({
+          description:
+            "Why the agent's last proxy sync left a container, route or proxy.* label out (docs/proxy-labels.md); empty when nothing was; absent until an agent that reports it has synced its proxy",
+        }),
       isolation: ProxyIsolationState,
       reported_at: Timestamp.nullable().meta({ description: "When the agent last reported it (its last contact); null without a report" }),
     })

@@ -19,6 +19,11 @@ export const ProxyFacts = z.object({
   status: z.string().max(50),
   /** Routes in the configuration this agent last loaded into it; null before its first sync since the agent started. */
   routes: z.number().int().min(0).nullable(),
+  /**
+   * Why the last sync left a container, route or `proxy.*` label out (docs/proxy-labels.md);
+   * optional: agents before issue 17 do not send it.
+   */
+  warnings: z.array(z.string().max(500)).max(100).optional(),
 });
 export type ProxyFacts = z.infer<typeof ProxyFacts>;
 

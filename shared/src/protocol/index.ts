@@ -11,3 +11,6 @@ export * from "./networks.js";
 export * from "./routing.js";
 // registries (issue 18)
 export * from "./registries.js";
+
+// proxy labels (issue 17, label overrides)
+export * from "./proxy-labels.js";

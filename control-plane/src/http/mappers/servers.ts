@@ -44,6 +44,7 @@ export const proxyDto = (p: ServerProxyView) => ({
   version: p.version,
   status: p.status,
   routes: p.routes,
+  ...(p.warnings ? { warnings: p.warnings } : {}),
   isolation: p.isolation,
   reported_at: p.reportedAt ? iso(p.reportedAt) : null,
 });
