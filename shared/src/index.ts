@@ -15,6 +15,8 @@ export * from "./api/backups.js";
 export * from "./api/databases.js";
 export * from "./api/networks.js";
 export * from "./api/features.js";
+// DNS (issue 21)
+export * from "./api/dns.js";
 export * from "./version.js";
 export * from "./protocol/index.js";
 export * from "./validation/inputs.js";

@@ -203,6 +203,18 @@ const NEEDS: Record<string, Need> = {
   "put /template-sources/{uuid}": "team-admin",
   "delete /template-sources/{uuid}": "team-admin",
   "post /template-sources/{uuid}/sync": "team-admin",
+
+  // DNS (issue 21)
+  "get /dns-providers": "team",
+  "post /dns-providers": "team-admin",
+  "get /dns-providers/{uuid}": "team",
+  "delete /dns-providers/{uuid}": "team-admin",
+  "post /dns-providers/{uuid}/test": "team-admin",
+  "get /domains": "team",
+  "post /domains": "team-admin",
+  "get /domains/{uuid}": "team",
+  "delete /domains/{uuid}": "team-admin",
+  "post /domains/{uuid}/sync": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -584,6 +596,15 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
     await t.instance.backupScheduler.fire(row.id, new Date("2026-01-01T03:00:00Z"));
     const execution = await t.instance.database.prisma.backupExecution.findFirstOrThrow({ where: { scheduleId: row.id } });
     return { path: `/databases/${w.f.database.uuid}/backups/${schedule.uuid}/executions/${execution.uuid}`, body: undefined };
+  },
+  // DNS (issue 21)
+  "delete /dns-providers/{uuid}": async (w) => {
+    const p = (await ok(owner(w).post("/dns-providers", { name: `fresh-${unique()}`, type: "cloudflare", credentials: { api_token: "fresh-token" } }), "fresh dns provider")).data;
+    return { path: `/dns-providers/${p.uuid}`, body: undefined };
+  },
+  "delete /domains/{uuid}": async (w) => {
+    const d = (await ok(owner(w).post("/domains", { name: `fresh-${unique()}.example.test`, dns_provider_uuid: w.f.dnsProvider.uuid, routing_mode: "per_hostname" }), "fresh domain")).data;
+    return { path: `/domains/${d.uuid}`, body: undefined };
   },
 };
 

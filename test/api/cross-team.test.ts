@@ -241,6 +241,9 @@ describe("team B's reads never include team A's objects", () => {
       (await B.api.get("/template-sources")).body,
       (await B.api.get(`/databases/${B.database.uuid}/backups`)).body,
       (await B.api.get(`/databases/${B.database.uuid}/backups/${B.backupSchedule.uuid}/executions`)).body,
+      // DNS (issue 21)
+      (await B.api.get("/dns-providers")).body,
+      (await B.api.get("/domains")).body,
     ]);
     for (const m of B.markers) expect(text).toContain(m);
   });

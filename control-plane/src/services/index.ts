@@ -27,6 +27,9 @@ import { BackupService } from "./backups/index.js";
 import { DatabaseService } from "./databases.js";
 import { LaunchService } from "./launch.js";
 import { TemplateSourceService } from "./template-sources/index.js";
+// DNS (issue 21)
+import { DnsService } from "./dns/index.js";
+import { fetch as undiciFetch } from "undici";
 
 export interface Services {
   db: Db;
@@ -57,6 +60,8 @@ export interface Services {
   launch: LaunchService;
   /** Template sources and their syncs (services/template-sources/). */
   templateSources: TemplateSourceService;
+  /** DNS providers and managed domains (services/dns/, issue 21). */
+  dns: DnsService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -102,5 +107,12 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     databaseEnvs: new EnvVarService(db, databases.envOwners(), box),
     launch: new LaunchService(db, applications, deployments, databases),
     templateSources: new TemplateSourceService(db, box, { allowPrivate: config.allowPrivateEndpoints }),
+    // DNS (issue 21): PowerDNS URLs are the user's (guarded); Cloudflare's base URL is the operator's.
+    dns: new DnsService(db, box, {
+      allowPrivate: config.allowPrivateEndpoints,
+      cloudflareApiUrl: config.cloudflareApiUrl,
+      userFetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }),
+      fetch: (url, init) => undiciFetch(url, init),
+    }),
   };
 }

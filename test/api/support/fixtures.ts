@@ -63,6 +63,10 @@ export interface Fixtures {
    * machine's own name at port 1, so its syncs fail at once without outside traffic.
    */
   templateSource: { uuid: string };
+  // DNS (issue 21)
+  /** A PowerDNS provider at this machine's own name, port 1 (never answers), and a wildcard domain on it pointing at the server; never synced. */
+  dnsProvider: { uuid: string };
+  domain: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -157,6 +161,11 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   ).data;
   // Its first sync settles before anyone takes a snapshot.
   await t.instance.services.templateSources.idle();
+  // DNS (issue 21)
+  const dnsProvider = (
+    await ok(api.post("/dns-providers", { name: `${tag}-dns`, type: "powerdns", credentials: { api_url: `http://${hostname()}:1`, api_key: `${tag}-pdns-key` } }), "dns provider")
+  ).data;
+  const domain = (await ok(api.post("/domains", { name: `${tag.toLowerCase()}.example.test`, dns_provider_uuid: dnsProvider.uuid, server_uuid: server.uuid }), "domain")).data;
   return {
     tag,
     teamId: team.teamId,
@@ -182,6 +191,8 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     backupSchedule: { uuid: backupSchedule.uuid },
     backupExecution: { uuid: backupExecution.uuid },
     templateSource: { uuid: templateSource.uuid },
+    dnsProvider: { uuid: dnsProvider.uuid },
+    domain: { uuid: domain.uuid },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -204,6 +215,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       envVar.uuid,
       storage.uuid,
       gitApp.uuid,
+      // DNS (issue 21)
+      dnsProvider.uuid,
+      domain.uuid,
     ],
   };
 }
@@ -259,6 +273,10 @@ export async function snapshot(f: Fixtures) {
     agentTokens: t.instance.database.prisma.server
       .findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })
       .then((rows) => rows.map((row) => (row as { agentTokenHash?: unknown }).agentTokenHash)),
+    // DNS (issue 21); sealed credentials are not visible through the API.
+    dnsProviders: get("/dns-providers"),
+    domains: get("/domains"),
+    dnsCredentials: t.instance.database.prisma.dnsProvider.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((r) => t.instance.box.open(r.credentials))),
   });
 }
 
@@ -295,6 +313,9 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   // {type} of /networks/resource/{type}/{uuid}: names a kind, not an object (UNOWNED_KINDS).
   resource_type: { application: () => "application", database: () => "database" },
   network_resource: { application: (f) => f.application.uuid, database: (f) => f.database.uuid },
+  // DNS (issue 21)
+  dns_provider: { uuid: (f) => f.dnsProvider.uuid },
+  domain: { uuid: (f) => f.domain.uuid },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -362,7 +383,17 @@ export const BODIES: Record<string, BodySpec> = {
     valid: (c) => ({ network_uuid: c.network.uuid }),
     foreign: (a) => [{ network_uuid: a.network.uuid }],
   },
+  // DNS (issue 21)
+  "post /dns-providers": { valid: () => ({ name: "created", type: "powerdns", credentials: { api_url: `http://${hostname()}:1`, api_key: "created-key" } }), foreign: "none" },
+  "post /domains": {
+    valid: (c) => ({ name: `created-${++domainSeq}.example.test`, dns_provider_uuid: c.dnsProvider.uuid, server_uuid: c.server.uuid }),
+    foreign: (a, b) => [
+      { name: `foreign-${++domainSeq}.example.test`, dns_provider_uuid: a.dnsProvider.uuid, server_uuid: b.server.uuid },
+      { name: `foreign-${++domainSeq}.example.test`, dns_provider_uuid: b.dnsProvider.uuid, server_uuid: a.server.uuid },
+    ],
+  },
 };
+let domainSeq = 0;
 
 /** S3 storages and database backups: a schedule names a storage by its integer id. */
 function backupBodies(): Record<string, BodySpec> {
@@ -524,6 +555,8 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
   "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),
   // The fixture network is attached already (409): detach it first.
   "post /networks/resource/{type}/{uuid}/attach": (f) => f.api.delete(`/networks/resource/application/${f.application.uuid}/${f.network.uuid}`),
+  // DNS (issue 21): a provider used by a domain cannot be deleted (409): delete the domain first.
+  "delete /dns-providers/{uuid}": (f) => f.api.delete(`/domains/${f.domain.uuid}`),
 };
 let spareKey = "";
 /** The RSA key of every fixture git app (git apps sign with RSA). */

@@ -14,9 +14,11 @@ import { backupRoutes } from "./backups.js";
 import { databaseRoutes } from "./databases.js";
 import { serviceTemplateRoutes } from "./service-templates.js";
 import { templateSourceRoutes } from "./template-sources.js";
+// DNS (issue 21)
+import { dnsRoutes } from "./dns.js";
 
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
  * parameters (/projects/{uuid}/environments before /projects/{uuid}/{environment}).
  */
-export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes, ...serverRoutes, ...applicationRoutes, ...gitAppRoutes, ...deploymentRoutes, ...webhookRoutes, ...databaseRoutes, ...networkRoutes, ...s3StorageRoutes, ...backupRoutes, ...serviceTemplateRoutes, ...templateSourceRoutes];
+export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissionRoutes, ...keyRoutes, ...serverRoutes, ...applicationRoutes, ...gitAppRoutes, ...deploymentRoutes, ...webhookRoutes, ...databaseRoutes, ...networkRoutes, ...s3StorageRoutes, ...backupRoutes, ...serviceTemplateRoutes, ...templateSourceRoutes, /* DNS (issue 21) */ ...dnsRoutes];
