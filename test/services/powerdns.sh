@@ -11,10 +11,10 @@ dir=/tmp/capstan-pdns-$port
 api_key=capstan-test-pdns-key
 
 ensure_installed() {
-  if ! command -v pdns_server >/dev/null || [ ! -f /usr/share/pdns-backend-sqlite3/schema/schema.sqlite3.sql ] || ! command -v sqlite3 >/dev/null; then
+  if ! command -v pdns_server >/dev/null || [ ! -f /usr/share/pdns-backend-sqlite3/schema/schema.sqlite3.sql ] || ! command -v sqlite3 >/dev/null || ! command -v curl >/dev/null; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends pdns-server pdns-backend-sqlite3 sqlite3 >/dev/null
+    apt-get install -y -qq --no-install-recommends pdns-server pdns-backend-sqlite3 sqlite3 curl >/dev/null
   fi
 }
 

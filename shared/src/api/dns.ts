@@ -76,12 +76,38 @@ export const Rfc2136CredentialsBody = requestBody({
   secret: z.string().trim().regex(/^[A-Za-z0-9+/]+={0,2}$/, "The TSIG secret in base64.").max(1024).meta({ description: "Stored encrypted; never returned" }),
 });
 
-export const CreateDnsProviderBody = z.discriminatedUnion("type", [
-  requestBody({ name: Name, type: z.literal("cloudflare"), credentials: CloudflareCredentialsBody }),
-  requestBody({ name: Name, type: z.literal("powerdns"), credentials: PowerDnsCredentialsBody }),
-  requestBody({ name: Name, type: z.literal("rfc2136"), credentials: Rfc2136CredentialsBody }),
-]);
-export type CreateDnsProviderBody = z.output<typeof CreateDnsProviderBody>;
+const CREDENTIALS = { cloudflare: CloudflareCredentialsBody, powerdns: PowerDnsCredentialsBody, rfc2136: Rfc2136CredentialsBody } as const;
+
+export type DnsProviderInput =
+  | { name: string; type: "cloudflare"; credentials: z.output<typeof CloudflareCredentialsBody> }
+  | { name: string; type: "powerdns"; credentials: z.output<typeof PowerDnsCredentialsBody> }
+  | { name: string; type: "rfc2136"; credentials: z.output<typeof Rfc2136CredentialsBody> };
+
+/**
+ * One strict body whose `credentials` are checked against the schema of `type` (errors named
+ * credentials.<field>): a union of bodies would report a missing or unknown field as "no
+ * option matched" instead of naming it.
+ */
+export const CreateDnsProviderBody = requestBody({
+  name: Name,
+  type: DnsProviderType,
+  credentials: z.record(z.string(), z.unknown()).meta({
+    description:
+      "cloudflare: {api_token}; powerdns: {api_url, api_key, server_id = localhost}; rfc2136: {server, port = 53, zone, key_name, algorithm = hmac-sha256, secret}. Unknown fields are refused.",
+  }),
+})
+  .superRefine((b, ctx) => {
+    // Runs also when `type` itself was refused (its issue is reported already).
+    const schema = Object.hasOwn(CREDENTIALS, b.type) ? CREDENTIALS[b.type] : undefined;
+    const r = schema?.safeParse(b.credentials);
+    if (r && !r.success) for (const issue of r.error.issues) ctx.addIssue({ ...issue, path: ["credentials", ...issue.path] } as z.core.$ZodRawIssue);
+  })
+  .transform((b) => {
+    // Issues added above do not stop the pipeline: a refused credentials object is never parsed here.
+    const r = CREDENTIALS[b.type].safeParse(b.credentials);
+    return r.success ? ({ ...b, credentials: r.data } as DnsProviderInput) : z.NEVER;
+  });
+export type CreateDnsProviderBody = DnsProviderInput;
 
 export const DnsProvider = z
   .object({
