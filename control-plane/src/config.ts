@@ -98,6 +98,8 @@ const EnvSchema = z.object({
       ctx.addIssue({ code: "custom", message: `must be a JSON object of image reference to image reference${details.length ? ` (${details.join("; ")})` : ""}` });
       return z.NEVER;
     }),
+  // DNS (issue 21): Cloudflare's API base; tests and egress proxies point it elsewhere (docs/dns.md).
+  PLATFORM_CLOUDFLARE_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.cloudflare.com/client/v4"),
 });
 
 /**
@@ -146,6 +148,8 @@ export interface Config {
   defaultTeamFeatures: Feature[];
   /** Images template services run instead of their upstream ones (PLATFORM_TEMPLATE_IMAGE_OVERRIDES). */
   templateImageOverrides: ImageOverrides;
+  /** DNS (issue 21): base URL of Cloudflare's v4 API (PLATFORM_CLOUDFLARE_API_URL). */
+  cloudflareApiUrl: string;
 }
 
 /** Network management as the instance runs it: the settings after start-up validation (docs/networks.md). */
@@ -222,6 +226,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     network,
     defaultTeamFeatures: e.PLATFORM_DEFAULT_TEAM_FEATURES,
     templateImageOverrides: e.PLATFORM_TEMPLATE_IMAGE_OVERRIDES,
+    cloudflareApiUrl: e.PLATFORM_CLOUDFLARE_API_URL.replace(/\/+$/, ""),
     builderImages: {
       node: e.PLATFORM_BUILDER_IMAGE_NODE,
       python: e.PLATFORM_BUILDER_IMAGE_PYTHON,

@@ -17,6 +17,8 @@ export * from "./api/networks.js";
 export * from "./api/features.js";
 // services (issue 17)
 export * from "./api/services.js";
+// DNS (issue 21)
+export * from "./api/dns.js";
 export * from "./version.js";
 export * from "./protocol/index.js";
 export * from "./validation/inputs.js";

@@ -225,6 +225,17 @@ const NEEDS: Record<string, Need> = {
   "delete /registries/{id}": "team-admin",
   "post /registries/{id}/test": "team-admin",
   "post /registries/{id}/sync": "team-admin",
+  // DNS (issue 21)
+  "get /dns-providers": "team",
+  "post /dns-providers": "team-admin",
+  "get /dns-providers/{uuid}": "team",
+  "delete /dns-providers/{uuid}": "team-admin",
+  "post /dns-providers/{uuid}/test": "team-admin",
+  "get /domains": "team",
+  "post /domains": "team-admin",
+  "get /domains/{uuid}": "team",
+  "delete /domains/{uuid}": "team-admin",
+  "post /domains/{uuid}/sync": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -637,6 +648,15 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
       await ok(owner(w).post("/registries", { name: `fresh-${unique()}`, type: "custom", url: "https://registry.example.com", credentials: { username: "u", password: "p" } }), "fresh registry")
     ).data;
     return { path: `/registries/${registry.id}`, body: undefined };
+  },
+  // DNS (issue 21)
+  "delete /dns-providers/{uuid}": async (w) => {
+    const p = (await ok(owner(w).post("/dns-providers", { name: `fresh-${unique()}`, type: "cloudflare", credentials: { api_token: "fresh-token" } }), "fresh dns provider")).data;
+    return { path: `/dns-providers/${p.uuid}`, body: undefined };
+  },
+  "delete /domains/{uuid}": async (w) => {
+    const d = (await ok(owner(w).post("/domains", { name: `fresh-${unique()}.example.test`, dns_provider_uuid: w.f.dnsProvider.uuid, routing_mode: "per_hostname" }), "fresh domain")).data;
+    return { path: `/domains/${d.uuid}`, body: undefined };
   },
 };
 

@@ -246,6 +246,9 @@ describe("team B's reads never include team A's objects", () => {
       (await B.api.get(`/services/${B.service.uuid}`)).body,
       (await B.api.get(`/services/${B.service.uuid}/envs`)).body,
       (await B.api.get(`/services/${B.service.uuid}/storages`)).body,
+      // DNS (issue 21)
+      (await B.api.get("/dns-providers")).body,
+      (await B.api.get("/domains")).body,
     ]);
     for (const m of B.markers) expect(text).toContain(m);
   });

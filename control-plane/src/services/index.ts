@@ -32,6 +32,9 @@ import { ServiceService } from "./services/index.js";
 
 // registries (issue 18)
 import { RegistryService } from "./registries/index.js";
+// DNS (issue 21)
+import { DnsService } from "./dns/index.js";
+import { fetch as undiciFetch } from "undici";
 
 export interface Services {
   db: Db;
@@ -71,6 +74,8 @@ export interface Services {
   // registries (issue 18)
   /** Registries: logins of container registries (services/registries/). */
   registries: RegistryService;
+  /** DNS providers and managed domains (services/dns/, issue 21). */
+  dns: DnsService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -124,5 +129,12 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
 
     // registries (issue 18)
     registries: new RegistryService(db, box, jobs, { allowPrivate: config.allowPrivateEndpoints, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
+    // DNS (issue 21): PowerDNS URLs are the user's (guarded); Cloudflare's base URL is the operator's.
+    dns: new DnsService(db, box, {
+      allowPrivate: config.allowPrivateEndpoints,
+      cloudflareApiUrl: config.cloudflareApiUrl,
+      userFetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }),
+      fetch: (url, init) => undiciFetch(url, init),
+    }),
   };
 }

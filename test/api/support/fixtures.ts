@@ -72,6 +72,11 @@ export interface Fixtures {
   // registries (issue 18)
   /** A custom registry at this machine's own name, port 1 (its test fails at once, no outside traffic). */
   registry: { id: number; serverId: number };
+
+  // DNS (issue 21)
+  /** A PowerDNS provider at this machine's own name, port 1 (never answers), and a wildcard domain on it pointing at the server; never synced. */
+  dnsProvider: { uuid: string };
+  domain: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -187,6 +192,12 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       "registry",
     )
   ).data;
+
+  // DNS (issue 21)
+  const dnsProvider = (
+    await ok(api.post("/dns-providers", { name: `${tag}-dns`, type: "powerdns", credentials: { api_url: `http://${hostname()}:1`, api_key: `${tag}-pdns-key` } }), "dns provider")
+  ).data;
+  const domain = (await ok(api.post("/domains", { name: `${tag.toLowerCase()}.example.test`, dns_provider_uuid: dnsProvider.uuid, server_uuid: server.uuid }), "domain")).data;
   return {
     tag,
     teamId: team.teamId,
@@ -219,6 +230,10 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
 
     // registries (issue 18)
     registry: { id: registry.id, serverId: (await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: server.uuid } })).id },
+
+    // DNS (issue 21)
+    dnsProvider: { uuid: dnsProvider.uuid },
+    domain: { uuid: domain.uuid },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -245,6 +260,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       service.uuid,
       serviceEnvVar.uuid,
       serviceStorage.uuid,
+      // DNS (issue 21)
+      dnsProvider.uuid,
+      domain.uuid,
     ],
   };
 }
@@ -312,6 +330,10 @@ export async function snapshot(f: Fixtures) {
     agentTokens: t.instance.database.prisma.server
       .findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } })
       .then((rows) => rows.map((row) => (row as { agentTokenHash?: unknown }).agentTokenHash)),
+    // DNS (issue 21); sealed credentials are not visible through the API.
+    dnsProviders: get("/dns-providers"),
+    domains: get("/domains"),
+    dnsCredentials: t.instance.database.prisma.dnsProvider.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((r) => t.instance.box.open(r.credentials))),
   });
 }
 
@@ -354,6 +376,9 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   service: { uuid: (f) => f.service.uuid },
   service_env_var: { uuid: (f) => f.serviceEnvVar.uuid },
   service_storage: { uuid: (f) => f.serviceStorage.uuid },
+  // DNS (issue 21)
+  dns_provider: { uuid: (f) => f.dnsProvider.uuid },
+  domain: { uuid: (f) => f.domain.uuid },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -433,8 +458,18 @@ export const BODIES: Record<string, BodySpec> = {
   "patch /registries/{id}": {
     valid: (c) => ({ name: "hijacked", credentials: { username: "hijacked", password: "hijacked-pw" }, is_default: false, server_ids: [c.server.uuid] }),
     foreign: (a, b) => [{ server_ids: [a.server.uuid] }, { server_ids: [a.registry.serverId] }, { name: "hijacked", server_ids: [b.server.uuid, a.server.uuid] }, { server_ids: [b.registry.serverId, a.registry.serverId] }],
+
+  // DNS (issue 21)
+  "post /dns-providers": { valid: () => ({ name: "created", type: "powerdns", credentials: { api_url: `http://${hostname()}:1`, api_key: "created-key" } }), foreign: "none" },
+  "post /domains": {
+    valid: (c) => ({ name: `created-${++domainSeq}.example.test`, dns_provider_uuid: c.dnsProvider.uuid, server_uuid: c.server.uuid }),
+    foreign: (a, b) => [
+      { name: `foreign-${++domainSeq}.example.test`, dns_provider_uuid: a.dnsProvider.uuid, server_uuid: b.server.uuid },
+      { name: `foreign-${++domainSeq}.example.test`, dns_provider_uuid: b.dnsProvider.uuid, server_uuid: a.server.uuid },
+    ],
   },
 };
+let domainSeq = 0;
 
 /** Service routes (issue 17): the create path names a project, a server and a destination. */
 function serviceBodies(): Record<string, BodySpec> {
@@ -621,6 +656,8 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
   "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),
   // The fixture network is attached already (409): detach it first.
   "post /networks/resource/{type}/{uuid}/attach": (f) => f.api.delete(`/networks/resource/application/${f.application.uuid}/${f.network.uuid}`),
+  // DNS (issue 21): a provider used by a domain cannot be deleted (409): delete the domain first.
+  "delete /dns-providers/{uuid}": (f) => f.api.delete(`/domains/${f.domain.uuid}`),
 };
 let spareKey = "";
 /** The RSA key of every fixture git app (git apps sign with RSA). */

@@ -20,6 +20,9 @@ import { serviceRoutes } from "./services.js";
 // registries (issue 18)
 import { registryRoutes } from "./registries.js";
 
+// DNS (issue 21)
+import { dnsRoutes } from "./dns.js";
+
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
  * parameters (/projects/{uuid}/environments before /projects/{uuid}/{environment}).
@@ -30,4 +33,7 @@ export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissio
 
   // registries (issue 18)
   ...registryRoutes,
+
+  // DNS (issue 21)
+  ...dnsRoutes,
 ];

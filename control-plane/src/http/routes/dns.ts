@@ -1,0 +1,164 @@
+import {
+  CreateDnsProviderBody,
+  CreateManagedDomainBody,
+  DnsProvider,
+  DnsProviderList,
+  DnsProviderMutation,
+  DnsProviderParams,
+  DnsProviderTestResult,
+  ManagedDomain,
+  ManagedDomainList,
+  ManagedDomainMutation,
+  ManagedDomainParams,
+  DomainSyncResult,
+  MessageBody,
+  PaginationQuery,
+} from "@capstan/shared";
+import { paginate } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR } from "../dto.js";
+import { dnsProviderDto, domainDto, syncResultDto } from "../mappers/dns.js";
+
+/** DNS (spec 4.14, issue 21; docs/dns.md). Every route needs DNS_PROVIDER_MANAGEMENT. */
+const TAG = "DNS";
+const FEATURE = "DNS_PROVIDER_MANAGEMENT" as const;
+const ADMIN_ONLY = "Team owners and admins only.";
+
+export const dnsRoutes = [
+  route({
+    method: "get",
+    path: "/dns-providers",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "List DNS providers",
+    description: "Credentials are masked.",
+    query: PaginationQuery,
+    responses: { 200: { description: "DNS providers", schema: DnsProviderList }, 401: ERR[401], 403: ERR[403] },
+    async handler({ scope, services, query }) {
+      const dns = services.dns;
+      return { body: await paginate(query, () => dns.countProviders(scope), async (w) => (await dns.listProviders(scope, w)).map((p) => dnsProviderDto(p, dns))) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/dns-providers",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Add a DNS provider",
+    description: `${ADMIN_ONLY} type cloudflare (api_token), powerdns (api_url, api_key, server_id) or rfc2136 (server, port, zone, key_name, algorithm, secret). Credentials are stored encrypted and returned masked. The free tier allows one provider; a second needs DNS_MULTI_DOMAIN (402). The provider is not contacted: test it with POST /dns-providers/{uuid}/test.`,
+    body: CreateDnsProviderBody,
+    responses: { 201: { description: "Created", schema: DnsProviderMutation }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
+    async handler({ scope, services, body }) {
+      const p = await services.dns.createProvider(scope, body);
+      return { status: 201, body: { message: "DNS provider created.", data: dnsProviderDto(p, services.dns) } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/dns-providers/{uuid}",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Get a DNS provider",
+    params: DnsProviderParams,
+    responses: { 200: { description: "DNS provider", schema: DnsProvider }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      return { body: dnsProviderDto(await services.dns.getProvider(scope, params.uuid), services.dns) };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/dns-providers/{uuid}",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Delete a DNS provider",
+    description: `${ADMIN_ONLY} Refused (409) while domains use it. Records at the provider are not touched.`,
+    params: DnsProviderParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Domains still use the provider" } },
+    async handler({ scope, services, params }) {
+      await services.dns.removeProvider(scope, params.uuid);
+      return { body: { message: "DNS provider deleted." } };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/dns-providers/{uuid}/test",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Test a DNS provider's credentials",
+    description: `${ADMIN_ONLY} Cloudflare: the token is verified; PowerDNS: the API answers with the key; RFC 2136: a no-op signed update and a signed zone transfer succeed. A failed test is not an HTTP error: 200 with connected false and a short reason. Records is_usable and last_tested_at.`,
+    params: DnsProviderParams,
+    responses: { 200: { description: "Connection status", schema: DnsProviderTestResult }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      const r = await services.dns.testProvider(scope, params.uuid);
+      return {
+        body: r.connected
+          ? { message: "The DNS provider accepted the credentials.", connected: true }
+          : { message: "The DNS provider could not be used.", connected: false, error: r.error ?? "unknown error" },
+      };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/domains",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "List managed domains",
+    query: PaginationQuery,
+    responses: { 200: { description: "Managed domains", schema: ManagedDomainList }, 401: ERR[401], 403: ERR[403] },
+    async handler({ scope, services, query }) {
+      return { body: await paginate(query, () => services.dns.countDomains(scope), async (w) => (await services.dns.listDomains(scope, w)).map(domainDto)) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/domains",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Add a managed domain",
+    description: `${ADMIN_ONLY} routing_mode wildcard (default) or hybrid points *.<name> at server_uuid's address (needs server_uuid); per_hostname writes no wildcard. zone: the provider's zone holding the records (default: the domain; rfc2136: the provider's zone). Nothing is written until POST /domains/{uuid}/sync.`,
+    body: CreateManagedDomainBody,
+    responses: { 201: { description: "Created", schema: ManagedDomainMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: ERR[409], 422: ERR[422] },
+    async handler({ scope, services, body }) {
+      return { status: 201, body: { message: "Domain created.", data: domainDto(await services.dns.createDomain(scope, body)) } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/domains/{uuid}",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Get a managed domain",
+    params: ManagedDomainParams,
+    responses: { 200: { description: "Domain", schema: ManagedDomain }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      return { body: domainDto(await services.dns.getDomain(scope, params.uuid)) };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/domains/{uuid}",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Delete a managed domain",
+    description: `${ADMIN_ONLY} First removes the records the domain created (only those carrying its ownership marker); when the provider fails, the domain is kept (409, with the reason).`,
+    params: ManagedDomainParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "The provider could not remove the domain's records" } },
+    async handler({ scope, services, params }) {
+      await services.dns.removeDomain(scope, params.uuid);
+      return { body: { message: "Domain deleted." } };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/domains/{uuid}/sync",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Sync a managed domain's records",
+    description: `${ADMIN_ONLY} Plans, then applies: wildcard and hybrid modes get *.<domain> pointing at the server (A, AAAA, or CNAME when the server's address is a name); per_hostname and hybrid modes get one record per application hostname under the domain, pointing at the application's server; each name gets a TXT ownership marker beside it; records the domain owns and no longer wants go. A record Capstan did not create is never changed or deleted: it is reported in drift (sync_status drifted). A provider failure answers 200 with sync_status error and the reason.`,
+    params: ManagedDomainParams,
+    responses: { 200: { description: "What was applied", schema: DomainSyncResult }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "The domain's server is gone" } },
+    async handler({ scope, services, params }) {
+      return { body: syncResultDto(await services.dns.syncDomain(scope, params.uuid)) };
+    },
+  }),
+];

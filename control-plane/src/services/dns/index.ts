@@ -1,0 +1,302 @@
+import { isIP } from "node:net";
+import { parseDomains, type CreateDnsProviderBody, type CreateManagedDomainBody, type DnsProviderType, type RoutingMode } from "@capstan/shared";
+import type { Db, Prisma } from "../../db/client.js";
+import type { SecretBox } from "../../crypto/secret-box.js";
+import type { TeamScope } from "../../domain/scope.js";
+import { Conflict, Invalid, NotFound } from "../../domain/errors.js";
+import { requireFeature } from "../../domain/features.js";
+import { newUuid } from "../../lib/ids.js";
+import type { OutboundFetch } from "../../lib/outbound.js";
+import { shortReason } from "../s3-storages.js";
+import { createProvider, type DnsProvider, type ProviderConfig, type RecordData } from "./providers/index.js";
+import { applyPlan, planZone, type Drift, type Plan } from "./reconcile.js";
+
+type Window = { skip?: number; take?: number };
+
+const providerInclude = { _count: { select: { domains: true } } } satisfies Prisma.DnsProviderInclude;
+export type DnsProviderRecord = Prisma.DnsProviderGetPayload<{ include: typeof providerInclude }>;
+const domainInclude = { provider: { select: { uuid: true, type: true } }, server: { select: { uuid: true, ip: true } } } satisfies Prisma.DnsDomainInclude;
+export type DnsDomainRecord = Prisma.DnsDomainGetPayload<{ include: typeof domainInclude }>;
+
+/** How long a test or a sync may wait for the provider as a whole. */
+export const DNS_CALL_TIMEOUT_MS = 60_000;
+/** TTL of the records Capstan writes (and of their markers). */
+export const RECORD_TTL = 300;
+
+export interface DnsServiceOptions {
+  allowPrivate: boolean;
+  cloudflareApiUrl: string;
+  /** fetch for user-chosen URLs (the private-address guard; lib/outbound.ts). */
+  userFetch: OutboundFetch;
+  /** fetch for the operator-set Cloudflare URL. */
+  fetch: OutboundFetch;
+}
+
+export interface SyncOutcome {
+  status: "synced" | "drifted" | "error";
+  plan: Plan;
+  error?: string;
+}
+
+/**
+ * DNS providers and managed domains of a team (spec 4.14, docs/dns.md). Team-level like S3
+ * storages: every member reads, owners and admins change, test and sync. Every route is behind
+ * DNS_PROVIDER_MANAGEMENT (route table); a team's second provider needs DNS_MULTI_DOMAIN.
+ * Credentials are sealed as one JSON document and only opened to talk to the provider.
+ */
+export class DnsService {
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+    private readonly opts: DnsServiceOptions,
+  ) {}
+
+  // -------------------------------------------------------------------------------------------
+  // Providers
+
+  countProviders(scope: TeamScope) {
+    return this.db.dnsProvider.count({ where: scope.inTeam });
+  }
+
+  listProviders(scope: TeamScope, window: Window): Promise<DnsProviderRecord[]> {
+    return this.db.dnsProvider.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, include: providerInclude, ...window });
+  }
+
+  async getProvider(scope: TeamScope, uuid: string): Promise<DnsProviderRecord> {
+    const p = await this.db.dnsProvider.findFirst({ where: { uuid, ...scope.inTeam }, include: providerInclude });
+    if (!p) throw new NotFound("DNS provider");
+    return p;
+  }
+
+  async createProvider(scope: TeamScope, input: CreateDnsProviderBody): Promise<DnsProviderRecord> {
+    scope.requireTeamAdmin("manage DNS providers");
+    // The free tier has one provider; more are DNS_MULTI_DOMAIN (spec 4.14).
+    if ((await this.countProviders(scope)) >= 1) requireFeature(scope.caller, "DNS_MULTI_DOMAIN");
+    return this.db.dnsProvider.create({
+      data: { uuid: newUuid(), teamId: scope.teamId, name: input.name, type: input.type, credentials: this.box.seal(JSON.stringify(input.credentials)) },
+      include: providerInclude,
+    });
+  }
+
+  /** Refused while domains use the provider: their records would be left without anyone to manage them. */
+  async removeProvider(scope: TeamScope, uuid: string): Promise<void> {
+    scope.requireTeamAdmin("manage DNS providers");
+    const p = await this.getProvider(scope, uuid);
+    if (p._count.domains > 0) throw new Conflict(`This DNS provider is still used by ${p._count.domains} domain(s); delete them first. Nothing was deleted.`);
+    try {
+      await this.db.dnsProvider.delete({ where: { id: p.id } });
+    } catch (err) {
+      // A domain created meanwhile holds it (onDelete: Restrict).
+      if ((err as { code?: string }).code === "P2003") throw new Conflict("This DNS provider is still used by a domain; delete it first. Nothing was deleted.");
+      throw err;
+    }
+  }
+
+  /** The credentials as stored, opened. */
+  config(p: { type: string; credentials: string }): ProviderConfig {
+    return { type: p.type as DnsProviderType, credentials: JSON.parse(this.box.open(p.credentials)) } as ProviderConfig;
+  }
+
+  private provider(p: { type: string; credentials: string }): DnsProvider {
+    return createProvider(this.config(p), { userFetch: this.opts.userFetch, fetch: this.opts.fetch, allowPrivate: this.opts.allowPrivate, cloudflareApiUrl: this.opts.cloudflareApiUrl });
+  }
+
+  /** Credentials with every secret masked, for responses. */
+  maskedCredentials(p: { type: string; credentials: string }): Record<string, string | number> {
+    let c: Record<string, string | number>;
+    try {
+      c = this.config(p).credentials as unknown as Record<string, string | number>;
+    } catch {
+      return {};
+    }
+    const out: Record<string, string | number> = {};
+    for (const [k, v] of Object.entries(c)) {
+      if (k === "secret") out[k] = "****";
+      else if (k === "api_token" || k === "api_key") out[k] = typeof v === "string" && v.length >= 16 ? `****${v.slice(-4)}` : "****";
+      else out[k] = v;
+    }
+    return out;
+  }
+
+  /** Tests the credentials against the provider; never an HTTP error for a failed test. Records the result. */
+  async testProvider(scope: TeamScope, uuid: string): Promise<{ connected: boolean; error?: string }> {
+    scope.requireTeamAdmin("test DNS providers");
+    const p = await this.getProvider(scope, uuid);
+    const r = await withTimeout(this.provider(p).testCredentials(), "The provider did not answer in time.").catch((err: unknown) => ({ ok: false as const, error: (err as Error).message }));
+    const outcome = r.ok ? { connected: true } : { connected: false, error: shortReason(r.error) };
+    await this.db.dnsProvider.updateMany({
+      where: { id: p.id, updatedAt: p.updatedAt },
+      data: { isUsable: outcome.connected, lastTestedAt: new Date(), lastTestError: outcome.error ?? null },
+    });
+    return outcome;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Domains
+
+  countDomains(scope: TeamScope) {
+    return this.db.dnsDomain.count({ where: scope.inTeam });
+  }
+
+  listDomains(scope: TeamScope, window: Window): Promise<DnsDomainRecord[]> {
+    return this.db.dnsDomain.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, include: domainInclude, ...window });
+  }
+
+  async getDomain(scope: TeamScope, uuid: string): Promise<DnsDomainRecord> {
+    const d = await this.db.dnsDomain.findFirst({ where: { uuid, ...scope.inTeam }, include: domainInclude });
+    if (!d) throw new NotFound("Domain");
+    return d;
+  }
+
+  async createDomain(scope: TeamScope, input: CreateManagedDomainBody): Promise<DnsDomainRecord> {
+    scope.requireTeamAdmin("manage domains");
+    const provider = await this.db.dnsProvider.findFirst({ where: { uuid: input.dns_provider_uuid, ...scope.inTeam } });
+    if (!provider) throw new NotFound("DNS provider");
+    const server = input.server_uuid === undefined ? null : await scope.server(input.server_uuid);
+    const rfcZone = provider.type === "rfc2136" ? (this.config(provider).credentials as { zone: string }).zone : undefined;
+    const zone = input.zone ?? rfcZone ?? input.name;
+    if (rfcZone && zone !== rfcZone) throw new Invalid({ zone: [`This RFC 2136 provider updates the zone ${rfcZone} only.`] });
+    if (input.name !== zone && !input.name.endsWith(`.${zone}`)) throw new Invalid({ zone: [`The domain ${input.name} is not in the zone ${zone}: use the domain itself or one of its parents.`] });
+    if (modeNeedsServer(input.routing_mode) && !server) throw new Invalid({ server_uuid: [`The ${input.routing_mode} mode points *.${input.name} at a server: name it.`] });
+    if (await this.db.dnsDomain.findFirst({ where: { name: input.name, ...scope.inTeam } })) throw new Conflict(`The domain ${input.name} is managed already.`);
+    try {
+      return await this.db.dnsDomain.create({
+        data: { uuid: newUuid(), teamId: scope.teamId, name: input.name, zone, dnsProviderId: provider.id, routingMode: input.routing_mode, serverId: server?.id ?? null },
+        include: domainInclude,
+      });
+    } catch (err) {
+      if ((err as { code?: string }).code === "P2002") throw new Conflict(`The domain ${input.name} is managed already.`);
+      throw err;
+    }
+  }
+
+  /**
+   * Deletes the domain after removing the records it owns (a reconcile wanting nothing: only
+   * records with its marker go; a domain never synced wrote none). When the provider cannot be reached the domain is kept and the
+   * reason given (409): deleting it would leave its records behind with nobody to remove them.
+   */
+  async removeDomain(scope: TeamScope, uuid: string): Promise<void> {
+    scope.requireTeamAdmin("manage domains");
+    const d = await this.getDomain(scope, uuid);
+    // Never synced successfully: nothing was written, there is nothing to remove.
+    if (d.lastSyncedAt === null) {
+      await this.db.dnsDomain.deleteMany({ where: { id: d.id } });
+      return;
+    }
+    const row = await this.db.dnsProvider.findUniqueOrThrow({ where: { id: d.dnsProviderId } });
+    try {
+      await withTimeout(
+        (async () => {
+          const p = this.provider(row);
+          await applyPlan(p, d.zone, planZone(await p.listRecords(d.zone), [], d.uuid, RECORD_TTL));
+          return { ok: true as const };
+        })().catch((err: unknown) => ({ ok: false as const, error: (err as Error).message })),
+        "The provider did not answer in time.",
+      ).then((r) => {
+        if (!r.ok) throw new Error(r.error);
+      });
+    } catch (err) {
+      throw new Conflict(`The domain's records could not be removed from the provider (${shortReason((err as Error).message)}); the domain was kept. Fix the provider and delete again.`);
+    }
+    await this.db.dnsDomain.deleteMany({ where: { id: d.id } });
+  }
+
+  /**
+   * The records the domain's routing mode wants: the wildcard to its server (wildcard, hybrid),
+   * and (per_hostname, hybrid) one record per application hostname under the domain, to the
+   * application's server, read from the applications as they are now: a changed fqdn or a
+   * deleted application drops out of this set, so the next sync removes its record. In hybrid
+   * mode, applications on the wildcard's server need no record of their own.
+   */
+  private async desired(d: DnsDomainRecord): Promise<RecordData[]> {
+    const out: RecordData[] = [];
+    const mode = d.routingMode as RoutingMode;
+    if (modeNeedsServer(mode) && d.server) out.push(pointAt(`*.${d.name}`, d.server.ip));
+    if (mode === "wildcard") return out;
+    const apps = await this.db.application.findMany({
+      where: { teamId: d.teamId, fqdn: { not: null } },
+      orderBy: { id: "asc" },
+      select: { fqdn: true, serverId: true, server: { select: { ip: true } } },
+    });
+    const taken = new Set(out.map((r) => r.name));
+    for (const app of apps) {
+      if (mode === "hybrid" && app.serverId === d.serverId) continue;
+      const parsed = parseDomains(app.fqdn!);
+      if ("errors" in parsed) continue;
+      for (const e of parsed.entries) {
+        const host = e.host.toLowerCase();
+        if (!(host === d.name || host.endsWith(`.${d.name}`)) || taken.has(host)) continue;
+        // The first application (oldest) naming a host gets it; the proxy routes it the same way.
+        taken.add(host);
+        out.push(pointAt(host, app.server.ip));
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Plan, then apply (reconcile.ts): the wildcard record of wildcard and hybrid modes, pointing
+   * at the domain's server; records the domain owns and no longer wants go. A name held by a
+   * record without our marker is reported as drift and left alone. A provider failure is not
+   * an HTTP error: the outcome says so and is recorded on the domain.
+   */
+  async syncDomain(scope: TeamScope, uuid: string): Promise<SyncOutcome> {
+    scope.requireTeamAdmin("sync domains");
+    const d = await this.getDomain(scope, uuid);
+    if (modeNeedsServer(d.routingMode as RoutingMode) && !d.server) {
+      throw new Conflict(`The ${d.routingMode} mode points *.${d.name} at a server, and the domain has none (its server was deleted). Nothing was changed.`);
+    }
+    const row = await this.db.dnsProvider.findUniqueOrThrow({ where: { id: d.dnsProviderId } });
+    const empty: Plan = { creates: [], updates: [], deletes: [], drift: [] };
+    let outcome: SyncOutcome;
+    try {
+      const p = this.provider(row);
+      const plan = await withTimeout(
+        (async () => {
+          const plan = planZone(await p.listRecords(d.zone), await this.desired(d), d.uuid, RECORD_TTL);
+          await applyPlan(p, d.zone, plan);
+          return plan;
+        })(),
+        "The provider did not answer in time.",
+      );
+      outcome = { status: plan.drift.length ? "drifted" : "synced", plan };
+    } catch (err) {
+      outcome = { status: "error", plan: empty, error: shortReason((err as Error).message) };
+    }
+    await this.db.dnsDomain.updateMany({
+      where: { id: d.id },
+      data: {
+        syncStatus: outcome.status,
+        syncError: outcome.error ?? null,
+        drift: JSON.stringify(outcome.plan.drift satisfies Drift[]),
+        ...(outcome.status === "error" ? {} : { lastSyncedAt: new Date() }),
+      },
+    });
+    return outcome;
+  }
+}
+
+/** A record pointing a name at a server's address: A, AAAA, or CNAME when the server was added by name. */
+function pointAt(name: string, target: string): RecordData {
+  const family = isIP(target);
+  return { name, type: family === 4 ? "A" : family === 6 ? "AAAA" : "CNAME", content: target, ttl: RECORD_TTL };
+}
+
+function modeNeedsServer(mode: RoutingMode): boolean {
+  return mode === "wildcard" || mode === "hybrid";
+}
+
+async function withTimeout<T>(work: Promise<T>, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      work,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(message)), DNS_CALL_TIMEOUT_MS);
+        timer.unref();
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

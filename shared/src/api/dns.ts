@@ -1,0 +1,189 @@
+import { z } from "zod";
+import { Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
+
+/**
+ * DNS (spec 4.14, issue 21): providers (where records are written) and managed domains (what
+ * Capstan routes there). Provider credentials are write-only: responses carry them masked.
+ * docs/dns.md explains the routing modes and the ownership markers.
+ */
+
+export const DNS_PROVIDER_TYPES = ["cloudflare", "powerdns", "rfc2136"] as const;
+export const DnsProviderType = z.enum(DNS_PROVIDER_TYPES);
+export type DnsProviderType = z.infer<typeof DnsProviderType>;
+
+export const TSIG_ALGORITHM_NAMES = ["hmac-md5", "hmac-sha1", "hmac-sha224", "hmac-sha256", "hmac-sha384", "hmac-sha512"] as const;
+
+export const ROUTING_MODES = ["wildcard", "per_hostname", "hybrid"] as const;
+export const RoutingMode = z.enum(ROUTING_MODES).meta({
+  description:
+    "wildcard: one *.<domain> record to the server's address (sync writes it); per_hostname: one record per resource hostname, no wildcard; hybrid: both (docs/dns.md)",
+});
+export type RoutingMode = z.infer<typeof RoutingMode>;
+
+const LABEL = "(?!-)[a-z0-9-]{1,63}(?<!-)";
+const ZONE_RE = new RegExp(`^(${LABEL}\\.)+${LABEL}$`);
+/** A zone or domain name: lowercase labels, at least two, no wildcard, no trailing dot. */
+export const DnsZoneName = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .transform((v) => v.replace(/\.$/, ""))
+  .refine((v) => v.length <= 253 && ZONE_RE.test(v), "Use a domain name such as example.com (letters, digits and '-', no wildcard).");
+
+const Secret = z
+  .string()
+  .min(1)
+  .max(4096)
+  .regex(/^[\x21-\x7e]+$/, "Printable characters without spaces.");
+const Name = z.string().trim().min(1).max(255);
+
+/** An http(s) origin (optionally with a path prefix) without credentials, query or fragment. */
+const ApiUrl = z
+  .string()
+  .trim()
+  .max(2048)
+  .superRefine((v, ctx) => {
+    const fail = (message: string) => ctx.addIssue({ code: "custom", message, input: v });
+    if (!URL.canParse(v)) return fail("Use an http(s) URL such as http://ns1.example.com:8081.");
+    const u = new URL(v);
+    if (u.protocol !== "https:" && u.protocol !== "http:") return fail("The API URL must use http or https.");
+    if (u.username || u.password) return fail("Put the key in api_key, never in the URL.");
+    if (u.search || u.hash || v.includes("?") || v.includes("#")) return fail("No query or fragment.");
+  })
+  .transform((v) => v.replace(/\/+$/, ""));
+
+const Host = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .max(253)
+  .refine((v) => /^[a-z0-9.:-]+$/.test(v) && !v.startsWith("-"), "Use a host name or an IP address.");
+
+export const CloudflareCredentialsBody = requestBody({
+  api_token: Secret.meta({ description: "A Cloudflare API token with Zone:Read and DNS:Edit; stored encrypted, shown masked" }),
+});
+export const PowerDnsCredentialsBody = requestBody({
+  api_url: ApiUrl.meta({ description: "Base URL of the PowerDNS webserver, without /api/v1 (http://ns1.example.com:8081)" }),
+  api_key: Secret.meta({ description: "The api-key of the PowerDNS configuration; stored encrypted, shown masked" }),
+  server_id: z.string().trim().regex(/^[A-Za-z0-9_.-]{1,64}$/, "Letters, digits, '_', '.' and '-'.").default("localhost"),
+});
+export const Rfc2136CredentialsBody = requestBody({
+  server: Host.meta({ description: "Primary server accepting dynamic updates (host name or IP address)" }),
+  port: z.number().int().min(1).max(65_535).default(53),
+  zone: DnsZoneName.meta({ description: "The zone updates go to" }),
+  key_name: z.string().trim().regex(/^[A-Za-z0-9._-]{1,253}$/, "Letters, digits, '_', '.' and '-'."),
+  algorithm: z.enum(TSIG_ALGORITHM_NAMES).default("hmac-sha256"),
+  secret: z.string().trim().regex(/^[A-Za-z0-9+/]+={0,2}$/, "The TSIG secret in base64.").max(1024).meta({ description: "Stored encrypted; never returned" }),
+});
+
+const CREDENTIALS = { cloudflare: CloudflareCredentialsBody, powerdns: PowerDnsCredentialsBody, rfc2136: Rfc2136CredentialsBody } as const;
+
+export type DnsProviderInput =
+  | { name: string; type: "cloudflare"; credentials: z.output<typeof CloudflareCredentialsBody> }
+  | { name: string; type: "powerdns"; credentials: z.output<typeof PowerDnsCredentialsBody> }
+  | { name: string; type: "rfc2136"; credentials: z.output<typeof Rfc2136CredentialsBody> };
+
+/**
+ * One strict body whose `credentials` are checked against the schema of `type` (errors named
+ * credentials.<field>): a union of bodies would report a missing or unknown field as "no
+ * option matched" instead of naming it.
+ */
+export const CreateDnsProviderBody = requestBody({
+  name: Name,
+  type: DnsProviderType,
+  credentials: z.record(z.string(), z.unknown()).meta({
+    description:
+      "cloudflare: {api_token}; powerdns: {api_url, api_key, server_id = localhost}; rfc2136: {server, port = 53, zone, key_name, algorithm = hmac-sha256, secret}. Unknown fields are refused.",
+  }),
+})
+  .superRefine((b, ctx) => {
+    // Runs also when `type` itself was refused (its issue is reported already).
+    const schema = Object.hasOwn(CREDENTIALS, b.type) ? CREDENTIALS[b.type] : undefined;
+    const r = schema?.safeParse(b.credentials);
+    if (r && !r.success) for (const issue of r.error.issues) ctx.addIssue({ ...issue, path: ["credentials", ...issue.path] } as z.core.$ZodRawIssue);
+  })
+  .transform((b) => {
+    // Issues added above do not stop the pipeline: a refused credentials object is never parsed here.
+    const r = CREDENTIALS[b.type].safeParse(b.credentials);
+    return r.success ? ({ ...b, credentials: r.data } as DnsProviderInput) : z.NEVER;
+  });
+export type CreateDnsProviderBody = DnsProviderInput;
+
+export const DnsProvider = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    type: DnsProviderType,
+    credentials: z.record(z.string(), z.union([z.string(), z.number()])).meta({
+      description: "The credentials with every secret masked (api_token, api_key: last 4 characters of long values; secret: never)",
+    }),
+    is_usable: z.boolean().meta({ description: "Result of the last test (false until tested)" }),
+    last_tested_at: Timestamp.nullable(),
+    last_test_error: z.string().nullable(),
+    domain_count: z.number().int(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: "DnsProvider" });
+export type DnsProvider = z.infer<typeof DnsProvider>;
+export const DnsProviderList = listOf(DnsProvider);
+export const DnsProviderParams = z.object({ uuid: resourceId("dns_provider", Uuid) });
+export const DnsProviderMutation = z.object({ message: z.string(), data: DnsProvider });
+
+/** POST /dns-providers/{uuid}/test: always 200 for a test that ran; `connected` says whether the credentials work. */
+export const DnsProviderTestResult = z
+  .object({
+    message: z.string(),
+    connected: z.boolean(),
+    error: z.string().optional().meta({ description: "Short reason when connected is false" }),
+  })
+  .meta({ id: "DnsProviderTestResult" });
+
+export const CreateManagedDomainBody = requestBody({
+  name: DnsZoneName.meta({ description: "The domain resources get hostnames under (apps.example.com)" }),
+  dns_provider_uuid: Uuid,
+  routing_mode: RoutingMode.default("wildcard"),
+  zone: DnsZoneName.optional().meta({
+    description: "The provider's zone holding the domain's records: the domain itself or a parent of it. Default: the domain (rfc2136: the provider's zone)",
+  }),
+  server_uuid: Uuid.optional().meta({ description: "The server the domain's wildcard record points at (wildcard and hybrid modes)" }),
+});
+export type CreateManagedDomainBody = z.output<typeof CreateManagedDomainBody>;
+
+export const DnsDrift = z.object({ name: z.string(), type: z.string(), content: z.string(), reason: z.string() }).meta({ id: "DnsDrift" });
+export type DnsDrift = z.infer<typeof DnsDrift>;
+export const DnsPlannedRecord = z.object({ name: z.string(), type: z.string(), content: z.string() });
+
+export const SYNC_STATUSES = ["never", "synced", "drifted", "error"] as const;
+
+export const ManagedDomain = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    zone: z.string(),
+    dns_provider_uuid: z.string(),
+    routing_mode: RoutingMode,
+    server_uuid: z.string().nullable(),
+    sync_status: z.enum(SYNC_STATUSES).meta({ description: "never synced; synced; drifted: records Capstan did not create are in the way (see drift); error: the provider failed (see sync_error)" }),
+    sync_error: z.string().nullable(),
+    drift: z.array(DnsDrift),
+    last_synced_at: Timestamp.nullable(),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: "ManagedDomain" });
+export type ManagedDomain = z.infer<typeof ManagedDomain>;
+export const ManagedDomainList = listOf(ManagedDomain);
+export const ManagedDomainParams = z.object({ uuid: resourceId("domain", Uuid) });
+export const ManagedDomainMutation = z.object({ message: z.string(), data: ManagedDomain });
+
+export const DomainSyncResult = z
+  .object({
+    message: z.string(),
+    sync_status: z.enum(SYNC_STATUSES),
+    applied: z.object({ created: z.array(DnsPlannedRecord), updated: z.array(DnsPlannedRecord), deleted: z.array(DnsPlannedRecord) }),
+    drift: z.array(DnsDrift),
+    error: z.string().optional(),
+  })
+  .meta({ id: "DomainSyncResult" });
+export type DomainSyncResult = z.infer<typeof DomainSyncResult>;

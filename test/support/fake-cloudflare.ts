@@ -1,0 +1,156 @@
+import { randomBytes } from "node:crypto";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+
+/**
+ * A local stand-in for the Cloudflare v4 API calls Capstan makes, speaking its request and
+ * response shapes: every answer is the {success, errors, messages, result[, result_info]}
+ * envelope; auth is `Authorization: Bearer <token>`. Served under /client/v4:
+ * GET /user/tokens/verify, GET /zones?name=, GET/POST /zones/{id}/dns_records (paged with
+ * page/per_page), PUT/PATCH/DELETE /zones/{id}/dns_records/{record_id}, and
+ * GET/PUT /accounts/{account_id}/cfd_tunnel/{tunnel_id}/configurations, where a PUT replaces the
+ * ingress list whole and is refused unless its last rule is a catch-all (no hostname).
+ * `rateLimitNext` answers the next N requests with 429 and Retry-After, as Cloudflare does.
+ */
+export interface FakeCfRecord {
+  id: string;
+  zone_id: string;
+  zone_name: string;
+  name: string;
+  type: string;
+  content: string;
+  ttl: number;
+  proxied: boolean;
+  created_on: string;
+  modified_on: string;
+}
+
+export interface FakeCloudflare {
+  /** Base URL to configure as the control plane's Cloudflare API URL (ends in /client/v4). */
+  url: string;
+  tokens: Set<string>;
+  /** Adds a zone the tokens can see; returns its id. */
+  addZone(name: string): string;
+  records(zoneName: string): FakeCfRecord[];
+  tunnels: Map<string, { ingress: { hostname?: string; service: string; path?: string }[] }>;
+  calls: { method: string; path: string }[];
+  rateLimitNext: number;
+  close(): Promise<void>;
+}
+
+const id32 = () => randomBytes(16).toString("hex");
+
+function envelope(result: unknown, extra: Record<string, unknown> = {}) {
+  return { success: true, errors: [], messages: [], result, ...extra };
+}
+function failure(code: number, message: string) {
+  return { success: false, errors: [{ code, message }], messages: [], result: null };
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = [];
+  for await (const c of req) chunks.push(c as Buffer);
+  const text = Buffer.concat(chunks).toString("utf8");
+  return text ? JSON.parse(text) : undefined;
+}
+
+const RECORD_TYPES = new Set(["A", "AAAA", "CNAME", "TXT", "MX", "NS", "SRV", "CAA"]);
+
+export async function startFakeCloudflare(): Promise<FakeCloudflare> {
+  const zones = new Map<string, { id: string; name: string; records: FakeCfRecord[] }>();
+  const fake: FakeCloudflare = {
+    url: "",
+    tokens: new Set(),
+    addZone(name) {
+      const z = { id: id32(), name, records: [] as FakeCfRecord[] };
+      zones.set(z.id, z);
+      return z.id;
+    },
+    records(zoneName) {
+      return [...zones.values()].find((z) => z.name === zoneName)?.records ?? [];
+    },
+    tunnels: new Map(),
+    calls: [],
+    rateLimitNext: 0,
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+
+  const server: Server = createServer((req, res) => {
+    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { "Content-Type": "application/json", ...headers });
+      res.end(JSON.stringify(body));
+    };
+    void (async () => {
+      const u = new URL(req.url ?? "/", "http://x");
+      const method = req.method ?? "GET";
+      fake.calls.push({ method, path: u.pathname });
+      if (fake.rateLimitNext > 0) {
+        fake.rateLimitNext--;
+        return send(429, failure(971, "Please wait and consider throttling your request speed"), { "Retry-After": "1" });
+      }
+      const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
+      if (!token || !fake.tokens.has(token)) return send(401, failure(10000, "Authentication error"));
+      const p = u.pathname.replace(/^\/client\/v4/, "").split("/").filter(Boolean);
+
+      if (method === "GET" && p.join("/") === "user/tokens/verify") {
+        return send(200, envelope({ id: id32(), status: "active" }, { messages: [{ code: 10000, message: "This API Token is valid and active", type: null }] }));
+      }
+      if (method === "GET" && p.length === 1 && p[0] === "zones") {
+        const name = u.searchParams.get("name");
+        const list = [...zones.values()].filter((z) => !name || z.name === name).map((z) => ({ id: z.id, name: z.name, status: "active", paused: false, type: "full" }));
+        return send(200, envelope(list, { result_info: { page: 1, per_page: 20, count: list.length, total_count: list.length, total_pages: 1 } }));
+      }
+      if (p[0] === "zones" && p[2] === "dns_records") {
+        const zone = zones.get(p[1] ?? "");
+        if (!zone) return send(404, failure(7003, "Could not route to /zones/" + p[1] + ", perhaps your object identifier is invalid?"));
+        if (p.length === 3 && method === "GET") {
+          const page = Math.max(1, Number(u.searchParams.get("page") ?? 1));
+          const per = Math.min(5000, Math.max(5, Number(u.searchParams.get("per_page") ?? 100)));
+          const all = zone.records;
+          const slice = all.slice((page - 1) * per, page * per);
+          return send(200, envelope(slice, { result_info: { page, per_page: per, count: slice.length, total_count: all.length, total_pages: Math.max(1, Math.ceil(all.length / per)) } }));
+        }
+        if (p.length === 3 && method === "POST") {
+          const b = (await readJson(req)) as Partial<FakeCfRecord>;
+          if (!b?.type || !RECORD_TYPES.has(b.type) || !b.name || typeof b.content !== "string") return send(400, failure(9005, "DNS record is invalid: type, name and content are required"));
+          const name = b.name.endsWith(zone.name) ? b.name : `${b.name}.${zone.name}`;
+          if (zone.records.some((r) => r.name === name && r.type === b.type && r.content === b.content)) return send(400, failure(81058, "An identical record already exists."));
+          if (b.type === "CNAME" && zone.records.some((r) => r.name === name)) return send(400, failure(81053, "A CNAME record with that host already exists or conflicts."));
+          const now = new Date().toISOString();
+          const rec: FakeCfRecord = { id: id32(), zone_id: zone.id, zone_name: zone.name, name, type: b.type, content: b.content, ttl: b.ttl ?? 1, proxied: b.proxied ?? false, created_on: now, modified_on: now };
+          zone.records.push(rec);
+          return send(200, envelope(rec));
+        }
+        const rec = zone.records.find((r) => r.id === p[3]);
+        if (!rec) return send(404, failure(81044, "Record does not exist."));
+        if (method === "DELETE") {
+          zone.records.splice(zone.records.indexOf(rec), 1);
+          return send(200, envelope({ id: rec.id }));
+        }
+        if (method === "PUT" || method === "PATCH") {
+          const b = (await readJson(req)) as Partial<FakeCfRecord>;
+          if (method === "PUT" && (!b?.type || !b.name || typeof b.content !== "string")) return send(400, failure(9005, "DNS record is invalid"));
+          Object.assign(rec, { ...b, modified_on: new Date().toISOString() });
+          return send(200, envelope(rec));
+        }
+        if (method === "GET") return send(200, envelope(rec));
+      }
+      if (p[0] === "accounts" && p[2] === "cfd_tunnel" && p[4] === "configurations") {
+        const key = `${p[1]}/${p[3]}`;
+        if (method === "GET") return send(200, envelope({ tunnel_id: p[3], version: 1, config: { ingress: fake.tunnels.get(key)?.ingress ?? [] }, source: "cloudflare" }));
+        if (method === "PUT") {
+          const b = (await readJson(req)) as { config?: { ingress?: { hostname?: string; service: string }[] } };
+          const ingress = b?.config?.ingress ?? [];
+          const last = ingress[ingress.length - 1];
+          if (!last || last.hostname) return send(400, failure(1056, "Validation failed: The last ingress rule must match all URLs (i.e. it should not have a hostname or path filter)"));
+          fake.tunnels.set(key, { ingress });
+          return send(200, envelope({ tunnel_id: p[3], version: 2, config: { ingress }, source: "cloudflare" }));
+        }
+      }
+      send(404, failure(7000, "No route for that URI"));
+    })().catch((err: unknown) => send(400, failure(6007, `Malformed JSON in request body: ${(err as Error).message}`)));
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
+  const port = (server.address() as { port: number }).port;
+  fake.url = `http://127.0.0.1:${port}/client/v4`;
+  return fake;
+}
