@@ -458,6 +458,7 @@ export const BODIES: Record<string, BodySpec> = {
   "patch /registries/{id}": {
     valid: (c) => ({ name: "hijacked", credentials: { username: "hijacked", password: "hijacked-pw" }, is_default: false, server_ids: [c.server.uuid] }),
     foreign: (a, b) => [{ server_ids: [a.server.uuid] }, { server_ids: [a.registry.serverId] }, { name: "hijacked", server_ids: [b.server.uuid, a.server.uuid] }, { server_ids: [b.registry.serverId, a.registry.serverId] }],
+  },
 
   // DNS (issue 21)
   "post /dns-providers": { valid: () => ({ name: "created", type: "powerdns", credentials: { api_url: `http://${hostname()}:1`, api_key: "created-key" } }), foreign: "none" },
