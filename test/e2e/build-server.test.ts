@@ -15,6 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { deploymentEnd } from "./support/local-server.js";
 import { httpGet, viaProxyAt } from "./support/http.js";
 
 const PREFIX = "capbuildsrv";
@@ -57,17 +58,7 @@ const registryGet = (path: string) =>
 
 const viaProxy = (host: TestHost, hostHeader: string) => viaProxyAt(host.ip, PROXY_HTTP_PORT, hostHeader);
 
-async function settled(uuid: string): Promise<Record<string, any>> {
-  return until(
-    `deployment ${uuid} to end`,
-    async () => {
-      const d = (await team.api.get(`/deployments/${uuid}`)).body;
-      return ["finished", "failed", "cancelled"].includes(d.status) ? d : false;
-    },
-    150_000,
-    500,
-  );
-}
+const settled = (uuid: string) => deploymentEnd(team.api, uuid, 150_000);
 
 async function deploy(app: string): Promise<string> {
   const res = await team.api.post(`/applications/${app}/deploy`);

@@ -19,7 +19,7 @@ import { KeyFactory } from "../api/support/ssh.js";
 import { sh, until } from "./support/kit.js";
 import { viaProxyAt } from "./support/http.js";
 import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
-import { applicationCreator, buildHelloImage, localProxyInstanceEnv, registerLocalServer } from "./support/local-server.js";
+import { applicationCreator, buildHelloImage, deployFinished, localProxyInstanceEnv, registerLocalServer } from "./support/local-server.js";
 
 const RUN = randomBytes(3).toString("hex");
 const PROXY_NAME = `capstan-proxy-del-${RUN}`;
@@ -57,19 +57,7 @@ const { common, create } = applicationCreator(() => team.api, () => ({ project, 
 async function deployed(app: string, greeting: string): Promise<void> {
   const env = await team.api.patch(`/applications/${app}/envs/bulk`, { variables: [{ key: "GREETING", value: greeting }] });
   expect(env.status, JSON.stringify(env.body)).toBe(200);
-  const res = await team.api.post(`/applications/${app}/deploy`);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  const uuid = res.body.deployment_uuid as string;
-  const d = await until(
-    `deployment ${uuid} to end`,
-    async () => {
-      const body = (await team.api.get(`/deployments/${uuid}`)).body;
-      return ["finished", "failed", "cancelled"].includes(body.status) ? body : false;
-    },
-    DEPLOY_TIMEOUT_S * 1000,
-    500,
-  );
-  expect(d.status, `deployment failed: ${d.reason ?? ""}\n${String(d.logs).slice(-3000)}`).toBe("finished");
+  await deployFinished(team.api, app, DEPLOY_TIMEOUT_S * 1000);
 }
 
 const exists = (path: string) => access(path).then(() => true, () => false);

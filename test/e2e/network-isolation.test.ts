@@ -25,6 +25,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { sh, until } from "./support/kit.js";
+import { deployFinished } from "./support/local-server.js";
 import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
 import { fetchFrom, viaProxyAt } from "./support/http.js";
 
@@ -167,19 +168,7 @@ async function createApp(s: Stack, name: string, environment: string, fqdn?: str
 }
 
 async function deployed(s: Stack, app: string): Promise<void> {
-  const res = await s.team.api.post(`/applications/${app}/deploy`);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  const uuid = res.body.deployment_uuid as string;
-  const d = await until(
-    `deployment ${uuid} to end`,
-    async () => {
-      const r = await s.team.api.get(`/deployments/${uuid}`);
-      return ["finished", "failed", "cancelled"].includes(r.body.status) ? r.body : false;
-    },
-    DEPLOY_TIMEOUT_S * 1000,
-    500,
-  );
-  expect(d.status, `deployment failed: ${d.reason ?? ""}\n${String(d.logs).slice(-2000)}`).toBe("finished");
+  await deployFinished(s.team.api, app, DEPLOY_TIMEOUT_S * 1000, 2000);
 }
 
 /** The one running container of an application. */

@@ -16,7 +16,7 @@ import { freePort, startTestInstance, type TeamFixture, type TestInstance } from
 import { KeyFactory } from "../api/support/ssh.js";
 import { sh, until } from "./support/kit.js";
 import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
-import { applicationCreator, localProxyInstanceEnv, registerLocalServer } from "./support/local-server.js";
+import { applicationCreator, deployFinished, localProxyInstanceEnv, registerLocalServer } from "./support/local-server.js";
 
 const RUN = randomBytes(3).toString("hex");
 const PROXY_NAME = `capstan-proxy-e2e-labels-${RUN}`;
@@ -57,22 +57,7 @@ function get(host: string, opts: { auth?: string; headers?: Record<string, strin
   });
 }
 
-async function deployed(app: string): Promise<Record<string, any>> {
-  const res = await team.api.post(`/applications/${app}/deploy`);
-  expect(res.status, JSON.stringify(res.body)).toBe(200);
-  const uuid = res.body.deployment_uuid as string;
-  const d = await until(
-    `deployment ${uuid} to end`,
-    async () => {
-      const r = (await team.api.get(`/deployments/${uuid}`)).body;
-      return ["finished", "failed", "cancelled"].includes(r.status) ? r : false;
-    },
-    DEPLOY_TIMEOUT_S * 1000,
-    500,
-  );
-  expect(d.status, `deployment failed: ${d.reason ?? ""}\n${String(d.logs).slice(-3000)}`).toBe("finished");
-  return d;
-}
+const deployed = (app: string) => deployFinished(team.api, app, DEPLOY_TIMEOUT_S * 1000);
 
 beforeAll(async () => {
   proxyPort = await freePort();

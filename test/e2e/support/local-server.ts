@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { expect } from "vitest";
 import type { ApiClient, TeamFixture } from "../../api/harness.js";
 import type { KeyFactory } from "../../api/support/ssh.js";
-import { sh } from "./kit.js";
+import { sh, until } from "./kit.js";
 
 /**
  * The pieces the suites that drive this machine's engine through a local agent share: the
@@ -71,4 +71,26 @@ export function localProxyInstanceEnv(o: { port: number; proxyName: string; prox
     PLATFORM_PROXY_HTTPS_PORT: String(o.httpsPort),
     PLATFORM_DEPLOY_TIMEOUT_S: String(o.deployTimeoutS),
   };
+}
+
+/** Waits for a deployment to end (finished, failed or cancelled) and answers its detail. */
+export function deploymentEnd(api: ApiClient, uuid: string, timeoutMs: number): Promise<Record<string, any>> {
+  return until(
+    `deployment ${uuid} to end`,
+    async () => {
+      const d = (await api.get(`/deployments/${uuid}`)).body;
+      return ["finished", "failed", "cancelled"].includes(d.status) ? d : false;
+    },
+    timeoutMs,
+    500,
+  );
+}
+
+/** Deploys an application and expects the deployment to finish (its log's tail in the failure message). */
+export async function deployFinished(api: ApiClient, app: string, timeoutMs: number, logTail = 3000): Promise<Record<string, any>> {
+  const res = await api.post(`/applications/${app}/deploy`);
+  expect(res.status, JSON.stringify(res.body)).toBe(200);
+  const d = await deploymentEnd(api, res.body.deployment_uuid as string, timeoutMs);
+  expect(d.status, `deployment failed: ${d.reason ?? ""}\n${String(d.logs).slice(-logTail)}`).toBe("finished");
+  return d;
 }
