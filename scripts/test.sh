@@ -41,11 +41,12 @@ pg_port=${CAPSTAN_TEST_PG_PORT:-55432}
 pg_url=$(test/services/postgres.sh start "$pg_port")
 trap 'test/services/postgres.sh stop "$pg_port" >/dev/null 2>&1 || true; bash test/kit/cleanup.sh >/dev/null 2>&1 || true' EXIT
 
-# DNS: the suites start their own PowerDNS and Knot servers (test/services/); installing them
-# once here keeps the two parallel API runs from both running apt-get.
-step "DNS servers for the API suite (PowerDNS, Knot)"
+# The suites start their own PowerDNS, Knot and registry servers (test/services/); installing
+# them once here keeps the two parallel API runs from both running apt-get.
+step "DNS servers and a container registry for the API suite (PowerDNS, Knot, docker-registry)"
 test/services/powerdns.sh install
 test/services/knot.sh install
+test/services/registry.sh install
 
 step "API suite on SQLite and on PostgreSQL (in parallel)"
 run_vitest api-sqlite --project api &

@@ -7,14 +7,13 @@
 #          PEM certificate CERT (the JWT's x5c), for the service "capstan-test-registry" and the
 #          issuer "capstan-test-issuer".
 # Installs docker-registry and apache2-utils (htpasswd) from Debian's archive when missing.
-# usage: printf '%s' "$PASSWORD" | test/services/registry.sh start PORT basic USER
+# usage: test/services/registry.sh install
+#        printf '%s' "$PASSWORD" | test/services/registry.sh start PORT basic USER
 #        test/services/registry.sh start PORT token REALM CERT
 #        test/services/registry.sh stop PORT
 set -euo pipefail
 action=${1:-}
 port=${2:-}
-[ -n "$port" ] || { echo "usage: $0 start PORT basic USER | start PORT token REALM CERT | stop PORT" >&2; exit 2; }
-dir=/tmp/capstan-registry-$port
 
 ensure_installed() {
   if ! command -v docker-registry >/dev/null || ! command -v htpasswd >/dev/null; then
@@ -23,6 +22,14 @@ ensure_installed() {
     apt-get install -y -qq docker-registry apache2-utils >/dev/null
   fi
 }
+
+# scripts/test.sh installs once, before the two API runs that would both run apt-get at once.
+if [ "$action" = install ]; then
+  ensure_installed
+  exit 0
+fi
+[ -n "$port" ] || { echo "usage: $0 start PORT basic USER | start PORT token REALM CERT | stop PORT" >&2; exit 2; }
+dir=/tmp/capstan-registry-$port
 
 stop() {
   if [ -f "$dir/pid" ]; then
