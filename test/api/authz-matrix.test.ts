@@ -687,7 +687,7 @@ function uniqueNames(key: string, body: unknown): unknown {
 }
 
 /** Successes whose requests write the same rows: run one at a time. */
-const SERIAL = new Set(["patch /applications/{uuid}/envs/bulk", "patch /databases/{uuid}/envs/bulk", "patch /applications/{uuid}/envs", "patch /databases/{uuid}/envs", "patch /teams/current/settings", "patch /services/{uuid}/envs/bulk", "patch /services/{uuid}/envs"]);
+const SERIAL = new Set(["patch /applications/{uuid}/envs/bulk", "patch /databases/{uuid}/envs/bulk", "patch /applications/{uuid}/envs", "patch /databases/{uuid}/envs", "patch /teams/current/settings", "patch /services/{uuid}/envs/bulk", "patch /services/{uuid}/envs", "patch /registries/{id}"]);
 
 /**
  * What "the route acted" looks like where it depends on what earlier cases did to the shared
