@@ -1,6 +1,7 @@
 // Adds up the vitest JSON reports of one test run and prints "N passed, N failed". A file whose
 // suite failed outside its tests (a hook that timed out, an error while loading) fails the run
-// too, even when every test in it passed.
+// too, even when every test in it passed. Each failed test is named with the start of its failure,
+// because the end of the log is often all that is kept of a CI run.
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -15,6 +16,13 @@ for (const f of readdirSync(dir).filter((f) => f.endsWith(".json"))) {
   brokenFiles += broken.length;
   console.log(`${f.replace(/\.json$/, "")}: ${r.numPassedTests} passed, ${r.numFailedTests} failed${broken.length ? `, ${broken.length} file(s) failed outside their tests` : ""}`);
   for (const b of broken) console.log(`  ${b.name}: ${(b.message ?? "").split("\n")[0]}`);
+  for (const file of r.testResults ?? []) {
+    for (const a of (file.assertionResults ?? []).filter((a) => a.status === "failed")) {
+      console.log(`  FAILED ${file.name.replace(/^.*?\/test\//, "test/")} > ${a.fullName}`);
+      const why = (a.failureMessages ?? []).join("\n").split("\n").filter((l) => l.trim()).slice(0, 6);
+      for (const line of why) console.log(`    ${line.slice(0, 400)}`);
+    }
+  }
 }
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ""}${brokenFiles ? `, ${brokenFiles} file(s) failed outside their tests` : ""}`);
 process.exit(failed > 0 || brokenFiles > 0 || passed === 0 ? 1 : 0);

@@ -29,12 +29,16 @@ const OTHER_KEY = rsa();
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 /** A line from the middle of a PEM body: private key material. */
 const keyLine = (pem: string) => pem.split("\n")[5]!;
+/** GitHub's ids are 64-bit integers: ids past int4 must be stored and sent as they are. */
+const BIG_APP_ID = 2 ** 31;
+const BIG_INSTALLATION_ID = Number.MAX_SAFE_INTEGER;
 
 beforeAll(async () => {
   // The fake GitHub listens on loopback, which a default instance refuses to call (lib/outbound.ts).
   t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true" });
   gh = await startFakeGitHub();
   gh.addApp(4242, APP_KEY, [777]);
+  gh.addApp(BIG_APP_ID, APP_KEY, [BIG_INSTALLATION_ID]);
   team = await t.newTeam();
 });
 afterAll(async () => {
@@ -268,6 +272,19 @@ describe("installation tokens, as GitHub specifies them", () => {
     } finally {
       gh.tokenTtlMs = 3600_000;
     }
+  });
+
+  it("ids past 32 bits (GitHub's are 64-bit) are stored, returned and used as they are", async () => {
+    const created = await ok(team.api.post("/github-apps", body({ name: "big ids", app_id: BIG_APP_ID, installation_id: BIG_INSTALLATION_ID })), "git app");
+    expect(created).toMatchObject({ app_id: BIG_APP_ID, installation_id: BIG_INSTALLATION_ID });
+    expect((await team.api.get(`/github-apps/${created.uuid}`)).body).toEqual(created);
+    const calls = gh.calls.length;
+    await t.instance.services.gitApps.installationToken(await gitAppId(created.uuid));
+    expect(gh.calls[calls]).toMatchObject({ path: `/app/installations/${BIG_INSTALLATION_ID}/access_tokens` });
+    expect(gh.calls[calls]!.jwt!.iss).toBe(BIG_APP_ID);
+    const patched = await team.api.patch(`/github-apps/${created.uuid}`, { installation_id: BIG_INSTALLATION_ID - 1 });
+    expect(patched.body.data).toMatchObject({ installation_id: BIG_INSTALLATION_ID - 1 });
+    expect((await team.api.post("/github-apps", body({ installation_id: BIG_INSTALLATION_ID + 1 }))).status).toBe(422);
   });
 
   it("fails with a clear reason: wrong key, wrong installation, unreachable API", async () => {

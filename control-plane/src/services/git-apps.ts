@@ -84,8 +84,8 @@ export class GitAppService {
         uuid: newUuid(),
         teamId: scope.teamId,
         name: input.name,
-        appId: input.app_id,
-        installationId: input.installation_id,
+        appId: BigInt(input.app_id),
+        installationId: BigInt(input.installation_id),
         privateKey: this.sealKey(input.private_key),
         apiUrl: input.api_url,
         htmlUrl: input.html_url,
@@ -99,8 +99,8 @@ export class GitAppService {
     const app = await this.get(scope, uuid);
     const data: Prisma.GitAppUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
-    if (input.app_id !== undefined) data.appId = input.app_id;
-    if (input.installation_id !== undefined) data.installationId = input.installation_id;
+    if (input.app_id !== undefined) data.appId = BigInt(input.app_id);
+    if (input.installation_id !== undefined) data.installationId = BigInt(input.installation_id);
     if (input.private_key !== undefined) data.privateKey = this.sealKey(input.private_key);
     if (input.api_url !== undefined) data.apiUrl = input.api_url;
     if (input.html_url !== undefined) data.htmlUrl = input.html_url;
@@ -147,7 +147,7 @@ export class GitAppService {
     return fresh;
   }
 
-  private async requestToken(app: { name: string; appId: number; installationId: number; privateKey: string; apiUrl: string }): Promise<InstallationToken> {
+  private async requestToken(app: { name: string; appId: bigint; installationId: bigint; privateKey: string; apiUrl: string }): Promise<InstallationToken> {
     const fail = (why: string) => new UpstreamFailed(`Git app ${app.name}: could not get an installation token: ${why}`);
     const parsed = parseAppKey(this.box.open(app.privateKey));
     if ("error" in parsed) throw fail(parsed.error);
@@ -158,7 +158,7 @@ export class GitAppService {
         method: "POST",
         headers: {
           Accept: "application/vnd.github+json",
-          Authorization: `Bearer ${appJwt(app.appId, parsed.key)}`,
+          Authorization: `Bearer ${appJwt(Number(app.appId), parsed.key)}`,
           "X-GitHub-Api-Version": "2022-11-28",
           "User-Agent": "capstan",
         },

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Timestamp, Uuid, listOf, resourceId, requestBody } from "./common.js";
+import { BodyId, Timestamp, Uuid, listOf, resourceId, requestBody } from "./common.js";
 import { BackupPassphrase } from "./s3-storages.js";
 
 /**
@@ -29,11 +29,10 @@ export const CronExpression = z
 
 const LocalCount = z.number().int().min(0).max(1000);
 const RemoteCount = z.number().int().min(1).max(10_000);
-const StorageId = z.number().int().min(1).max(2_147_483_647);
 
 export const CreateBackupScheduleBody = requestBody({
   frequency: CronExpression,
-  s3_storage_id: StorageId.nullable()
+  s3_storage_id: BodyId.nullable()
     .optional()
     .meta({ description: "An S3 storage of the team (GET /s3-storages); absent or null: backups stay on the server only" }),
   number_of_backups_locally: LocalCount.default(7).meta({
@@ -48,7 +47,7 @@ export type CreateBackupScheduleBody = z.output<typeof CreateBackupScheduleBody>
 
 export const UpdateBackupScheduleBody = requestBody({
     frequency: CronExpression.optional(),
-    s3_storage_id: StorageId.nullable().optional(),
+    s3_storage_id: BodyId.nullable().optional(),
     number_of_backups_locally: LocalCount.optional(),
     number_of_backups_remote: RemoteCount.nullable().optional(),
     enabled: z.boolean().optional(),

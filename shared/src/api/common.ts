@@ -126,12 +126,16 @@ export function looseObjects(schema: z.ZodType): string[] {
   walk(schema, "");
   return out;
 }
+/** The largest row id: ids are int4 on PostgreSQL, so a larger number names no row (and must not reach a query). */
+export const MAX_ROW_ID = 2_147_483_647;
+/** An integer id in a JSON body: a number (no coercion) in the range of the database's ids. */
+export const BodyId = z.number().int().min(1).max(MAX_ROW_ID);
 /** Integer ids in paths and queries: canonical decimal digits only (no "0x1", "1e3", " 1" or "1.0"). */
 export const IntId = z.coerce
   .string()
   .regex(/^[0-9]+$/, "Must be a positive integer.")
   .transform(Number)
-  .pipe(z.number().int().min(1).max(2_147_483_647));
+  .pipe(BodyId);
 
 /** Lowercase letters, digits and single hyphens; the spec's environment name rule. */
 export const SLUG_PATTERN = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { IntId, PermissionLevel, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
+import { BodyId, IntId, PermissionLevel, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 
 const Abilities = {
   can_view: z.boolean(),
@@ -54,8 +54,6 @@ export const EnvironmentPermissionSummary = z
 export const ProjectPermissionQuery = z.object({ project_uuid: Uuid.optional(), user_id: IntId.optional() });
 export const EnvironmentPermissionQuery = z.object({ environment_id: IntId.optional(), user_id: IntId.optional() });
 
-/** An integer id in a JSON body: a number (no coercion) in the range of the database's int4 ids. */
-const BodyId = z.number().int().min(1).max(2_147_483_647);
 
 export const GrantProjectPermissionBody = requestBody({
   project_uuid: Uuid,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { IntId, Timestamp, listOf, requestBody, resourceId } from "./common.js";
+import { BodyId, IntId, Timestamp, listOf, requestBody, resourceId } from "./common.js";
 
 /**
  * Registries (/api/v1/registries, spec 4.9, paid feature REGISTRY_MANAGEMENT): a team's
@@ -164,7 +164,7 @@ export const UpdateRegistryBody = requestBody({
   credentials: RegistryCredentialsInput.optional(),
   is_default: z.boolean().optional().meta({ description: "true makes it the team's default (the previous default stops being one); false: no default" }),
   server_ids: z
-    .array(z.union([z.number().int().positive(), z.string().min(1).max(64)]))
+    .array(z.union([BodyId, z.string().min(1).max(64)]))
     .max(1000)
     .refine((ids) => new Set(ids.map(String)).size === ids.length, "A server is named twice.")
     .optional()

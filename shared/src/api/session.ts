@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { TeamRole, TokenScope, requestBody } from "./common.js";
+import { BodyId, TeamRole, TokenScope, requestBody } from "./common.js";
 
 /**
  * The dashboard's session endpoints (/session/*, outside /api/v1; docs/dashboard.md). Not part
@@ -10,7 +10,7 @@ export const SignInBody = requestBody({
   password: z.string().min(1).max(1024),
 });
 export const SignInLinkBody = requestBody({ link: z.string().min(1).max(128) });
-export const SwitchTeamBody = requestBody({ team_id: z.number().int().positive() });
+export const SwitchTeamBody = requestBody({ team_id: BodyId });
 
 export const SessionTeamView = z.object({ id: z.number().int(), name: z.string(), role: TeamRole });
 export const SessionView = z.object({

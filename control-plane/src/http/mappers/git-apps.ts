@@ -5,8 +5,9 @@ import { iso } from "../dto.js";
 export type GitAppRecord = {
   uuid: string;
   name: string;
-  appId: number;
-  installationId: number;
+  /** GitHub's ids are 64-bit; the API schema keeps them within Number.MAX_SAFE_INTEGER. */
+  appId: bigint;
+  installationId: bigint;
   apiUrl: string;
   htmlUrl: string;
   webhookSecret: string | null;
@@ -18,8 +19,8 @@ export type GitAppRecord = {
 export const gitAppDto = (g: GitAppRecord): Out<typeof GitApp> => ({
   uuid: g.uuid,
   name: g.name,
-  app_id: g.appId,
-  installation_id: g.installationId,
+  app_id: Number(g.appId),
+  installation_id: Number(g.installationId),
   api_url: g.apiUrl,
   html_url: g.htmlUrl,
   has_webhook_secret: g.webhookSecret !== null,
