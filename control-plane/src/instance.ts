@@ -122,6 +122,8 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
       instance.gateway = gateway;
       jobs.start();
       services.templateSources.start(log);
+      // w5/dns: DNS reconciles are durable jobs run by the control plane.
+      services.dns.reconciler.start(log);
       repairSweep.start();
       await backupScheduler.start();
       return gateway;
@@ -129,6 +131,7 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
     async close() {
       await backupScheduler.stop();
       await services.templateSources.stop();
+      await services.dns.reconciler.stop();
       await repairSweep.stop();
       await services.deployments.stop();
       await jobs.stop();

@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestInstance, type ApiResponse, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
@@ -25,6 +26,25 @@ const track = async <T = any>(p: Promise<ApiResponse<T>>): Promise<ApiResponse<T
   const r = await p;
   seen.push(JSON.stringify(r.body ?? null));
   return r;
+};
+
+/**
+ * POST /domains/{uuid}/sync dispatches the reconcile job (202); this waits for it to end and
+ * answers what the job recorded on the domain, in the shape the synchronous sync used to answer.
+ */
+const syncAndWait = async (uuid: string) => {
+  const r = await track(team.api.post(`/domains/${uuid}/sync`));
+  expect(r.status, JSON.stringify(r.body)).toBe(202);
+  // "already" when an application change dispatched one just before (records follow resources).
+  expect(["dispatched", "already"]).toContain(r.body.dispatch);
+  let d: any;
+  await expect
+    .poll(async () => {
+      d = (await track(team.api.get(`/domains/${uuid}`))).body;
+      return d.reconcile.state;
+    }, { timeout: 60_000, interval: 50 })
+    .toBe("idle");
+  return { status: 200, body: { sync_status: d.sync_status, applied: d.last_applied, drift: d.drift, ...(d.sync_error ? { error: d.sync_error } : {}) } };
 };
 
 const pdnsBody = (name = "pdns") => ({ name, type: "powerdns", credentials: { api_url: pdns.apiUrl, api_key: pdns.apiKey } });
@@ -139,7 +159,7 @@ describe("domains and sync", () => {
     const uuid = created.body.data.uuid;
     expect(await dig(pdns.dnsPort, "web.apps.example.test", "A")).toEqual([]);
 
-    const sync = await track(team.api.post(`/domains/${uuid}/sync`));
+    const sync = await syncAndWait(uuid);
     expect(sync.status).toBe(200);
     expect(sync.body).toMatchObject({ sync_status: "synced", drift: [] });
     expect(sync.body.applied.created).toEqual([
@@ -151,7 +171,7 @@ describe("domains and sync", () => {
     expect(await zoneBefore()).toBe(foreign);
 
     // A second sync has nothing to do.
-    const again = await track(team.api.post(`/domains/${uuid}/sync`));
+    const again = await syncAndWait(uuid);
     expect(again.body.applied).toEqual({ created: [], updated: [], deleted: [] });
 
     // Deleting the domain removes its own records only.
@@ -164,7 +184,7 @@ describe("domains and sync", () => {
   it("a hand-made record where the wildcard goes is reported as drift and left as it is", async () => {
     const created = await track(team.api.post("/domains", { name: "legacy.example.test", zone: "example.test", dns_provider_uuid: await providerUuid("powerdns"), server_uuid: serverUuid }));
     const uuid = created.body.data.uuid;
-    const sync = await track(team.api.post(`/domains/${uuid}/sync`));
+    const sync = await syncAndWait(uuid);
     expect(sync.body).toMatchObject({ sync_status: "drifted", applied: { created: [], updated: [], deleted: [] } });
     expect(sync.body.drift).toEqual([expect.objectContaining({ name: "*.legacy.example.test", type: "A", content: "198.51.100.26" })]);
     expect(await dig(pdns.dnsPort, "x.legacy.example.test", "A")).toEqual(["198.51.100.26"]);
@@ -176,11 +196,11 @@ describe("domains and sync", () => {
   it("RFC 2136 (Knot) and Cloudflare domains sync the same way", async () => {
     const k = await track(team.api.post("/domains", { name: "knot.test", dns_provider_uuid: await providerUuid("rfc2136"), server_uuid: serverUuid }));
     expect(k.body.data.zone).toBe("knot.test");
-    expect((await track(team.api.post(`/domains/${k.body.data.uuid}/sync`))).body.sync_status).toBe("synced");
+    expect((await syncAndWait(k.body.data.uuid)).body.sync_status).toBe("synced");
     expect(await dig(knot.port, "anything.knot.test", "A")).toEqual([SERVER_IP]);
 
     const c = await track(team.api.post("/domains", { name: "apps.cf.test", zone: "cf.test", dns_provider_uuid: await providerUuid("cloudflare"), routing_mode: "hybrid", server_uuid: serverUuid }));
-    expect((await track(team.api.post(`/domains/${c.body.data.uuid}/sync`))).body.sync_status).toBe("synced");
+    expect((await syncAndWait(c.body.data.uuid)).body.sync_status).toBe("synced");
     expect(cf.records("cf.test").map((r) => [r.name, r.type, r.content]).sort()).toEqual([
       ["*.apps.cf.test", "A", SERVER_IP],
       ["_capstan-wildcard.apps.cf.test", "TXT", `"capstan-owner=${c.body.data.uuid}"`],
@@ -188,7 +208,7 @@ describe("domains and sync", () => {
     // per_hostname writes no wildcard.
     const p = await track(team.api.post("/domains", { name: "ph.cf.test", zone: "cf.test", dns_provider_uuid: await providerUuid("cloudflare"), routing_mode: "per_hostname" }));
     expect(p.status).toBe(201);
-    expect((await track(team.api.post(`/domains/${p.body.data.uuid}/sync`))).body).toMatchObject({ sync_status: "synced", applied: { created: [] } });
+    expect((await syncAndWait(p.body.data.uuid)).body).toMatchObject({ sync_status: "synced", applied: { created: [] } });
     // A provider in use cannot be deleted.
     expect((await team.api.delete(`/dns-providers/${await providerUuid("cloudflare")}`)).status).toBe(409);
   });
@@ -211,7 +231,7 @@ describe("domains and sync", () => {
     });
     expect(app.status, JSON.stringify(app.body)).toBe(201);
 
-    const first = await track(team.api.post(`/domains/${uuid}/sync`));
+    const first = await syncAndWait(uuid);
     expect(first.body.sync_status).toBe("drifted");
     expect(first.body.drift).toEqual([expect.objectContaining({ name: "hand.ph.example.test", content: "198.51.100.40" })]);
     expect(await dig(pdns.dnsPort, "shop.ph.example.test", "A")).toEqual([SERVER_IP]);
@@ -219,7 +239,7 @@ describe("domains and sync", () => {
 
     // The fqdn changes: after one sync the old name is gone and the new one resolves.
     expect((await team.api.patch(`/applications/${app.body.uuid}`, { fqdn: "https://store.ph.example.test" })).status).toBe(200);
-    const second = await track(team.api.post(`/domains/${uuid}/sync`));
+    const second = await syncAndWait(uuid);
     expect(second.body).toMatchObject({ sync_status: "synced", drift: [] });
     expect(await dig(pdns.dnsPort, "shop.ph.example.test", "A")).toEqual([]);
     expect(await dig(pdns.dnsPort, "_capstan.shop.ph.example.test", "TXT")).toEqual([]);
@@ -227,9 +247,47 @@ describe("domains and sync", () => {
 
     // Deleted: after one sync its name is gone; the hand-made record is still there.
     expect((await team.api.delete(`/applications/${app.body.uuid}`)).status).toBeLessThan(300);
-    await track(team.api.post(`/domains/${uuid}/sync`));
+    await syncAndWait(uuid);
     expect(await dig(pdns.dnsPort, "store.ph.example.test", "A")).toEqual([]);
     expect(await dig(pdns.dnsPort, "hand.ph.example.test", "A")).toEqual(["198.51.100.40"]);
+  });
+
+  it("sync is a durable job: 202 at once, state visible on GET, one reconcile per domain at a time, a request during a run runs it again", async () => {
+    const d = await track(team.api.post("/domains", { name: "job.cf.test", zone: "cf.test", dns_provider_uuid: await providerUuid("cloudflare"), server_uuid: serverUuid }));
+    const uuid = d.body.data.uuid;
+    expect(d.body.data.reconcile).toEqual({ state: "idle", requested_at: null });
+    let open!: () => void;
+    cf.gate = new Promise<void>((r) => (open = r));
+    cf.maxInFlight = 0;
+    const listings = () => cf.calls.filter((c) => c.method === "GET" && c.path.endsWith("/dns_records")).length;
+    const before = listings();
+    try {
+      // The provider does not answer, yet the request returns at once.
+      const first = await track(team.api.post(`/domains/${uuid}/sync`));
+      expect(first.status, JSON.stringify(first.body)).toBe(202);
+      expect(first.body).toMatchObject({ dispatch: "dispatched", data: { uuid, sync_status: "never", reconcile: { state: expect.stringMatching(/^(pending|running)$/), requested_at: expect.any(String) } } });
+      await expect.poll(async () => (await team.api.get(`/domains/${uuid}`)).body.reconcile.state, { timeout: 10_000 }).toBe("running");
+      // Asked again during the run: no second reconcile at once.
+      const second = await track(team.api.post(`/domains/${uuid}/sync`));
+      expect(second.status).toBe(202);
+      expect(second.body).toMatchObject({ dispatch: "already", data: { reconcile: { state: "running" } } });
+      // The domain cannot be deleted under a running reconcile (it would leave records behind).
+      expect((await team.api.delete(`/domains/${uuid}`)).status).toBe(409);
+    } finally {
+      cf.gate = null;
+      open();
+    }
+    await expect.poll(async () => (await team.api.get(`/domains/${uuid}`)).body.reconcile.state, { timeout: 30_000 }).toBe("idle");
+    const after = (await track(team.api.get(`/domains/${uuid}`))).body;
+    expect(after).toMatchObject({ sync_status: "synced", sync_error: null });
+    // The request made during the run was honoured by a second run, which found nothing to do.
+    expect(listings() - before).toBe(2);
+    expect(after.last_applied).toEqual({ created: [], updated: [], deleted: [] });
+    // Never two calls to the provider at once for this domain.
+    expect(cf.maxInFlight).toBe(1);
+    expect(cf.records("cf.test").filter((r) => r.name === "*.job.cf.test").map((r) => r.content)).toEqual([SERVER_IP]);
+    expect((await team.api.delete(`/domains/${uuid}`)).status).toBe(200);
+    expect(cf.records("cf.test").filter((r) => r.name.endsWith("job.cf.test"))).toEqual([]);
   });
 
   it("bad domains are refused with the field named", async () => {
@@ -248,6 +306,69 @@ describe("domains and sync", () => {
     }
     expect((await team.api.post("/domains", { name: "knot.test", dns_provider_uuid: await providerUuid("rfc2136"), server_uuid: serverUuid })).status).toBe(409);
     expect((await team.api.post("/domains", { name: "e.example.test", zone: "example.test", dns_provider_uuid: "00000000-0000-4000-8000-000000000000", server_uuid: serverUuid })).status).toBe(404);
+  });
+
+  it("records follow applications by themselves on PowerDNS and Knot: create, fqdn change, delete, one reconcile each; hand-made records survive", async () => {
+    // The Knot zone's wildcard domain (above) would answer every name: it goes first.
+    const knotWildcard = (await team.api.get("/domains")).body.data.find((d: { name: string }) => d.name === "knot.test");
+    expect((await team.api.delete(`/domains/${knotWildcard.uuid}`)).status).toBe(200);
+    expect(await dig(knot.port, "anything.knot.test", "A")).toEqual([]);
+    // Made by hand before Capstan, at names under the managed domains.
+    await pdns.replaceRRset("example.test", "hand.follow.example.test", "A", ["198.51.100.60"], 3600);
+    const knsupdate = spawnSync("knsupdate", [], {
+      input: `server 127.0.0.1 ${knot.port}\nzone knot.test.\nkey ${KNOT_TEST_TSIG.algorithm}:${KNOT_TEST_TSIG.key_name} ${KNOT_TEST_TSIG.secret}\nupdate add hand.follow.knot.test. 3600 A 198.51.100.61\nsend\nquit\n`,
+      encoding: "utf8",
+    });
+    expect(knsupdate.status, knsupdate.stderr).toBe(0);
+    expect(await dig(knot.port, "hand.follow.knot.test", "A")).toEqual(["198.51.100.61"]);
+
+    const pd = await track(team.api.post("/domains", { name: "follow.example.test", zone: "example.test", dns_provider_uuid: await providerUuid("powerdns"), routing_mode: "per_hostname" }));
+    const kd = await track(team.api.post("/domains", { name: "follow.knot.test", dns_provider_uuid: await providerUuid("rfc2136"), routing_mode: "per_hostname" }));
+    expect([pd.status, kd.status], JSON.stringify([pd.body, kd.body])).toEqual([201, 201]);
+    const settled = async () => {
+      for (const uuid of [pd.body.data.uuid, kd.body.data.uuid]) {
+        await expect.poll(async () => (await team.api.get(`/domains/${uuid}`)).body.reconcile.state, { timeout: 60_000, interval: 50 }).toBe("idle");
+      }
+    };
+    const project = (await team.api.post("/projects", { name: "dns-follow" })).body;
+    const destination = (await team.api.get(`/servers/${serverUuid}`)).body.destinations[0].uuid;
+    // Created with an fqdn under both domains: no sync asked, the names resolve after one reconcile.
+    const app = await team.api.post("/applications/dockerimage", {
+      project_uuid: project.uuid,
+      environment_name: "production",
+      server_uuid: serverUuid,
+      destination_uuid: destination,
+      name: "follow",
+      docker_registry_image_name: "nginx:1.27",
+      fqdn: "https://one.follow.example.test,https://one.follow.knot.test,https://hand.follow.knot.test",
+    });
+    expect(app.status, JSON.stringify(app.body)).toBe(201);
+    await settled();
+    expect(await dig(pdns.dnsPort, "one.follow.example.test", "A")).toEqual([SERVER_IP]);
+    expect(await dig(knot.port, "one.follow.knot.test", "A")).toEqual([SERVER_IP]);
+    // The hand-made name the application also claims is left alone and reported.
+    expect(await dig(knot.port, "hand.follow.knot.test", "A")).toEqual(["198.51.100.61"]);
+    expect((await team.api.get(`/domains/${kd.body.data.uuid}`)).body).toMatchObject({ sync_status: "drifted", drift: [expect.objectContaining({ name: "hand.follow.knot.test" })] });
+
+    // The fqdn changes: the old names go, the new ones resolve.
+    expect((await team.api.patch(`/applications/${app.body.uuid}`, { fqdn: "https://two.follow.example.test,https://two.follow.knot.test" })).status).toBe(200);
+    await settled();
+    expect(await dig(pdns.dnsPort, "one.follow.example.test", "A")).toEqual([]);
+    expect(await dig(pdns.dnsPort, "_capstan.one.follow.example.test", "TXT")).toEqual([]);
+    expect(await dig(knot.port, "one.follow.knot.test", "A")).toEqual([]);
+    expect(await dig(pdns.dnsPort, "two.follow.example.test", "A")).toEqual([SERVER_IP]);
+    expect(await dig(knot.port, "two.follow.knot.test", "A")).toEqual([SERVER_IP]);
+    expect((await team.api.get(`/domains/${kd.body.data.uuid}`)).body).toMatchObject({ sync_status: "synced", drift: [] });
+
+    // Deleted: its names go; every hand-made record is still there.
+    expect((await team.api.delete(`/applications/${app.body.uuid}`)).status).toBeLessThan(300);
+    await settled();
+    expect(await dig(pdns.dnsPort, "two.follow.example.test", "A")).toEqual([]);
+    expect(await dig(knot.port, "two.follow.knot.test", "A")).toEqual([]);
+    expect(await dig(knot.port, "_capstan.two.follow.knot.test", "TXT")).toEqual([]);
+    expect(await dig(pdns.dnsPort, "hand.follow.example.test", "A")).toEqual(["198.51.100.60"]);
+    expect(await dig(knot.port, "hand.follow.knot.test", "A")).toEqual(["198.51.100.61"]);
+    expect(await dig(pdns.dnsPort, "mail.example.test", "A")).toEqual(["198.51.100.25"]);
   });
 
   it("no response ever carried a secret", () => {

@@ -34,6 +34,10 @@ export interface FakeCloudflare {
   tunnels: Map<string, { ingress: { hostname?: string; service: string; path?: string }[] }>;
   calls: { method: string; path: string }[];
   rateLimitNext: number;
+  /** w5/dns: when set, every request waits for it before being answered (holds a reconcile mid-run). */
+  gate: Promise<void> | null;
+  /** w5/dns: the most requests that were waiting or being answered at once. */
+  maxInFlight: number;
   close(): Promise<void>;
 }
 
@@ -71,18 +75,25 @@ export async function startFakeCloudflare(): Promise<FakeCloudflare> {
     tunnels: new Map(),
     calls: [],
     rateLimitNext: 0,
+    gate: null,
+    maxInFlight: 0,
     close: () => new Promise((r) => server.close(() => r())),
   };
 
+  let inFlight = 0;
   const server: Server = createServer((req, res) => {
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "Content-Type": "application/json", ...headers });
       res.end(JSON.stringify(body));
     };
+    inFlight++;
+    fake.maxInFlight = Math.max(fake.maxInFlight, inFlight);
+    res.on("close", () => inFlight--);
     void (async () => {
       const u = new URL(req.url ?? "/", "http://x");
       const method = req.method ?? "GET";
       fake.calls.push({ method, path: u.pathname });
+      if (fake.gate) await fake.gate;
       if (fake.rateLimitNext > 0) {
         fake.rateLimitNext--;
         return send(429, failure(971, "Please wait and consider throttling your request speed"), { "Retry-After": "1" });

@@ -141,6 +141,12 @@ export class ApplicationService {
     private readonly proxy: ProxySource,
     /** Inbound webhook URL per git provider of an application (services/webhooks.ts). */
     readonly webhookUrls: (appUuid: string) => Record<string, string>,
+    /**
+     * w5/dns: an application's hostnames changed (created with an fqdn, fqdn changed, deleted):
+     * given the fqdn values before and after, the DNS service dispatches the reconcile of the
+     * managed domains they fall under (services/dns/). Called after the change is stored.
+     */
+    private readonly hostsChanged: (teamId: number, fqdns: (string | null)[]) => Promise<void> = async () => undefined,
   ) {}
 
   /** Outcome of app.action (jobs/outcome-map.ts): the agent's answer to start/stop/restart is the application's new engine status. */
@@ -322,6 +328,7 @@ export class ApplicationService {
     const environment = await this.db.environment.findUniqueOrThrow({ where: { id: where.environmentId }, select: { id: true, projectId: true } });
     await assertDomainsFree(this.db, scope, { serverId: where.serverId, environment }, (data.fqdn as string | null | undefined) ?? null);
     const app = await this.db.application.create({ data: { ...data, hosts: hostsOnCreate(data.fqdn ?? null) }, select: { uuid: true, name: true, fqdn: true } });
+    if (app.fqdn) await this.hostsChanged(scope.teamId, [app.fqdn]);
     return app;
   }
 
@@ -362,6 +369,7 @@ export class ApplicationService {
     await assertMayAddBindMounts(this.db, scope, addedBinds);
     if (data.fqdn !== undefined) await assertDomainsFree(this.db, scope, { id: app.id, serverId: app.serverId, environment: ref.environment }, data.fqdn as string | null);
     await this.db.application.update({ where: { id: app.id }, data: data.fqdn !== undefined ? { ...data, hosts: hostsOnUpdate(data.fqdn as string | null) } : data });
+    if (data.fqdn !== undefined && data.fqdn !== app.fqdn) await this.hostsChanged(app.teamId, [app.fqdn, data.fqdn as string | null]);
   }
 
   /** A new git_repository, validated as the application's create path validates it. */
@@ -468,6 +476,7 @@ export class ApplicationService {
       await tx.application.delete({ where: { id: app.id } });
     });
     this.jobs.nudge(app.serverId);
+    if (app.fqdn) await this.hostsChanged(app.teamId, [app.fqdn]);
   }
 
   // -------------------------------------------------------------------------------------------

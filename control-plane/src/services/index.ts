@@ -83,8 +83,22 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
   // Which networks resources and proxies join (services/network-plan.ts).
   const networkPlan: NetworkPlanContext = { db, network: config.network, dialect: config.database.kind };
   const networks = new NetworkService(db, jobs, { network: config.network, dialect: config.database.kind, proxyName: config.proxy.name });
-  const applications = new ApplicationService(db, reader, jobs, box, (serverId, removing) => proxySettings(networkPlan, serverId, config.proxy, { excluding: removing }), (uuid) =>
-    webhookUrls(config.publicUrl, uuid),
+  // DNS (issue 21): PowerDNS URLs are the user's (guarded); Cloudflare's base URL is the operator's.
+  const dns = new DnsService(db, box, {
+    allowPrivate: config.allowPrivateEndpoints,
+    cloudflareApiUrl: config.cloudflareApiUrl,
+    userFetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }),
+    fetch: (url, init) => undiciFetch(url, init),
+  });
+  const applications = new ApplicationService(
+    db,
+    reader,
+    jobs,
+    box,
+    (serverId, removing) => proxySettings(networkPlan, serverId, config.proxy, { excluding: removing }),
+    (uuid) => webhookUrls(config.publicUrl, uuid),
+    // w5/dns: records follow an application's hostnames (one reconcile of the domains concerned).
+    (teamId, fqdns) => dns.hostsChanged(teamId, fqdns),
   );
   const deployments = new DeploymentService({
     db,
@@ -129,12 +143,6 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
 
     // registries (issue 18)
     registries: new RegistryService(db, box, jobs, { allowPrivate: config.allowPrivateEndpoints, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
-    // DNS (issue 21): PowerDNS URLs are the user's (guarded); Cloudflare's base URL is the operator's.
-    dns: new DnsService(db, box, {
-      allowPrivate: config.allowPrivateEndpoints,
-      cloudflareApiUrl: config.cloudflareApiUrl,
-      userFetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }),
-      fetch: (url, init) => undiciFetch(url, init),
-    }),
+    dns,
   };
 }

@@ -155,6 +155,8 @@ export type DnsDrift = z.infer<typeof DnsDrift>;
 export const DnsPlannedRecord = z.object({ name: z.string(), type: z.string(), content: z.string() });
 
 export const SYNC_STATUSES = ["never", "synced", "drifted", "error"] as const;
+export const RECONCILE_STATES = ["idle", "pending", "running"] as const;
+export const DnsAppliedRecords = z.object({ created: z.array(DnsPlannedRecord), updated: z.array(DnsPlannedRecord), deleted: z.array(DnsPlannedRecord) });
 
 export const ManagedDomain = z
   .object({
@@ -168,6 +170,14 @@ export const ManagedDomain = z
     sync_error: z.string().nullable(),
     drift: z.array(DnsDrift),
     last_synced_at: Timestamp.nullable(),
+    // w5/dns: the reconcile is a durable job (POST /domains/{uuid}/sync answers 202).
+    reconcile: z
+      .object({
+        state: z.enum(RECONCILE_STATES),
+        requested_at: Timestamp.nullable(),
+      })
+      .meta({ description: "The domain's reconcile job: idle; pending (due, starts shortly); running (one reconcile per domain at a time)" }),
+    last_applied: DnsAppliedRecords.meta({ description: "What the last reconcile that reached the provider changed (empty lists before the first)" }),
     created_at: Timestamp,
     updated_at: Timestamp,
   })
@@ -177,13 +187,12 @@ export const ManagedDomainList = listOf(ManagedDomain);
 export const ManagedDomainParams = z.object({ uuid: resourceId("domain", Uuid) });
 export const ManagedDomainMutation = z.object({ message: z.string(), data: ManagedDomain });
 
-export const DomainSyncResult = z
+/** POST /domains/{uuid}/sync (202): the reconcile job was dispatched, or one is due or running already. */
+export const DomainSyncDispatch = z
   .object({
     message: z.string(),
-    sync_status: z.enum(SYNC_STATUSES),
-    applied: z.object({ created: z.array(DnsPlannedRecord), updated: z.array(DnsPlannedRecord), deleted: z.array(DnsPlannedRecord) }),
-    drift: z.array(DnsDrift),
-    error: z.string().optional(),
+    dispatch: z.enum(["dispatched", "already"]),
+    data: ManagedDomain,
   })
-  .meta({ id: "DomainSyncResult" });
-export type DomainSyncResult = z.infer<typeof DomainSyncResult>;
+  .meta({ id: "DomainSyncDispatch" });
+export type DomainSyncDispatch = z.infer<typeof DomainSyncDispatch>;

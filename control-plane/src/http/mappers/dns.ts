@@ -1,5 +1,5 @@
-import type { DnsDrift, DnsProvider, ManagedDomain, DomainSyncResult } from "@capstan/shared";
-import type { DnsDomainRecord, DnsProviderRecord, DnsService, SyncOutcome } from "../../services/dns/index.js";
+import type { DnsDrift, DnsProvider, ManagedDomain } from "@capstan/shared";
+import type { AppliedRecords, DnsDomainRecord, DnsProviderRecord, DnsService } from "../../services/dns/index.js";
 import { iso } from "../dto.js";
 
 /** DNS (issue 21). Credentials only masked (DnsService.maskedCredentials). */
@@ -35,21 +35,17 @@ export const domainDto = (d: DnsDomainRecord): ManagedDomain => ({
   sync_error: d.syncError,
   drift: drift(d.drift),
   last_synced_at: d.lastSyncedAt ? iso(d.lastSyncedAt) : null,
+  reconcile: { state: d.reconcileState as ManagedDomain["reconcile"]["state"], requested_at: d.reconcileRequestedAt ? iso(d.reconcileRequestedAt) : null },
+  last_applied: applied(d.lastApplied),
   created_at: iso(d.createdAt),
   updated_at: iso(d.updatedAt),
 });
 
-const rec = (r: { name: string; type: string; content: string }) => ({ name: r.name, type: r.type, content: r.content });
-
-export const syncResultDto = (o: SyncOutcome): DomainSyncResult => ({
-  message:
-    o.status === "error"
-      ? "The DNS provider failed; nothing more was changed."
-      : o.status === "drifted"
-        ? "Synced; records Capstan did not create are in the way and were left as they are (see drift)."
-        : "Synced.",
-  sync_status: o.status,
-  applied: { created: o.plan.creates.map(rec), updated: o.plan.updates.map((u) => rec(u.record)), deleted: o.plan.deletes.map(rec) },
-  drift: o.plan.drift,
-  ...(o.error ? { error: o.error } : {}),
-});
+function applied(json: string): AppliedRecords {
+  try {
+    const a = JSON.parse(json) as Partial<AppliedRecords>;
+    return { created: a.created ?? [], updated: a.updated ?? [], deleted: a.deleted ?? [] };
+  } catch {
+    return { created: [], updated: [], deleted: [] };
+  }
+}

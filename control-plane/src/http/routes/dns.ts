@@ -10,14 +10,14 @@ import {
   ManagedDomainList,
   ManagedDomainMutation,
   ManagedDomainParams,
-  DomainSyncResult,
+  DomainSyncDispatch,
   MessageBody,
   PaginationQuery,
 } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
-import { dnsProviderDto, domainDto, syncResultDto } from "../mappers/dns.js";
+import { dnsProviderDto, domainDto } from "../mappers/dns.js";
 
 /** DNS (spec 4.14, issue 21; docs/dns.md). Every route needs DNS_PROVIDER_MANAGEMENT. */
 const TAG = "DNS";
@@ -154,11 +154,19 @@ export const dnsRoutes = [
     tag: TAG,
     feature: FEATURE,
     summary: "Sync a managed domain's records",
-    description: `${ADMIN_ONLY} Plans, then applies: wildcard and hybrid modes get *.<domain> pointing at the server (A, AAAA, or CNAME when the server's address is a name); per_hostname and hybrid modes get one record per application hostname under the domain, pointing at the application's server; each name gets a TXT ownership marker beside it; records the domain owns and no longer wants go. A record Capstan did not create is never changed or deleted: it is reported in drift (sync_status drifted). A provider failure answers 200 with sync_status error and the reason.`,
+    description: `${ADMIN_ONLY} Dispatches the domain's reconcile job and answers 202 at once (docs/dns.md); GET /domains/{uuid} shows reconcile.state (pending, running, idle) and, when it has run, sync_status, drift, sync_error and last_applied. One reconcile per domain runs at a time: when one is due or running already, dispatch is "already" (a running one runs once more afterwards). The job plans, then applies: wildcard and hybrid modes get *.<domain> pointing at the server (A, AAAA, or CNAME when the server's address is a name); per_hostname and hybrid modes get one record per application hostname under the domain, pointing at the application's server; each name gets a TXT ownership marker beside it; records the domain owns and no longer wants go. A record Capstan did not create is never changed or deleted: it is reported in drift (sync_status drifted). A provider failure is sync_status error with the reason.`,
     params: ManagedDomainParams,
-    responses: { 200: { description: "What was applied", schema: DomainSyncResult }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "The domain's server is gone" } },
+    responses: { 202: { description: "Reconcile dispatched", schema: DomainSyncDispatch }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "The domain's server is gone" } },
     async handler({ scope, services, params }) {
-      return { body: syncResultDto(await services.dns.syncDomain(scope, params.uuid)) };
+      const r = await services.dns.requestSync(scope, params.uuid);
+      return {
+        status: 202,
+        body: {
+          message: r.dispatch === "dispatched" ? "Reconcile dispatched; watch reconcile.state and sync_status." : "A reconcile of this domain is already due or running; it covers this request. Watch reconcile.state and sync_status.",
+          dispatch: r.dispatch,
+          data: domainDto(r.domain),
+        },
+      };
     },
   }),
 ];

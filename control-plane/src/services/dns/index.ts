@@ -10,6 +10,7 @@ import type { OutboundFetch } from "../../lib/outbound.js";
 import { shortReason } from "../s3-storages.js";
 import { createProvider, type DnsProvider, type ProviderConfig, type RecordData } from "./providers/index.js";
 import { applyPlan, planZone, type Drift, type Plan } from "./reconcile.js";
+import { DNS_RECONCILER_DEFAULTS, DnsReconciler, type DnsReconcilerOptions, type ReconcileDispatch } from "./reconciler.js";
 
 type Window = { skip?: number; take?: number };
 
@@ -20,6 +21,8 @@ export type DnsDomainRecord = Prisma.DnsDomainGetPayload<{ include: typeof domai
 
 /** How long a test or a sync may wait for the provider as a whole. */
 export const DNS_CALL_TIMEOUT_MS = 60_000;
+/** How long DELETE /domains/{uuid} waits for a running reconcile of the domain before its 409. */
+export const DELETE_WAIT_MS = 5_000;
 /** TTL of the records Capstan writes (and of their markers). */
 export const RECORD_TTL = 300;
 
@@ -30,6 +33,8 @@ export interface DnsServiceOptions {
   userFetch: OutboundFetch;
   /** fetch for the operator-set Cloudflare URL. */
   fetch: OutboundFetch;
+  /** The durable reconcile job's timings (reconciler.ts). */
+  reconciler?: DnsReconcilerOptions;
 }
 
 export interface SyncOutcome {
@@ -45,11 +50,16 @@ export interface SyncOutcome {
  * Credentials are sealed as one JSON document and only opened to talk to the provider.
  */
 export class DnsService {
+  /** Runs the domains' reconciles as durable jobs (started and stopped with the instance). */
+  readonly reconciler: DnsReconciler;
+
   constructor(
     private readonly db: Db,
     private readonly box: SecretBox,
     private readonly opts: DnsServiceOptions,
-  ) {}
+  ) {
+    this.reconciler = new DnsReconciler(db, (id) => this.reconcileWork(id), opts.reconciler ?? DNS_RECONCILER_DEFAULTS);
+  }
 
   // -------------------------------------------------------------------------------------------
   // Providers
@@ -177,7 +187,20 @@ export class DnsService {
    */
   async removeDomain(scope: TeamScope, uuid: string): Promise<void> {
     scope.requireTeamAdmin("manage domains");
-    const d = await this.getDomain(scope, uuid);
+    const found = await this.getDomain(scope, uuid);
+    // The domain's reconcile slot, claimed like a reconcile: a reconcile running now would write
+    // records after ours are removed and leave them behind with nobody to remove them. A run
+    // usually ends within moments, so the claim is retried for a few seconds before the 409.
+    const deadline = Date.now() + DELETE_WAIT_MS;
+    for (;;) {
+      const claimed = await this.db.dnsDomain.updateMany({ where: { id: found.id, reconcileState: { in: ["idle", "pending"] } }, data: { reconcileState: "running", reconcileHeartbeatAt: new Date() } });
+      if (claimed.count > 0) break;
+      if (!(await this.db.dnsDomain.count({ where: { id: found.id } }))) throw new NotFound("Domain");
+      if (Date.now() >= deadline) throw new Conflict("A reconcile of this domain is running; delete it again when it has ended (GET /domains/{uuid} shows reconcile.state). Nothing was deleted.");
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    // Read again under the claim: a reconcile may have ended just before it.
+    const d = await this.db.dnsDomain.findUniqueOrThrow({ where: { id: found.id }, include: domainInclude });
     // Never synced successfully: nothing was written, there is nothing to remove.
     if (d.lastSyncedAt === null) {
       await this.db.dnsDomain.deleteMany({ where: { id: d.id } });
@@ -196,6 +219,7 @@ export class DnsService {
         if (!r.ok) throw new Error(r.error);
       });
     } catch (err) {
+      await this.db.dnsDomain.updateMany({ where: { id: d.id, reconcileState: "running" }, data: { reconcileState: "idle", reconcileHeartbeatAt: null } });
       throw new Conflict(`The domain's records could not be removed from the provider (${shortReason((err as Error).message)}); the domain was kept. Fix the provider and delete again.`);
     }
     await this.db.dnsDomain.deleteMany({ where: { id: d.id } });
@@ -235,21 +259,69 @@ export class DnsService {
   }
 
   /**
-   * Plan, then apply (reconcile.ts): the wildcard record of wildcard and hybrid modes, pointing
-   * at the domain's server; records the domain owns and no longer wants go. A name held by a
-   * record without our marker is reported as drift and left alone. A provider failure is not
-   * an HTTP error: the outcome says so and is recorded on the domain.
+   * Records follow resources (w5): an application's hostnames changed (`fqdns`: its fqdn values
+   * before and after). Every per_hostname or hybrid domain of the team that one of the hosts
+   * falls under gets a reconcile dispatched (wildcard domains do not depend on hostnames). The
+   * reconcile reads the applications as they are then, so the old name's record (carrying our
+   * marker) goes and the new one is written; a record without our marker is never touched.
+   * Dispatching is a row update: it never fails the application's request over the provider.
    */
-  async syncDomain(scope: TeamScope, uuid: string): Promise<SyncOutcome> {
+  async hostsChanged(teamId: number, fqdns: (string | null)[]): Promise<void> {
+    const hosts = new Set<string>();
+    for (const fqdn of fqdns) {
+      if (!fqdn) continue;
+      const parsed = parseDomains(fqdn);
+      if ("errors" in parsed) continue;
+      for (const e of parsed.entries) hosts.add(e.host.toLowerCase());
+    }
+    if (!hosts.size) return;
+    const domains = await this.db.dnsDomain.findMany({ where: { teamId, routingMode: { in: ["per_hostname", "hybrid"] } }, select: { id: true, name: true } });
+    for (const d of domains) {
+      if ([...hosts].some((h) => h === d.name || h.endsWith(`.${d.name}`))) await this.reconciler.request(d.id);
+    }
+  }
+
+  /**
+   * POST /domains/{uuid}/sync: dispatches the domain's reconcile job (reconciler.ts) and answers
+   * at once; GET /domains/{uuid} shows its state and, once it ran, its outcome. "already" when a
+   * reconcile is due or running (a running one runs once more, so this request is honoured).
+   */
+  async requestSync(scope: TeamScope, uuid: string): Promise<{ dispatch: ReconcileDispatch; domain: DnsDomainRecord }> {
     scope.requireTeamAdmin("sync domains");
     const d = await this.getDomain(scope, uuid);
     if (modeNeedsServer(d.routingMode as RoutingMode) && !d.server) {
       throw new Conflict(`The ${d.routingMode} mode points *.${d.name} at a server, and the domain has none (its server was deleted). Nothing was changed.`);
     }
-    const row = await this.db.dnsProvider.findUniqueOrThrow({ where: { id: d.dnsProviderId } });
+    const dispatch = await this.reconciler.request(d.id);
+    return { dispatch, domain: await this.getDomain(scope, uuid) };
+  }
+
+  /**
+   * One reconcile (the job's work): plan, then apply (reconcile.ts): the wildcard record of
+   * wildcard and hybrid modes, pointing at the domain's server; records the domain owns and no
+   * longer wants go. A name held by a record without our marker is reported as drift and left
+   * alone. A provider failure is an outcome (sync_status error with the reason), not a throw.
+   * Returns the row's outcome columns; the reconciler writes them as it ends the run.
+   */
+  private async reconcileWork(id: number): Promise<Prisma.DnsDomainUpdateManyMutationInput> {
+    const d = await this.db.dnsDomain.findUnique({ where: { id }, include: domainInclude });
+    if (!d) return {};
+    const outcome = await this.reconcileDomain(d);
+    return {
+      syncStatus: outcome.status,
+      syncError: outcome.error ?? null,
+      drift: JSON.stringify(outcome.plan.drift satisfies Drift[]),
+      ...(outcome.status === "error" ? {} : { lastSyncedAt: new Date(), lastApplied: JSON.stringify(appliedOf(outcome.plan)) }),
+    };
+  }
+
+  private async reconcileDomain(d: DnsDomainRecord): Promise<SyncOutcome> {
     const empty: Plan = { creates: [], updates: [], deletes: [], drift: [] };
-    let outcome: SyncOutcome;
+    if (modeNeedsServer(d.routingMode as RoutingMode) && !d.server) {
+      return { status: "error", plan: empty, error: `The ${d.routingMode} mode points *.${d.name} at a server, and the domain has none (its server was deleted).` };
+    }
     try {
+      const row = await this.db.dnsProvider.findUniqueOrThrow({ where: { id: d.dnsProviderId } });
       const p = this.provider(row);
       const plan = await withTimeout(
         (async () => {
@@ -259,21 +331,23 @@ export class DnsService {
         })(),
         "The provider did not answer in time.",
       );
-      outcome = { status: plan.drift.length ? "drifted" : "synced", plan };
+      return { status: plan.drift.length ? "drifted" : "synced", plan };
     } catch (err) {
-      outcome = { status: "error", plan: empty, error: shortReason((err as Error).message) };
+      return { status: "error", plan: empty, error: shortReason((err as Error).message) };
     }
-    await this.db.dnsDomain.updateMany({
-      where: { id: d.id },
-      data: {
-        syncStatus: outcome.status,
-        syncError: outcome.error ?? null,
-        drift: JSON.stringify(outcome.plan.drift satisfies Drift[]),
-        ...(outcome.status === "error" ? {} : { lastSyncedAt: new Date() }),
-      },
-    });
-    return outcome;
   }
+}
+
+export interface AppliedRecords {
+  created: { name: string; type: string; content: string }[];
+  updated: { name: string; type: string; content: string }[];
+  deleted: { name: string; type: string; content: string }[];
+}
+
+const rec = (r: { name: string; type: string; content: string }) => ({ name: r.name, type: r.type, content: r.content });
+
+function appliedOf(plan: Plan): AppliedRecords {
+  return { created: plan.creates.map(rec), updated: plan.updates.map((u) => rec(u.record)), deleted: plan.deletes.map(rec) };
 }
 
 /** A record pointing a name at a server's address: A, AAAA, or CNAME when the server was added by name. */
