@@ -212,6 +212,15 @@ describe("start, stop, restart through the agent", () => {
     expect(await prisma().service.count({ where: { uuid: svc.uuid } })).toBe(0);
   });
 
+  it("instant_deploy of a service that lacks a required value is a 422 naming instant_deploy; nothing is created", async () => {
+    const needs = `services:\n  web:\n    image: nginx:1.27\n    environment:\n      - TOKEN=\${TOKEN:?set a token}\n`;
+    const before = await prisma().service.count();
+    const res = await w.api.post("/services", { ...placement(w), docker_compose_raw: needs, instant_deploy: true });
+    expect(res.status).toBe(422);
+    expect(res.body.errors.instant_deploy[0]).toMatch(/TOKEN/);
+    expect(await prisma().service.count()).toBe(before);
+  });
+
   it("services count in the project's resource counts; deleting the environment sends their removal", async () => {
     const { w: w2, agent: agent2 } = await connectedWorld();
     const counts = async () => {

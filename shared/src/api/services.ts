@@ -40,7 +40,12 @@ export const CreateServiceBody = requestBody({
 export type CreateServiceBody = z.output<typeof CreateServiceBody>;
 
 export const CreatedService = z
-  .object({ uuid: z.string(), name: z.string(), type: z.string().nullable().meta({ description: "The template name; null for a docker_compose_raw service" }) })
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    type: z.string().nullable().meta({ description: "The template name; null for a docker_compose_raw service" }),
+    message: z.string().optional().meta({ description: "With instant_deploy: why the first start could not be queued (the service was created)" }),
+  })
   .meta({ id: "CreatedService" });
 
 export const UpdateServiceBody = requestBody({

@@ -3,7 +3,7 @@ import type { Db, Prisma } from "../../db/client.js";
 import { toInt, toIso, type SqlReader } from "../../db/reader.js";
 import { whole } from "../../db/relations.js";
 import type { TeamScope } from "../../domain/scope.js";
-import { Conflict, Invalid, NotFound, removedMeanwhile, Unavailable, UpstreamFailed } from "../../domain/errors.js";
+import { Conflict, DomainError, Invalid, NotFound, removedMeanwhile, Unavailable, UpstreamFailed } from "../../domain/errors.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
@@ -221,11 +221,14 @@ export class ServiceService {
   // -------------------------------------------------------------------------------------------
   // Create, update, delete
 
-  async create(scope: TeamScope, input: CreateServiceBody): Promise<{ uuid: string; name: string; type: string | null }> {
+  async create(scope: TeamScope, input: CreateServiceBody): Promise<{ uuid: string; name: string; type: string | null; message?: string }> {
     const where = await scope.placement(input);
     const resolved: Resolved =
       input.type !== undefined ? await this.templateOf(scope, input.type) : { type: null, source: null, template: this.composeTemplate(input.docker_compose_raw!, CUSTOM_NAME) };
     const { generated, compose, binds } = this.render(resolved.template, {});
+    if (input.instant_deploy && generated.missing.length) {
+      throw new Invalid({ instant_deploy: [`The service cannot start before ${generated.missing.slice(0, 10).join(", ")} have values: create it without instant_deploy, set them, then start it.`] });
+    }
     await assertMayAddBindMounts(this.db, scope, binds);
     const generatedKeys = ServiceService.generatedKeys(resolved.template);
     const uuid = newUuid();
@@ -248,8 +251,16 @@ export class ServiceService {
       await this.syncComponents(tx, service.id, resolved.template);
       await this.storeCreated(tx, service.id, generated.created, generated.values, generatedKeys);
     });
-    // instant_deploy: the first start is queued (a durable job: it runs when the server's agent is there).
-    if (input.instant_deploy) await this.enqueueStart(scope, uuid, { pull: false, recreate: false });
+    // instant_deploy: the first start is queued (a durable job: it runs when the server's agent
+    // is there). A rule refusing it is reported in the answer: the service was created.
+    if (input.instant_deploy) {
+      try {
+        await this.enqueueStart(scope, uuid, { pull: false, recreate: false });
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        return { uuid, name, type: resolved.type, message: `Created, not started: ${err.message}` };
+      }
+    }
     return { uuid, name, type: resolved.type };
   }
 
