@@ -236,6 +236,10 @@ const NEEDS: Record<string, Need> = {
   "get /domains/{uuid}": "team",
   "delete /domains/{uuid}": "team-admin",
   "post /domains/{uuid}/sync": "team-admin",
+  // services lifecycle (issue 17)
+  "post /services/{uuid}/start": { environment: "deploy" },
+  "post /services/{uuid}/stop": { environment: "deploy" },
+  "post /services/{uuid}/restart": { environment: "deploy" },
 };
 
 // ---------------------------------------------------------------------------------------------

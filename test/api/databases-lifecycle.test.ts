@@ -647,7 +647,8 @@ describe("status from the agent's reports", () => {
     queries.length = 0;
     const second = await applyStatusReport(spy as never, { id: server.id, uuid: server.uuid }, report);
     expect(second).toEqual([]);
-    expect(queries.sort()).toEqual(["application.findMany", "standaloneDatabase.findMany"]);
+    // services lifecycle (issue 17): services (with their components) are one more read.
+    expect(queries.sort()).toEqual(["application.findMany", "service.findMany", "standaloneDatabase.findMany"]);
     agent.close();
   });
 });

@@ -82,14 +82,15 @@ describe("POST /services", () => {
     expect(d.envs.map((e) => e.key).sort()).toEqual(["GREETING", "SERVICE_PASSWORD_ADMIN", "SERVICE_PASSWORD_REDIS"]);
   });
 
-  it("refuses an unknown type, both or neither of type and docker_compose_raw, and instant_deploy true with 422 naming the field; nothing is created", async () => {
+  it("refuses an unknown type, both or neither of type and docker_compose_raw, and a non-boolean instant_deploy with 422 naming the field; nothing is created", async () => {
     const before = await counts();
     const unknown = await create({ type: "no-such-template" });
     expect(unknown.status).toBe(422);
     expect(Object.keys(unknown.body.errors)).toEqual(["type"]);
     expect((await create({})).body.errors).toHaveProperty("type");
     expect((await create({ type: "n8n", docker_compose_raw: CUSTOM })).body.errors).toHaveProperty("docker_compose_raw");
-    const instant = await create({ type: "n8n", instant_deploy: true });
+    // instant_deploy true starts the service (services-lifecycle.test.ts); anything but a boolean is refused.
+    const instant = await create({ type: "n8n", instant_deploy: "yes" });
     expect(instant.status).toBe(422);
     expect(instant.body.errors).toHaveProperty("instant_deploy");
     expect((await create({ type: "n8n", bogus: 1 })).status).toBe(422);

@@ -7,6 +7,7 @@ import {
   LABEL_DEPLOYMENT,
   LABEL_MANAGED,
   LABEL_RESOURCE_UUID,
+  type NetworkSpec,
 } from "@capstan/shared";
 import { type ContainerDetails, type Engine, isNotFound } from "../docker/engine.js";
 import { KeyedMutex } from "../mutex.js";
@@ -79,26 +80,61 @@ const MAX_RESTARTS = 3;
 /** How long `docker compose down` may take before it is killed. */
 const DOWN_TIMEOUT_MS = 5 * 60_000;
 
+/**
+ * What one compose run needs: a compose application's deployment (app.deploy) or a service's
+ * start (service.deploy, issue 17). `app` is the resource (application or service) that owns
+ * the project; `secrets` are masked in every line printed.
+ */
+export interface ComposeDeploy {
+  deployment_uuid: string;
+  app: { uuid: string; name: string };
+  compose: string;
+  run: { network: string; networks?: string[] | undefined; ensure_networks?: NetworkSpec[] | undefined };
+  /** Pull every image of the file before `up` (a service's start with pull). */
+  pull?: boolean;
+  /** Recreate every container even when its configuration is unchanged (a service's restart). */
+  recreate?: boolean;
+  secrets: string[];
+}
+
 /** Deploys a compose payload; resolves with the public service's container and the app's status. */
 export function deployCompose(engine: Engine, payload: DeployPayload, ctx: ComposeCtx): Promise<{ container: string; status: string }> {
-  return locks.run(payload.app.uuid, async () => {
-    const mask = createMasker(deploySecrets(payload));
+  if (payload.source.kind !== "compose") return Promise.reject(new Error(`deployCompose needs a compose source, got ${payload.source.kind}`));
+  return composeUp(
+    engine,
+    { deployment_uuid: payload.deployment_uuid, app: payload.app, compose: payload.source.compose, run: payload.run, secrets: deploySecrets(payload) },
+    ctx,
+  );
+}
+
+/**
+ * Runs a rewritten compose file: checks it is the control plane's rewrite, creates the networks
+ * it joins, writes it privately, `pull` when asked, `up -d --remove-orphans`, then waits for its
+ * services. Resolves with the public container, the project's status and each container's state.
+ */
+export function composeUp(engine: Engine, job: ComposeDeploy, ctx: ComposeCtx): Promise<{ container: string; status: string; containers: ContainerDetails[] }> {
+  return locks.run(job.app.uuid, async () => {
+    const mask = createMasker(job.secrets);
     const progress = (line: string) => ctx.progress(mask(line));
-    if (payload.source.kind !== "compose") throw new Error(`deployCompose needs a compose source, got ${payload.source.kind}`);
-    const { meta, services } = checkRendered(payload.source.compose, payload, await serverSensitivePaths(engine, ctx.stateDir, ctx.signal));
+    const { meta, services } = checkRendered(job.compose, job, await serverSensitivePaths(engine, ctx.stateDir, ctx.signal));
 
     // The file declares the destination and further networks external: they must exist before `up`.
-    await prepareResourceNetworks(engine, payload.run, { signal: ctx.signal, progress, extraLabels: ctx.extraLabels });
-    const dir = composeDir(ctx.stateDir, payload.app.uuid);
-    const file = await writePrivate(dir, COMPOSE_FILE, withExtraLabels(payload.source.compose, ctx.extraLabels));
+    await prepareResourceNetworks(engine, job.run, { signal: ctx.signal, progress, extraLabels: ctx.extraLabels });
+    const dir = composeDir(ctx.stateDir, job.app.uuid);
+    const file = await writePrivate(dir, COMPOSE_FILE, withExtraLabels(job.compose, ctx.extraLabels));
     const cmd = await composeCommand(engine, ctx.signal);
-    progress(`compose: ${[...cmd, "-p", meta.project, "up", "-d", "--remove-orphans"].join(" ")} (${meta.containers.length} service(s))`);
-    await runCompose(cmd, ["-p", meta.project, "-f", file, "up", "-d", "--remove-orphans"], { cwd: dir, engine, signal: ctx.signal, progress, mask });
+    if (job.pull) {
+      progress(`compose: ${[...cmd, "-p", meta.project, "pull"].join(" ")}`);
+      await runCompose(cmd, ["-p", meta.project, "-f", file, "pull"], { cwd: dir, engine, signal: ctx.signal, progress, mask });
+    }
+    const up = ["up", "-d", "--remove-orphans", ...(job.recreate ? ["--force-recreate"] : [])];
+    progress(`compose: ${[...cmd, "-p", meta.project, ...up].join(" ")} (${meta.containers.length} service(s))`);
+    await runCompose(cmd, ["-p", meta.project, "-f", file, ...up], { cwd: dir, engine, signal: ctx.signal, progress, mask });
 
     const states = await waitForServices(engine, meta, services, { signal: ctx.signal, progress, mask });
     const status = resourceStatus(states);
     progress(`compose project ${meta.project}: ${status}`);
-    return { container: meta.public_container, status };
+    return { container: meta.public_container, status, containers: states };
   });
 }
 
@@ -177,7 +213,7 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "obj
  * JSON as the rewrite writes it, with the names, labels and networks it sets, and none of the
  * keys it refuses. A job payload is never trusted as safe just because it arrived.
  */
-export function checkRendered(text: string, payload: DeployPayload, sensitive: readonly string[] = []): { meta: Meta; services: Record<string, Service> } {
+export function checkRendered(text: string, payload: Pick<ComposeDeploy, "app" | "deployment_uuid" | "run">, sensitive: readonly string[] = []): { meta: Meta; services: Record<string, Service> } {
   const bad = (why: string): never => {
     throw new Error(`the compose file is not the platform's rewrite for this deployment (${why})`);
   };
@@ -249,7 +285,7 @@ export function checkRendered(text: string, payload: DeployPayload, sensitive: r
  * creates it before `up`, compose only joins it) and be one of the deployment's run.networks
  * (shared networks, the proxy network). Any other network is not the rewrite's.
  */
-function extraNetworkKeys(networks: unknown, payload: DeployPayload): Set<string> {
+function extraNetworkKeys(networks: unknown, payload: Pick<ComposeDeploy, "run">): Set<string> {
   const allowed = new Set(payload.run.networks ?? []);
   const keys = new Set<string>();
   if (!isObject(networks)) return keys;
@@ -371,7 +407,7 @@ function runCompose(
       if (opts.signal.aborted) return reject(opts.signal.reason instanceof Error ? opts.signal.reason : new Error("compose run aborted"));
       if (code === 0) return resolve();
       const last = tail.slice(-5).join(" | ");
-      reject(new Error(`${cmd.join(" ")} ${args.find((a) => a === "up" || a === "down")} failed (${sig ?? `exit ${code}`})${last ? `: ${last}` : ""}`));
+      reject(new Error(`${cmd.join(" ")} ${args.find((a) => a === "up" || a === "down" || a === "pull")} failed (${sig ?? `exit ${code}`})${last ? `: ${last}` : ""}`));
     });
   });
 }

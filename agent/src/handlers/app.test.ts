@@ -582,3 +582,35 @@ describe("app.logs", () => {
     expect(await handlers["app.logs"]({ app: { uuid: APP, name: "web" }, since_s: 60, tail: 100 }, job())).toEqual({ container: null, lines: [], truncated: false });
   });
 });
+
+// services lifecycle (issue 17)
+describe("service.action", () => {
+  const proxy = payload().proxy;
+  const SVC = "5e1c2d3e-0a1b-4c5d-8e9f-0123456789ab";
+  const svcLabels = (component: string) => ({ ...oldLabels, "capstan.resource.uuid": SVC, "capstan.resource.type": "service", "capstan.deployment": DEP, "capstan.service.component": component });
+
+  it("stop stops every container of the service (not another resource's), syncs the proxy and answers each component's status", async () => {
+    const { engine, syncProxy, handlers } = setup();
+    engine.add(`${SVC}-web`, svcLabels("c-web"));
+    engine.add(`${SVC}-db`, svcLabels("c-db"));
+    engine.add(NEW, oldLabels);
+    const r = await handlers["service.action"]({ service: { uuid: SVC, name: "stack" }, action: "stop", delete_volumes: false, docker_cleanup: false, delete_configurations: true, proxy }, job());
+    expect(engine.calls.sort()).toEqual([`stop ${SVC}-db`, `stop ${SVC}-web`]);
+    expect(r.status).toBe("exited:unknown");
+    expect(r.components.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: "db", status: "exited:unknown" },
+      { name: "web", status: "exited:unknown" },
+    ]);
+    expect(syncProxy).toHaveBeenCalledTimes(1);
+  });
+
+  it("remove takes the compose project down with the flags, removes what is left and syncs the proxy", async () => {
+    const { engine, syncProxy, composeDown, handlers } = setup();
+    engine.add(`${SVC}-web`, svcLabels("c-web"));
+    const r = await handlers["service.action"]({ service: { uuid: SVC, name: "stack" }, action: "remove", delete_volumes: true, docker_cleanup: false, delete_configurations: false, proxy }, job());
+    expect(r).toEqual({ status: "removed", components: [] });
+    expect(composeDown).toHaveBeenCalledWith(engine, { appUuid: SVC, removeVolumes: true, keepFiles: true }, expect.objectContaining({ stateDir: "/nonexistent-state-dir" }));
+    expect(engine.calls).toEqual([`rm ${SVC}-web`]);
+    expect(syncProxy).toHaveBeenCalledTimes(1);
+  });
+});

@@ -13,6 +13,8 @@ import { networkConnect, networkEnsure, networkRemove, networksList } from "./ne
 import { type HandlerOptions as BaseHandlerOptions, serverPrepare, serverValidate } from "./server.js";
 // registries (issue 18)
 import { registryLogin, registryLogout } from "./registries.js";
+// services lifecycle (issue 17)
+import { serviceAction, serviceDeploy } from "./services.js";
 
 export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
 
@@ -44,5 +46,8 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     // registries (issue 18)
     "registry.login": registryLogin(engine, { stateDir: app.stateDir }, locks),
     "registry.logout": registryLogout({ stateDir: app.stateDir }, locks),
+    // services lifecycle (issue 17)
+    "service.deploy": serviceDeploy(engine, app, locks),
+    "service.action": serviceAction(engine, app, locks),
   };
 }

@@ -94,3 +94,20 @@ describe("databases", () => {
     expect(resourceStatuses([db("db-2", { health: "starting" })])).toEqual([{ uuid: "db-2", type: "database", status: "running:starting" }]);
   });
 });
+
+// services lifecycle (issue 17)
+describe("resourceStatuses of a service", () => {
+  it("reports the service and one entry per component container (capstan.service.component)", () => {
+    const svc = (name: string, component: string, over: Partial<ContainerState> = {}): ContainerState => {
+      const base = c(name, { uuid: "svc-1", deployment: "d1", ...over });
+      return { ...base, labels: { ...base.labels, "capstan.resource.type": "service", "capstan.service.component": component } };
+    };
+    const out = resourceStatuses([svc("svc-1-web", "comp-web", { health: "healthy" }), svc("svc-1-db", "comp-db", { state: "exited", running: false }), c("app")]);
+    expect(out).toEqual([
+      { uuid: "svc-1", type: "service", status: "degraded:healthy" },
+      { uuid: "app-1", type: "application", status: "running:unknown" },
+      { uuid: "comp-web", type: "service-component", status: "running:healthy" },
+      { uuid: "comp-db", type: "service-component", status: "exited:unknown" },
+    ]);
+  });
+});

@@ -1,4 +1,12 @@
-import { LABEL_DEPLOYMENT, LABEL_RESOURCE_TYPE, LABEL_RESOURCE_UUID, LABEL_ROLLOUT, type ResourceStatus } from "@capstan/shared";
+import {
+  LABEL_DEPLOYMENT,
+  LABEL_RESOURCE_TYPE,
+  LABEL_RESOURCE_UUID,
+  LABEL_ROLLOUT,
+  LABEL_SERVICE_COMPONENT,
+  RESOURCE_TYPE_SERVICE_COMPONENT,
+  type ResourceStatus,
+} from "@capstan/shared";
 import { containerStatus } from "../docker/status.js";
 
 /** What status needs of one container: its platform labels and engine state. */
@@ -53,5 +61,12 @@ export function resourceStatuses(containers: ContainerState[]): ResourceStatus[]
     g.list.push(c);
     groups.set(uuid, g);
   }
-  return [...groups].map(([uuid, g]) => ({ uuid, type: g.type, status: resourceStatus(g.list) }));
+  const out: ResourceStatus[] = [...groups].map(([uuid, g]) => ({ uuid, type: g.type, status: resourceStatus(g.list) }));
+  // A service's components (issue 17) each have their own status: one entry per component
+  // container; the control plane derives the service's status from them (one rule).
+  for (const c of containers) {
+    const component = c.labels[LABEL_SERVICE_COMPONENT];
+    if (component && c.labels[L.uuid]) out.push({ uuid: component, type: RESOURCE_TYPE_SERVICE_COMPONENT, status: containerStatus(c.state, c.health) });
+  }
+  return out;
 }

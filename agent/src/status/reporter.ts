@@ -64,9 +64,11 @@ export class StatusReporter {
     const resources = [];
     for (const [uuid, type] of changed) {
       const containers = await this.states({ ...MANAGED, [LABEL_RESOURCE_UUID]: uuid });
-      const [status] = resourceStatuses(containers);
-      // No container left (all destroyed): the resource is exited.
-      resources.push(status ?? { uuid, type, status: "exited" });
+      const statuses = resourceStatuses(containers);
+      // No container left (all destroyed): the resource is exited. A service's entry comes
+      // with its components' (issue 17).
+      if (statuses.length) resources.push(...statuses);
+      else resources.push({ uuid, type, status: "exited" });
     }
     if (resources.length) this.send({ full: false, resources });
   }

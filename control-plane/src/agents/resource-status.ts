@@ -1,4 +1,5 @@
-import type { ResourceStatusReport } from "@capstan/shared";
+import { RESOURCE_TYPE_SERVICE, RESOURCE_TYPE_SERVICE_COMPONENT, type ResourceStatusReport } from "@capstan/shared";
+import { aggregateServiceStatus } from "../services/services/status.js";
 import type { Db } from "../db/client.js";
 import { chunks } from "../db/chunks.js";
 import type { ResourceChange } from "./fleet-stream.js";
@@ -68,6 +69,45 @@ export async function applyStatusReport(db: Db, server: { id: number; uuid: stri
     for (const [status, ids] of byStatus) {
       for (const part of chunks(ids)) await table.update(part, server.id, status);
     }
+  }
+  changes.push(...(await applyServiceStatuses(db, server, report, at)));
+  return changes;
+}
+
+/**
+ * Services (issue 17): the agent reports each service (its compose project) and each of its
+ * components (capstan.service.component). A reported service lists all its containers, so a
+ * component of it that is not reported has none left (exited), as has every component of a
+ * service missing from a full report. The service's status is the one rule of
+ * services/services/status.ts over its components, never the agent's project status.
+ */
+async function applyServiceStatuses(db: Db, server: { id: number; uuid: string }, report: ResourceStatusReport, at: string): Promise<StatusChange[]> {
+  const reportedServices = [...new Set(report.resources.filter((r) => r.type === RESOURCE_TYPE_SERVICE).map((r) => r.uuid))];
+  if (!report.full && reportedServices.length === 0) return [];
+  const componentStatus = new Map(report.resources.filter((r) => r.type === RESOURCE_TYPE_SERVICE_COMPONENT).map((r) => [r.uuid, r.status]));
+  const serviceSelect = {
+    ...select,
+    components: { select: { id: true, uuid: true, status: true, excludeFromStatus: true }, orderBy: { id: "asc" } },
+  } as const;
+  const rows = report.full
+    ? await db.service.findMany({ where: { serverId: server.id }, select: serviceSelect })
+    : (await Promise.all(chunks(reportedServices).map((uuids) => db.service.findMany({ where: { serverId: server.id, uuid: { in: uuids } }, select: serviceSelect })))).flat();
+  const changes: StatusChange[] = [];
+  for (const row of rows) {
+    const components = row.components.map((c) => ({ ...c, status: componentStatus.get(c.uuid) ?? "exited" }));
+    for (const c of components) {
+      const before = row.components.find((b) => b.id === c.id)!.status;
+      if (before !== c.status) await db.serviceComponent.updateMany({ where: { id: c.id, serviceId: row.id }, data: { status: c.status } });
+    }
+    const status = aggregateServiceStatus(components);
+    if (status === row.status) continue;
+    await db.service.updateMany({ where: { id: row.id, serverId: server.id }, data: { status } });
+    changes.push({
+      teamId: row.teamId,
+      environmentId: row.environmentId,
+      projectId: row.environment.projectId,
+      event: { uuid: row.uuid, type: RESOURCE_TYPE_SERVICE, status, server_uuid: server.uuid, at },
+    });
   }
   return changes;
 }

@@ -290,3 +290,16 @@ describe("rewriteCompose: networks (services/network-plan.ts)", () => {
     }
   });
 });
+
+// services lifecycle (issue 17)
+describe("rewrite for a service", () => {
+  it("labels every container with resource type service and its component's uuid; applications keep type application and no component label", () => {
+    const doc = parseCompose(`services:\n  web:\n    image: nginx:1.27\n    expose: ["80"]\n  db:\n    image: postgres:16\n`);
+    const out = asCompose(rewriteCompose(doc, ctx({ routes: [], resourceType: "service", components: { web: "c-web", db: "c-db" } })));
+    expect(out.services[`${APP}-web`]!.labels).toMatchObject({ "capstan.resource.type": "service", "capstan.resource.uuid": APP, "capstan.service.component": "c-web" });
+    expect(out.services[`${APP}-db`]!.labels["capstan.service.component"]).toBe("c-db");
+    const app = asCompose(rewriteCompose(doc, ctx({ routes: [] })));
+    expect(app.services[`${APP}-web`]!.labels["capstan.resource.type"]).toBe("application");
+    expect(app.services[`${APP}-web`]!.labels).not.toHaveProperty("capstan.service.component");
+  });
+});

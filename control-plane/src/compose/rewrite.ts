@@ -9,6 +9,7 @@ import {
   LABEL_PROXY_ROUTES,
   LABEL_RESOURCE_NAME,
   LABEL_RESOURCE_TYPE,
+  LABEL_SERVICE_COMPONENT,
   LABEL_RESOURCE_UUID,
   LABEL_ROLLOUT,
   DockerName,
@@ -71,6 +72,10 @@ export interface RewriteContext {
   rollout: number;
   /** More labels for every container, volume and network (tests: capstan.test=1). */
   extraLabels?: Record<string, string>;
+  /** The resource owning the project: an application (default) or a service (issue 17). */
+  resourceType?: "application" | "service";
+  /** A service's component uuid per compose service name (label capstan.service.component: per-component status). */
+  components?: Record<string, string>;
 }
 
 /** What rewriteCompose writes under x-capstan, read back by the agent (shared's ComposeMeta). */
@@ -157,7 +162,8 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
       ...userLabels,
       ...owned,
       [LABELS.name]: ctx.appName,
-      [LABELS.type]: "application",
+      [LABELS.type]: ctx.resourceType ?? "application",
+      ...(ctx.components?.[s.name] ? { [LABEL_SERVICE_COMPONENT]: ctx.components[s.name] } : {}),
       [LABELS.deployment]: ctx.deploymentUuid,
       // One rollout for all services: they are created together and act as one (start, stop).
       [LABELS.rollout]: String(ctx.rollout),

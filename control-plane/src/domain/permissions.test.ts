@@ -400,7 +400,7 @@ describe("permissions: lists and single objects agree", () => {
   it("for every role x project grant x environment override", async () => {
     const team = (await db.team.create({ data: { name: "agreement" } })).id;
     // GET /projects' own code: only the reader and the scope are used by list().
-    const projects = new ProjectService(db, database.reader, null as never, null as never, null as never);
+    const projects = new ProjectService(db, database.reader, null as never, null as never, null as never, null as never);
     let combinations = 0;
     for (const kind of CALLERS) {
       for (const grantLevel of LEVELS) {

@@ -5,14 +5,15 @@ import type { SqlReader } from "../db/reader.js";
 
 /**
  * The triggers of the team_version migrations (*_team_version: projects, environments, grants,
- * members; *_team_version_resources: the applications and databases GET /projects/{uuid} counts);
+ * members; *_team_version_resources: the applications and databases GET /projects/{uuid} counts;
+ * *_team_version_services: its services);
  * without every one of them nothing is cached.
  */
 export const TEAM_VERSION_TRIGGERS = {
   sqlite: [
     "TeamVersion_team_insert",
     "TeamVersion_team_delete",
-    ...["project", "membership", "environment", "projectpermission", "environmentpermission", "application", "standalonedatabase"].flatMap((t) =>
+    ...["project", "membership", "environment", "projectpermission", "environmentpermission", "application", "standalonedatabase", "service"].flatMap((t) =>
       ["insert", "update", "delete"].map((op) => `TeamVersion_${t}_${op}`),
     ),
   ],
@@ -27,6 +28,9 @@ export const TEAM_VERSION_TRIGGERS = {
     "TeamVersion_application_move",
     "TeamVersion_standalonedatabase",
     "TeamVersion_standalonedatabase_move",
+    // services lifecycle (issue 17): *_team_version_services
+    "TeamVersion_service",
+    "TeamVersion_service_move",
   ],
 } as const;
 

@@ -35,5 +35,8 @@ export function outcomeMap(services: Services): OutcomeMap {
     // registries (issue 18)
     "registry.login": (job) => services.registries.loginEnded(job),
     "registry.logout": null,
+    // services lifecycle (issue 17): the networks a start (or an action's proxy sync) created, then the components' statuses
+    "service.deploy": inTurn(resourceNetworks, (job) => services.services.jobEnded(job)),
+    "service.action": inTurn(resourceNetworks, (job) => services.services.jobEnded(job)),
   };
 }

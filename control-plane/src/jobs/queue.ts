@@ -125,6 +125,9 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   // registries (issue 18)
   "registry.login": 120_000,
   "registry.logout": 60_000,
+  // services lifecycle (issue 17)
+  "service.deploy": 1_800_000,
+  "service.action": 300_000,
 };
 
 /**

@@ -111,7 +111,12 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
   const s3Storages = new S3StorageService(db, box, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind });
   const backups = new BackupService({ db, dialect: config.database.kind, jobs, box, storages: s3Storages });
   const serviceTemplates = new ServiceTemplateService(db);
-  const services = new ServiceService(db, reader, box, serviceTemplates, config.templateImageOverrides);
+  const services = new ServiceService(db, reader, box, serviceTemplates, config.templateImageOverrides, {
+    db,
+    jobs,
+    proxy: (serverId) => proxySettings(networkPlan, serverId, config.proxy),
+    networkPlan,
+  });
   const databases = new DatabaseService({ db, reader, jobs, box, proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind }, backups });
   return {
     db,
@@ -119,7 +124,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     jobs,
     scope: (caller) => new TeamScope(caller, db, reader),
     teams: new TeamService(db),
-    projects: new ProjectService(db, reader, applications, networks, databases),
+    projects: new ProjectService(db, reader, applications, networks, databases, services),
     permissions: new PermissionService(db),
     keys: new PrivateKeyService(db, box),
     serviceTemplates,

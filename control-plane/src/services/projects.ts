@@ -8,7 +8,8 @@ import { bypasses } from "../domain/permissions.js";
 import type { ApplicationService } from "./applications.js";
 import type { NetworkService } from "./networks/index.js";
 import type { DatabaseService } from "./databases.js";
-import { forgetAttachments } from "./network-plan.js";
+// services lifecycle (issue 17)
+import type { ServiceService } from "./services/index.js";
 
 export const DEFAULT_ENVIRONMENT = "production";
 
@@ -16,9 +17,9 @@ const withEnvironments = { environments: { orderBy: { id: "asc" } } } satisfies 
 export type ProjectWithEnvironments = Prisma.ProjectGetPayload<{ include: typeof withEnvironments }>;
 
 /**
- * How many resources an environment (or a whole project) holds. Services still count 0: the
- * Service table (issue 17) needs TeamVersion triggers like Application's first
- * (prisma/migrations/*_team_version_resources), as these counts are served from the response cache.
+ * How many resources an environment (or a whole project) holds: applications, databases and
+ * services. Served from the response cache, so each table has TeamVersion triggers
+ * (prisma/migrations/*_team_version_resources, *_team_version_services).
  */
 export interface ResourceCounts {
   applications: number;
@@ -60,9 +61,10 @@ type ProjectEnvironmentRow = [
   envCreatedAt: unknown,
   applications?: unknown,
   databases?: unknown,
+  services?: unknown,
 ];
 
-const counts = (applications: number, databases: number): ResourceCounts => ({ applications, databases, services: 0, total: applications + databases });
+const counts = (applications: number, databases: number, services: number): ResourceCounts => ({ applications, databases, services, total: applications + databases + services });
 
 const byId = (a: { id: number }, b: { id: number }) => a.id - b.id;
 
@@ -74,6 +76,7 @@ export class ProjectService {
     private readonly apps: ApplicationService,
     private readonly networks: NetworkService,
     private readonly databases: DatabaseService,
+    private readonly services: ServiceService,
   ) {}
 
   /**
@@ -101,7 +104,8 @@ export class ProjectService {
     }
     const countColumns = withCounts
       ? `, (SELECT COUNT(*) FROM "Application" a WHERE a."environmentId" = e."id") AS "applications",
-        (SELECT COUNT(*) FROM "StandaloneDatabase" d WHERE d."environmentId" = e."id") AS "databases"`
+        (SELECT COUNT(*) FROM "StandaloneDatabase" d WHERE d."environmentId" = e."id") AS "databases",
+        (SELECT COUNT(*) FROM "Service" sv WHERE sv."environmentId" = e."id") AS "services"`
       : "";
     let sql = `SELECT p."id", p."uuid", p."name", p."description", p."createdAt",
         e."id" AS "envId", e."uuid" AS "envUuid", e."name" AS "envName", e."createdAt" AS "envCreatedAt"${countColumns}
@@ -117,18 +121,22 @@ export class ProjectService {
     const out: ProjectView[] = [];
     let last: ProjectView | undefined;
     let lastId: unknown;
-    for (const [id, uuid, name, description, createdAt, envId, envUuid, envName, envCreatedAt, apps, dbs] of rows) {
+    for (const [id, uuid, name, description, createdAt, envId, envUuid, envName, envCreatedAt, apps, dbs, svcs] of rows) {
       if (!last || id !== lastId) {
         if (last && last.environments.length > 1) last.environments.sort(byId);
-        last = { uuid, name, description, createdAt: toIso(createdAt), environments: [], ...(withCounts ? { counts: counts(0, 0) } : {}) };
+        last = { uuid, name, description, createdAt: toIso(createdAt), environments: [], ...(withCounts ? { counts: counts(0, 0, 0) } : {}) };
         lastId = id;
         out.push(last);
       }
       if (envId === null) continue;
       const env: EnvironmentView = { id: toInt(envId), uuid: envUuid!, name: envName!, createdAt: toIso(envCreatedAt) };
       if (withCounts) {
-        env.counts = counts(toInt(apps), toInt(dbs));
-        last.counts = counts(last.counts!.applications + env.counts.applications, last.counts!.databases + env.counts.databases);
+        env.counts = counts(toInt(apps), toInt(dbs), toInt(svcs));
+        last.counts = counts(
+          last.counts!.applications + env.counts.applications,
+          last.counts!.databases + env.counts.databases,
+          last.counts!.services + env.counts.services,
+        );
       }
       last.environments.push(env);
     }
@@ -157,7 +165,7 @@ export class ProjectService {
   /**
    * GET /projects/{uuid}: the project with its environments and how many resources each holds
    * (the spec's "resource counts"), in one statement. Served from the response cache: the counts
-   * change only with writes the TeamVersion triggers watch (Application, StandaloneDatabase).
+   * change only with writes the TeamVersion triggers watch (Application, StandaloneDatabase, Service).
    */
   async detail(scope: TeamScope, uuid: string): Promise<ProjectView> {
     const [project] = await this.read(scope, { uuid }, true);
@@ -219,6 +227,8 @@ export class ProjectService {
     const removal = await this.apps.planRemoval({ environmentIds: all.map((e) => e.id) });
     // So do the databases (their data volumes stay: the spec's default delete_volumes=false).
     const dbRemoval = await this.databases.planRemoval({ environmentIds: all.map((e) => e.id) });
+    // And the services (containers, networks, routes; volumes stay, as for databases).
+    const serviceRemoval = await this.services.planRemoval({ environmentIds: all.map((e) => e.id) });
     // Their environment networks go after them (network.remove disconnects what is left first).
     const networks = await this.networks.planEnvironmentRemoval(scope.teamId, all.map((e) => e.id));
     await this.db.$transaction(async (tx) => {
@@ -226,13 +236,14 @@ export class ProjectService {
       await networks.lock(tx);
       await removal.enqueue(tx);
       await dbRemoval.enqueue(tx);
-      // services (issue 17): never started yet, so only their network attachments outlive the cascade.
-      await forgetServiceAttachments(tx, all.map((e) => e.id));
+      // services (issue 17): removal jobs, and their network attachments (no foreign key).
+      await serviceRemoval.enqueue(tx);
       await networks.enqueue(tx);
       await tx.project.delete({ where: { id: project.id } });
     });
     removal.kick();
     dbRemoval.kick();
+    serviceRemoval.kick();
     networks.kick();
   }
 
@@ -257,6 +268,7 @@ export class ProjectService {
     const { environment } = await this.findEnvironment(scope, projectUuid, nameOrUuid, "delete");
     const removal = await this.apps.planRemoval({ environmentIds: [environment.id] });
     const dbRemoval = await this.databases.planRemoval({ environmentIds: [environment.id] });
+    const serviceRemoval = await this.services.planRemoval({ environmentIds: [environment.id] });
     const networks = await this.networks.planEnvironmentRemoval(scope.teamId, [environment.id]);
     await this.db.$transaction(async (tx) => {
       // First: the network locks (no deployment records this environment's network meanwhile).
@@ -264,19 +276,13 @@ export class ProjectService {
       await removal.enqueue(tx);
       await dbRemoval.enqueue(tx);
       // services (issue 17)
-      await forgetServiceAttachments(tx, [environment.id]);
+      await serviceRemoval.enqueue(tx);
       await networks.enqueue(tx);
       await tx.environment.delete({ where: { id: environment.id } });
     });
     removal.kick();
     dbRemoval.kick();
+    serviceRemoval.kick();
     networks.kick();
   }
-}
-
-// services (issue 17)
-/** Network attachments of the services of some environments (the services go with them by cascade; attachments have no foreign key). */
-async function forgetServiceAttachments(tx: Prisma.TransactionClient, environmentIds: number[]): Promise<void> {
-  const services = await tx.service.findMany({ where: { environmentId: { in: environmentIds } }, select: { id: true } });
-  await forgetAttachments(tx, "service", services.map((s) => s.id));
 }

@@ -32,10 +32,7 @@ export const CreateServiceBody = requestBody({
   docker_compose_raw: ComposeRaw.optional().meta({ description: "Beyond the spec: a custom compose service instead of a template (validated like an application's compose file)" }),
   name: ApplicationName.optional().meta({ description: "Default: the template name (compose-service for docker_compose_raw)" }),
   description: multiline(z.string().max(2000)).optional(),
-  instant_deploy: z
-    .literal(false, { error: "Starting services is not available on this instance yet: create it with instant_deploy false (or leave the field out)." })
-    .optional()
-    .meta({ description: "Only false for now: services are created, not started (docs/services.md)" }),
+  instant_deploy: z.boolean().optional().meta({ description: "true: the service's first start is queued right after the create (as POST /services/{uuid}/start)" }),
 }).superRefine((b, ctx) => {
   if (b.type === undefined && b.docker_compose_raw === undefined) ctx.addIssue({ code: "custom", path: ["type"], message: "Give type (a template name) or docker_compose_raw." });
   if (b.type !== undefined && b.docker_compose_raw !== undefined) ctx.addIssue({ code: "custom", path: ["docker_compose_raw"], message: "Give type or docker_compose_raw, not both." });
@@ -43,7 +40,12 @@ export const CreateServiceBody = requestBody({
 export type CreateServiceBody = z.output<typeof CreateServiceBody>;
 
 export const CreatedService = z
-  .object({ uuid: z.string(), name: z.string(), type: z.string().nullable().meta({ description: "The template name; null for a docker_compose_raw service" }) })
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    type: z.string().nullable().meta({ description: "The template name; null for a docker_compose_raw service" }),
+    message: z.string().optional().meta({ description: "With instant_deploy: why the first start could not be queued (the service was created)" }),
+  })
   .meta({ id: "CreatedService" });
 
 export const UpdateServiceBody = requestBody({
@@ -165,3 +167,16 @@ export const ServiceStorage = z
   .meta({ id: "ServiceStorage" });
 export const ServiceStorageList = listOf(ServiceStorage);
 export const ServiceStorageCreated = z.object({ message: z.string(), uuid: z.string(), data: ServiceStorage });
+
+// services lifecycle (issue 17)
+/** start / restart: pull every image first (Coolify's clients send `latest`; both are accepted). */
+export const ServiceStartQuery = z.object({
+  pull: QueryBoolean.optional().meta({ description: "Pull every image of the service before it starts" }),
+  latest: QueryBoolean.optional().meta({ description: "Coolify's name for pull" }),
+});
+export const ServiceActionResponse = z
+  .object({
+    message: z.string(),
+    status: z.string().meta({ description: "The service's aggregated status after the action (or now, if it is still running)" }),
+  })
+  .meta({ id: "ServiceActionResponse" });

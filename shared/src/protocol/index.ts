@@ -14,3 +14,5 @@ export * from "./registries.js";
 
 // proxy labels (issue 17, label overrides)
 export * from "./proxy-labels.js";
+// services lifecycle (issue 17)
+export * from "./services.js";

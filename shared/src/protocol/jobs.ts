@@ -7,6 +7,8 @@ import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, Bac
 import { EngineNetwork, NetworkSpec } from "./networks.js";
 // registries (issue 18)
 import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, RegistryLogoutResult } from "./registries.js";
+// services lifecycle (issue 17)
+import { ServiceActionPayload, ServiceActionResult, ServiceDeployPayload, ServiceDeployResult } from "./services.js";
 
 export { DockerName };
 const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
@@ -105,6 +107,11 @@ export const JOBS = {
   "registry.login": { payload: RegistryLoginPayload, result: RegistryLoginResult },
   /** Forgets a registry's login on the server (a registry deleted or unassigned). */
   "registry.logout": { payload: RegistryLogoutPayload, result: RegistryLogoutResult },
+  // services lifecycle (issue 17)
+  /** Runs a service's rewritten compose file (compose up, pull first when asked), then syncs the proxy. */
+  "service.deploy": { payload: ServiceDeployPayload, result: ServiceDeployResult },
+  /** stop / remove of a service's containers (remove: network, routes, volumes when asked), then a proxy sync. */
+  "service.action": { payload: ServiceActionPayload, result: ServiceActionResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

@@ -33,3 +33,10 @@ export const LABEL_DATABASE_ENGINE = "capstan.database.engine";
  * Sync records a network found on a server by it: shared when the platform made it, system otherwise.
  */
 export const LABEL_NETWORK_SCOPE = "capstan.network.scope";
+
+// services lifecycle (issue 17)
+/** Service containers (capstan.resource.type "service"): the compose service's component uuid, for per-component status. */
+export const LABEL_SERVICE_COMPONENT = "capstan.service.component";
+export const RESOURCE_TYPE_SERVICE = "service";
+/** The per-component status entries an agent reports for service containers (ResourceStatus.type). */
+export const RESOURCE_TYPE_SERVICE_COMPONENT = "service-component";

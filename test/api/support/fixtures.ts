@@ -626,6 +626,10 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   // No agent: a backup cannot start; the fixture execution (a failed tick) has nothing to restore.
   "post /databases/{uuid}/backups/{backup_uuid}/execute": 409,
   "post /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}/restore": 409,
+  // services lifecycle (issue 17): the fixture service's server has no agent.
+  "post /services/{uuid}/start": 503,
+  "post /services/{uuid}/stop": 503,
+  "post /services/{uuid}/restart": 503,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {
@@ -680,7 +684,10 @@ export const PAGINATION = new Set(["page", "per_page"]);
  * Coolify's forms: lines, skip/take, start's instant_deploy, and /deploy's tag and pr, which
  * are refused by name; the template list's category and search filters).
  */
-export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "lines", "force", "commit_sha", "skip", "take", "instant_deploy", "tag", "pr", "category", "search"]);
+export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "lines", "force", "commit_sha", "skip", "take", "instant_deploy", "tag", "pr", "category", "search",
+  // services lifecycle (issue 17): start / restart
+  "pull", "latest",
+]);
 
 /** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */
 function deployTargets(owner: Fixtures, caller: Fixtures): { uuid: string }[] {

@@ -21,7 +21,11 @@ import {
   ServiceStorageCreated,
   ServiceStorageList,
   ServiceStorageParams,
+  // services lifecycle (issue 17)
+  ServiceActionResponse,
+  ServiceStartQuery,
 } from "@capstan/shared";
+import type { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
@@ -34,6 +38,45 @@ const SERVICE_RESPONSES = { 401: ERR[401], 403: ERR[403], 404: ERR[404] } as con
 const NEXT_START = "Changes take effect on the service's next start or restart.";
 
 /** Services (spec 4.6, issue 17; docs/services.md). */
+/**
+ * start / stop / restart (services lifecycle, issue 17): jobs on the service's server; the
+ * request waits up to 30 s for the agent's answer, as for applications.
+ */
+const START_RESPONSES: Record<number, { description: string }> = {
+  409: { description: "The service cannot start as it is: a required variable without a value, or its compose file no longer fits its settings" },
+  422: ERR[422],
+};
+
+function serviceActionRoute(action: "start" | "stop" | "restart", summary: string, what: string) {
+  const pulls = action !== "stop";
+  return route({
+    method: "post",
+    path: `/services/{uuid}/${action}`,
+    tag: TAG,
+    summary,
+    description:
+      `${what} Needs the deploy permission on the service's environment. Waits up to 30 s for the server's agent: 200 with the service's new status, ` +
+      "or 202 when the agent is still at it (the status follows from the agent's reports)." +
+      (pulls ? " pull=true (or Coolify's latest=true) pulls every image first." : ""),
+    scope: "deploy",
+    params: ServiceParams,
+    ...(pulls ? { query: ServiceStartQuery } : {}),
+    responses: {
+      200: { description: "Done", schema: ServiceActionResponse },
+      202: { description: "Still in progress after 30 s", schema: ServiceActionResponse },
+      ...SERVICE_RESPONSES,
+      ...(pulls ? START_RESPONSES : {}),
+      502: { description: "The agent reported a failure, with its reason" },
+      503: { description: "The server's agent is not connected" },
+    },
+    async handler({ scope, services, params, query }) {
+      const q = (query ?? {}) as z.output<typeof ServiceStartQuery>;
+      const r = await services.services.action(scope, params.uuid, action, { pull: (q.pull ?? false) || (q.latest ?? false) });
+      return { status: r.status, body: { message: r.message, status: r.serviceStatus } };
+    },
+  });
+}
+
 export const serviceRoutes = [
   route({
     method: "get",
@@ -56,7 +99,7 @@ export const serviceRoutes = [
       "type names a template as GET /services/templates lists it (built-in templates; services from template sources are not available yet), or docker_compose_raw " +
       "gives a custom compose file (beyond the spec, as Coolify has it; checked like an application's compose file). The template's generated values " +
       "(SERVICE_PASSWORD_* and the other generators) are created now, stored sealed, and never regenerated. Needs full access to the environment. " +
-      "Services are created, not started, on this instance for now (instant_deploy only false; docs/services.md).",
+      "instant_deploy true queues the service's first start right after the create (as POST /services/{uuid}/start; it runs when the server's agent is there).",
     body: CreateServiceBody,
     responses: {
       201: { description: "Created", schema: CreatedService },
@@ -106,7 +149,8 @@ export const serviceRoutes = [
     summary: "Delete a service",
     description:
       "The service goes with its components and variables. delete_configurations (default true), delete_volumes (default false) and docker_cleanup (default true) " +
-      "are taken as for applications, in the query string or the JSON body; services are not started on this instance yet, so nothing of one runs on its server.",
+      "are taken as for applications, in the query string or the JSON body. Its containers, its own network and its proxy routes always go (a removal job on its server, which runs when " +
+      "the agent is there); its volumes only with delete_volumes, the compose file the agent keeps unless delete_configurations is false, its images with docker_cleanup.",
     params: ServiceParams,
     query: DeleteServiceQuery,
     body: DeleteServiceBody,
@@ -220,4 +264,12 @@ export const serviceRoutes = [
       return { body: { message: `Storage deleted. ${NEXT_START}` } };
     },
   }),
+  // services lifecycle (issue 17)
+  serviceActionRoute(
+    "start",
+    "Start a service",
+    "Runs the service's compose file as it is now (its template rendered with its stored values: generated secrets byte-identical, changed variables and storages taking effect); containers already running unchanged stay.",
+  ),
+  serviceActionRoute("stop", "Stop a service", "Stops every container of the service; they stay, with their volumes, until the next start."),
+  serviceActionRoute("restart", "Restart a service", "As start, with every container recreated."),
 ];

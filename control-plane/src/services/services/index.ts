@@ -1,9 +1,9 @@
-import { MAX_SERVICE_STORAGES, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
+import { MAX_SERVICE_STORAGES, ServiceActionResult, type ProxySettings, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
 import { toInt, toIso, type SqlReader } from "../../db/reader.js";
 import { whole } from "../../db/relations.js";
 import type { TeamScope } from "../../domain/scope.js";
-import { Conflict, Invalid, NotFound, removedMeanwhile } from "../../domain/errors.js";
+import { Conflict, DomainError, Invalid, NotFound, removedMeanwhile, Unavailable, UpstreamFailed } from "../../domain/errors.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
@@ -23,6 +23,12 @@ import { forgetAttachments } from "../network-plan.js";
 import type { EnvOwnerResolver } from "../env-vars.js";
 import { BUILT_IN, type ServiceTemplateService } from "../service-templates.js";
 import { aggregateServiceStatus } from "./status.js";
+// services lifecycle (issue 17)
+import type { CancelledJob, JobQueue } from "../../jobs/queue.js";
+import type { JobRow } from "../../jobs/queue.js";
+import { lockServersNetworks, recordPlannedNetworks, type NetworkPlanContext } from "../network-plan.js";
+import { ServerService } from "../servers.js";
+import { buildServicePayload, ServicePayloadError, type ServiceRuntime } from "./lifecycle.js";
 
 type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
@@ -65,6 +71,18 @@ const CUSTOM_HEADER = "# documentation: https://capstan.invalid/docs/services.md
 /** The template name a custom compose file is parsed as (never shown: its type is null). */
 const CUSTOM_NAME = "compose-service";
 
+/** start/stop/restart: deadlines of their jobs, and how long the request waits (as for applications). */
+const START_TIMEOUT_MS = 1_800_000;
+const ACTION_TIMEOUT_MS = 300_000;
+const ACTION_WAIT_MS = 30_000;
+/** Removal waits this long for an agent that is away: it runs once the server is back. */
+const REMOVE_TIMEOUT_MS = 24 * 3_600_000;
+const ACTION_WORDS = {
+  start: { doing: "Starting", done: "started" },
+  stop: { doing: "Stopping", done: "stopped" },
+  restart: { doing: "Restarting", done: "restarted" },
+} as const;
+
 /** A template ready for a service: where it came from, and the parsed template. */
 interface Resolved {
   type: string | null;
@@ -81,12 +99,16 @@ interface Resolved {
  * with. SERVICE_FQDN_ and SERVICE_URL_ values are never stored: they follow each component's fqdn.
  */
 export class ServiceService {
+  /** How long start/stop/restart wait for the agent before answering 202 (tests shorten it). */
+  actionWaitMs = ACTION_WAIT_MS;
+
   constructor(
     private readonly db: Db,
     private readonly reader: SqlReader,
     private readonly box: SecretBox,
     private readonly templates: ServiceTemplateService,
     private readonly imageOverrides: ImageOverrides,
+    private readonly runtime: ServiceRuntime,
     private readonly builtIn: () => Promise<LoadedTemplates> = builtInCatalog,
   ) {}
 
@@ -177,8 +199,8 @@ export class ServiceService {
    * without a value are rendered with a placeholder for the check only; such a service gets
    * no stored rendering until they are set.
    */
-  private render(template: Template, stored: Record<string, string>) {
-    const generated = generateValues(template, stored, {});
+  private render(template: Template, stored: Record<string, string>, domains: Record<string, string> = {}) {
+    const generated = generateValues(template, stored, domains);
     const values = { ...generated.values, ...Object.fromEntries(generated.missing.map((k) => [k, "placeholder"])) };
     let compose: string;
     try {
@@ -199,11 +221,14 @@ export class ServiceService {
   // -------------------------------------------------------------------------------------------
   // Create, update, delete
 
-  async create(scope: TeamScope, input: CreateServiceBody): Promise<{ uuid: string; name: string; type: string | null }> {
+  async create(scope: TeamScope, input: CreateServiceBody): Promise<{ uuid: string; name: string; type: string | null; message?: string }> {
     const where = await scope.placement(input);
     const resolved: Resolved =
       input.type !== undefined ? await this.templateOf(scope, input.type) : { type: null, source: null, template: this.composeTemplate(input.docker_compose_raw!, CUSTOM_NAME) };
     const { generated, compose, binds } = this.render(resolved.template, {});
+    if (input.instant_deploy && generated.missing.length) {
+      throw new Invalid({ instant_deploy: [`The service cannot start before ${generated.missing.slice(0, 10).join(", ")} have values: create it without instant_deploy, set them, then start it.`] });
+    }
     await assertMayAddBindMounts(this.db, scope, binds);
     const generatedKeys = ServiceService.generatedKeys(resolved.template);
     const uuid = newUuid();
@@ -226,6 +251,16 @@ export class ServiceService {
       await this.syncComponents(tx, service.id, resolved.template);
       await this.storeCreated(tx, service.id, generated.created, generated.values, generatedKeys);
     });
+    // instant_deploy: the first start is queued (a durable job: it runs when the server's agent
+    // is there). A rule refusing it is reported in the answer: the service was created.
+    if (input.instant_deploy) {
+      try {
+        await this.enqueueStart(scope, uuid, { pull: false, recreate: false });
+      } catch (err) {
+        if (!(err instanceof DomainError)) throw err;
+        return { uuid, name, type: resolved.type, message: `Created, not started: ${err.message}` };
+      }
+    }
     return { uuid, name, type: resolved.type };
   }
 
@@ -301,15 +336,181 @@ export class ServiceService {
   }
 
   /**
-   * DELETE: the record goes with its components and variables. Services are not started on
-   * this instance yet (docs/services.md), so nothing of one runs on its server: there is no
-   * container, network, volume or route to remove, whatever the flags say.
+   * DELETE: the record goes with its components and variables, and in the same transaction a
+   * removal job for its server (service.action remove): its containers, its own network and its
+   * routes always go; its volumes when delete_volumes; the compose file the agent keeps unless
+   * delete_configurations is false; its images when docker_cleanup. Start jobs still queued for
+   * it are cancelled first, so none runs after the removal.
    */
-  async remove(scope: TeamScope, uuid: string, _flags: ServiceDeleteFlags): Promise<void> {
+  async remove(scope: TeamScope, uuid: string, flags: ServiceDeleteFlags): Promise<void> {
     const ref = await scope.service(uuid, "delete");
+    const proxy = await this.runtime.proxy(ref.serverId);
+    let cancelled: CancelledJob[] = [];
     await this.db.$transaction(async (tx) => {
+      cancelled = await this.runtime.jobs.cancelWithin(
+        tx,
+        { serverIds: [ref.serverId], types: ["service.deploy"] },
+        (payload) => (payload as { service?: { uuid?: string } } | null)?.service?.uuid === ref.uuid,
+        "cancelled: the service was deleted",
+      );
+      await this.runtime.jobs.enqueue(
+        tx,
+        ref.serverId,
+        "service.action",
+        {
+          service: { uuid: ref.uuid, name: ref.name },
+          action: "remove",
+          delete_volumes: flags.delete_volumes,
+          docker_cleanup: flags.docker_cleanup,
+          delete_configurations: flags.delete_configurations,
+          proxy,
+        },
+        REMOVE_TIMEOUT_MS,
+      );
       await forgetAttachments(tx, "service", [ref.id]);
       await tx.service.delete({ where: { id: ref.id } });
+    });
+    void this.runtime.jobs.cancelled(cancelled).catch(() => {});
+    this.runtime.jobs.nudge(ref.serverId);
+  }
+
+  /**
+   * The services of environments being deleted (projects.ts): a removal job per service in the
+   * caller's transaction (containers, networks, routes; volumes stay, as the DELETE defaults
+   * say), their queued starts cancelled, their network attachments forgotten (no foreign key).
+   */
+  async planRemoval(where: { environmentIds: number[] }): Promise<{ enqueue(tx: Tx): Promise<void>; kick(): void }> {
+    const select = { id: true, uuid: true, name: true, serverId: true } as const;
+    const before = where.environmentIds.length ? await this.db.service.findMany({ where: { environmentId: { in: where.environmentIds } }, select }) : [];
+    const proxies = new Map<number, ProxySettings>();
+    for (const serverId of new Set(before.map((r) => r.serverId))) proxies.set(serverId, await this.runtime.proxy(serverId));
+    const cancelled: CancelledJob[] = [];
+    return {
+      enqueue: async (tx) => {
+        const rows = where.environmentIds.length ? await tx.service.findMany({ where: { environmentId: { in: where.environmentIds } }, select }) : [];
+        // One created on another server after the read above has no proxy settings read: refuse the whole deletion.
+        if (rows.some((r) => !proxies.has(r.serverId))) throw new Conflict("A service was created in this environment while it was being deleted; nothing was deleted, try again.");
+        const uuids = new Set(rows.map((r) => r.uuid));
+        cancelled.push(
+          ...(await this.runtime.jobs.cancelWithin(
+            tx,
+            { serverIds: [...proxies.keys()], types: ["service.deploy"] },
+            (payload) => uuids.has((payload as { service?: { uuid?: string } } | null)?.service?.uuid ?? ""),
+            "cancelled: the service's environment was deleted",
+          )),
+        );
+        for (const row of rows) {
+          await this.runtime.jobs.enqueue(
+            tx,
+            row.serverId,
+            "service.action",
+            { service: { uuid: row.uuid, name: row.name }, action: "remove", delete_volumes: false, docker_cleanup: true, delete_configurations: true, proxy: proxies.get(row.serverId)! },
+            REMOVE_TIMEOUT_MS,
+          );
+        }
+        await forgetAttachments(tx, "service", rows.map((r) => r.id));
+      },
+      kick: () => {
+        void this.runtime.jobs.cancelled(cancelled).catch(() => {});
+        for (const serverId of proxies.keys()) this.runtime.jobs.nudge(serverId);
+      },
+    };
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Start, stop, restart (services lifecycle, issue 17)
+
+  /**
+   * Writes a service.deploy job for the service as it is now: its template rendered again with
+   * its stored values (generated ones byte-identical, changed variables and storages taking
+   * effect), rewritten like a compose application's file, with its networks recorded in the
+   * transaction that writes the job. Returns the job's id.
+   */
+  private async enqueueStart(scope: TeamScope, uuid: string, opts: { pull: boolean; recreate: boolean }): Promise<string> {
+    const ref = await scope.service(uuid, "deploy", { components: { orderBy: { id: "asc" } } });
+    const rows = await this.db.envVar.findMany({ where: { serviceId: ref.id, isPreview: false }, orderBy: { id: "asc" } });
+    const stored = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
+    const domains = Object.fromEntries(ref.components.filter((c) => c.fqdn).map((c) => [c.name, c.fqdn!]));
+    const template = this.composeTemplate(ref.composeRaw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
+    const { generated, compose } = this.render(template, stored, domains);
+    if (generated.missing.length) {
+      throw new Conflict(`The service needs values for ${generated.missing.slice(0, 10).join(", ")} before it can start: set them with PATCH /services/${ref.uuid}/envs.`);
+    }
+    let payload;
+    try {
+      payload = await buildServicePayload(this.runtime, { service: ref, compose, env: stored, pull: opts.pull, recreate: opts.recreate });
+    } catch (err) {
+      if (err instanceof ServicePayloadError) throw new Conflict(err.message);
+      throw err;
+    }
+    const ctx: NetworkPlanContext = this.runtime.networkPlan;
+    const jobId = await this.db.$transaction(async (tx) => {
+      await lockServersNetworks(tx, ctx.dialect, [ref.serverId]);
+      // Values a new template version needs are stored before they are used (never regenerated).
+      await this.storeCreated(tx, ref.id, generated.created, generated.values, ServiceService.generatedKeys(template));
+      await recordPlannedNetworks(
+        { ...ctx, db: tx },
+        { teamId: ref.teamId, serverId: ref.serverId, specs: [...payload.run.ensure_networks, ...payload.proxy.ensure_networks], proxyNetworks: payload.proxy.networks },
+      );
+      return this.runtime.jobs.enqueue(tx, ref.serverId, "service.deploy", payload, START_TIMEOUT_MS);
+    });
+    this.runtime.jobs.nudge(ref.serverId);
+    return jobId;
+  }
+
+  /**
+   * start / stop / restart: start runs compose up of the service as it is now (pull first when
+   * asked), restart the same with every container recreated, stop stops its containers. Waits
+   * up to actionWaitMs for the agent: 200 with the statuses, or 202 when it is still at it.
+   */
+  async action(scope: TeamScope, uuid: string, action: "start" | "stop" | "restart", opts: { pull?: boolean } = {}): Promise<{ status: number; message: string; serviceStatus: string }> {
+    const ref = await scope.service(uuid, "deploy");
+    if (!ServerService.agentConnected(ref.server)) throw new Unavailable(`Server ${ref.server.name} is unreachable: its agent is not connected.`);
+    let jobId: string;
+    if (action === "stop") {
+      const proxy = await this.runtime.proxy(ref.serverId);
+      jobId = await this.runtime.jobs.enqueue(
+        this.db,
+        ref.serverId,
+        "service.action",
+        { service: { uuid: ref.uuid, name: ref.name }, action: "stop", delete_volumes: false, docker_cleanup: false, delete_configurations: true, proxy },
+        ACTION_TIMEOUT_MS,
+      );
+      this.runtime.jobs.nudge(ref.serverId);
+    } else {
+      jobId = await this.enqueueStart(scope, uuid, { pull: opts.pull ?? false, recreate: action === "restart" });
+    }
+    const words = ACTION_WORDS[action];
+    let timer: NodeJS.Timeout | undefined;
+    const outcome = await Promise.race([
+      this.runtime.jobs.wait(jobId),
+      new Promise<null>((resolve) => {
+        timer = setTimeout(() => resolve(null), this.actionWaitMs);
+      }),
+    ]).finally(() => clearTimeout(timer));
+    if (!outcome) return { status: 202, message: `${words.doing} ${ref.name}: the agent is still at it; the status will follow.`, serviceStatus: ref.status };
+    if (outcome.status !== "succeeded") throw new UpstreamFailed(`${words.doing} ${ref.name} failed: ${outcome.error}`);
+    const now = await this.db.service.findUnique({ where: { id: ref.id }, select: { status: true } });
+    return { status: 200, message: `Service ${words.done}.`, serviceStatus: now?.status ?? ref.status };
+  }
+
+  /**
+   * Outcome of service.deploy and service.action (jobs/outcome-map.ts): the agent's answer
+   * carries each component's engine status; the service's is the one rule over them
+   * (status.ts). A failed job changes nothing here (the agent's status reports follow the engine).
+   */
+  async jobEnded(job: JobRow): Promise<void> {
+    if (job.status !== "succeeded" || !job.result) return;
+    const payload = JSON.parse(job.payload) as { service?: { uuid?: string }; action?: string } | null;
+    const result = ServiceActionResult.safeParse(JSON.parse(job.result));
+    if (!payload?.service?.uuid || payload.action === "remove" || !result.success) return;
+    const service = await this.db.service.findFirst({ where: { uuid: payload.service.uuid, serverId: job.serverId }, select: { id: true, components: true } });
+    if (!service) return;
+    const reported = new Map(result.data.components.map((c) => [c.name, c.status]));
+    await this.db.$transaction(async (tx) => {
+      const components = service.components.map((c) => ({ ...c, status: reported.get(c.name) ?? "exited" }));
+      for (const c of components) await tx.serviceComponent.updateMany({ where: { id: c.id, serviceId: service.id }, data: { status: c.status } });
+      await tx.service.updateMany({ where: { id: service.id }, data: { status: aggregateServiceStatus(components) } });
     });
   }
 
