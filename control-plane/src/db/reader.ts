@@ -24,6 +24,19 @@ export interface SqlReader {
   close(): Promise<void>;
 }
 
+/** A page of a list: `skip` rows left out, at most `take` rows (none given: the whole list). */
+export type Window = { skip?: number; take?: number };
+
+/**
+ * The page window of a list statement through this path: ` LIMIT ? OFFSET ?` with its two
+ * values appended to `params`, or nothing for the whole list. Append it after ORDER BY.
+ */
+export function pageSql(window: Window, params: (string | number)[]): string {
+  if (window.take === undefined) return "";
+  params.push(window.take, window.skip ?? 0);
+  return ` LIMIT ? OFFSET ?`;
+}
+
 /** The longest list for paddedIn (a power of two, with room for a few other parameters under 999). */
 export const PADDED_IN_MAX = 512;
 

@@ -17,7 +17,7 @@ import {
   type UpdateDatabaseBody,
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { pageSql, toInt, toIso, type SqlReader, type Window } from "../db/reader.js";
 import { whole } from "../db/relations.js";
 import { lockInTransaction } from "../db/locks.js";
 import type { DatabaseRef, EnvironmentRef, TeamScope } from "../domain/scope.js";
@@ -31,7 +31,6 @@ import type { EnvOwnerResolver } from "./env-vars.js";
 import { forgetAttachments, lockServersNetworks, type NetworkPlanSettings } from "./network-plan.js";
 import { ServerService } from "./servers.js";
 
-type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
 
 /** start/stop/restart: how long the request waits for the agent's outcome before answering 202. */
@@ -227,10 +226,7 @@ export class DatabaseService {
       JOIN "Project" p ON p."id" = e."projectId"
       JOIN "Server" s ON s."id" = d."serverId"
       WHERE ${where} ORDER BY d."id"`;
-    if (window.take !== undefined) {
-      sql += ` LIMIT ? OFFSET ?`;
-      params.push(window.take, window.skip ?? 0);
-    }
+    sql += pageSql(window, params);
     const rows = await this.deps.reader.rows<ListRow>(sql, params);
     return rows.map(([uuid, name, engine, status, image, isPublic, publicPort, createdAt, projectUuid, environmentName, serverUuid, lastError, lastErrorAt]) => ({
       uuid,

@@ -1,6 +1,6 @@
 import { MAX_SERVICE_STORAGES, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
-import { toInt, toIso, type SqlReader } from "../../db/reader.js";
+import { pageSql, toInt, toIso, type SqlReader, type Window } from "../../db/reader.js";
 import { whole } from "../../db/relations.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { Conflict, Invalid, NotFound, removedMeanwhile } from "../../domain/errors.js";
@@ -24,7 +24,6 @@ import type { EnvOwnerResolver } from "../env-vars.js";
 import { BUILT_IN, type ServiceTemplateService } from "../service-templates.js";
 import { aggregateServiceStatus } from "./status.js";
 
-type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
 
 const withDetail = {
@@ -102,10 +101,7 @@ export class ServiceService {
       JOIN "Project" p ON p."id" = e."projectId"
       JOIN "Server" s ON s."id" = sv."serverId"
       WHERE ${where} ORDER BY sv."id"`;
-    if (window.take !== undefined) {
-      sql += ` LIMIT ? OFFSET ?`;
-      params.push(window.take, window.skip ?? 0);
-    }
+    sql += pageSql(window, params);
     const rows = await this.reader.rows<ListRow>(sql, params);
     return rows.map(([uuid, name, status, type, createdAt, projectUuid, environmentName, serverUuid]) => ({
       uuid,
