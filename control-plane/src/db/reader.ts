@@ -37,6 +37,20 @@ export function pageSql(window: Window, params: (string | number)[]): string {
   return ` LIMIT ? OFFSET ?`;
 }
 
+/**
+ * The list statement of a resource placed in an environment on a server (applications,
+ * databases, services: `table` aliased `alias`), with its environment `e`, project `p` and
+ * server `s` joined for `columns`: the rows `where` admits, by id, one page (pageSql).
+ */
+export function placedListSql(table: string, alias: string, columns: string, where: string, window: Window, params: (string | number)[]): string {
+  return `SELECT ${columns}
+      FROM "${table}" ${alias}
+      JOIN "Environment" e ON e."id" = ${alias}."environmentId"
+      JOIN "Project" p ON p."id" = e."projectId"
+      JOIN "Server" s ON s."id" = ${alias}."serverId"
+      WHERE ${where} ORDER BY ${alias}."id"${pageSql(window, params)}`;
+}
+
 /** The longest list for paddedIn (a power of two, with room for a few other parameters under 999). */
 export const PADDED_IN_MAX = 512;
 

@@ -17,7 +17,7 @@ import {
 } from "@capstan/shared";
 import type { z } from "zod";
 import type { Db, Prisma } from "../db/client.js";
-import { pageSql, toInt, toIso, type SqlReader, type Window } from "../db/reader.js";
+import { placedListSql, toInt, toIso, type SqlReader, type Window } from "../db/reader.js";
 import { whole } from "../db/relations.js";
 import type { ApplicationRef, TeamScope } from "../domain/scope.js";
 import { Invalid, Conflict, Unavailable, UpstreamFailed, removedMeanwhile, type FieldErrors } from "../domain/errors.js";
@@ -160,14 +160,9 @@ export class ApplicationService {
    */
   async list(scope: TeamScope, window: Window, filter: { environmentId?: number } = {}): Promise<ApplicationListItem[]> {
     const { where, params } = this.listFilter(scope, filter);
-    let sql = `SELECT a."uuid", a."name", a."fqdn", a."status", a."buildPack", a."gitRepository", a."gitBranch", a."createdAt",
-        p."uuid", e."name", s."uuid"
-      FROM "Application" a
-      JOIN "Environment" e ON e."id" = a."environmentId"
-      JOIN "Project" p ON p."id" = e."projectId"
-      JOIN "Server" s ON s."id" = a."serverId"
-      WHERE ${where} ORDER BY a."id"`;
-    sql += pageSql(window, params);
+    const columns = `a."uuid", a."name", a."fqdn", a."status", a."buildPack", a."gitRepository", a."gitBranch", a."createdAt",
+        p."uuid", e."name", s."uuid"`;
+    const sql = placedListSql("Application", "a", columns, where, window, params);
     const rows = await this.reader.rows<ListRow>(sql, params);
     return rows.map(([uuid, name, fqdn, status, buildPack, gitRepository, gitBranch, createdAt, projectUuid, environmentName, serverUuid]) => ({
       uuid,
