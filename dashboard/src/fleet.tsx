@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { io } from "socket.io-client";
-import type { ServerStatus, ServerStatusEvent } from "@capstan/shared";
+import type { ServerListItem, ServerStatus, ServerStatusEvent } from "@capstan/shared";
 import { apiGet, apiToken } from "./api.js";
 
 interface ServerRow {
@@ -11,19 +11,12 @@ interface ServerRow {
   lastSeenAt: string | null;
   agentVersion: string | null;
   engineVersion: string | null;
-  /** null: not loaded (yet, or it failed) */
-  resources: number | null;
+  resources: number;
 }
 
-interface ServerListItem {
-  uuid: string;
-  name: string;
-  ip: string;
-  status: ServerStatus;
-}
-interface ServerDetailBody extends ServerListItem {
+interface ServerDetailBody {
   engine: { version: string | null };
-  agent: { connected: boolean; version: string | null; last_seen_at: string | null };
+  agent: { version: string | null; last_seen_at: string | null };
 }
 
 /** The agent's connectivity in the words the issue uses. */
@@ -38,24 +31,24 @@ function ago(iso: string | null, now: number): string {
   return `${Math.floor(s / 86_400)} d ago`;
 }
 
+/** The team's servers with everything the page shows, in one read (GET /servers carries it: docs/decisions.md). */
 async function loadRows(): Promise<ServerRow[]> {
   const list = await apiGet<{ data: ServerListItem[] }>("/servers");
-  return Promise.all(
-    list.data.map(async (s) => {
-      const d = await apiGet<ServerDetailBody>(`/servers/${encodeURIComponent(s.uuid)}`);
-      return { uuid: s.uuid, name: d.name, ip: d.ip, status: d.status, lastSeenAt: d.agent.last_seen_at, agentVersion: d.agent.version, engineVersion: d.engine.version, resources: null };
-    }),
-  );
+  return list.data.map((s) => ({
+    uuid: s.uuid,
+    name: s.name,
+    ip: s.ip,
+    status: s.status,
+    lastSeenAt: s.agent.last_seen_at,
+    agentVersion: s.agent.version,
+    engineVersion: s.engine_version,
+    resources: s.resource_count,
+  }));
 }
 
 async function detail(uuid: string): Promise<Partial<ServerRow>> {
   const d = await apiGet<ServerDetailBody>(`/servers/${encodeURIComponent(uuid)}`);
   return { engineVersion: d.engine.version, agentVersion: d.agent.version, lastSeenAt: d.agent.last_seen_at };
-}
-
-async function resourceCount(uuid: string): Promise<number> {
-  const r = await apiGet<{ data: unknown[]; meta?: { total: number } }>(`/servers/${encodeURIComponent(uuid)}/resources?page=1&per_page=1`);
-  return r.meta?.total ?? r.data.length;
 }
 
 /**
@@ -79,12 +72,6 @@ export function Fleet() {
         if (gone) return;
         setRows(fresh);
         setError(null);
-        for (const r of fresh) {
-          resourceCount(r.uuid).then(
-            (n) => !gone && setRows((cur) => cur?.map((x) => (x.uuid === r.uuid ? { ...x, resources: n } : x)) ?? cur),
-            () => {},
-          );
-        }
       } catch (err) {
         if (!gone) setError((err as Error).message);
       }
@@ -174,7 +161,7 @@ export function Fleet() {
                 <dt>Docker Engine</dt>
                 <dd>{r.engineVersion ?? "–"}</dd>
                 <dt>Resources</dt>
-                <dd class="resources">{r.resources ?? "…"}</dd>
+                <dd class="resources">{r.resources}</dd>
               </dl>
             </li>
           ))}

@@ -690,8 +690,12 @@ function uniqueNames(key: string, body: unknown): unknown {
   return { ...(body as object), name: `m-${unique()}` };
 }
 
-/** Successes whose requests write the same rows: run one at a time. */
-const SERIAL = new Set(["patch /applications/{uuid}/envs/bulk", "patch /databases/{uuid}/envs/bulk", "patch /applications/{uuid}/envs", "patch /databases/{uuid}/envs", "patch /teams/current/settings", "patch /services/{uuid}/envs/bulk", "patch /services/{uuid}/envs", "patch /registries/{id}"]);
+/**
+ * Successes whose requests write the same rows: run one at a time. Variable upserts and registry
+ * server assignment are race-free (db/locks.ts; test/api/concurrent-upserts.test.ts) and run
+ * concurrently like the rest.
+ */
+const SERIAL = new Set(["patch /teams/current/settings"]);
 
 /**
  * What "the route acted" looks like where it depends on what earlier cases did to the shared

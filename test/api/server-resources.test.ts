@@ -5,11 +5,11 @@
  * the resources of the environments its grants reach.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { ManagedContainer } from "@capstan/shared";
+import { ServerList, type ManagedContainer } from "@capstan/shared";
 import { startTestInstance, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
-import { appWorld, connectServerAgent, createImageApp, ok, placement, until, type AppWorld } from "./support/applications.js";
+import { appWorld, connectServerAgent, createImageApp, newServer, ok, placement, until, type AppWorld } from "./support/applications.js";
 import { ISO, createDb } from "./support/standalone-databases.js";
 
 let t: TestInstance;
@@ -138,5 +138,27 @@ describe("server resources and domains from the stored records", () => {
     const other = await t.newTeam();
     expect((await other.api.get(`/servers/${w.server.uuid}/resources`)).status).toBe(404);
     expect((await other.api.get(`/servers/${w.server.uuid}/domains`)).status).toBe(404);
+  });
+
+  // Fleet (w5 follow-ups): the list carries what the dashboard's Fleet page shows, in one read.
+  it("GET /servers carries each server's agent, engine version and resource count, as the caller may see them", async () => {
+    const { w, stage } = await world();
+    const empty = await newServer(w.api, w.keyUuid, "empty");
+    await prisma().server.update({ where: { uuid: w.server.uuid }, data: { agentVersion: "1.2.3", lastSeenAt: new Date("2026-01-02T03:04:05Z"), facts: JSON.stringify({ engine: { version: "27.1.0" } }) } });
+    const listed = async (api = w.api) => {
+      const body = ServerList.parse((await ok(api.get("/servers"), "server list")) as unknown);
+      return Object.fromEntries(body.data.map((s) => [s.uuid, s]));
+    };
+    const all = await listed();
+    expect(all[w.server.uuid]).toMatchObject({ agent: { connected: false, version: "1.2.3", last_seen_at: "2026-01-02T03:04:05.000Z" }, engine_version: "27.1.0", resource_count: 4 });
+    expect(all[empty.uuid]).toMatchObject({ agent: { connected: false, version: null, last_seen_at: null }, engine_version: null, resource_count: 0 });
+    // The count is of what GET /servers/{uuid}/resources lists for the caller.
+    expect(all[w.server.uuid]!.resource_count).toBe((await resourcesOf(w)).length);
+    const member = await t.newMember(w.team.teamId, "member");
+    expect((await listed(t.api(member.token)))[w.server.uuid]!.resource_count).toBe(0);
+    const staging = (await w.api.get(`/projects/${w.project.uuid}/staging`)).body.id as number;
+    await ok(w.api.post("/permissions/environment", { environment_id: staging, user_id: member.userId, permission_level: "view_only" }), "override");
+    expect((await listed(t.api(member.token)))[w.server.uuid]!.resource_count).toBe(1);
+    expect((await resourcesOf(w, t.api(member.token))).map((r) => r.uuid)).toEqual([stage.uuid]);
   });
 });

@@ -20,6 +20,7 @@ let browser: Browser;
 let context: BrowserContext;
 let page: Page;
 let foreign: () => string[];
+let requests: string[];
 let dbServer: { uuid: string; name: string; agentToken: string };
 let otherTeam: AppWorld;
 const keys = new KeyFactory();
@@ -52,7 +53,7 @@ beforeAll(async () => {
   browser = await launch();
   // 360 px wide: the size the issue asks the page to be usable at.
   context = await browser.newContext({ viewport: { width: 360, height: 780 } });
-  ({ page, foreign } = await recordingPage(context, t.url));
+  ({ page, foreign, requests } = await recordingPage(context, t.url));
 }, 120_000);
 
 afterAll(async () => {
@@ -123,6 +124,7 @@ describe("dashboard in Chromium", () => {
   });
 
   it("signed in, a reload paints the fleet's servers quickly (issue: under 1 s on loopback)", async () => {
+    const sent = requests.length;
     await page.reload();
     await card(w.server.uuid).waitFor();
     // From the navigation's start to the first server card, by the page's own clock.
@@ -130,6 +132,12 @@ describe("dashboard in Chromium", () => {
     console.log(`fleet: servers shown ${Math.round(ms)} ms after navigation start`);
     // 1 s is the target; the bound leaves room for a loaded 2-core CI machine.
     expect(ms).toBeLessThan(2000);
+    // One read for the whole fleet (GET /servers carries versions, last seen, resource counts):
+    // no request per server, and the counts are there with the cards.
+    expect(await card(w.server.uuid).locator(".resources").textContent()).toBe("0");
+    const api = requests.slice(sent).map((u) => new URL(u).pathname).filter((p) => p.startsWith("/api/v1/servers"));
+    expect(api.filter((p) => p !== "/api/v1/servers")).toEqual([]);
+    expect(api.length).toBeGreaterThanOrEqual(1);
   });
 
   it("made no request to any host but the control plane", () => {

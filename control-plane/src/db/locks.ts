@@ -13,6 +13,16 @@ export const LOCK = {
   publicPorts: 0x44425054,
   /** A database's backup and restore runs (one never starts while the other is open). */
   databaseRuns: 0x44425255,
+  // race-free upserts (w5 follow-ups): the variables of one owner, told apart by owner kind
+  // (their ids are of different tables), and one registry's server assignment.
+  /** An application's environment variables (MAX_ENVS count, the key upserts it guards). */
+  applicationEnvs: 0x41454e56,
+  /** A database's environment variables. */
+  databaseEnvs: 0x44454e56,
+  /** A service's environment variables. */
+  serviceEnvs: 0x53454e56,
+  /** A registry's server assignment (RegistryServer rows of the registry). */
+  registryServers: 0x52475356,
 } as const;
 
 /**

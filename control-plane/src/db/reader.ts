@@ -24,6 +24,33 @@ export interface SqlReader {
   close(): Promise<void>;
 }
 
+/** A page of a list: `skip` rows left out, at most `take` rows (none given: the whole list). */
+export type Window = { skip?: number; take?: number };
+
+/**
+ * The page window of a list statement through this path: ` LIMIT ? OFFSET ?` with its two
+ * values appended to `params`, or nothing for the whole list. Append it after ORDER BY.
+ */
+export function pageSql(window: Window, params: (string | number)[]): string {
+  if (window.take === undefined) return "";
+  params.push(window.take, window.skip ?? 0);
+  return ` LIMIT ? OFFSET ?`;
+}
+
+/**
+ * The list statement of a resource placed in an environment on a server (applications,
+ * databases, services: `table` aliased `alias`), with its environment `e`, project `p` and
+ * server `s` joined for `columns`: the rows `where` admits, by id, one page (pageSql).
+ */
+export function placedListSql(table: string, alias: string, columns: string, where: string, window: Window, params: (string | number)[]): string {
+  return `SELECT ${columns}
+      FROM "${table}" ${alias}
+      JOIN "Environment" e ON e."id" = ${alias}."environmentId"
+      JOIN "Project" p ON p."id" = e."projectId"
+      JOIN "Server" s ON s."id" = ${alias}."serverId"
+      WHERE ${where} ORDER BY ${alias}."id"${pageSql(window, params)}`;
+}
+
 /** The longest list for paddedIn (a power of two, with room for a few other parameters under 999). */
 export const PADDED_IN_MAX = 512;
 

@@ -121,6 +121,7 @@ function checkRouteTable(routes: AnyRoute[]): void {
       if (loose.length) problems.push(`${where}: body objects not built with requestBody() (shared/src/api/common.ts) at ${loose.map((p) => p || "(top)").join(", ")}`);
     }
     if (r.feature !== undefined && r.auth === "none") problems.push(`${where}: a route without a token cannot need a feature`);
+    if (r.adminOnly !== undefined && r.auth === "none") problems.push(`${where}: a route without a token cannot be for team admins only`);
     for (const field of Object.keys(r.compatibleFields ?? {})) {
       if (!r.body && field.includes(".")) problems.push(`${where}: compatibility field ${field} is nested, but the route takes no body`);
       else if (r.body && !compatibleFieldFits(r.body, field)) problems.push(`${where}: compatibility field ${field} is a field of the body, or not inside one of its objects`);
@@ -154,6 +155,9 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
       if (r.body) body = parsePart(r.body, req.body ?? {}, errors, withoutCompatibleFields(r, req.body ?? {}));
       else if (!r.rawBody && req.body !== undefined) parsePart(NO_BODY, req.body, errors, withoutCompatibleFields(r, req.body));
       if (Object.keys(errors).length) throw new Invalid(errors);
+      const scope = auth === undefined ? undefined : services.scope(auth);
+      // Team owners and admins only (RouteSpec.adminOnly): refused before anything is read.
+      if (r.adminOnly !== undefined) scope!.requireTeamAdmin(r.adminOnly);
       const version = req.teamVersion;
       let key: string | undefined;
       if (cache !== undefined && auth !== undefined && version !== undefined && cache.active) {
@@ -161,7 +165,6 @@ function handle(r: AnyRoute, services: Services, cache?: ResponseCache): Request
         const hit = cache.get(key, version);
         if (hit !== undefined) return sendJsonBytes(res, hit.body, hit.etag);
       }
-      const scope = auth === undefined ? undefined : services.scope(auth);
       const result = await r.handler({ params, query, body, caller: auth, scope, services, req, res } as never);
       if (result.handled || res.headersSent) return;
       const status = result.status ?? 200;

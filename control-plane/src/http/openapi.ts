@@ -228,6 +228,7 @@ export function openApiDocument(routes: AnyRoute[]): JsonObject {
       tags: [r.tag],
       summary: r.summary,
       description:
+        (r.adminOnly !== undefined ? "Team owners and admins only." + (r.description ? " " : "\n\n") : "") +
         (r.description ? r.description + "\n\n" : "") +
         (tokenless ? "No token: the request is authenticated by its signature." : `Token scope: \`${scope}\`.`) +
         (r.feature ? ` Paid feature: \`${r.feature}\` (402 when the team does not have it).` : ""),

@@ -62,6 +62,12 @@ export interface RouteSpec<P = unknown, Q = unknown, B = unknown> {
    * (validation, lookups): docs/features.md. Token routes only.
    */
   feature?: Feature;
+  /**
+   * Team owners and admins only: what the route does, in the words of its 403 ("manage
+   * registries": "Only team owners and admins can manage registries."). Checked after
+   * validation, before the handler; the OpenAPI description says so. Token routes only.
+   */
+  adminOnly?: string;
   /** The body is handed over unparsed as a Buffer in `req.body` (signatures over the raw bytes); `body` must be unset. */
   rawBody?: { description: string };
   params?: P;

@@ -17,7 +17,7 @@ import {
 } from "@capstan/shared";
 import type { z } from "zod";
 import type { Db, Prisma } from "../db/client.js";
-import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { placedListSql, toInt, toIso, type SqlReader, type Window } from "../db/reader.js";
 import { whole } from "../db/relations.js";
 import type { ApplicationRef, TeamScope } from "../domain/scope.js";
 import { Invalid, Conflict, Unavailable, UpstreamFailed, removedMeanwhile, type FieldErrors } from "../domain/errors.js";
@@ -30,7 +30,6 @@ import { ServerService } from "./servers.js";
 import { forgetAttachments } from "./network-plan.js";
 import { assertDomainsFree, hostsOnCreate, hostsOnUpdate } from "./domain-ownership.js";
 
-type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
 
 /** The proxy settings of a server, for jobs that end with a proxy sync (services/deploy-spec.ts). */
@@ -167,17 +166,9 @@ export class ApplicationService {
    */
   async list(scope: TeamScope, window: Window, filter: { environmentId?: number } = {}): Promise<ApplicationListItem[]> {
     const { where, params } = this.listFilter(scope, filter);
-    let sql = `SELECT a."uuid", a."name", a."fqdn", a."status", a."buildPack", a."gitRepository", a."gitBranch", a."createdAt",
-        p."uuid", e."name", s."uuid"
-      FROM "Application" a
-      JOIN "Environment" e ON e."id" = a."environmentId"
-      JOIN "Project" p ON p."id" = e."projectId"
-      JOIN "Server" s ON s."id" = a."serverId"
-      WHERE ${where} ORDER BY a."id"`;
-    if (window.take !== undefined) {
-      sql += ` LIMIT ? OFFSET ?`;
-      params.push(window.take, window.skip ?? 0);
-    }
+    const columns = `a."uuid", a."name", a."fqdn", a."status", a."buildPack", a."gitRepository", a."gitBranch", a."createdAt",
+        p."uuid", e."name", s."uuid"`;
+    const sql = placedListSql("Application", "a", columns, where, window, params);
     const rows = await this.reader.rows<ListRow>(sql, params);
     return rows.map(([uuid, name, fqdn, status, buildPack, gitRepository, gitBranch, createdAt, projectUuid, environmentName, serverUuid]) => ({
       uuid,

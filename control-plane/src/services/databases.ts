@@ -17,7 +17,7 @@ import {
   type UpdateDatabaseBody,
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
-import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { placedListSql, toInt, toIso, type SqlReader, type Window } from "../db/reader.js";
 import { whole } from "../db/relations.js";
 import { lockInTransaction } from "../db/locks.js";
 import type { DatabaseRef, EnvironmentRef, TeamScope } from "../domain/scope.js";
@@ -31,7 +31,6 @@ import type { EnvOwnerResolver } from "./env-vars.js";
 import { forgetAttachments, lockServersNetworks, type NetworkPlanSettings } from "./network-plan.js";
 import { ServerService } from "./servers.js";
 
-type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
 
 /** start/stop/restart: how long the request waits for the agent's outcome before answering 202. */
@@ -220,17 +219,9 @@ export class DatabaseService {
   /** The caller's databases in one SQL statement: team, environment visibility, page window. */
   async list(scope: TeamScope, window: Window, filter: { environmentId?: number } = {}): Promise<DatabaseListItem[]> {
     const { where, params } = this.listFilter(scope, filter);
-    let sql = `SELECT d."uuid", d."name", d."engine", d."status", d."image", d."isPublic", d."publicPort", d."createdAt",
-        p."uuid", e."name", s."uuid", d."lastError", d."lastErrorAt"
-      FROM "StandaloneDatabase" d
-      JOIN "Environment" e ON e."id" = d."environmentId"
-      JOIN "Project" p ON p."id" = e."projectId"
-      JOIN "Server" s ON s."id" = d."serverId"
-      WHERE ${where} ORDER BY d."id"`;
-    if (window.take !== undefined) {
-      sql += ` LIMIT ? OFFSET ?`;
-      params.push(window.take, window.skip ?? 0);
-    }
+    const columns = `d."uuid", d."name", d."engine", d."status", d."image", d."isPublic", d."publicPort", d."createdAt",
+        p."uuid", e."name", s."uuid", d."lastError", d."lastErrorAt"`;
+    const sql = placedListSql("StandaloneDatabase", "d", columns, where, window, params);
     const rows = await this.deps.reader.rows<ListRow>(sql, params);
     return rows.map(([uuid, name, engine, status, image, isPublic, publicPort, createdAt, projectUuid, environmentName, serverUuid, lastError, lastErrorAt]) => ({
       uuid,

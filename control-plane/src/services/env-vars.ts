@@ -1,5 +1,6 @@
 import { MAX_ENVS } from "@capstan/shared";
-import type { Db } from "../db/client.js";
+import type { Database, Db, Prisma } from "../db/client.js";
+import { lockInTransaction } from "../db/locks.js";
 import type { Need, TeamScope } from "../domain/scope.js";
 import { NotFound, Invalid, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
@@ -50,7 +51,20 @@ export class EnvVarService {
     private readonly db: Db,
     private readonly resolve: EnvOwnerResolver,
     private readonly box: SecretBox,
+    private readonly dialect: Database["kind"],
   ) {}
+
+  /**
+   * Holds the owner's variables until the transaction ends: the MAX_ENVS count, the lookup by
+   * key and the create it leads to are one step, so concurrent requests for one key both
+   * succeed (the second updates what the first created) instead of one failing on the unique
+   * index. SQLite runs one transaction at a time already (db/locks.ts).
+   */
+  private lockOwner(tx: Prisma.TransactionClient, owner: EnvOwner): Promise<void> {
+    if ("applicationId" in owner) return lockInTransaction(tx, this.dialect, "applicationEnvs", owner.applicationId);
+    if ("databaseId" in owner) return lockInTransaction(tx, this.dialect, "databaseEnvs", owner.databaseId);
+    return lockInTransaction(tx, this.dialect, "serviceEnvs", owner.serviceId);
+  }
 
   private view(row: EnvRow, reveal: boolean): EnvView {
     return {
@@ -79,19 +93,22 @@ export class EnvVarService {
 
   async create(scope: TeamScope, ownerUuid: string, input: { key: string; value: string; is_build_time?: boolean; is_preview?: boolean }): Promise<EnvView> {
     const ref = await this.resolve(scope, ownerUuid, "manage");
-    const count = await this.db.envVar.count({ where: ref.owner });
-    if (count >= MAX_ENVS) throw new Invalid({ key: [`${ref.noun} has at most ${MAX_ENVS} variables.`] });
     const isPreview = input.is_preview ?? false;
     try {
-      const row = await this.db.envVar.create({
-        data: {
-          uuid: newUuid(),
-          ...ref.owner,
-          key: input.key,
-          value: this.box.seal(input.value),
-          isBuildTime: input.is_build_time ?? false,
-          isPreview,
-        },
+      const row = await this.db.$transaction(async (tx) => {
+        await this.lockOwner(tx, ref.owner);
+        const count = await tx.envVar.count({ where: ref.owner });
+        if (count >= MAX_ENVS) throw new Invalid({ key: [`${ref.noun} has at most ${MAX_ENVS} variables.`] });
+        return tx.envVar.create({
+          data: {
+            uuid: newUuid(),
+            ...ref.owner,
+            key: input.key,
+            value: this.box.seal(input.value),
+            isBuildTime: input.is_build_time ?? false,
+            isPreview,
+          },
+        });
       });
       return this.view(row, await ref.canReveal());
     } catch (err) {
@@ -117,7 +134,8 @@ export class EnvVarService {
 
   /**
    * PATCH .../envs/bulk: creates or updates every listed variable in one transaction; the
-   * request is validated as a whole first, so it applies completely or not at all.
+   * request is validated as a whole first, so it applies completely or not at all. Concurrent
+   * requests for one owner take turns (lockOwner), so identical ones both succeed.
    */
   async bulk(
     scope: TeamScope,
@@ -126,6 +144,7 @@ export class EnvVarService {
   ): Promise<EnvView[]> {
     const ref = await this.resolve(scope, ownerUuid, "manage");
     const rows = await this.db.$transaction(async (tx) => {
+      await this.lockOwner(tx, ref.owner);
       const existing = await tx.envVar.findMany({ where: ref.owner });
       const byKey = new Map(existing.map((e) => [`${e.key}\u0000${e.isPreview}`, e]));
       const added = variables.filter((v) => !byKey.has(`${v.key}\u0000${v.is_preview ?? false}`)).length;

@@ -130,7 +130,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     serviceTemplates,
     servers: new ServerService(db, jobs, agentSetup, reader, { proxyName: config.proxy.name, proxyIsolation: config.network.proxyIsolation }, { allowPrivateEndpoints: config.allowPrivateEndpoints }),
     applications,
-    envVars: new EnvVarService(db, applicationEnvOwners(), box),
+    envVars: new EnvVarService(db, applicationEnvOwners(), box, config.database.kind),
     volumes: new VolumeService(db),
     gitApps,
     deployments,
@@ -139,15 +139,15 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     s3Storages,
     backups,
     databases,
-    databaseEnvs: new EnvVarService(db, databases.envOwners(), box),
+    databaseEnvs: new EnvVarService(db, databases.envOwners(), box, config.database.kind),
     launch: new LaunchService(db, applications, deployments, databases),
     templateSources: new TemplateSourceService(db, box, { allowPrivate: config.allowPrivateEndpoints }),
     // services (issue 17)
     services,
-    serviceEnvs: new EnvVarService(db, services.envOwners(), box),
+    serviceEnvs: new EnvVarService(db, services.envOwners(), box, config.database.kind),
 
     // registries (issue 18)
-    registries: new RegistryService(db, box, jobs, { allowPrivate: config.allowPrivateEndpoints, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
+    registries: new RegistryService(db, box, jobs, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
     dns,
   };
 }

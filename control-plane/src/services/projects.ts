@@ -1,5 +1,5 @@
 import type { Db, Prisma } from "../db/client.js";
-import { toInt, toIso, type SqlReader } from "../db/reader.js";
+import { pageSql, toInt, toIso, type SqlReader } from "../db/reader.js";
 import type { Need, TeamScope } from "../domain/scope.js";
 import { NotFound, Forbidden, Conflict } from "../domain/errors.js";
 import { newUuid } from "../lib/ids.js";
@@ -97,10 +97,7 @@ export class ProjectService {
     }
     if ("window" in match) {
       inner += ` ORDER BY p."id"`;
-      if (match.window.take !== undefined) {
-        inner += ` LIMIT ? OFFSET ?`;
-        params.push(match.window.take, match.window.skip ?? 0);
-      }
+      inner += pageSql(match.window, params);
     }
     const countColumns = withCounts
       ? `, (SELECT COUNT(*) FROM "Application" a WHERE a."environmentId" = e."id") AS "applications",

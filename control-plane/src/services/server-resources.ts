@@ -1,5 +1,6 @@
 import { DatabaseEngine, LABEL_DOMAINS, LABEL_RESOURCE_UUID, RESOURCE_TYPE_APPLICATION, databaseType, parseDomains, type ManagedContainer } from "@capstan/shared";
-import { toDate, type SqlReader } from "../db/reader.js";
+import { PADDED_IN_MAX, paddedIn, toDate, toInt, type SqlReader } from "../db/reader.js";
+import { chunks } from "../db/chunks.js";
 import type { TeamScope } from "../domain/scope.js";
 
 /**
@@ -85,6 +86,28 @@ export async function storedResources(reader: SqlReader, scope: TeamScope, serve
     projectUuid,
     environmentName,
   }));
+}
+
+/**
+ * How many of those stored resources each server has (what storedResources lists for it), for
+ * a page of the server list (the dashboard's Fleet page): one grouped statement per
+ * PADDED_IN_MAX servers, not one per server. A server without any is absent from the map.
+ */
+export async function storedResourceCounts(reader: SqlReader, scope: TeamScope, serverIds: number[]): Promise<Map<number, number>> {
+  const counts = new Map<number, number>();
+  for (const page of chunks(serverIds, PADDED_IN_MAX)) {
+    const { list, values } = paddedIn(page, -1);
+    const apps = scope.visibleRows(`a."teamId"`, "environment");
+    const dbs = scope.visibleRows(`d."teamId"`, "environment");
+    const sql = `SELECT r."serverId", COUNT(*) AS "n" FROM (
+        SELECT a."serverId" FROM "Application" a JOIN "Environment" e ON e."id" = a."environmentId" WHERE a."serverId" IN (${list}) AND ${apps.sql}
+        UNION ALL
+        SELECT d."serverId" FROM "StandaloneDatabase" d JOIN "Environment" e ON e."id" = d."environmentId" WHERE d."serverId" IN (${list}) AND ${dbs.sql}
+      ) r GROUP BY r."serverId"`;
+    const rows = await reader.rows<[unknown, unknown]>(sql, [...values, ...apps.params, ...values, ...dbs.params]);
+    for (const [serverId, n] of rows) counts.set(toInt(serverId), toInt(n));
+  }
+  return counts;
 }
 
 function typeOfDatabase(engine: string | null): string {

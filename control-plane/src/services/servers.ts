@@ -9,7 +9,7 @@ import { newUuid } from "../lib/ids.js";
 import { generateAgentToken, hashAgentToken } from "../crypto/agent-token.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { SqlReader } from "../db/reader.js";
-import { serverDomains, serverResources, storedResources, type LiveView, type ServerDomainView, type ServerResourceView } from "./server-resources.js";
+import { serverDomains, serverResources, storedResourceCounts, storedResources, type LiveView, type ServerDomainView, type ServerResourceView } from "./server-resources.js";
 
 /** The network every server gets; its destination is the default `destination_uuid`. */
 export const DEFAULT_NETWORK = "capstan";
@@ -134,8 +134,11 @@ export class ServerService {
     return this.db.server.count({ where: scope.inTeam });
   }
 
-  list(scope: TeamScope, window: Window) {
-    return this.db.server.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window });
+  /** A page of the team's servers, each with how many resources on it the caller may see (one statement for the page). */
+  async list(scope: TeamScope, window: Window) {
+    const servers = await this.db.server.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window });
+    const counts = await storedResourceCounts(this.reader, scope, servers.map((s) => s.id));
+    return servers.map((s) => ({ ...s, resourceCount: counts.get(s.id) ?? 0 }));
   }
 
   get(scope: TeamScope, uuid: string): Promise<ServerWithDetail> {

@@ -168,6 +168,20 @@ export const ServerDomain = z
 
 export const ValidateResponse = z.object({ message: z.string(), docker_version: z.string() });
 export const ServerParams = z.object({ uuid: resourceId("server", Uuid) });
-export const ServerList = listOf(Server);
+/**
+ * An item of GET /servers: the spec's Server plus, beyond the spec (docs/decisions.md), what an
+ * overview of the fleet shows for each server, so one read serves it (the dashboard's Fleet page).
+ */
+export const ServerListItem = Server.extend({
+  agent: z.object({ connected: z.boolean(), version: z.string().nullable(), last_seen_at: Timestamp.nullable() }),
+  engine_version: z.string().nullable().meta({ description: "The Docker Engine's version as the agent last reported it; null before the first report" }),
+  resource_count: z
+    .number()
+    .int()
+    .meta({ description: "How many resources on the server the caller may see: the items of GET /servers/{uuid}/resources (applications and databases)" }),
+}).meta({ id: "ServerListItem" });
+export type ServerListItem = z.infer<typeof ServerListItem>;
+
+export const ServerList = listOf(ServerListItem);
 export const ServerResourceList = listOf(ServerResource);
 export const ServerDomainList = listOf(ServerDomain);

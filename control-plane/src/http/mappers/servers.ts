@@ -1,4 +1,4 @@
-import type { Server, ServerDetail, ServerDomain, ServerResource } from "@capstan/shared";
+import type { Server, ServerDetail, ServerDomain, ServerListItem, ServerResource } from "@capstan/shared";
 import type { Out } from "./types.js";
 import {
   ServerStatus,
@@ -37,6 +37,20 @@ export const serverDto = (s: ServerRecord): Out<typeof Server> => {
   };
 };
 
+const agentDto = (s: { status: string; agentVersion: string | null; lastSeenAt: Date | null }) => ({
+  connected: ServerService.agentConnected(s),
+  version: s.agentVersion,
+  last_seen_at: s.lastSeenAt ? iso(s.lastSeenAt) : null,
+});
+
+/** An item of GET /servers: the server with its agent, engine version and resource count (beyond the spec, docs/decisions.md). */
+export const serverListItemDto = (s: ServerRecord & { agentVersion: string | null; lastSeenAt: Date | null; resourceCount: number }): Out<typeof ServerListItem> => ({
+  ...serverDto(s),
+  agent: agentDto(s),
+  engine_version: ServerService.facts(s)?.engine.version ?? null,
+  resource_count: s.resourceCount,
+});
+
 export const proxyDto = (p: ServerProxyView) => ({
   kind: p.kind,
   name: p.name,
@@ -72,7 +86,7 @@ export const serverDetailDto = ({ server: s, proxy }: { server: ServerWithDetail
           disk_free_bytes: facts.disk.free_bytes,
         }
       : null,
-    agent: { connected: ServerService.agentConnected(s), version: s.agentVersion, last_seen_at: s.lastSeenAt ? iso(s.lastSeenAt) : null },
+    agent: agentDto(s),
     proxy: proxyDto(proxy),
     destinations: s.destinations.map((d) => ({ uuid: d.uuid, name: d.name, network: d.networkName })),
     updated_at: iso(s.updatedAt),

