@@ -53,7 +53,8 @@ export const serviceRoutes = [
     tag: TAG,
     summary: "Create a service from a template or a compose file",
     description:
-      "type names a template as GET /services/templates lists it (built-in templates; services from template sources are not available yet), or docker_compose_raw " +
+      "type names a template as GET /services/templates lists it (the built-in catalog, or an enabled template source's template as its last sync stored it; `slug/name` when names collide; " +
+      "a broken template of a source is a 422 with its lint reason), or docker_compose_raw " +
       "gives a custom compose file (beyond the spec, as Coolify has it; checked like an application's compose file). The template's generated values " +
       "(SERVICE_PASSWORD_* and the other generators) are created now, stored sealed, and never regenerated. Needs full access to the environment. " +
       "Services are created, not started, on this instance for now (instant_deploy only false; docs/services.md).",

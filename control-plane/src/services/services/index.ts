@@ -22,6 +22,7 @@ import { assertMayAddBindMounts } from "../bind-mounts.js";
 import { forgetAttachments } from "../network-plan.js";
 import type { EnvOwnerResolver } from "../env-vars.js";
 import { BUILT_IN, type ServiceTemplateService } from "../service-templates.js";
+import { storedTemplateFile, storedTemplates } from "../template-sources/index.js";
 import { aggregateServiceStatus } from "./status.js";
 
 type Window = { skip?: number; take?: number };
@@ -152,14 +153,49 @@ export class ServiceService {
   /** `type` as GET /services/templates lists it, for the caller's team; unknown names are a 422 naming the field. */
   private async templateOf(scope: TeamScope, type: string): Promise<Resolved> {
     const offered = (await this.templates.list(scope, {})).find((t) => t.name === type);
-    if (!offered) throw new Invalid({ type: [`Unknown template ${JSON.stringify(type.slice(0, 100))}: GET /services/templates lists the templates this team can use.`] });
-    if (offered.source !== BUILT_IN) {
-      // A source's sync stores its templates' headers, not their files: see docs/decisions.md.
-      throw new Invalid({ type: [`${type} comes from the template source ${offered.source}; services from template sources are not available yet (built-in templates are).`] });
+    if (!offered) {
+      await this.refuseBrokenSourceTemplate(scope, type);
+      throw new Invalid({ type: [`Unknown template ${JSON.stringify(type.slice(0, 100))}: GET /services/templates lists the templates this team can use.`] });
     }
+    if (offered.source !== BUILT_IN) return this.sourceTemplate(scope, type, offered.source, offered.template.name);
     const template = (await this.builtIn()).templates.find((t) => t.name === offered.template.name);
     if (!template) throw new Invalid({ type: [`Unknown template ${JSON.stringify(type.slice(0, 100))}.`] });
     return { type, source: BUILT_IN, template };
+  }
+
+  // w5/svcextras: services from a source's templates
+
+  /**
+   * A template of an enabled source, from the text its last sync stored (templateFiles), parsed
+   * again now: a template that passed then but fails this release's checks is a 422 with its
+   * reason. The service keeps its own copy of the text: the source may go away later.
+   */
+  private async sourceTemplate(scope: TeamScope, type: string, slug: string, name: string): Promise<Resolved> {
+    const source = await this.db.templateSource.findFirst({ where: { ...scope.inTeam, slug, isEnabled: true }, select: { templateFiles: true } });
+    const text = source ? storedTemplateFile(source, name) : null;
+    if (text === null) throw new Invalid({ type: [`${type}: the template source ${slug} no longer has this template; sync it and look at GET /services/templates again.`] });
+    const parsed = parseTemplate(name, text);
+    if (!parsed.ok) throw new Invalid({ type: [`${type} (template source ${slug}) cannot be used: ${parsed.reason}`] });
+    return { type, source: slug, template: parsed.template };
+  }
+
+  /**
+   * A name that is a broken template of an enabled source (`name` or `slug/name`) is a 422 with
+   * the reason its sync recorded, not an "unknown template".
+   */
+  private async refuseBrokenSourceTemplate(scope: TeamScope, type: string): Promise<void> {
+    const slash = type.indexOf("/");
+    const slug = slash > 0 ? type.slice(0, slash) : null;
+    const name = slash > 0 ? type.slice(slash + 1) : type;
+    const sources = await this.db.templateSource.findMany({
+      where: { ...scope.inTeam, isEnabled: true, ...(slug !== null ? { slug } : {}) },
+      select: { slug: true, templates: true, brokenTemplates: true, ignoredTemplates: true },
+      orderBy: { id: "asc" },
+    });
+    for (const s of sources) {
+      const broken = storedTemplates(s).broken.find((b) => b.file.replace(/\.ya?ml$/i, "") === name);
+      if (broken) throw new Invalid({ type: [`${type} (template source ${s.slug}) cannot be used: ${broken.reason}`] });
+    }
   }
 
   /** A compose file a user sent (create or PATCH): parsed as a template, its reasons reported under docker_compose_raw. */
