@@ -236,6 +236,14 @@ const NEEDS: Record<string, Need> = {
   "get /domains/{uuid}": "team",
   "delete /domains/{uuid}": "team-admin",
   "post /domains/{uuid}/sync": "team-admin",
+
+  // label overrides (w5/svcextras)
+  "get /service-applications/{uuid}/label-overrides": { environment: "view" },
+  "put /service-applications/{uuid}/label-overrides": { environment: "manage" },
+  "delete /service-applications/{uuid}/label-overrides": { environment: "manage" },
+  "get /service-databases/{uuid}/label-overrides": { environment: "view" },
+  "put /service-databases/{uuid}/label-overrides": { environment: "manage" },
+  "delete /service-databases/{uuid}/label-overrides": { environment: "manage" },
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-import { MAX_SERVICE_STORAGES, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
+import { MAX_SERVICE_STORAGES, type ServiceComponentKind, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
 import { toInt, toIso, type SqlReader } from "../../db/reader.js";
 import { whole } from "../../db/relations.js";
@@ -7,7 +7,7 @@ import { Conflict, Invalid, NotFound, removedMeanwhile } from "../../domain/erro
 import { isUniqueViolation } from "../../db/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
-import { FIELD, bindSources, loadYaml, parseCompose } from "../../compose/index.js";
+import { FIELD, LABEL_OVERRIDES_FIELD, applyLabelOverrides, bindSources, loadYaml, parseCompose, parseLabelOverrides } from "../../compose/index.js";
 import {
   builtInCatalog,
   generateValues,
@@ -213,12 +213,13 @@ export class ServiceService {
    * without a value are rendered with a placeholder for the check only; such a service gets
    * no stored rendering until they are set.
    */
-  private render(template: Template, stored: Record<string, string>) {
+  private render(template: Template, stored: Record<string, string>, labelOverrides: Record<string, Record<string, string>> = {}) {
     const generated = generateValues(template, stored, {});
     const values = { ...generated.values, ...Object.fromEntries(generated.missing.map((k) => [k, "placeholder"])) };
     let compose: string;
     try {
-      compose = renderTemplate(template, values, { imageOverrides: this.imageOverrides }).compose;
+      // Label overrides (spec 4.15) are part of the file the checker sees and the deploy starts from.
+      compose = applyLabelOverrides(renderTemplate(template, values, { imageOverrides: this.imageOverrides }).compose, labelOverrides);
     } catch (err) {
       if (err instanceof TemplateRenderError) throw new Invalid({ [FIELD]: err.problems.slice(0, 20) });
       throw err;
@@ -310,7 +311,7 @@ export class ServiceService {
     const template = this.composeTemplate(input.docker_compose_raw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
     const rows = await this.db.envVar.findMany({ where: { serviceId: ref.id, isPreview: false } });
     const stored = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
-    const { generated, compose, binds } = this.render(template, stored);
+    const { generated, compose, binds } = this.render(template, stored, await this.storedOverrides(ref.id));
     // Binds the stored file already had were approved when it was stored; only new ones need the right.
     const before = new Set(this.storedBinds(ref.composeRaw, ref.type));
     await assertMayAddBindMounts(
@@ -409,4 +410,118 @@ export class ServiceService {
       return [];
     }
   }
+
+  // -------------------------------------------------------------------------------------------
+  // w5/svcextras: label overrides (spec 4.15, docs/proxy-labels.md)
+
+  /** Re-renders of one service run one at a time in this process (several replicas: the compare-and-set below). */
+  private readonly rendering = new Map<number, Promise<unknown>>();
+
+  /** The overrides of the service's components by compose service name (stored YAML that no longer passes counts as none). */
+  private async storedOverrides(serviceId: number): Promise<Record<string, Record<string, string>>> {
+    const rows = await this.db.serviceComponent.findMany({ where: { serviceId, NOT: { labelOverrides: "" } }, select: { name: true, labelOverrides: true } });
+    const out: Record<string, Record<string, string>> = {};
+    for (const r of rows) {
+      try {
+        out[r.name] = parseLabelOverrides(r.labelOverrides).labels;
+      } catch {
+        /* stored under older limits: applies nothing until PUT again */
+      }
+    }
+    return out;
+  }
+
+  /** A service application or database of the caller's team, checked on its service's environment (the 404 names the kind). */
+  private async component(scope: TeamScope, kind: ServiceComponentKind, uuid: string, need: "view" | "manage") {
+    const row = await this.db.serviceComponent.findFirst({
+      where: { uuid, kind, service: { teamId: scope.teamId } },
+      select: { id: true, uuid: true, name: true, labelOverrides: true, service: { select: { uuid: true } } },
+    });
+    const what = kind === "application" ? "Service application" : "Service database";
+    if (!row) throw new NotFound(what);
+    const service = await scope.service(row.service.uuid, need);
+    return { row, service, what };
+  }
+
+  async labelOverrides(scope: TeamScope, kind: ServiceComponentKind, uuid: string): Promise<LabelOverridesView> {
+    const { row, service } = await this.component(scope, kind, uuid, "view");
+    return overridesView(row, service.uuid, row.labelOverrides);
+  }
+
+  /**
+   * PUT (yaml) and DELETE (""): checks the YAML (422 under `yaml`, nothing changed), stores it
+   * on the component as sent, and re-renders the service's stored compose file with it, so the
+   * next start uses it. Reserved keys are dropped and named in the answer.
+   */
+  async setLabelOverrides(scope: TeamScope, kind: ServiceComponentKind, uuid: string, yaml: string): Promise<LabelOverridesView> {
+    const { row, service, what } = await this.component(scope, kind, uuid, "manage");
+    const parsed = parseLabelOverrides(yaml);
+    const stored = yaml.trim() === "" ? "" : yaml;
+    const run = async () => this.rerender(service.id, { id: row.id, name: row.name, yaml: stored, labels: parsed.labels, what });
+    const before = this.rendering.get(service.id) ?? Promise.resolve();
+    const mine = before.catch(() => undefined).then(run);
+    this.rendering.set(service.id, mine);
+    try {
+      await mine;
+    } finally {
+      if (this.rendering.get(service.id) === mine) this.rendering.delete(service.id);
+    }
+    return overridesView(row, service.uuid, stored);
+  }
+
+  /**
+   * The service's stored rendering made again from its compose content, its stored values and
+   * every component's overrides (with `change` in place of that component's), written together
+   * with the change only if the rendering is still the one read: a concurrent re-render (another
+   * replica, a PATCH) makes it read and render again.
+   */
+  private async rerender(serviceId: number, change: { id: number; name: string; yaml: string; labels: Record<string, string>; what: string }): Promise<void> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const service = await this.db.service.findUnique({ where: { id: serviceId }, select: { composeRaw: true, composeRendered: true, type: true } });
+      if (!service) throw removedMeanwhile("Service");
+      const overrides = await this.storedOverrides(serviceId);
+      overrides[change.name] = change.labels;
+      const template = this.composeTemplate(service.composeRaw, service.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
+      const rows = await this.db.envVar.findMany({ where: { serviceId, isPreview: false } });
+      const values = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
+      let rendered;
+      try {
+        rendered = this.render(template, values, overrides);
+      } catch (err) {
+        // The merged file failed the compose checker: the overrides are what is wrong.
+        if (err instanceof Invalid) throw new Invalid({ [LABEL_OVERRIDES_FIELD]: Object.values(err.errors).flat().slice(0, 20) });
+        throw err;
+      }
+      const { generated, compose } = rendered;
+      const done = await this.db.$transaction(async (tx) => {
+        const { count } = await tx.service.updateMany({ where: { id: serviceId, composeRendered: service.composeRendered }, data: { composeRendered: this.box.seal(compose) } });
+        if (count === 0) return false;
+        const c = await tx.serviceComponent.updateMany({ where: { id: change.id, serviceId }, data: { labelOverrides: change.yaml } });
+        if (c.count === 0) throw removedMeanwhile(change.what);
+        await this.storeCreated(tx, serviceId, generated.created, generated.values, ServiceService.generatedKeys(template));
+        return true;
+      });
+      if (done) return;
+    }
+    throw new Conflict("The service was changed by other requests while the overrides were applied; try again.");
+  }
+}
+
+export interface LabelOverridesView {
+  uuid: string;
+  service_uuid: string;
+  name: string;
+  yaml: string;
+  labels: Record<string, string>;
+  dropped: string[];
+}
+
+function overridesView(row: { uuid: string; name: string }, serviceUuid: string, yaml: string): LabelOverridesView {
+  let parsed: { labels: Record<string, string>; dropped: string[] } = { labels: {}, dropped: [] };
+  try {
+    parsed = parseLabelOverrides(yaml);
+  } catch {
+    /* stored under older limits: shown as applying nothing */
+  }
+  return { uuid: row.uuid, service_uuid: serviceUuid, name: row.name, yaml, labels: parsed.labels, dropped: parsed.dropped };
 }
