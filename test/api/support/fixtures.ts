@@ -82,6 +82,7 @@ export interface Fixtures {
   /** The application and the database of a second service (umami: web + postgres); the application has label overrides. */
   serviceApplication: { uuid: string };
   serviceDatabase: { uuid: string };
+  serviceWithDb: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -253,6 +254,7 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     // label overrides (w5/svcextras)
     serviceApplication,
     serviceDatabase,
+    serviceWithDb: { uuid: serviceWithDb.uuid },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -284,8 +286,6 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       domain.uuid,
       // label overrides (w5/svcextras)
       serviceWithDb.uuid,
-      serviceApplication.uuid,
-      serviceDatabase.uuid,
     ],
   };
 }
@@ -678,6 +678,8 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
     await f.api.delete(`/databases/${f.database.uuid}`);
     // services (issue 17)
     await f.api.delete(`/services/${f.service.uuid}`);
+    // label overrides (w5/svcextras)
+    await f.api.delete(`/services/${f.serviceWithDb.uuid}`);
     await f.api.delete(`/servers/${f.server.uuid}`);
   },
   // A server with applications or databases cannot be removed (409): delete them first.
@@ -686,6 +688,8 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
     await f.api.delete(`/databases/${f.database.uuid}`);
     // services (issue 17)
     await f.api.delete(`/services/${f.service.uuid}`);
+    // label overrides (w5/svcextras)
+    await f.api.delete(`/services/${f.serviceWithDb.uuid}`);
   },
   // A storage used by a backup schedule cannot be deleted (409): delete the schedule first.
   "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),
