@@ -32,3 +32,6 @@ export * from "./api/session.js";
 
 // registries (issue 18)
 export * from "./api/registries.js";
+
+// label overrides (w5/svcextras, spec 4.15)
+export * from "./api/label-overrides.js";

@@ -240,6 +240,14 @@ const NEEDS: Record<string, Need> = {
   "post /services/{uuid}/start": { environment: "deploy" },
   "post /services/{uuid}/stop": { environment: "deploy" },
   "post /services/{uuid}/restart": { environment: "deploy" },
+
+  // label overrides (w5/svcextras)
+  "get /service-applications/{uuid}/label-overrides": { environment: "view" },
+  "put /service-applications/{uuid}/label-overrides": { environment: "manage" },
+  "delete /service-applications/{uuid}/label-overrides": { environment: "manage" },
+  "get /service-databases/{uuid}/label-overrides": { environment: "view" },
+  "put /service-databases/{uuid}/label-overrides": { environment: "manage" },
+  "delete /service-databases/{uuid}/label-overrides": { environment: "manage" },
 };
 
 // ---------------------------------------------------------------------------------------------

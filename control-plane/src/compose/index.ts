@@ -19,4 +19,4 @@ export {
 export { LIMITS, isReservedLabel } from "./schema.js";
 export { variablesIn, referencesIn, interpolate, TemplateError, type Reference } from "./interpolate.js";
 // label overrides (issue 17, spec 4.15)
-export { parseLabelOverrides, mergeLabels, isReservedOverride, LABEL_OVERRIDE_LIMITS, LABEL_OVERRIDES_FIELD, type LabelOverrides } from "./label-overrides.js";
+export { parseLabelOverrides, mergeLabels, applyLabelOverrides, isReservedOverride, LABEL_OVERRIDE_LIMITS, LABEL_OVERRIDES_FIELD, type LabelOverrides } from "./label-overrides.js";

@@ -1,6 +1,7 @@
+import { parse } from "yaml";
 import { describe, expect, it } from "vitest";
 import { Invalid } from "../domain/errors.js";
-import { LABEL_OVERRIDE_LIMITS, mergeLabels, parseLabelOverrides } from "./label-overrides.js";
+import { LABEL_OVERRIDE_LIMITS, applyLabelOverrides, mergeLabels, parseLabelOverrides } from "./label-overrides.js";
 
 const reasons = (yaml: string): string[] => {
   try {
@@ -80,5 +81,22 @@ describe("mergeLabels", () => {
 
   it("never lets a reserved key replace the platform's, even unparsed", () => {
     expect(mergeLabels({ "capstan.managed": "true" }, { "capstan.managed": "false", "CAPSTAN.resource.uuid": "x" })).toEqual({ "capstan.managed": "true" });
+  });
+});
+
+// w5/svcextras: the service render path
+describe("applyLabelOverrides", () => {
+  const compose = "services:\n  web:\n    image: nginx:1.27\n    labels:\n      - com.example.tier=generated\n      - com.example.keep=kept\n  db:\n    image: postgres:16\n";
+
+  it("leaves a file without overrides byte for byte as it was", () => {
+    expect(applyLabelOverrides(compose, {})).toBe(compose);
+    expect(applyLabelOverrides(compose, { web: {} })).toBe(compose);
+  });
+
+  it("merges over list-form labels (the user wins), escapes $, never sets a reserved key, skips unknown services", () => {
+    const out = parse(applyLabelOverrides(compose, { web: { "com.example.tier": "user", "proxy.headers.response.X-A": "a$b", "capstan.managed": "false" }, db: { x: "1" }, gone: { y: "2" } }));
+    expect(out.services.web.labels).toEqual({ "com.example.tier": "user", "com.example.keep": "kept", "proxy.headers.response.X-A": "a$$b" });
+    expect(out.services.db.labels).toEqual({ x: "1" });
+    expect(out.services.gone).toBeUndefined();
   });
 });

@@ -1,4 +1,4 @@
-import { isAlias, isNode, parseDocument, visit } from "yaml";
+import { isAlias, isNode, parse, parseDocument, stringify, visit } from "yaml";
 import { Invalid } from "../domain/errors.js";
 import { LABEL_KEY } from "./schema.js";
 
@@ -9,9 +9,8 @@ import { LABEL_KEY } from "./schema.js";
  * refused, and the caller is told which. What the proxy does with them: the `proxy.*` namespace
  * of docs/proxy-labels.md (shared/src/protocol/proxy-labels.ts).
  *
- * Pure functions, ready for the service render path and the
- * GET/PUT/DELETE /service-applications|service-databases/{uuid}/label-overrides routes (not
- * served yet: they come with services).
+ * Pure functions, used by the service render path (services/services: applyLabelOverrides)
+ * and the GET/PUT/DELETE /service-applications|service-databases/{uuid}/label-overrides routes.
  */
 
 /** The field errors are reported under: the PUT body's `yaml`. */
@@ -115,4 +114,45 @@ export function mergeLabels(generated: Readonly<Record<string, string>>, overrid
   const out: Record<string, string> = { ...generated };
   for (const [k, v] of Object.entries(overrides)) if (!isReservedOverride(k)) out[k] = v;
   return out;
+}
+
+// w5/svcextras: the service render path
+
+const plainMap = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** A compose service's `labels` (list of `k=v` or map) as a map; values as text. */
+function labelMap(labels: unknown): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (Array.isArray(labels)) {
+    for (const item of labels) {
+      if (typeof item !== "string") continue;
+      const eq = item.indexOf("=");
+      if (eq === -1) out[item] = "";
+      else out[item.slice(0, eq)] = item.slice(eq + 1);
+    }
+  } else if (plainMap(labels)) {
+    for (const [k, v] of Object.entries(labels)) out[k] = v === null || v === undefined ? "" : String(v);
+  }
+  return out;
+}
+
+/**
+ * A rendered service compose file (templates/render.ts: every `$` already written `$$`) with
+ * each compose service's overrides merged over its labels (mergeLabels: the user wins, reserved
+ * keys never). Override values are literal, so their `$` are escaped the same way. A file
+ * without overrides comes back as it was, byte for byte.
+ */
+export function applyLabelOverrides(compose: string, byService: Readonly<Record<string, Readonly<Record<string, string>>>>): string {
+  const wanted = Object.entries(byService).filter(([, labels]) => Object.keys(labels).length > 0);
+  if (wanted.length === 0 || compose === "") return compose;
+  const doc = parse(compose, { maxAliasCount: 0 }) as unknown;
+  if (!plainMap(doc) || !plainMap(doc.services)) return compose;
+  const services = doc.services;
+  for (const [name, labels] of wanted) {
+    const service = services[name];
+    if (!plainMap(service)) continue;
+    const escaped = Object.fromEntries(Object.entries(labels).map(([k, v]) => [k, v.split("$").join("$$")]));
+    service.labels = mergeLabels(labelMap(service.labels), escaped);
+  }
+  return stringify(doc, { aliasDuplicateObjects: false, lineWidth: 0 });
 }

@@ -368,7 +368,8 @@ export class TeamScope {
 
   /** A template source of the team by uuid. */
   async templateSource(uuid: string) {
-    const source = await this.db.templateSource.findFirst({ where: { uuid, teamId: this.teamId } });
+    // Not the stored template files (w5/svcextras): megabytes for a big catalog, read only by a service create.
+    const source = await this.db.templateSource.findFirst({ where: { uuid, teamId: this.teamId }, omit: { templateFiles: true } });
     if (!source) throw new NotFound("Template source");
     return source;
   }

@@ -37,6 +37,7 @@ export class ServiceTemplateService {
     const sources = await this.db.templateSource.findMany({
       where: { ...scope.inTeam, isEnabled: true, templateCount: { gt: 0 } },
       orderBy: { id: "asc" },
+      select: { slug: true, templates: true, brokenTemplates: true, ignoredTemplates: true },
     });
     const fromSources = sources.flatMap((s) => storedTemplates(s).templates.map((template) => ({ source: s.slug, template })));
     const all = [...builtIn, ...fromSources];

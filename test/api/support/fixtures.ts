@@ -77,6 +77,12 @@ export interface Fixtures {
   /** A PowerDNS provider at this machine's own name, port 1 (never answers), and a wildcard domain on it pointing at the server; never synced. */
   dnsProvider: { uuid: string };
   domain: { uuid: string };
+
+  // label overrides (w5/svcextras)
+  /** The application and the database of a second service (umami: web + postgres); the application has label overrides. */
+  serviceApplication: { uuid: string };
+  serviceDatabase: { uuid: string };
+  serviceWithDb: { uuid: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -198,6 +204,16 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     await ok(api.post("/dns-providers", { name: `${tag}-dns`, type: "powerdns", credentials: { api_url: `http://${hostname()}:1`, api_key: `${tag}-pdns-key` } }), "dns provider")
   ).data;
   const domain = (await ok(api.post("/domains", { name: `${tag.toLowerCase()}.example.test`, dns_provider_uuid: dnsProvider.uuid, server_uuid: server.uuid }), "domain")).data;
+
+  // label overrides (w5/svcextras)
+  const serviceWithDb = await ok(
+    api.post("/services", { project_uuid: project.uuid, environment_name: "production", server_uuid: server.uuid, destination_uuid: destinationUuid, type: "umami", name: `${tag}-svc-db` }),
+    "service with a database",
+  );
+  const serviceWithDbDetail = await ok(api.get(`/services/${serviceWithDb.uuid}`), "service with a database detail");
+  const serviceApplication = { uuid: serviceWithDbDetail.applications[0].uuid as string };
+  const serviceDatabase = { uuid: serviceWithDbDetail.databases[0].uuid as string };
+  await ok(api.put(`/service-applications/${serviceApplication.uuid}/label-overrides`, { yaml: `proxy.headers.response.X-Fixture: ${tag}-label\n` }), "label overrides");
   return {
     tag,
     teamId: team.teamId,
@@ -234,6 +250,11 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     // DNS (issue 21)
     dnsProvider: { uuid: dnsProvider.uuid },
     domain: { uuid: domain.uuid },
+
+    // label overrides (w5/svcextras)
+    serviceApplication,
+    serviceDatabase,
+    serviceWithDb: { uuid: serviceWithDb.uuid },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -263,6 +284,8 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       // DNS (issue 21)
       dnsProvider.uuid,
       domain.uuid,
+      // label overrides (w5/svcextras)
+      serviceWithDb.uuid,
     ],
   };
 }
@@ -334,6 +357,10 @@ export async function snapshot(f: Fixtures) {
     dnsProviders: get("/dns-providers"),
     domains: get("/domains"),
     dnsCredentials: t.instance.database.prisma.dnsProvider.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((r) => t.instance.box.open(r.credentials))),
+    // label overrides (w5/svcextras); the re-rendered compose files are not visible through the API.
+    serviceApplicationLabels: get(`/service-applications/${f.serviceApplication.uuid}/label-overrides`),
+    serviceDatabaseLabels: get(`/service-databases/${f.serviceDatabase.uuid}/label-overrides`),
+    renderedServices: t.instance.database.prisma.service.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((r) => t.instance.box.open(r.composeRendered))),
   });
 }
 
@@ -379,6 +406,9 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   // DNS (issue 21)
   dns_provider: { uuid: (f) => f.dnsProvider.uuid },
   domain: { uuid: (f) => f.domain.uuid },
+  // label overrides (w5/svcextras)
+  service_application: { uuid: (f) => f.serviceApplication.uuid },
+  service_database: { uuid: (f) => f.serviceDatabase.uuid },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -469,6 +499,10 @@ export const BODIES: Record<string, BodySpec> = {
       { name: `foreign-${++domainSeq}.example.test`, dns_provider_uuid: b.dnsProvider.uuid, server_uuid: a.server.uuid },
     ],
   },
+
+  // label overrides (w5/svcextras)
+  "put /service-applications/{uuid}/label-overrides": { valid: () => ({ yaml: "proxy.headers.response.X-Intruder: hijacked\n" }) },
+  "put /service-databases/{uuid}/label-overrides": { valid: () => ({ yaml: "com.example.intruder: hijacked\n" }) },
 };
 let domainSeq = 0;
 
@@ -648,6 +682,8 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
     await f.api.delete(`/databases/${f.database.uuid}`);
     // services (issue 17)
     await f.api.delete(`/services/${f.service.uuid}`);
+    // label overrides (w5/svcextras)
+    await f.api.delete(`/services/${f.serviceWithDb.uuid}`);
     await f.api.delete(`/servers/${f.server.uuid}`);
   },
   // A server with applications or databases cannot be removed (409): delete them first.
@@ -656,6 +692,8 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
     await f.api.delete(`/databases/${f.database.uuid}`);
     // services (issue 17)
     await f.api.delete(`/services/${f.service.uuid}`);
+    // label overrides (w5/svcextras)
+    await f.api.delete(`/services/${f.serviceWithDb.uuid}`);
   },
   // A storage used by a backup schedule cannot be deleted (409): delete the schedule first.
   "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),

@@ -23,6 +23,9 @@ import { registryRoutes } from "./registries.js";
 // DNS (issue 21)
 import { dnsRoutes } from "./dns.js";
 
+// label overrides (w5/svcextras, spec 4.15)
+import { labelOverrideRoutes } from "./label-overrides.js";
+
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
  * parameters (/projects/{uuid}/environments before /projects/{uuid}/{environment}).
@@ -36,4 +39,7 @@ export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissio
 
   // DNS (issue 21)
   ...dnsRoutes,
+
+  // label overrides (w5/svcextras, spec 4.15)
+  ...labelOverrideRoutes,
 ];

@@ -96,7 +96,8 @@ export const serviceRoutes = [
     tag: TAG,
     summary: "Create a service from a template or a compose file",
     description:
-      "type names a template as GET /services/templates lists it (built-in templates; services from template sources are not available yet), or docker_compose_raw " +
+      "type names a template as GET /services/templates lists it (the built-in catalog, or an enabled template source's template as its last sync stored it; `slug/name` when names collide; " +
+      "a broken template of a source is a 422 with its lint reason), or docker_compose_raw " +
       "gives a custom compose file (beyond the spec, as Coolify has it; checked like an application's compose file). The template's generated values " +
       "(SERVICE_PASSWORD_* and the other generators) are created now, stored sealed, and never regenerated. Needs full access to the environment. " +
       "instant_deploy true queues the service's first start right after the create (as POST /services/{uuid}/start; it runs when the server's agent is there).",

@@ -1,4 +1,4 @@
-import { MAX_SERVICE_STORAGES, ServiceActionResult, type ProxySettings, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
+import { MAX_SERVICE_STORAGES, ServiceActionResult, type ProxySettings, type ServiceComponentKind, type CreateServiceBody, type CreateServiceStorageBody, type ImageOverrides, type UpdateServiceBody } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
 import { placedListSql, toInt, toIso, type SqlReader, type Window } from "../../db/reader.js";
 import { whole } from "../../db/relations.js";
@@ -7,7 +7,7 @@ import { Conflict, DomainError, Invalid, NotFound, removedMeanwhile, Unavailable
 import { isUniqueViolation } from "../../db/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
-import { FIELD, bindSources, loadYaml, parseCompose } from "../../compose/index.js";
+import { FIELD, LABEL_OVERRIDES_FIELD, applyLabelOverrides, bindSources, loadYaml, parseCompose, parseLabelOverrides } from "../../compose/index.js";
 import {
   builtInCatalog,
   generateValues,
@@ -22,6 +22,7 @@ import { assertMayAddBindMounts } from "../bind-mounts.js";
 import { forgetAttachments } from "../network-plan.js";
 import type { EnvOwnerResolver } from "../env-vars.js";
 import { BUILT_IN, type ServiceTemplateService } from "../service-templates.js";
+import { storedTemplateFile, storedTemplates } from "../template-sources/index.js";
 import { aggregateServiceStatus } from "./status.js";
 // services lifecycle (issue 17)
 import type { CancelledJob, JobQueue } from "../../jobs/queue.js";
@@ -164,14 +165,49 @@ export class ServiceService {
   /** `type` as GET /services/templates lists it, for the caller's team; unknown names are a 422 naming the field. */
   private async templateOf(scope: TeamScope, type: string): Promise<Resolved> {
     const offered = (await this.templates.list(scope, {})).find((t) => t.name === type);
-    if (!offered) throw new Invalid({ type: [`Unknown template ${JSON.stringify(type.slice(0, 100))}: GET /services/templates lists the templates this team can use.`] });
-    if (offered.source !== BUILT_IN) {
-      // A source's sync stores its templates' headers, not their files: see docs/decisions.md.
-      throw new Invalid({ type: [`${type} comes from the template source ${offered.source}; services from template sources are not available yet (built-in templates are).`] });
+    if (!offered) {
+      await this.refuseBrokenSourceTemplate(scope, type);
+      throw new Invalid({ type: [`Unknown template ${JSON.stringify(type.slice(0, 100))}: GET /services/templates lists the templates this team can use.`] });
     }
+    if (offered.source !== BUILT_IN) return this.sourceTemplate(scope, type, offered.source, offered.template.name);
     const template = (await this.builtIn()).templates.find((t) => t.name === offered.template.name);
     if (!template) throw new Invalid({ type: [`Unknown template ${JSON.stringify(type.slice(0, 100))}.`] });
     return { type, source: BUILT_IN, template };
+  }
+
+  // w5/svcextras: services from a source's templates
+
+  /**
+   * A template of an enabled source, from the text its last sync stored (templateFiles), parsed
+   * again now: a template that passed then but fails this release's checks is a 422 with its
+   * reason. The service keeps its own copy of the text: the source may go away later.
+   */
+  private async sourceTemplate(scope: TeamScope, type: string, slug: string, name: string): Promise<Resolved> {
+    const source = await this.db.templateSource.findFirst({ where: { ...scope.inTeam, slug, isEnabled: true }, select: { templateFiles: true } });
+    const text = source ? storedTemplateFile(source, name) : null;
+    if (text === null) throw new Invalid({ type: [`${type}: the template source ${slug} no longer has this template; sync it and look at GET /services/templates again.`] });
+    const parsed = parseTemplate(name, text);
+    if (!parsed.ok) throw new Invalid({ type: [`${type} (template source ${slug}) cannot be used: ${parsed.reason}`] });
+    return { type, source: slug, template: parsed.template };
+  }
+
+  /**
+   * A name that is a broken template of an enabled source (`name` or `slug/name`) is a 422 with
+   * the reason its sync recorded, not an "unknown template".
+   */
+  private async refuseBrokenSourceTemplate(scope: TeamScope, type: string): Promise<void> {
+    const slash = type.indexOf("/");
+    const slug = slash > 0 ? type.slice(0, slash) : null;
+    const name = slash > 0 ? type.slice(slash + 1) : type;
+    const sources = await this.db.templateSource.findMany({
+      where: { ...scope.inTeam, isEnabled: true, ...(slug !== null ? { slug } : {}) },
+      select: { slug: true, templates: true, brokenTemplates: true, ignoredTemplates: true },
+      orderBy: { id: "asc" },
+    });
+    for (const s of sources) {
+      const broken = storedTemplates(s).broken.find((b) => b.file.replace(/\.ya?ml$/i, "") === name);
+      if (broken) throw new Invalid({ type: [`${type} (template source ${s.slug}) cannot be used: ${broken.reason}`] });
+    }
   }
 
   /** A compose file a user sent (create or PATCH): parsed as a template, its reasons reported under docker_compose_raw. */
@@ -189,12 +225,17 @@ export class ServiceService {
    * without a value are rendered with a placeholder for the check only; such a service gets
    * no stored rendering until they are set.
    */
-  private render(template: Template, stored: Record<string, string>, domains: Record<string, string> = {}) {
+  private render(
+    template: Template,
+    stored: Record<string, string>,
+    { domains = {}, labelOverrides = {} }: { domains?: Record<string, string>; labelOverrides?: Record<string, Record<string, string>> } = {},
+  ) {
     const generated = generateValues(template, stored, domains);
     const values = { ...generated.values, ...Object.fromEntries(generated.missing.map((k) => [k, "placeholder"])) };
     let compose: string;
     try {
-      compose = renderTemplate(template, values, { imageOverrides: this.imageOverrides }).compose;
+      // Label overrides (spec 4.15) are part of the file the checker sees and the deploy starts from.
+      compose = applyLabelOverrides(renderTemplate(template, values, { imageOverrides: this.imageOverrides }).compose, labelOverrides);
     } catch (err) {
       if (err instanceof TemplateRenderError) throw new Invalid({ [FIELD]: err.problems.slice(0, 20) });
       throw err;
@@ -299,7 +340,7 @@ export class ServiceService {
     const template = this.composeTemplate(input.docker_compose_raw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
     const rows = await this.db.envVar.findMany({ where: { serviceId: ref.id, isPreview: false } });
     const stored = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
-    const { generated, compose, binds } = this.render(template, stored);
+    const { generated, compose, binds } = this.render(template, stored, { labelOverrides: await this.storedOverrides(ref.id) });
     // Binds the stored file already had were approved when it was stored; only new ones need the right.
     const before = new Set(this.storedBinds(ref.composeRaw, ref.type));
     await assertMayAddBindMounts(
@@ -422,7 +463,8 @@ export class ServiceService {
     const stored = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
     const domains = Object.fromEntries(ref.components.filter((c) => c.fqdn).map((c) => [c.name, c.fqdn!]));
     const template = this.composeTemplate(ref.composeRaw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
-    const { generated, compose } = this.render(template, stored, domains);
+    // The start deploys what the file says now, with the components' label overrides (spec 4.15).
+    const { generated, compose } = this.render(template, stored, { domains, labelOverrides: await this.storedOverrides(ref.id) });
     if (generated.missing.length) {
       throw new Conflict(`The service needs values for ${generated.missing.slice(0, 10).join(", ")} before it can start: set them with PATCH /services/${ref.uuid}/envs.`);
     }
@@ -564,4 +606,118 @@ export class ServiceService {
       return [];
     }
   }
+
+  // -------------------------------------------------------------------------------------------
+  // w5/svcextras: label overrides (spec 4.15, docs/proxy-labels.md)
+
+  /** Re-renders of one service run one at a time in this process (several replicas: the compare-and-set below). */
+  private readonly rendering = new Map<number, Promise<unknown>>();
+
+  /** The overrides of the service's components by compose service name (stored YAML that no longer passes counts as none). */
+  private async storedOverrides(serviceId: number): Promise<Record<string, Record<string, string>>> {
+    const rows = await this.db.serviceComponent.findMany({ where: { serviceId, NOT: { labelOverrides: "" } }, select: { name: true, labelOverrides: true } });
+    const out: Record<string, Record<string, string>> = {};
+    for (const r of rows) {
+      try {
+        out[r.name] = parseLabelOverrides(r.labelOverrides).labels;
+      } catch {
+        /* stored under older limits: applies nothing until PUT again */
+      }
+    }
+    return out;
+  }
+
+  /** A service application or database of the caller's team, checked on its service's environment (the 404 names the kind). */
+  private async component(scope: TeamScope, kind: ServiceComponentKind, uuid: string, need: "view" | "manage") {
+    const row = await this.db.serviceComponent.findFirst({
+      where: { uuid, kind, service: { teamId: scope.teamId } },
+      select: { id: true, uuid: true, name: true, labelOverrides: true, service: { select: { uuid: true } } },
+    });
+    const what = kind === "application" ? "Service application" : "Service database";
+    if (!row) throw new NotFound(what);
+    const service = await scope.service(row.service.uuid, need);
+    return { row, service, what };
+  }
+
+  async labelOverrides(scope: TeamScope, kind: ServiceComponentKind, uuid: string): Promise<LabelOverridesView> {
+    const { row, service } = await this.component(scope, kind, uuid, "view");
+    return overridesView(row, service.uuid, row.labelOverrides);
+  }
+
+  /**
+   * PUT (yaml) and DELETE (""): checks the YAML (422 under `yaml`, nothing changed), stores it
+   * on the component as sent, and re-renders the service's stored compose file with it, so the
+   * next start uses it. Reserved keys are dropped and named in the answer.
+   */
+  async setLabelOverrides(scope: TeamScope, kind: ServiceComponentKind, uuid: string, yaml: string): Promise<LabelOverridesView> {
+    const { row, service, what } = await this.component(scope, kind, uuid, "manage");
+    const parsed = parseLabelOverrides(yaml);
+    const stored = yaml.trim() === "" ? "" : yaml;
+    const run = async () => this.rerender(service.id, { id: row.id, name: row.name, yaml: stored, labels: parsed.labels, what });
+    const before = this.rendering.get(service.id) ?? Promise.resolve();
+    const mine = before.catch(() => undefined).then(run);
+    this.rendering.set(service.id, mine);
+    try {
+      await mine;
+    } finally {
+      if (this.rendering.get(service.id) === mine) this.rendering.delete(service.id);
+    }
+    return overridesView(row, service.uuid, stored);
+  }
+
+  /**
+   * The service's stored rendering made again from its compose content, its stored values and
+   * every component's overrides (with `change` in place of that component's), written together
+   * with the change only if the rendering is still the one read: a concurrent re-render (another
+   * replica, a PATCH) makes it read and render again.
+   */
+  private async rerender(serviceId: number, change: { id: number; name: string; yaml: string; labels: Record<string, string>; what: string }): Promise<void> {
+    for (let attempt = 0; attempt < 10; attempt++) {
+      const service = await this.db.service.findUnique({ where: { id: serviceId }, select: { composeRaw: true, composeRendered: true, type: true } });
+      if (!service) throw removedMeanwhile("Service");
+      const overrides = await this.storedOverrides(serviceId);
+      overrides[change.name] = change.labels;
+      const template = this.composeTemplate(service.composeRaw, service.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
+      const rows = await this.db.envVar.findMany({ where: { serviceId, isPreview: false } });
+      const values = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
+      let rendered;
+      try {
+        rendered = this.render(template, values, { labelOverrides: overrides });
+      } catch (err) {
+        // The merged file failed the compose checker: the overrides are what is wrong.
+        if (err instanceof Invalid) throw new Invalid({ [LABEL_OVERRIDES_FIELD]: Object.values(err.errors).flat().slice(0, 20) });
+        throw err;
+      }
+      const { generated, compose } = rendered;
+      const done = await this.db.$transaction(async (tx) => {
+        const { count } = await tx.service.updateMany({ where: { id: serviceId, composeRendered: service.composeRendered }, data: { composeRendered: this.box.seal(compose) } });
+        if (count === 0) return false;
+        const c = await tx.serviceComponent.updateMany({ where: { id: change.id, serviceId }, data: { labelOverrides: change.yaml } });
+        if (c.count === 0) throw removedMeanwhile(change.what);
+        await this.storeCreated(tx, serviceId, generated.created, generated.values, ServiceService.generatedKeys(template));
+        return true;
+      });
+      if (done) return;
+    }
+    throw new Conflict("The service was changed by other requests while the overrides were applied; try again.");
+  }
+}
+
+export interface LabelOverridesView {
+  uuid: string;
+  service_uuid: string;
+  name: string;
+  yaml: string;
+  labels: Record<string, string>;
+  dropped: string[];
+}
+
+function overridesView(row: { uuid: string; name: string }, serviceUuid: string, yaml: string): LabelOverridesView {
+  let parsed: { labels: Record<string, string>; dropped: string[] } = { labels: {}, dropped: [] };
+  try {
+    parsed = parseLabelOverrides(yaml);
+  } catch {
+    /* stored under older limits: shown as applying nothing */
+  }
+  return { uuid: row.uuid, service_uuid: serviceUuid, name: row.name, yaml, labels: parsed.labels, dropped: parsed.dropped };
 }

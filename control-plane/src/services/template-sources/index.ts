@@ -10,7 +10,10 @@ import type { SecretBox } from "../../crypto/secret-box.js";
 import { loadTemplateDir, templateSummary, TemplateDirError, TEMPLATE_DIR_LIMITS, type TemplateDirLimits } from "../../templates/index.js";
 import { CHECKOUT_LIMITS, CheckoutError, checkout, folderInside, scrub, type CheckoutLimits } from "./checkout.js";
 
-export type TemplateSourceRecord = Prisma.TemplateSourceGetPayload<object>;
+/** A source as routes show it: everything but the stored template files (megabytes for a big catalog; read only by a create). */
+export type TemplateSourceRecord = Omit<Prisma.TemplateSourceGetPayload<object>, "templateFiles">;
+/** Leaves the stored template files out of a read. */
+export const WITHOUT_FILES = { templateFiles: true } as const;
 
 /** What a sync stores per template that passed (the detail's `templates`, GET /services/templates). */
 export type StoredTemplate = TemplateSummary;
@@ -27,6 +30,8 @@ export interface TemplateSyncOptions {
   staleMs: number;
   /** How often stale and waiting syncs are looked for. */
   sweepMs: number;
+  /** Bytes of template files a sync stores (the texts of the templates that passed): more fails the sync. */
+  storedBytes: number;
 }
 
 export const TEMPLATE_SYNC_DEFAULTS: Omit<TemplateSyncOptions, "allowPrivate"> = {
@@ -36,6 +41,8 @@ export const TEMPLATE_SYNC_DEFAULTS: Omit<TemplateSyncOptions, "allowPrivate"> =
   heartbeatMs: 5_000,
   staleMs: 30_000,
   sweepMs: 15_000,
+  // Coolify's whole catalog (~370 files) is about 1.5 MB.
+  storedBytes: 16 * 1024 * 1024,
 };
 
 export type SyncDispatch = "dispatched" | "already";
@@ -78,7 +85,7 @@ export class TemplateSourceService {
   }
 
   list(scope: TeamScope, window: { skip?: number; take?: number }): Promise<TemplateSourceRecord[]> {
-    return this.db.templateSource.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window });
+    return this.db.templateSource.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, omit: WITHOUT_FILES, ...window });
   }
 
   get(scope: TeamScope, uuid: string): Promise<TemplateSourceRecord> {
@@ -286,6 +293,7 @@ export class TemplateSourceService {
           templates: JSON.stringify(result.templates),
           brokenTemplates: JSON.stringify(result.broken),
           ignoredTemplates: JSON.stringify(result.ignored),
+          templateFiles: JSON.stringify(result.files),
         },
       });
       if (stored.count === 0) await this.changedMeanwhile(id);
@@ -328,7 +336,15 @@ export class TemplateSourceService {
       const dir = await folderInside(co.dir, source.folderPath);
       const loaded = await loadTemplateDir(dir, this.opts.dirLimits);
       const templates: StoredTemplate[] = loaded.templates.map(templateSummary);
-      return { commit: co.commit, templates, broken: loaded.broken, ignored: loaded.ignored };
+      // What POST /services creates from: the text of each template that passed (parsed again then).
+      const files: Record<string, string> = {};
+      let bytes = 0;
+      for (const t of loaded.templates) {
+        files[t.name] = t.text;
+        bytes += Buffer.byteLength(t.text, "utf8");
+      }
+      if (bytes > this.opts.storedBytes) throw new TemplateDirError(`the templates that passed hold ${bytes} bytes; at most ${this.opts.storedBytes} are stored`);
+      return { commit: co.commit, templates, broken: loaded.broken, ignored: loaded.ignored, files };
     } finally {
       await co.remove();
     }
@@ -336,7 +352,7 @@ export class TemplateSourceService {
 }
 
 /** The stored JSON columns, read back (a row written by this code; anything else reads as empty). */
-export function storedTemplates(s: TemplateSourceRecord): { templates: StoredTemplate[]; broken: { file: string; reason: string }[]; ignored: string[] } {
+export function storedTemplates(s: Pick<TemplateSourceRecord, "templates" | "brokenTemplates" | "ignoredTemplates">): { templates: StoredTemplate[]; broken: { file: string; reason: string }[]; ignored: string[] } {
   const parse = <T>(text: string): T[] => {
     try {
       const v = JSON.parse(text) as unknown;
@@ -351,4 +367,18 @@ export function storedTemplates(s: TemplateSourceRecord): { templates: StoredTem
     return ok.success ? [ok.data] : [];
   });
   return { templates, broken: parse<{ file: string; reason: string }>(s.brokenTemplates), ignored: parse<string>(s.ignoredTemplates) };
+}
+
+// w5/svcextras: services from a source's templates
+
+/** The stored text of one template of a source (as its last sync found it), or null. */
+export function storedTemplateFile(s: { templateFiles: string }, name: string): string | null {
+  try {
+    const v = JSON.parse(s.templateFiles) as unknown;
+    if (typeof v !== "object" || v === null || Array.isArray(v) || !Object.hasOwn(v, name)) return null;
+    const text = (v as Record<string, unknown>)[name];
+    return typeof text === "string" ? text : null;
+  } catch {
+    return null;
+  }
 }
