@@ -32,3 +32,6 @@ export * from "./api/session.js";
 
 // registries (issue 18)
 export * from "./api/registries.js";
+
+// clusters (issue 20)
+export * from "./api/clusters.js";

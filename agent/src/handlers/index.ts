@@ -13,6 +13,8 @@ import { networkConnect, networkEnsure, networkRemove, networksList } from "./ne
 import { type HandlerOptions as BaseHandlerOptions, serverPrepare, serverValidate } from "./server.js";
 // registries (issue 18)
 import { registryLogin, registryLogout } from "./registries.js";
+// clusters (issue 20)
+import { swarmInfo, swarmNodeUpdate, swarmNodes } from "./swarm.js";
 
 export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
 
@@ -44,5 +46,9 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     // registries (issue 18)
     "registry.login": registryLogin(engine, { stateDir: app.stateDir }, locks),
     "registry.logout": registryLogout({ stateDir: app.stateDir }, locks),
+    // clusters (issue 20)
+    "swarm.info": swarmInfo(engine),
+    "swarm.nodes": swarmNodes(engine),
+    "swarm.node.update": swarmNodeUpdate(engine),
   };
 }

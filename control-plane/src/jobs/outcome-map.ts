@@ -35,5 +35,9 @@ export function outcomeMap(services: Services): OutcomeMap {
     // registries (issue 18)
     "registry.login": (job) => services.registries.loginEnded(job),
     "registry.logout": null,
+    // clusters (issue 20): the caller waits for each answer
+    "swarm.info": null,
+    "swarm.nodes": null,
+    "swarm.node.update": null,
   };
 }

@@ -125,6 +125,10 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   // registries (issue 18)
   "registry.login": 120_000,
   "registry.logout": 60_000,
+  // clusters (issue 20)
+  "swarm.info": 30_000,
+  "swarm.nodes": 30_000,
+  "swarm.node.update": 60_000,
 };
 
 /**

@@ -14,3 +14,6 @@ export * from "./registries.js";
 
 // proxy labels (issue 17, label overrides)
 export * from "./proxy-labels.js";
+
+// clusters (issue 20)
+export * from "./swarm.js";

@@ -7,6 +7,8 @@ import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, Bac
 import { EngineNetwork, NetworkSpec } from "./networks.js";
 // registries (issue 18)
 import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, RegistryLogoutResult } from "./registries.js";
+// clusters (issue 20)
+import { SwarmInfoResult, SwarmNode, SwarmNodeUpdatePayload, SwarmNodeUpdateResult } from "./swarm.js";
 
 export { DockerName };
 const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
@@ -105,6 +107,13 @@ export const JOBS = {
   "registry.login": { payload: RegistryLoginPayload, result: RegistryLoginResult },
   /** Forgets a registry's login on the server (a registry deleted or unassigned). */
   "registry.logout": { payload: RegistryLogoutPayload, result: RegistryLogoutResult },
+  // clusters (issue 20)
+  /** The engine's swarm membership (GET /info, GET /swarm) and, on a manager, every node (GET /nodes). */
+  "swarm.info": { payload: z.object({}), result: SwarmInfoResult },
+  /** Every node of the swarm (a manager only). */
+  "swarm.nodes": { payload: z.object({}), result: z.object({ nodes: z.array(SwarmNode).max(10_000) }) },
+  /** Changes one node (availability, role, labels) with its version index; refuses what loses quorum. */
+  "swarm.node.update": { payload: SwarmNodeUpdatePayload, result: SwarmNodeUpdateResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;
