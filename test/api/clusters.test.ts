@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { FEATURES, type JobEnvelope, type SwarmNode } from "@capstan/shared";
+import { EV, FEATURES, type JobEnvelope, type SwarmNode } from "@capstan/shared";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { connectAgent, type JobAnswer, type ScriptedAgent } from "./support/fake-agent.js";
@@ -165,6 +165,16 @@ describe("status", () => {
     expect((await status()).status_reason).toMatch(/server wk2: its agent is not connected/);
     servers.wk2!.agent = await agentFor(servers.wk2!.token, "nodew2", "worker");
     await until("healthy again", async () => (await status()).status === "healthy");
+
+    // A worker whose agent reports its engine stopped (its host going down) degrades it at once, before the swarm notices.
+    const down = sampleHostFacts("host-nodew1");
+    Object.assign(down.engine, { running: false, swarm: null, swarm_role: null, error: "Docker Engine is not reachable" });
+    servers.wk1!.agent.socket.emit(EV.facts, { facts: down });
+    await until("degraded by the engine report", async () => (await status()).status_reason === "server wk1: its Docker Engine does not answer");
+    const up = sampleHostFacts("host-nodew1");
+    Object.assign(up.engine, { swarm: "active", swarm_role: "worker" });
+    servers.wk1!.agent.socket.emit(EV.facts, { facts: up });
+    await until("healthy after the engine is back", async () => (await status()).status === "healthy");
 
     // A node the manager lists as down (its host stopped) degrades it too, once listed.
     nodes = nodes.map((n) => (n.id === "nodew1" ? { ...n, status: "down" } : n));

@@ -9,7 +9,7 @@ import { ServerService } from "../servers.js";
 
 type Window = { skip?: number; take?: number };
 const withServers = {
-  servers: { include: { server: { select: { id: true, uuid: true, name: true, status: true } } }, orderBy: { serverId: "asc" } },
+  servers: { include: { server: { select: { id: true, uuid: true, name: true, status: true, facts: true } } }, orderBy: { serverId: "asc" } },
 } satisfies Prisma.ClusterInclude;
 export type ClusterRecord = Prisma.ClusterGetPayload<{ include: typeof withServers }>;
 
@@ -36,8 +36,8 @@ export function storedNodes(row: { nodes: string }): SwarmNode[] {
 /**
  * A cluster's status from its managers' reachability and its nodes' states (docs/clusters.md):
  * unreachable when no manager server's agent is connected (nothing can be asked or changed);
- * degraded when a node's server agent is not connected, a node is not ready, or a manager is
- * not reachable in the swarm; healthy otherwise. Computed when read, from the servers' live
+ * degraded when a node's server agent is not connected or reports its engine not answering, a
+ * node is not ready, or a manager is not reachable in the swarm; healthy otherwise. Computed when read, from the servers' live
  * agent state (the gateway sets it on connect and disconnect) and the last node list, so it
  * follows every connect, disconnect and report without a stored copy to keep in step.
  */
@@ -48,7 +48,11 @@ export function clusterStatus(row: ClusterRecord, nodes = storedNodes(row)): { s
     return { status: "unreachable", reason: managers.length ? "No manager server's agent is connected." : "No server of the team is a manager of this swarm (run POST /clusters/detect)." };
   }
   const reasons: string[] = [];
-  for (const s of row.servers) if (!ServerService.agentConnected(s.server)) reasons.push(`server ${s.server.name}: its agent is not connected`);
+  for (const s of row.servers) {
+    if (!ServerService.agentConnected(s.server)) reasons.push(`server ${s.server.name}: its agent is not connected`);
+    // The agent reports its engine stopping at once (agent/src/docker/engine-watch.ts); the swarm notices a node down only after its heartbeats expire.
+    else if (engineRunning(s.server.facts) === false) reasons.push(`server ${s.server.name}: its Docker Engine does not answer`);
+  }
   for (const n of nodes) {
     if (n.status !== "ready") reasons.push(`node ${n.hostname}: ${n.status}`);
     else if (n.role === "manager" && n.reachability !== "reachable") reasons.push(`manager ${n.hostname}: ${n.reachability ?? "unknown"} in the swarm`);
@@ -202,6 +206,17 @@ export class ClusterService {
   /** Node counts by role of the last list. */
   counts(row: ClusterRecord) {
     return roleCounts(storedNodes(row));
+  }
+}
+
+/** Whether a server's last facts say its engine runs; null when unknown. */
+function engineRunning(facts: string | null): boolean | null {
+  if (!facts) return null;
+  try {
+    const f = HostFacts.safeParse(JSON.parse(facts));
+    return f.success ? f.data.engine.running : null;
+  } catch {
+    return null;
   }
 }
 
