@@ -35,3 +35,5 @@ export * from "./api/registries.js";
 
 // label overrides (w5/svcextras, spec 4.15)
 export * from "./api/label-overrides.js";
+// clusters (issue 20)
+export * from "./api/clusters.js";

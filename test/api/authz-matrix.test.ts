@@ -248,6 +248,16 @@ const NEEDS: Record<string, Need> = {
   "get /service-databases/{uuid}/label-overrides": { environment: "view" },
   "put /service-databases/{uuid}/label-overrides": { environment: "manage" },
   "delete /service-databases/{uuid}/label-overrides": { environment: "manage" },
+  // clusters (issue 20)
+  "get /clusters": "team",
+  "post /clusters/detect": "team-admin",
+  "get /clusters/{uuid}": "team",
+  "get /clusters/{uuid}/nodes": "team",
+  "post /clusters/{uuid}/nodes/{nodeId}/drain": "team-admin",
+  "post /clusters/{uuid}/nodes/{nodeId}/activate": "team-admin",
+  "post /clusters/{uuid}/nodes/{nodeId}/promote": "team-admin",
+  "post /clusters/{uuid}/nodes/{nodeId}/demote": "team-admin",
+  "patch /clusters/{uuid}/nodes/{nodeId}/labels": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -249,6 +249,9 @@ describe("team B's reads never include team A's objects", () => {
       // DNS (issue 21)
       (await B.api.get("/dns-providers")).body,
       (await B.api.get("/domains")).body,
+      // clusters (issue 20)
+      (await B.api.get("/clusters")).body,
+      (await B.api.get(`/clusters/${B.cluster.uuid}/nodes`)).body,
     ]);
     for (const m of B.markers) expect(text).toContain(m);
   });

@@ -1,7 +1,7 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import Docker from "dockerode";
-import type { SwarmRole } from "@capstan/shared";
+import type { SwarmNode, SwarmRole } from "@capstan/shared";
 import {
   type BuildImageOptions,
   type ContainerDetails,
@@ -20,6 +20,7 @@ import {
   type NetworkDetails,
   type NetworkSummary,
   type RegistryCredentials,
+  type SwarmNodeSpec,
   type SwarmState,
   type VolumeSummary,
   isConflict,
@@ -122,6 +123,7 @@ export class DockerodeEngine implements Engine {
       dockerRootDir: str(i.DockerRootDir),
       swarm,
       swarmRole: swarmRoleOf(i.Swarm),
+      swarmNodeId: str((i.Swarm as { NodeID?: unknown } | undefined)?.NodeID),
     };
   }
 
@@ -391,6 +393,41 @@ export class DockerodeEngine implements Engine {
   }
 
   // registries (issue 18)
+  // clusters (issue 20)
+  async inspectSwarm(signal?: AbortSignal): Promise<{ id: string; name: string | null } | null> {
+    let sw: { ID?: unknown; Spec?: { Name?: unknown } };
+    try {
+      sw = (await this.call("inspect swarm", () => (this.docker.swarmInspect as unknown as WithSignal<unknown>).call(this.docker, { abortSignal: signal }))) as typeof sw;
+    } catch (err) {
+      // 503: this engine is not a manager (a worker, or in no swarm); 406 on some versions.
+      if (err instanceof EngineError && (err.statusCode === 503 || err.statusCode === 406)) return null;
+      throw err;
+    }
+    if (typeof sw?.ID !== "string") return null;
+    return { id: sw.ID, name: typeof sw.Spec?.Name === "string" ? sw.Spec.Name : null };
+  }
+
+  async listNodes(signal?: AbortSignal): Promise<SwarmNode[]> {
+    const list = (await this.call("list nodes", () => (this.docker.listNodes as unknown as WithSignal<unknown>).call(this.docker, { abortSignal: signal }))) as unknown[];
+    return list.map(swarmNodeOf).sort((a, b) => a.hostname.localeCompare(b.hostname) || a.id.localeCompare(b.id));
+  }
+
+  async inspectNode(id: string, signal?: AbortSignal): Promise<{ node: SwarmNode; spec: SwarmNodeSpec }> {
+    signal?.throwIfAborted();
+    const raw = (await this.call(`inspect node ${id}`, () => this.docker.getNode(id).inspect())) as { Spec?: Record<string, unknown> };
+    const node = swarmNodeOf(raw);
+    const name = raw.Spec?.Name;
+    return { node, spec: { ...(typeof name === "string" && name ? { Name: name } : {}), Labels: node.labels, Role: node.role, Availability: node.availability } };
+  }
+
+  async updateNode(id: string, version: number, spec: SwarmNodeSpec, signal?: AbortSignal): Promise<void> {
+    // docker-modem: _query becomes the query string (version), _body the JSON body (the whole spec).
+    const node = this.docker.getNode(id);
+    // @types/dockerode types update as callback-only; without a callback it returns a promise.
+    const update = node.update as unknown as (this: Docker.Node, opts: unknown) => Promise<unknown>;
+    await this.call(`update node ${id}`, () => update.call(node, { _query: { version }, _body: spec, abortSignal: signal }));
+  }
+
   async checkAuth(auth: RegistryCredentials, signal?: AbortSignal): Promise<{ status: string }> {
     const res = (await this.call(`log in to ${auth.serveraddress}`, () => this.docker.checkAuth({ ...auth, abortSignal: signal }))) as { Status?: unknown } | undefined;
     return { status: typeof res?.Status === "string" ? res.Status : "Login Succeeded" };
@@ -734,6 +771,33 @@ export class DockerodeEngine implements Engine {
 function exposedPortsOf(spec: CreateContainerSpec): Record<string, object> | undefined {
   const ports = new Set([...(spec.exposedPorts ?? []), ...(spec.publish ?? []).map((p) => p.port)]);
   return ports.size ? Object.fromEntries([...ports].map((p) => [`${p}/tcp`, {}])) : undefined;
+}
+
+// clusters (issue 20)
+/** A node as GET /nodes and GET /nodes/{id} describe it, in the agent's report shape. */
+export function swarmNodeOf(raw: unknown): SwarmNode {
+  const n = raw as {
+    ID?: string;
+    Version?: { Index?: number };
+    Spec?: { Role?: string; Availability?: string; Labels?: Record<string, string> | null };
+    Description?: { Hostname?: string; Engine?: { EngineVersion?: string } };
+    Status?: { State?: string; Addr?: string };
+    ManagerStatus?: { Leader?: boolean; Reachability?: string } | null;
+  };
+  const availability = n.Spec?.Availability;
+  return {
+    id: String(n.ID ?? ""),
+    version: typeof n.Version?.Index === "number" ? n.Version.Index : 0,
+    hostname: n.Description?.Hostname ?? "",
+    role: n.Spec?.Role === "manager" ? "manager" : "worker",
+    availability: availability === "pause" || availability === "drain" ? availability : "active",
+    status: n.Status?.State ?? "unknown",
+    addr: n.Status?.Addr || null,
+    engine_version: n.Description?.Engine?.EngineVersion || null,
+    labels: n.Spec?.Labels ?? {},
+    reachability: n.ManagerStatus ? (n.ManagerStatus.Reachability ?? "unknown") : null,
+    leader: n.ManagerStatus?.Leader === true,
+  };
 }
 
 /** The engine's swarm role from its info's Swarm section; null when the engine does not say. */

@@ -1,4 +1,4 @@
-import type { SwarmRole } from "@capstan/shared";
+import type { SwarmNode, SwarmRole } from "@capstan/shared";
 
 /**
  * The agent's narrow view of the local Docker Engine. Handlers depend on these interfaces only
@@ -9,7 +9,7 @@ import type { SwarmRole } from "@capstan/shared";
  * `listNetworks("x")` never returns "x2" (the engine's name filter is a substring match, and
  * the engine allows several networks with one name).
  */
-export interface Engine extends EngineSystem, ContainerEngine, ImageEngine, NetworkEngine, VolumeEngine, ExecEngine {}
+export interface Engine extends EngineSystem, ContainerEngine, ImageEngine, NetworkEngine, VolumeEngine, ExecEngine, SwarmEngine {}
 
 /** The engine itself: where it is, whether it answers, what it is. */
 export interface EngineSystem {
@@ -119,6 +119,33 @@ export interface VolumeEngine {
   /** Removes a volume; throws EngineError 404 when it is gone, 409 when in use. */
   removeVolume(name: string, signal?: AbortSignal): Promise<void>;
 }
+
+// clusters (issue 20)
+/** A node's spec as the engine takes it back whole on update (POST /nodes/{id}/update). */
+export interface SwarmNodeSpec {
+  Name?: string;
+  Labels: Record<string, string>;
+  Role: "manager" | "worker";
+  Availability: "active" | "pause" | "drain";
+}
+
+/** Swarm: membership and nodes (a manager's view; a worker's engine answers 503 to these). */
+export interface SwarmEngine {
+  /** The swarm's id and spec name (GET /swarm), or null when this engine is no manager of one. */
+  inspectSwarm(signal?: AbortSignal): Promise<{ id: string; name: string | null } | null>;
+  /** Every node (GET /nodes), by hostname. */
+  listNodes(signal?: AbortSignal): Promise<SwarmNode[]>;
+  /** One node with its spec (GET /nodes/{id}); throws EngineError 404 when there is none. */
+  inspectNode(id: string, signal?: AbortSignal): Promise<{ node: SwarmNode; spec: SwarmNodeSpec }>;
+  /**
+   * Replaces the node's spec at `version`; throws EngineError (500, "update out of sequence")
+   * when the node changed since that version (isOutOfSequence).
+   */
+  updateNode(id: string, version: number, spec: SwarmNodeSpec, signal?: AbortSignal): Promise<void>;
+}
+
+/** The engine's answer to an update naming a version that is no longer the object's. */
+export const isOutOfSequence = (err: unknown): boolean => err instanceof EngineError && /update out of sequence/i.test(err.message);
 
 /** Processes run inside a running container (backups, restores, database tools). */
 export interface ExecEngine {
@@ -236,6 +263,9 @@ export interface EngineInfo {
   swarm: SwarmState | null;
   /** manager when this engine can run swarm control (Swarm.ControlAvailable), worker when merely joined. */
   swarmRole?: SwarmRole | null;
+  // clusters (issue 20)
+  /** This engine's swarm node id (Swarm.NodeID); null when it is in no swarm. */
+  swarmNodeId?: string | null;
 }
 
 

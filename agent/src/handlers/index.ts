@@ -15,6 +15,8 @@ import { type HandlerOptions as BaseHandlerOptions, serverPrepare, serverValidat
 import { registryLogin, registryLogout } from "./registries.js";
 // services lifecycle (issue 17)
 import { serviceAction, serviceDeploy } from "./services.js";
+// clusters (issue 20)
+import { swarmInfo, swarmNodeUpdate, swarmNodes } from "./swarm.js";
 
 export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
 
@@ -49,5 +51,9 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     // services lifecycle (issue 17)
     "service.deploy": serviceDeploy(engine, app, locks),
     "service.action": serviceAction(engine, app, locks),
+    // clusters (issue 20)
+    "swarm.info": swarmInfo(engine),
+    "swarm.nodes": swarmNodes(engine),
+    "swarm.node.update": swarmNodeUpdate(engine),
   };
 }

@@ -38,5 +38,9 @@ export function outcomeMap(services: Services): OutcomeMap {
     // services lifecycle (issue 17): the networks a start (or an action's proxy sync) created, then the components' statuses
     "service.deploy": inTurn(resourceNetworks, (job) => services.services.jobEnded(job)),
     "service.action": inTurn(resourceNetworks, (job) => services.services.jobEnded(job)),
+    // clusters (issue 20): the caller waits for each answer
+    "swarm.info": null,
+    "swarm.nodes": null,
+    "swarm.node.update": null,
   };
 }

@@ -128,6 +128,10 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   // services lifecycle (issue 17)
   "service.deploy": 1_800_000,
   "service.action": 300_000,
+  // clusters (issue 20)
+  "swarm.info": 30_000,
+  "swarm.nodes": 30_000,
+  "swarm.node.update": 60_000,
 };
 
 /**

@@ -34,6 +34,8 @@ import { ServiceService } from "./services/index.js";
 import { RegistryService } from "./registries/index.js";
 // DNS (issue 21)
 import { DnsService } from "./dns/index.js";
+// clusters (issue 20)
+import { ClusterService } from "./clusters/index.js";
 import { fetch as undiciFetch } from "undici";
 
 export interface Services {
@@ -76,6 +78,9 @@ export interface Services {
   registries: RegistryService;
   /** DNS providers and managed domains (services/dns/, issue 21). */
   dns: DnsService;
+  // clusters (issue 20)
+  /** Swarm clusters of the team's servers (services/clusters/). */
+  clusters: ClusterService;
 }
 
 export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: JobQueue, agentSetup: AgentSetup, config: Config): Services {
@@ -149,5 +154,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     // registries (issue 18)
     registries: new RegistryService(db, box, jobs, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
     dns,
+    // clusters (issue 20)
+    clusters: new ClusterService(db, jobs),
   };
 }

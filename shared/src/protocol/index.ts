@@ -16,3 +16,6 @@ export * from "./registries.js";
 export * from "./proxy-labels.js";
 // services lifecycle (issue 17)
 export * from "./services.js";
+
+// clusters (issue 20)
+export * from "./swarm.js";

@@ -9,6 +9,8 @@ import { EngineNetwork, NetworkSpec } from "./networks.js";
 import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, RegistryLogoutResult } from "./registries.js";
 // services lifecycle (issue 17)
 import { ServiceActionPayload, ServiceActionResult, ServiceDeployPayload, ServiceDeployResult } from "./services.js";
+// clusters (issue 20)
+import { SwarmInfoResult, SwarmNode, SwarmNodeUpdatePayload, SwarmNodeUpdateResult } from "./swarm.js";
 
 export { DockerName };
 const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
@@ -112,6 +114,13 @@ export const JOBS = {
   "service.deploy": { payload: ServiceDeployPayload, result: ServiceDeployResult },
   /** stop / remove of a service's containers (remove: network, routes, volumes when asked), then a proxy sync. */
   "service.action": { payload: ServiceActionPayload, result: ServiceActionResult },
+  // clusters (issue 20)
+  /** The engine's swarm membership (GET /info, GET /swarm) and, on a manager, every node (GET /nodes). */
+  "swarm.info": { payload: z.object({}), result: SwarmInfoResult },
+  /** Every node of the swarm (a manager only). */
+  "swarm.nodes": { payload: z.object({}), result: z.object({ nodes: z.array(SwarmNode).max(10_000) }) },
+  /** Changes one node (availability, role, labels) with its version index; refuses what loses quorum. */
+  "swarm.node.update": { payload: SwarmNodeUpdatePayload, result: SwarmNodeUpdateResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

@@ -83,6 +83,13 @@ export interface Fixtures {
   serviceApplication: { uuid: string };
   serviceDatabase: { uuid: string };
   serviceWithDb: { uuid: string };
+  // clusters (issue 20)
+  /**
+   * A cluster (a swarm record as detect writes it, made in the database: detect needs agents)
+   * with the fixture server linked as its one manager node; the server has no agent, so the
+   * cluster is unreachable and node changes answer 503.
+   */
+  cluster: { uuid: string; nodeId: string };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -203,6 +210,21 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   const dnsProvider = (
     await ok(api.post("/dns-providers", { name: `${tag}-dns`, type: "powerdns", credentials: { api_url: `http://${hostname()}:1`, api_key: `${tag}-pdns-key` } }), "dns provider")
   ).data;
+  // clusters (issue 20)
+  const clusterNodeId = randomBytes(12).toString("hex").slice(0, 25);
+  const cluster = await t.instance.database.prisma.cluster.create({
+    data: {
+      uuid: `cl${randomBytes(10).toString("hex")}`,
+      teamId: team.teamId,
+      name: `${tag}-swarm`,
+      swarmId: randomBytes(12).toString("hex").slice(0, 25),
+      nodes: JSON.stringify([
+        { id: clusterNodeId, version: 7, hostname: `${tag}-node`, role: "manager", availability: "active", status: "ready", addr: "10.0.0.5", engine_version: "20.10.24", labels: { owner: tag }, reachability: "reachable", leader: true },
+      ]),
+      nodesAt: new Date(),
+      servers: { create: { serverId: (await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: server.uuid } })).id, nodeId: clusterNodeId } },
+    },
+  });
   const domain = (await ok(api.post("/domains", { name: `${tag.toLowerCase()}.example.test`, dns_provider_uuid: dnsProvider.uuid, server_uuid: server.uuid }), "domain")).data;
 
   // label overrides (w5/svcextras)
@@ -255,7 +277,11 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     serviceApplication,
     serviceDatabase,
     serviceWithDb: { uuid: serviceWithDb.uuid },
+    // clusters (issue 20)
+    cluster: { uuid: cluster.uuid, nodeId: clusterNodeId },
     markers: [
+      cluster.uuid,
+      clusterNodeId,
       templateSource.uuid,
       s3Storage.uuid,
       backupSchedule.uuid,
@@ -356,6 +382,11 @@ export async function snapshot(f: Fixtures) {
     // DNS (issue 21); sealed credentials are not visible through the API.
     dnsProviders: get("/dns-providers"),
     domains: get("/domains"),
+    // clusters (issue 20); the stored node list would show a change a GET does not refresh.
+    clusters: get("/clusters"),
+    cluster: get(`/clusters/${f.cluster.uuid}`),
+    clusterNodes: get(`/clusters/${f.cluster.uuid}/nodes`),
+    clusterRows: t.instance.database.prisma.cluster.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" }, select: { nodes: true, swarmId: true, name: true } }),
     dnsCredentials: t.instance.database.prisma.dnsProvider.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((r) => t.instance.box.open(r.credentials))),
     // label overrides (w5/svcextras); the re-rendered compose files are not visible through the API.
     serviceApplicationLabels: get(`/service-applications/${f.serviceApplication.uuid}/label-overrides`),
@@ -409,6 +440,9 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   // label overrides (w5/svcextras)
   service_application: { uuid: (f) => f.serviceApplication.uuid },
   service_database: { uuid: (f) => f.serviceDatabase.uuid },
+  // clusters (issue 20)
+  cluster: { uuid: (f) => f.cluster.uuid },
+  cluster_node: { id: (f) => f.cluster.nodeId },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -503,6 +537,8 @@ export const BODIES: Record<string, BodySpec> = {
   // label overrides (w5/svcextras)
   "put /service-applications/{uuid}/label-overrides": { valid: () => ({ yaml: "proxy.headers.response.X-Intruder: hijacked\n" }) },
   "put /service-databases/{uuid}/label-overrides": { valid: () => ({ yaml: "com.example.intruder: hijacked\n" }) },
+  // clusters (issue 20)
+  "patch /clusters/{uuid}/nodes/{nodeId}/labels": { valid: () => ({ labels: { zone: "hijacked" } }) },
 };
 let domainSeq = 0;
 
@@ -664,6 +700,12 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "post /services/{uuid}/start": 503,
   "post /services/{uuid}/stop": 503,
   "post /services/{uuid}/restart": 503,
+  // clusters (issue 20): the fixture cluster's manager server has no agent.
+  "post /clusters/{uuid}/nodes/{nodeId}/drain": 503,
+  "post /clusters/{uuid}/nodes/{nodeId}/activate": 503,
+  "post /clusters/{uuid}/nodes/{nodeId}/promote": 503,
+  "post /clusters/{uuid}/nodes/{nodeId}/demote": 503,
+  "patch /clusters/{uuid}/nodes/{nodeId}/labels": 503,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {

@@ -25,6 +25,8 @@ import { dnsRoutes } from "./dns.js";
 
 // label overrides (w5/svcextras, spec 4.15)
 import { labelOverrideRoutes } from "./label-overrides.js";
+// clusters (issue 20)
+import { clusterRoutes } from "./clusters.js";
 
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
@@ -42,4 +44,6 @@ export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissio
 
   // label overrides (w5/svcextras, spec 4.15)
   ...labelOverrideRoutes,
+  // clusters (issue 20)
+  ...clusterRoutes,
 ];

@@ -1,0 +1,155 @@
+import { describe, expect, it } from "vitest";
+import { swarmNodeChangeRefusal, type SwarmNode } from "@capstan/shared";
+import { EngineError, type Engine, type SwarmNodeSpec } from "../docker/engine.js";
+import { swarmNodeOf } from "../docker/dockerode-engine.js";
+import { changedSpec, swarmInfo, swarmNodeUpdate } from "./swarm.js";
+
+const ctx = () => {
+  const lines: string[] = [];
+  return { lines, c: { signal: new AbortController().signal, progress: (l: string) => lines.push(l), job: { id: "job-1", attempt: 1 } } };
+};
+
+const node = (id: string, over: Partial<SwarmNode> = {}): SwarmNode => ({
+  id,
+  version: 10,
+  hostname: `host-${id}`,
+  role: "worker",
+  availability: "active",
+  status: "ready",
+  addr: "10.0.0.1",
+  engine_version: "20.10.24",
+  labels: {},
+  reachability: null,
+  leader: false,
+  ...over,
+});
+const manager = (id: string, over: Partial<SwarmNode> = {}) => node(id, { role: "manager", reachability: "reachable", ...over });
+
+/** A swarm kept in memory with the engine's version index rule: an update naming an old version is out of sequence. */
+class FakeSwarm {
+  updates: { id: string; version: number; spec: SwarmNodeSpec }[] = [];
+  /** Bumps a node's version right before each of the next N updates (a heartbeat racing the client). */
+  raceNext = 0;
+  constructor(public nodes: SwarmNode[], public specNames: Record<string, string> = {}) {}
+  engine(): Engine {
+    return {
+      info: async () => ({ swarm: "active", swarmRole: "manager", swarmNodeId: this.nodes[0]!.id }),
+      inspectSwarm: async () => ({ id: "swarmid1", name: "default" }),
+      listNodes: async () => this.nodes.map((n) => ({ ...n })),
+      inspectNode: async (id: string) => {
+        const n = this.nodes.find((x) => x.id === id);
+        if (!n) throw new EngineError(`inspect node ${id}: node ${id} not found`, 404);
+        const name = this.specNames[id];
+        return { node: { ...n }, spec: { ...(name ? { Name: name } : {}), Labels: { ...n.labels }, Role: n.role, Availability: n.availability } };
+      },
+      updateNode: async (id: string, version: number, spec: SwarmNodeSpec) => {
+        const n = this.nodes.find((x) => x.id === id)!;
+        if (this.raceNext > 0) {
+          this.raceNext--;
+          n.version++;
+        }
+        if (version !== n.version) throw new EngineError(`update node ${id}: rpc error: code = Unknown desc = update out of sequence`, 500);
+        this.updates.push({ id, version, spec });
+        Object.assign(n, { version: n.version + 1, role: spec.Role, availability: spec.Availability, labels: spec.Labels });
+      },
+    } as unknown as Engine;
+  }
+}
+
+describe("swarm.info", () => {
+  it("reports a manager's swarm id and its nodes, and only membership on a worker", async () => {
+    const s = new FakeSwarm([manager("m1"), node("w1")]);
+    expect(await swarmInfo(s.engine())({}, ctx().c)).toMatchObject({ state: "active", node_id: "m1", role: "manager", swarm_id: "swarmid1", swarm_name: "default", nodes: [{ id: "m1" }, { id: "w1" }] });
+    const worker = { info: async () => ({ swarm: "active", swarmRole: "worker", swarmNodeId: "w1" }), inspectSwarm: async () => { throw new Error("a worker's engine is not asked"); } } as unknown as Engine;
+    expect(await swarmInfo(worker)({}, ctx().c)).toEqual({ state: "active", node_id: "w1", role: "worker", swarm_id: null, swarm_name: null, nodes: [] });
+    const none = { info: async () => ({ swarm: "inactive", swarmRole: "inactive", swarmNodeId: "" }) } as unknown as Engine;
+    expect(await swarmInfo(none)({}, ctx().c)).toEqual({ state: "inactive", node_id: null, role: null, swarm_id: null, swarm_name: null, nodes: [] });
+  });
+});
+
+describe("swarm.node.update", () => {
+  it("updates at the node's version index with its whole spec (name kept)", async () => {
+    const s = new FakeSwarm([manager("m1"), node("w1", { labels: { zone: "a" } })], { w1: "named" });
+    const { c } = ctx();
+    const r = await swarmNodeUpdate(s.engine())({ node_id: "w1", change: { availability: "drain" } }, c);
+    expect(r).toMatchObject({ outcome: "updated", attempts: 1, node: { id: "w1", availability: "drain", version: 11 } });
+    expect(s.updates).toEqual([{ id: "w1", version: 10, spec: { Name: "named", Labels: { zone: "a" }, Role: "worker", Availability: "drain" } }]);
+  });
+
+  it("retries once with the fresh version after 'out of sequence'", async () => {
+    const s = new FakeSwarm([manager("m1"), node("w1")]);
+    s.raceNext = 1;
+    const { c, lines } = ctx();
+    const r = await swarmNodeUpdate(s.engine())({ node_id: "w1", change: { role: "manager" } }, c);
+    expect(r).toMatchObject({ outcome: "updated", attempts: 2, node: { role: "manager" } });
+    expect(s.updates.map((u) => u.version)).toEqual([11]);
+    expect(lines.join("\n")).toMatch(/out of sequence; retrying with the fresh version/);
+  });
+
+  it("reports a conflict after a second 'out of sequence', changing nothing", async () => {
+    const s = new FakeSwarm([manager("m1"), node("w1")]);
+    s.raceNext = 2;
+    const r = await swarmNodeUpdate(s.engine())({ node_id: "w1", change: { availability: "pause" } }, ctx().c);
+    expect(r).toEqual({ outcome: "conflict", reason: expect.stringMatching(/changed while it was being updated/) });
+    expect(s.updates).toEqual([]);
+    expect(s.nodes[1]!.availability).toBe("active");
+  });
+
+  it("refuses to demote or drain the last reachable manager, changing nothing", async () => {
+    const s = new FakeSwarm([manager("m1"), node("w1")]);
+    const h = swarmNodeUpdate(s.engine());
+    expect(await h({ node_id: "m1", change: { role: "worker" } }, ctx().c)).toEqual({ outcome: "refused", reason: expect.stringMatching(/last reachable manager/) });
+    expect(await h({ node_id: "m1", change: { availability: "drain" } }, ctx().c)).toEqual({ outcome: "refused", reason: expect.stringMatching(/last reachable active manager/) });
+    expect(s.updates).toEqual([]);
+  });
+
+  it("other errors of the engine fail the job with the engine's message", async () => {
+    const s = new FakeSwarm([manager("m1")]);
+    await expect(swarmNodeUpdate(s.engine())({ node_id: "nope", change: { availability: "drain" } }, ctx().c)).rejects.toThrow(/node nope not found/);
+  });
+
+  it("PATCHed labels replace the user's labels and keep the reserved capstan. ones", () => {
+    const spec: SwarmNodeSpec = { Labels: { old: "1", "capstan.managed": "true" }, Role: "worker", Availability: "active" };
+    expect(changedSpec(spec, { labels: { zone: "b", "capstan.sneaky": "x" } }).Labels).toEqual({ zone: "b", "capstan.managed": "true" });
+    expect(changedSpec(spec, { availability: "drain" }).Labels).toEqual(spec.Labels);
+  });
+});
+
+describe("swarmNodeChangeRefusal (quorum rules)", () => {
+  it("allows promoting a ready worker and demoting it back", () => {
+    const one = [manager("m1"), node("w1"), node("w2")];
+    expect(swarmNodeChangeRefusal(one, "w1", { role: "manager" })).toBeNull();
+    const two = [manager("m1"), manager("w1"), node("w2")];
+    expect(swarmNodeChangeRefusal(two, "w1", { role: "worker" })).toBeNull();
+  });
+  it("refuses promoting a down node when the reachable managers would no longer be a majority", () => {
+    expect(swarmNodeChangeRefusal([manager("m1"), node("w1", { status: "down" })], "w1", { role: "manager" })).toMatch(/would lose quorum: 1 of 2 managers/);
+  });
+  it("refuses demoting a reachable manager when one of three is unreachable (2 of 3 -> 1 of 2)", () => {
+    const nodes = [manager("m1"), manager("m2"), manager("m3", { reachability: "unreachable", status: "down" })];
+    expect(swarmNodeChangeRefusal(nodes, "m1", { role: "worker" })).toMatch(/would lose quorum/);
+    // demoting the unreachable one leaves 2 of 2
+    expect(swarmNodeChangeRefusal(nodes, "m3", { role: "worker" })).toBeNull();
+  });
+  it("allows draining a manager while another reachable active manager remains, and draining workers", () => {
+    const nodes = [manager("m1"), manager("m2"), manager("m3"), node("w1")];
+    expect(swarmNodeChangeRefusal(nodes, "m1", { availability: "drain" })).toBeNull();
+    expect(swarmNodeChangeRefusal(nodes, "w1", { availability: "drain" })).toBeNull();
+    expect(swarmNodeChangeRefusal([manager("m1"), manager("m2", { availability: "drain" })], "m1", { availability: "drain" })).toMatch(/last reachable active manager/);
+  });
+});
+
+describe("swarmNodeOf", () => {
+  it("reads the engine's node object (spec labels, manager status, engine version)", () => {
+    const n = swarmNodeOf({
+      ID: "abc123",
+      Version: { Index: 42 },
+      Spec: { Role: "manager", Availability: "drain", Labels: { zone: "a" } },
+      Description: { Hostname: "h1", Engine: { EngineVersion: "20.10.24", Labels: { engine: "x" } } },
+      Status: { State: "ready", Addr: "172.18.0.2" },
+      ManagerStatus: { Leader: true, Reachability: "reachable", Addr: "172.18.0.2:2377" },
+    });
+    expect(n).toEqual({ id: "abc123", version: 42, hostname: "h1", role: "manager", availability: "drain", status: "ready", addr: "172.18.0.2", engine_version: "20.10.24", labels: { zone: "a" }, reachability: "reachable", leader: true });
+    expect(swarmNodeOf({ ID: "w", Version: { Index: 1 }, Spec: { Role: "worker", Availability: "active", Labels: null }, Status: { State: "down" } })).toMatchObject({ role: "worker", reachability: null, leader: false, labels: {}, addr: null });
+  });
+});

@@ -1,0 +1,129 @@
+import {
+  ClusterList,
+  ClusterListQuery,
+  ClusterNodeLabelsBody,
+  ClusterNodeList,
+  ClusterNodeMutation,
+  ClusterNodeParams,
+  ClusterParams,
+  Cluster,
+  DetectClustersResult,
+} from "@capstan/shared";
+import { paginate } from "../pagination.js";
+import { route } from "../route.js";
+import { ERR } from "../dto.js";
+import { clusterDto, clusterNodeDto, detectedClusterDto } from "../mappers/clusters.js";
+import { NODE_ACTIONS, type NodeAction } from "../../services/clusters/index.js";
+
+/** Clusters (spec 4.12, issue 20, docs/clusters.md): every route behind the paid feature CLUSTER_MANAGEMENT. */
+const TAG = "Clusters";
+const FEATURE = "CLUSTER_MANAGEMENT" as const;
+const ADMIN_ONLY = "Team owners and admins only.";
+const PAID = { 402: { description: "The team does not have the paid feature CLUSTER_MANAGEMENT" } };
+const NODE_ERRORS = {
+  401: ERR[401],
+  402: PAID[402],
+  403: ERR[403],
+  404: ERR[404],
+  409: { description: "Refused: it would leave no reachable manager or lose quorum (the reason is given), or the node changed concurrently twice in a row" },
+  502: { description: "The manager's agent failed to change the node (the engine's reason)" },
+  503: { description: "No manager server of the cluster has a connected agent" },
+};
+
+const ACTION_TEXT: Record<NodeAction, { summary: string; description: string; done: string }> = {
+  drain: { summary: "Drain a node", description: "Sets availability drain: the swarm moves the node's tasks to other nodes. Draining the last reachable active manager is refused.", done: "drained" },
+  activate: { summary: "Activate a node", description: "Sets availability active: the node takes tasks again.", done: "activated" },
+  promote: { summary: "Promote a node to manager", description: "Makes a worker a manager. Refused when the reachable managers would no longer be a majority (a node that is not ready cannot vote).", done: "promoted" },
+  demote: { summary: "Demote a manager to worker", description: "Makes a manager a worker. Refused for the last reachable manager, or when the swarm would lose quorum.", done: "demoted" },
+};
+
+const nodeAction = (action: NodeAction) =>
+  route({
+    method: "post",
+    path: `/clusters/{uuid}/nodes/{nodeId}/${action}`,
+    tag: TAG,
+    summary: ACTION_TEXT[action].summary,
+    description: `${ADMIN_ONLY} ${ACTION_TEXT[action].description} Done by a manager's agent with the node's version index; when the node changed in between ("update out of sequence") it is retried once with the fresh version, and a second conflict is a 409.`,
+    feature: FEATURE,
+    params: ClusterNodeParams,
+    responses: { 200: { description: "Changed", schema: ClusterNodeMutation }, ...NODE_ERRORS },
+    async handler({ scope, services, params }) {
+      const { row, node } = await services.clusters.changeNode(scope, params.uuid, params.nodeId, NODE_ACTIONS[action]);
+      return { body: { message: `Node ${node.hostname} ${ACTION_TEXT[action].done}.`, data: clusterNodeDto(row, node) } };
+    },
+  });
+
+export const clusterRoutes = [
+  route({
+    method: "get",
+    path: "/clusters",
+    tag: TAG,
+    summary: "List clusters",
+    description: "The team's swarms found by detect, with status (computed when read: unreachable, degraded, healthy) and node counts by role from the last node list.",
+    feature: FEATURE,
+    query: ClusterListQuery,
+    responses: { 200: { description: "Clusters", schema: ClusterList }, 401: ERR[401], 402: PAID[402], 403: ERR[403] },
+    async handler({ scope, services, query }) {
+      const s = services.clusters;
+      return { body: await paginate(query, () => s.count(scope), async (w) => (await s.list(scope, w)).map(clusterDto)) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/clusters/detect",
+    tag: TAG,
+    summary: "Detect swarm clusters",
+    description: `${ADMIN_ONLY} Asks the agent of every connected server of the team for its engine's swarm membership; managers name the swarm and list its nodes. Creates or updates one cluster per swarm id and links the team's servers that are its nodes. Servers whose agent is not connected are not asked.`,
+    feature: FEATURE,
+    responses: { 200: { description: "Detected", schema: DetectClustersResult }, 401: ERR[401], 402: PAID[402], 403: ERR[403] },
+    async handler({ scope, services }) {
+      const found = await services.clusters.detect(scope);
+      return { body: { message: `${found.length} cluster(s) found.`, clusters_found: found.length, data: found.map(detectedClusterDto) } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/clusters/{uuid}",
+    tag: TAG,
+    summary: "Get a cluster",
+    feature: FEATURE,
+    params: ClusterParams,
+    responses: { 200: { description: "Cluster", schema: Cluster }, 401: ERR[401], 402: PAID[402], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      return { body: clusterDto(await services.clusters.get(scope, params.uuid)) };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/clusters/{uuid}/nodes",
+    tag: TAG,
+    summary: "List a cluster's nodes",
+    description: "As a connected manager lists them now (and stored); when no manager answers, the last stored list with refreshed false.",
+    feature: FEATURE,
+    params: ClusterParams,
+    responses: { 200: { description: "Nodes", schema: ClusterNodeList }, 401: ERR[401], 402: PAID[402], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      const { row, nodes, refreshed } = await services.clusters.nodes(scope, params.uuid);
+      return { body: { data: nodes.map((n) => clusterNodeDto(row, n)), refreshed } };
+    },
+  }),
+  nodeAction("drain"),
+  nodeAction("activate"),
+  nodeAction("promote"),
+  nodeAction("demote"),
+  route({
+    method: "patch",
+    path: "/clusters/{uuid}/nodes/{nodeId}/labels",
+    tag: TAG,
+    summary: "Set a node's labels",
+    description: `${ADMIN_ONLY} Replaces the node's user labels with exactly these (an empty object removes them all). Labels starting with capstan. belong to the platform: they cannot be set here and are kept. Same version index handling as the other node changes.`,
+    feature: FEATURE,
+    params: ClusterNodeParams,
+    body: ClusterNodeLabelsBody,
+    responses: { 200: { description: "Changed", schema: ClusterNodeMutation }, ...NODE_ERRORS, 422: ERR[422] },
+    async handler({ scope, services, params, body }) {
+      const { row, node } = await services.clusters.changeNode(scope, params.uuid, params.nodeId, { labels: body.labels });
+      return { body: { message: `Labels of node ${node.hostname} set.`, data: clusterNodeDto(row, node) } };
+    },
+  }),
+];

@@ -1,0 +1,232 @@
+import { HostFacts, SwarmNode, type SwarmInfoResult, type SwarmNodeChange } from "@capstan/shared";
+import { z } from "zod";
+import type { Db, Prisma } from "../../db/client.js";
+import type { TeamScope } from "../../domain/scope.js";
+import { Conflict, NotFound, Unavailable, UpstreamFailed } from "../../domain/errors.js";
+import type { JobQueue } from "../../jobs/queue.js";
+import { newUuid } from "../../lib/ids.js";
+import { ServerService } from "../servers.js";
+
+type Window = { skip?: number; take?: number };
+const withServers = {
+  servers: { include: { server: { select: { id: true, uuid: true, name: true, status: true, facts: true } } }, orderBy: { serverId: "asc" } },
+} satisfies Prisma.ClusterInclude;
+export type ClusterRecord = Prisma.ClusterGetPayload<{ include: typeof withServers }>;
+
+/** How long detect and the node list wait for each agent; a node update for its manager. */
+const INFO_WAIT_MS = 15_000;
+const UPDATE_WAIT_MS = 60_000;
+/** Servers asked at once by detect (each a job round trip). */
+const DETECT_CONCURRENCY = 8;
+
+const StoredNodes = z.array(SwarmNode);
+
+export type ClusterStatus = "healthy" | "degraded" | "unreachable";
+
+/** The nodes a manager last listed (stored JSON; a row written by an older shape reads as none). */
+export function storedNodes(row: { nodes: string }): SwarmNode[] {
+  try {
+    const parsed = StoredNodes.safeParse(JSON.parse(row.nodes));
+    return parsed.success ? parsed.data : [];
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * A cluster's status from its managers' reachability and its nodes' states (docs/clusters.md):
+ * unreachable when no manager server's agent is connected (nothing can be asked or changed);
+ * degraded when a node's server agent is not connected or reports its engine not answering, a
+ * node is not ready, or a manager is not reachable in the swarm; healthy otherwise. Computed when read, from the servers' live
+ * agent state (the gateway sets it on connect and disconnect) and the last node list, so it
+ * follows every connect, disconnect and report without a stored copy to keep in step.
+ */
+export function clusterStatus(row: ClusterRecord, nodes = storedNodes(row)): { status: ClusterStatus; reason: string | null } {
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const managers = row.servers.filter((s) => byId.get(s.nodeId)?.role === "manager");
+  if (!managers.some((s) => ServerService.agentConnected(s.server))) {
+    return { status: "unreachable", reason: managers.length ? "No manager server's agent is connected." : "No server of the team is a manager of this swarm (run POST /clusters/detect)." };
+  }
+  const reasons: string[] = [];
+  for (const s of row.servers) {
+    if (!ServerService.agentConnected(s.server)) reasons.push(`server ${s.server.name}: its agent is not connected`);
+    // The agent reports its engine stopping at once (agent/src/docker/engine-watch.ts); the swarm notices a node down only after its heartbeats expire.
+    else if (engineRunning(s.server.facts) === false) reasons.push(`server ${s.server.name}: its Docker Engine does not answer`);
+  }
+  for (const n of nodes) {
+    if (n.status !== "ready") reasons.push(`node ${n.hostname}: ${n.status}`);
+    else if (n.role === "manager" && n.reachability !== "reachable") reasons.push(`manager ${n.hostname}: ${n.reachability ?? "unknown"} in the swarm`);
+  }
+  return reasons.length ? { status: "degraded", reason: reasons.join("; ") } : { status: "healthy", reason: null };
+}
+
+const roleCounts = (nodes: SwarmNode[]) => ({
+  managers: nodes.filter((n) => n.role === "manager").length,
+  workers: nodes.filter((n) => n.role === "worker").length,
+});
+
+/** The node operations of the API, as node changes. */
+export const NODE_ACTIONS = {
+  drain: { availability: "drain" },
+  activate: { availability: "active" },
+  promote: { role: "manager" },
+  demote: { role: "worker" },
+} as const satisfies Record<string, SwarmNodeChange>;
+export type NodeAction = keyof typeof NODE_ACTIONS;
+
+/**
+ * Clusters of a team (/clusters, spec 4.12, issue 20): team-level like registries (every member
+ * reads; owners and admins detect and change nodes). The work happens on the swarm's managers
+ * through their agents (jobs swarm.info, swarm.nodes, swarm.node.update); the control plane
+ * keeps one record per swarm with the last node list and which team servers are its nodes.
+ */
+export class ClusterService {
+  constructor(
+    private readonly db: Db,
+    private readonly jobs: JobQueue,
+  ) {}
+
+  count(scope: TeamScope) {
+    return this.db.cluster.count({ where: scope.inTeam });
+  }
+
+  list(scope: TeamScope, w: Window = {}): Promise<ClusterRecord[]> {
+    return this.db.cluster.findMany({ where: scope.inTeam, include: withServers, orderBy: { id: "asc" }, ...w });
+  }
+
+  async get(scope: TeamScope, uuid: string): Promise<ClusterRecord> {
+    const row = await this.db.cluster.findFirst({ where: { uuid, ...scope.inTeam }, include: withServers });
+    if (!row) throw new NotFound("Cluster");
+    return row;
+  }
+
+  /**
+   * Asks the agent of every connected team server that may be in a swarm (its facts do not say
+   * inactive) for its swarm membership; managers also name the swarm and list its nodes. One
+   * record per swarm id is created or updated with the managers' node list, and the team's
+   * servers that are its nodes (by the node id each server's own engine reports) are linked to
+   * it (a server that left a swarm is unlinked). Servers that do not answer are left as they are.
+   */
+  async detect(scope: TeamScope): Promise<{ row: ClusterRecord; managers: number; workers: number }[]> {
+    scope.requireTeamAdmin("detect clusters");
+    const servers = (await this.db.server.findMany({ where: { ...scope.inTeam, status: "reachable" }, select: { id: true, name: true, facts: true }, orderBy: { id: "asc" } })).filter(
+      (s) => swarmStateOf(s.facts) !== "inactive",
+    );
+    const answers: { serverId: number; info: SwarmInfoResult }[] = [];
+    for (let i = 0; i < servers.length; i += DETECT_CONCURRENCY) {
+      await Promise.all(
+        servers.slice(i, i + DETECT_CONCURRENCY).map(async (s) => {
+          const job = await this.jobs.run(s.id, "swarm.info", {}, INFO_WAIT_MS);
+          if (job.status === "succeeded") answers.push({ serverId: s.id, info: job.result });
+        }),
+      );
+    }
+    const swarms = new Map<string, { name: string | null; nodes: SwarmNode[] }>();
+    for (const { info } of answers) {
+      if (!info.swarm_id) continue;
+      const known = swarms.get(info.swarm_id);
+      // The first manager's list stands for the swarm (the leader's, when it answered).
+      if (!known || (!known.nodes.some((n) => n.leader) && info.nodes.some((n) => n.leader && n.id === info.node_id))) swarms.set(info.swarm_id, { name: info.swarm_name, nodes: info.nodes });
+    }
+    const answered = answers.map((a) => a.serverId);
+    const out: { row: ClusterRecord; managers: number; workers: number }[] = [];
+    const linked: number[] = [];
+    await this.db.$transaction(async (tx) => {
+      for (const [swarmId, { name, nodes }] of [...swarms].sort(([a], [b]) => a.localeCompare(b))) {
+        const data = { nodes: JSON.stringify(nodes), nodesAt: new Date() };
+        const cluster = await tx.cluster.upsert({
+          where: { teamId_swarmId: { teamId: scope.teamId, swarmId } },
+          create: { uuid: newUuid(), teamId: scope.teamId, swarmId, name: name && name !== "default" ? name : `swarm-${swarmId.slice(0, 12)}`, ...data },
+          update: data,
+        });
+        const nodeIds = new Set(nodes.map((n) => n.id));
+        for (const a of answers) {
+          if (!a.info.node_id || !nodeIds.has(a.info.node_id)) continue;
+          // upsert by server: a concurrent detect writes the same link, never a second one.
+          const link = { clusterId: cluster.id, nodeId: a.info.node_id };
+          await tx.clusterServer.upsert({ where: { serverId: a.serverId }, create: { serverId: a.serverId, ...link }, update: link });
+          linked.push(a.serverId);
+        }
+        const row = await tx.cluster.findUniqueOrThrow({ where: { id: cluster.id }, include: withServers });
+        const c = roleCounts(nodes);
+        out.push({ row, managers: c.managers, workers: c.workers });
+      }
+      // A server that answered and is in none of the swarms found left its swarm: unlinked.
+      const gone = answered.filter((id) => !linked.includes(id));
+      if (gone.length) await tx.clusterServer.deleteMany({ where: { serverId: { in: gone } } });
+    });
+    return out;
+  }
+
+  /** The nodes as a connected manager lists them now (stored), or the last list when none answers. */
+  async nodes(scope: TeamScope, uuid: string): Promise<{ row: ClusterRecord; nodes: SwarmNode[]; refreshed: boolean }> {
+    const row = await this.get(scope, uuid);
+    for (const manager of this.managers(row)) {
+      const job = await this.jobs.run(manager.serverId, "swarm.nodes", {}, INFO_WAIT_MS);
+      if (job.status !== "succeeded") continue;
+      const fresh = await this.store(row.id, job.result.nodes);
+      return { row: fresh, nodes: job.result.nodes, refreshed: true };
+    }
+    return { row, nodes: storedNodes(row), refreshed: false };
+  }
+
+  /**
+   * Changes one node through a connected manager (swarm.node.update: the version index, one
+   * retry with the fresh version after "out of sequence"). A change that would leave no
+   * reachable manager or lose quorum is refused (Conflict with the agent's reason), as is a
+   * second version conflict in a row. Then the node list is read again and stored.
+   */
+  async changeNode(scope: TeamScope, uuid: string, nodeId: string, change: SwarmNodeChange): Promise<{ row: ClusterRecord; node: SwarmNode }> {
+    scope.requireTeamAdmin("change cluster nodes");
+    const row = await this.get(scope, uuid);
+    if (!storedNodes(row).some((n) => n.id === nodeId)) throw new NotFound("Node");
+    const manager = this.managers(row)[0];
+    if (!manager) throw new Unavailable("No manager server of this cluster has a connected agent: the swarm cannot be changed now.");
+    const job = await this.jobs.run(manager.serverId, "swarm.node.update", { node_id: nodeId, change }, UPDATE_WAIT_MS);
+    if (job.status !== "succeeded") throw new UpstreamFailed(`The manager ${manager.server.name} could not change the node: ${job.error}`);
+    const r = job.result;
+    if (r.outcome !== "updated") throw new Conflict(r.outcome === "refused" ? `Refused: ${r.reason}` : `The node changed concurrently: ${r.reason}`);
+    const listed = await this.jobs.run(manager.serverId, "swarm.nodes", {}, INFO_WAIT_MS);
+    const nodes = listed.status === "succeeded" ? listed.result.nodes : storedNodes(row).map((n) => (n.id === r.node.id ? r.node : n));
+    return { row: await this.store(row.id, nodes), node: nodes.find((n) => n.id === r.node.id) ?? r.node };
+  }
+
+  /** Linked servers that are managers (by the last list) with a connected agent: the leader's first. */
+  private managers(row: ClusterRecord) {
+    const byId = new Map(storedNodes(row).map((n) => [n.id, n]));
+    return row.servers
+      .filter((s) => byId.get(s.nodeId)?.role === "manager" && ServerService.agentConnected(s.server))
+      .sort((a, b) => Number(byId.get(b.nodeId)?.leader ?? false) - Number(byId.get(a.nodeId)?.leader ?? false));
+  }
+
+  private async store(id: number, nodes: SwarmNode[]): Promise<ClusterRecord> {
+    return this.db.cluster.update({ where: { id }, data: { nodes: JSON.stringify(nodes), nodesAt: new Date() }, include: withServers });
+  }
+
+  /** Node counts by role of the last list. */
+  counts(row: ClusterRecord) {
+    return roleCounts(storedNodes(row));
+  }
+}
+
+/** Whether a server's last facts say its engine runs; null when unknown. */
+function engineRunning(facts: string | null): boolean | null {
+  if (!facts) return null;
+  try {
+    const f = HostFacts.safeParse(JSON.parse(facts));
+    return f.success ? f.data.engine.running : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The swarm state of a server's last facts; null when unknown (no facts, or an older agent). */
+function swarmStateOf(facts: string | null): string | null {
+  if (!facts) return null;
+  try {
+    const f = HostFacts.safeParse(JSON.parse(facts));
+    return f.success ? f.data.engine.swarm : null;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,81 @@
+import { z } from "zod";
+import { PaginationQuery, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
+import { SWARM_RESERVED_LABEL_PREFIX, SwarmLabelKey, SwarmObjectId } from "../protocol/swarm.js";
+
+/**
+ * Clusters (spec 4.12, issue 20, docs/clusters.md): Docker Swarms whose nodes are the team's
+ * servers, found by POST /clusters/detect and managed through the agents of their managers.
+ */
+
+export const CLUSTER_STATUSES = ["healthy", "degraded", "unreachable"] as const;
+
+export const ClusterServerRef = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    node_id: z.string(),
+    role: z.enum(["manager", "worker"]).nullable().meta({ description: "The node's role as last listed; null when the node is not in the last list" }),
+    reachable: z.boolean().meta({ description: "Whether the server's agent is connected" }),
+  })
+  .meta({ id: "ClusterServer" });
+
+export const Cluster = z
+  .object({
+    uuid: z.string(),
+    name: z.string(),
+    orchestrator_id: z.string().meta({ description: "The swarm's id as the engine reports it (GET /swarm)" }),
+    status: z.enum(CLUSTER_STATUSES).meta({
+      description: "unreachable: no manager server's agent is connected; degraded: a node is not ready, a manager is not reachable in the swarm, or a node's server agent is not connected; healthy otherwise. Computed when read.",
+    }),
+    status_reason: z.string().nullable(),
+    manager_count: z.number().int(),
+    worker_count: z.number().int(),
+    node_count: z.number().int(),
+    servers: z.array(ClusterServerRef),
+    nodes_updated_at: Timestamp.nullable().meta({ description: "When a manager last listed the nodes" }),
+    created_at: Timestamp,
+    updated_at: Timestamp,
+  })
+  .meta({ id: "Cluster" });
+export type Cluster = z.infer<typeof Cluster>;
+export const ClusterList = listOf(Cluster);
+
+export const DetectedCluster = z
+  .object({ uuid: z.string(), name: z.string(), orchestrator_id: z.string(), manager_count: z.number().int(), worker_count: z.number().int() })
+  .meta({ id: "DetectedCluster" });
+export const DetectClustersResult = z.object({ message: z.string(), clusters_found: z.number().int(), data: z.array(DetectedCluster) }).meta({ id: "DetectClustersResult" });
+
+export const ClusterNode = z
+  .object({
+    id: z.string(),
+    hostname: z.string(),
+    role: z.enum(["manager", "worker"]),
+    status: z.string().meta({ description: "ready | down | unknown | disconnected" }),
+    availability: z.enum(["active", "pause", "drain"]),
+    engine_version: z.string().nullable(),
+    ip: z.string().nullable(),
+    labels: z.record(z.string(), z.string()),
+    leader: z.boolean(),
+    reachability: z.string().nullable().meta({ description: "Managers: reachable | unreachable | unknown; null on workers" }),
+    version: z.number().int().meta({ description: "The node object's version index" }),
+    server_uuid: z.string().nullable().meta({ description: "The team's server that is this node, when detect linked one" }),
+  })
+  .meta({ id: "ClusterNode" });
+export type ClusterNode = z.infer<typeof ClusterNode>;
+export const ClusterNodeList = z.object({ data: z.array(ClusterNode), refreshed: z.boolean().meta({ description: "false: no manager answered; the list is the last one stored" }) });
+export const ClusterNodeMutation = z.object({ message: z.string(), data: ClusterNode }).meta({ id: "ClusterNodeMutation" });
+
+export const ClusterParams = z.object({ uuid: resourceId("cluster", Uuid) });
+export const ClusterNodeParams = z.object({ uuid: resourceId("cluster", Uuid), nodeId: resourceId("cluster_node", SwarmObjectId) });
+export const ClusterListQuery = PaginationQuery;
+
+/** PATCH .../labels: the node's user labels become exactly these (capstan.* labels are the platform's). */
+export const ClusterNodeLabelsBody = requestBody({
+  labels: z
+    .record(
+      SwarmLabelKey.refine((k) => !k.startsWith(SWARM_RESERVED_LABEL_PREFIX), `labels starting with ${SWARM_RESERVED_LABEL_PREFIX} are reserved for the platform`),
+      z.string().max(4096),
+    )
+    .refine((l) => Object.keys(l).length <= 100, "at most 100 labels"),
+});
+export type ClusterNodeLabelsBody = z.infer<typeof ClusterNodeLabelsBody>;

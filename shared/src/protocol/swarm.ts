@@ -1,0 +1,110 @@
+import { z } from "zod";
+
+/**
+ * Swarm clusters (issue 20, docs/clusters.md): what an agent reports of its engine's swarm
+ * (Docker Engine API: GET /info's Swarm section, GET /swarm, GET /nodes) and the node changes it
+ * makes (POST /nodes/{id}/update?version=N with the whole NodeSpec).
+ */
+
+/** Engine-made ids (nodes, swarms, services, tasks): 25 lowercase alphanumerics, bounded loosely. */
+export const SwarmObjectId = z.string().regex(/^[a-z0-9]{1,64}$/, "a swarm object id");
+
+/** Node labels the platform owns start with this; a user's PATCH keeps them and may not set them. */
+export const SWARM_RESERVED_LABEL_PREFIX = "capstan.";
+
+/** A node label key as the engine takes it (no '=' or whitespace), bounded. */
+export const SwarmLabelKey = z.string().min(1).max(255).regex(/^[^=\s]+$/, "no '=' or whitespace");
+export const SwarmLabels = z.record(SwarmLabelKey, z.string().max(4096));
+
+export const SwarmNode = z.object({
+  id: SwarmObjectId,
+  /** The node object's version index: the engine refuses an update naming another one ("out of sequence"). */
+  version: z.number().int().min(0),
+  hostname: z.string().max(255),
+  role: z.enum(["manager", "worker"]),
+  /** active | pause | drain */
+  availability: z.enum(["active", "pause", "drain"]),
+  /** unknown | down | ready | disconnected */
+  status: z.string().max(50),
+  /** The address the node is seen at (Status.Addr). */
+  addr: z.string().max(255).nullable(),
+  engine_version: z.string().max(100).nullable(),
+  labels: z.record(z.string(), z.string()),
+  /** Managers: reachable | unreachable | unknown (ManagerStatus.Reachability); null on workers. */
+  reachability: z.string().max(50).nullable(),
+  leader: z.boolean(),
+});
+export type SwarmNode = z.infer<typeof SwarmNode>;
+
+export const SwarmInfoResult = z.object({
+  /** The engine's LocalNodeState: inactive | pending | active | error | locked. */
+  state: z.string().max(50),
+  /** This engine's node in the swarm; null when it is in none. */
+  node_id: SwarmObjectId.nullable(),
+  /** manager when it runs swarm control (ControlAvailable), worker when merely joined, null when in none. */
+  role: z.enum(["manager", "worker"]).nullable(),
+  /** The swarm's id (GET /swarm, managers only; workers cannot read it). */
+  swarm_id: SwarmObjectId.nullable(),
+  /** Swarm spec name ("default" unless set). */
+  swarm_name: z.string().max(255).nullable(),
+  /** Managers: every node of the swarm; workers: none. */
+  nodes: z.array(SwarmNode).max(10_000),
+});
+export type SwarmInfoResult = z.infer<typeof SwarmInfoResult>;
+
+/** What one node update changes; fields left out keep the node's current value. */
+export const SwarmNodeChange = z
+  .object({
+    availability: z.enum(["active", "pause", "drain"]).optional(),
+    role: z.enum(["manager", "worker"]).optional(),
+    /** Replaces the node's labels except those with the reserved prefix, which are kept. */
+    labels: SwarmLabels.optional(),
+  })
+  .refine((c) => c.availability !== undefined || c.role !== undefined || c.labels !== undefined, "nothing to change");
+export type SwarmNodeChange = z.infer<typeof SwarmNodeChange>;
+
+export const SwarmNodeUpdatePayload = z.object({ node_id: SwarmObjectId, change: SwarmNodeChange });
+/**
+ * updated: the engine took it (node as read back); refused: a change that would leave the swarm
+ * without a reachable manager or lose quorum (reason); conflict: the version index moved twice
+ * in a row ("update out of sequence" on the retry with the fresh version too).
+ */
+export const SwarmNodeUpdateResult = z.discriminatedUnion("outcome", [
+  z.object({ outcome: z.literal("updated"), node: SwarmNode, attempts: z.number().int().min(1) }),
+  z.object({ outcome: z.literal("refused"), reason: z.string().max(2000) }),
+  z.object({ outcome: z.literal("conflict"), reason: z.string().max(2000) }),
+]);
+export type SwarmNodeUpdateResult = z.infer<typeof SwarmNodeUpdateResult>;
+
+const isReachableManager = (n: SwarmNode) => n.role === "manager" && n.reachability === "reachable" && n.status === "ready";
+
+/** Raft needs a majority of the managers: floor(n/2)+1. */
+export const swarmQuorum = (managers: number) => Math.floor(managers / 2) + 1;
+
+/**
+ * Why a node change must not be made on a swarm whose nodes are `nodes` (the manager's fresh
+ * list), or null when it may: demoting or draining the last reachable manager, and any role
+ * change after which the reachable managers are no longer a majority of the managers (a
+ * promoted node that is down counts as a manager that cannot vote), are refused.
+ */
+export function swarmNodeChangeRefusal(nodes: SwarmNode[], nodeId: string, change: SwarmNodeChange): string | null {
+  const node = nodes.find((n) => n.id === nodeId);
+  if (!node) return null; // the engine answers for an unknown node
+  const reachable = nodes.filter(isReachableManager);
+  const others = reachable.filter((n) => n.id !== node.id);
+  if (change.role === "worker" && node.role === "manager" && others.length === 0) {
+    return `node ${node.hostname} is the last reachable manager: demoting it would leave the swarm without a manager; promote another node first`;
+  }
+  if (change.availability === "drain" && node.role === "manager" && isReachableManager(node) && !others.some((n) => n.availability === "active")) {
+    return `node ${node.hostname} is the last reachable active manager: draining it would leave no manager to run manager-only tasks; activate or promote another node first`;
+  }
+  if (change.role !== undefined && change.role !== node.role) {
+    const managers = nodes.filter((n) => n.role === "manager").length + (change.role === "manager" ? 1 : -1);
+    const voting = reachable.length + (change.role === "manager" ? (node.status === "ready" ? 1 : 0) : isReachableManager(node) ? -1 : 0);
+    if (voting < swarmQuorum(managers)) {
+      const what = change.role === "manager" ? "promoting" : "demoting";
+      return `${what} node ${node.hostname} would lose quorum: ${voting} of ${managers} managers would be reachable, and the swarm needs ${swarmQuorum(managers)}`;
+    }
+  }
+  return null;
+}
