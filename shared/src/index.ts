@@ -32,3 +32,5 @@ export * from "./api/session.js";
 
 // registries (issue 18)
 export * from "./api/registries.js";
+// resource backups (issue 19)
+export * from "./api/resource-backups.js";

@@ -13,6 +13,9 @@ export const LOCK = {
   publicPorts: 0x44425054,
   /** A database's backup and restore runs (one never starts while the other is open). */
   databaseRuns: 0x44425255,
+  // resource backups (issue 19)
+  /** An application's resource backup runs. */
+  applicationRuns: 0x41505255,
 } as const;
 
 /**

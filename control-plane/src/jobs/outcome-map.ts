@@ -35,5 +35,7 @@ export function outcomeMap(services: Services): OutcomeMap {
     // registries (issue 18)
     "registry.login": (job) => services.registries.loginEnded(job),
     "registry.logout": null,
+    // resource backups (issue 19): the same executions as db.backup's
+    "resource.backup": (job) => backups.applyBackupEnd(job),
   };
 }

@@ -125,6 +125,8 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   // registries (issue 18)
   "registry.login": 120_000,
   "registry.logout": 60_000,
+  // resource backups (issue 19)
+  "resource.backup": 6 * 3_600_000,
 };
 
 /**

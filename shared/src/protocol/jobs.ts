@@ -3,7 +3,7 @@ import { AppActionPayload, AppActionResult, AppLogsPayload, AppLogsResult, Build
 
 import { DockerName } from "./names.js";
 import { DbActionPayload, DbActionResult, DbDeployPayload, DbDeployResult } from "./databases.js";
-import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, BackupDeletePayload, BackupDeleteResult } from "./backups.js";
+import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, BackupDeletePayload, BackupDeleteResult, ResourceBackupPayload, ResourceBackupResult } from "./backups.js";
 import { EngineNetwork, NetworkSpec } from "./networks.js";
 // registries (issue 18)
 import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, RegistryLogoutResult } from "./registries.js";
@@ -105,6 +105,9 @@ export const JOBS = {
   "registry.login": { payload: RegistryLoginPayload, result: RegistryLoginResult },
   /** Forgets a registry's login on the server (a registry deleted or unassigned). */
   "registry.logout": { payload: RegistryLogoutPayload, result: RegistryLogoutResult },
+  // resource backups (issue 19)
+  /** Streams a resource's volumes as one tar (with a manifest), gzip, optionally encrypted; keep locally, upload, retention. */
+  "resource.backup": { payload: ResourceBackupPayload, result: ResourceBackupResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

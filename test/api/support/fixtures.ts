@@ -77,6 +77,11 @@ export interface Fixtures {
   /** A PowerDNS provider at this machine's own name, port 1 (never answers), and a wildcard domain on it pointing at the server; never synced. */
   dnsProvider: { uuid: string };
   domain: { uuid: string };
+
+  // resource backups (issue 19)
+  /** The application's integer id (resource_id), and a volume backup of it to the S3 storage (never run: no agent). */
+  applicationId: number;
+  resourceBackup: { id: number };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -198,6 +203,12 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     await ok(api.post("/dns-providers", { name: `${tag}-dns`, type: "powerdns", credentials: { api_url: `http://${hostname()}:1`, api_key: `${tag}-pdns-key` } }), "dns provider")
   ).data;
   const domain = (await ok(api.post("/domains", { name: `${tag.toLowerCase()}.example.test`, dns_provider_uuid: dnsProvider.uuid, server_uuid: server.uuid }), "domain")).data;
+
+  // resource backups (issue 19)
+  const applicationId = (await ok(api.get(`/applications/${application.uuid}`), "application detail")).id as number;
+  const resourceBackup = (
+    await ok(api.post("/resource-backups", { resource_type: "application", resource_id: applicationId, backup_type: "volume", frequency: "0 4 * * *", s3_storage_id: s3Storage.id }), "resource backup")
+  ).data;
   return {
     tag,
     teamId: team.teamId,
@@ -234,6 +245,10 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     // DNS (issue 21)
     dnsProvider: { uuid: dnsProvider.uuid },
     domain: { uuid: domain.uuid },
+
+    // resource backups (issue 19)
+    applicationId,
+    resourceBackup: { id: resourceBackup.id },
     markers: [
       templateSource.uuid,
       s3Storage.uuid,
@@ -334,6 +349,9 @@ export async function snapshot(f: Fixtures) {
     dnsProviders: get("/dns-providers"),
     domains: get("/domains"),
     dnsCredentials: t.instance.database.prisma.dnsProvider.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((r) => t.instance.box.open(r.credentials))),
+    // resource backups (issue 19)
+    resourceBackups: get("/resource-backups"),
+    resourceBackup: get(`/resource-backups/${f.resourceBackup.id}`),
   });
 }
 
@@ -379,6 +397,8 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   // DNS (issue 21)
   dns_provider: { uuid: (f) => f.dnsProvider.uuid },
   domain: { uuid: (f) => f.domain.uuid },
+  // resource backups (issue 19)
+  resource_backup: { id: (f) => f.resourceBackup.id },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -469,6 +489,16 @@ export const BODIES: Record<string, BodySpec> = {
       { name: `foreign-${++domainSeq}.example.test`, dns_provider_uuid: b.dnsProvider.uuid, server_uuid: a.server.uuid },
     ],
   },
+
+  // resource backups (issue 19): another team's application or S3 storage by integer id is a 404, nothing created or changed.
+  "post /resource-backups": {
+    valid: (c) => ({ resource_type: "application", resource_id: c.applicationId, backup_type: "volume", frequency: "@daily", s3_storage_id: c.s3Storage.id }),
+    foreign: (a, b) => [
+      { resource_type: "application", resource_id: a.applicationId, backup_type: "volume", frequency: "@daily" },
+      { resource_type: "application", resource_id: b.applicationId, backup_type: "volume", frequency: "@daily", s3_storage_id: a.s3Storage.id },
+    ],
+  },
+  "put /resource-backups/{id}": { valid: () => ({ frequency: "@weekly", enabled: false, keep_locally: true, number_of_backups_locally: 2 }), foreign: (a) => [{ s3_storage_id: a.s3Storage.id }] },
 };
 let domainSeq = 0;
 
@@ -626,6 +656,8 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   // No agent: a backup cannot start; the fixture execution (a failed tick) has nothing to restore.
   "post /databases/{uuid}/backups/{backup_uuid}/execute": 409,
   "post /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}/restore": 409,
+  // resource backups (issue 19): no agent, a backup cannot start.
+  "post /resource-backups/{id}/execute": 409,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {
@@ -654,7 +686,11 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
     await f.api.delete(`/services/${f.service.uuid}`);
   },
   // A storage used by a backup schedule cannot be deleted (409): delete the schedule first.
-  "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),
+  "delete /s3-storages/{id}": async (f) => {
+    await f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`);
+    // resource backups (issue 19)
+    await f.api.delete(`/resource-backups/${f.resourceBackup.id}`);
+  },
   // The fixture network is attached already (409): detach it first.
   "post /networks/resource/{type}/{uuid}/attach": (f) => f.api.delete(`/networks/resource/application/${f.application.uuid}/${f.network.uuid}`),
   // DNS (issue 21): a provider used by a domain cannot be deleted (409): delete the domain first.
@@ -673,6 +709,8 @@ export const QUERY_REFS: Record<string, (f: Fixtures) => string | number> = {
   project_uuid: (f) => f.project.uuid,
   environment_id: (f) => f.environment.id,
   user_id: (f) => f.member.userId,
+  // resource backups (issue 19): GET /resource-backups?resource_id=
+  resource_id: (f) => f.applicationId,
 };
 export const PAGINATION = new Set(["page", "per_page"]);
 /**
@@ -680,7 +718,9 @@ export const PAGINATION = new Set(["page", "per_page"]);
  * Coolify's forms: lines, skip/take, start's instant_deploy, and /deploy's tag and pr, which
  * are refused by name; the template list's category and search filters).
  */
-export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "lines", "force", "commit_sha", "skip", "take", "instant_deploy", "tag", "pr", "category", "search"]);
+export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "lines", "force", "commit_sha", "skip", "take", "instant_deploy", "tag", "pr", "category", "search",
+  // resource backups (issue 19): GET /resource-backups?resource_type= (a kind)
+  "resource_type"]);
 
 /** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */
 function deployTargets(owner: Fixtures, caller: Fixtures): { uuid: string }[] {

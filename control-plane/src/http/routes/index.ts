@@ -23,6 +23,9 @@ import { registryRoutes } from "./registries.js";
 // DNS (issue 21)
 import { dnsRoutes } from "./dns.js";
 
+// resource backups (issue 19)
+import { resourceBackupRoutes } from "./resource-backups.js";
+
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
  * parameters (/projects/{uuid}/environments before /projects/{uuid}/{environment}).
@@ -36,4 +39,7 @@ export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissio
 
   // DNS (issue 21)
   ...dnsRoutes,
+
+  // resource backups (issue 19)
+  ...resourceBackupRoutes,
 ];
