@@ -37,3 +37,5 @@ export * from "./api/registries.js";
 export * from "./api/label-overrides.js";
 // clusters (issue 20)
 export * from "./api/clusters.js";
+// resource backups (issue 19)
+export * from "./api/resource-backups.js";

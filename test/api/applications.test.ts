@@ -38,6 +38,8 @@ describe("POST /applications/public", () => {
     const got = await w.api.get(`/applications/${res.body.uuid}`);
     expect(got.status).toBe(200);
     expect(got.body).toEqual({
+      // resource backups (issue 19): the integer id resource_id names
+      id: expect.any(Number),
       uuid: res.body.uuid,
       name: "hello-node",
       description: "",

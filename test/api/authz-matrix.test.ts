@@ -258,6 +258,13 @@ const NEEDS: Record<string, Need> = {
   "post /clusters/{uuid}/nodes/{nodeId}/promote": "team-admin",
   "post /clusters/{uuid}/nodes/{nodeId}/demote": "team-admin",
   "patch /clusters/{uuid}/nodes/{nodeId}/labels": "team-admin",
+  // resource backups (issue 19): lists show what the caller sees; the rest by the application's environment.
+  "get /resource-backups": "team",
+  "post /resource-backups": { environment: "manage" },
+  "get /resource-backups/{id}": { environment: "view" },
+  "put /resource-backups/{id}": { environment: "manage" },
+  "delete /resource-backups/{id}": { environment: "manage" },
+  "post /resource-backups/{id}/execute": { environment: "deploy" },
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -679,6 +686,11 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
   "delete /domains/{uuid}": async (w) => {
     const d = (await ok(owner(w).post("/domains", { name: `fresh-${unique()}.example.test`, dns_provider_uuid: w.f.dnsProvider.uuid, routing_mode: "per_hostname" }), "fresh domain")).data;
     return { path: `/domains/${d.uuid}`, body: undefined };
+  },
+  // resource backups (issue 19)
+  "delete /resource-backups/{id}": async (w) => {
+    const b = (await ok(owner(w).post("/resource-backups", { resource_type: "application", resource_id: w.f.applicationId, backup_type: "volume", frequency: "@daily" }), "fresh resource backup")).data;
+    return { path: `/resource-backups/${b.id}`, body: undefined };
   },
 };
 

@@ -4,11 +4,12 @@ import { DATABASE_ENGINES, type S3Target } from "@capstan/shared";
 import { deleteS3, listS3 } from "@capstan/shared/s3";
 
 /**
- * Names the control plane gives backups: `<engine>-<UTC yyyymmddThhmmssZ>-<8 of the execution>.<ext>`.
+ * Names the control plane gives backups: `<engine>-<UTC yyyymmddThhmmssZ>-<8 of the execution>.<ext>`
+ * (resource backups: `volume-...`).
  * Retention only ever removes files and objects named like this: anything else a user keeps
  * beside them (or the connection test's objects) is left alone.
  */
-const BACKUP_NAME = new RegExp(`^(${DATABASE_ENGINES.join("|")})-\\d{8}T\\d{6}Z-[a-z0-9-]{1,64}\\.[A-Za-z0-9.]+$`);
+const BACKUP_NAME = new RegExp(`^(${[...DATABASE_ENGINES, "volume"].join("|")})-\\d{8}T\\d{6}Z-[a-z0-9-]{1,64}\\.[A-Za-z0-9.]+$`);
 export const isBackupName = (name: string) => BACKUP_NAME.test(name);
 
 interface Candidate {

@@ -15,6 +15,10 @@ export interface TarHeader {
   gid: number;
   /** "0" regular file, "5" directory, ... */
   type: string;
+  /** seconds since the epoch */
+  mtime?: number;
+  /** the target of a link ("1" hard, "2" symbolic) */
+  linkname?: string;
 }
 
 /** Pulls exact byte counts out of a chunk iterator. */
@@ -89,7 +93,9 @@ function parseHeader(block: Buffer): TarHeader {
     uid: numeric(block.subarray(108, 116)),
     gid: numeric(block.subarray(116, 124)),
     size: numeric(block.subarray(124, 136)),
+    mtime: numeric(block.subarray(136, 148)),
     type: String.fromCharCode(block[156] || 0x30),
+    linkname: cString(block.subarray(157, 257)),
   };
 }
 
@@ -124,6 +130,7 @@ export async function* readTar(source: AsyncIterable<Buffer | Uint8Array | strin
   const r = new ByteReader(source[Symbol.asyncIterator]());
   let pax: Record<string, string> = {};
   let longName: string | null = null;
+  let longLink: string | null = null;
   for (;;) {
     const block = await r.read(BLOCK);
     if (block.length === 0) return; // some writers omit the end blocks
@@ -131,20 +138,24 @@ export async function* readTar(source: AsyncIterable<Buffer | Uint8Array | strin
     if (block.every((b) => b === 0)) return;
     const h = parseHeader(block);
     const padded = Math.ceil(h.size / BLOCK) * BLOCK;
-    if (h.type === "x" || h.type === "g" || h.type === "L") {
+    if (h.type === "x" || h.type === "g" || h.type === "L" || h.type === "K") {
       if (h.size > MAX_META) throw new Error("tar: metadata entry too large");
       const body = await r.read(padded);
       if (h.type === "x") pax = parsePax(body.subarray(0, h.size));
       if (h.type === "L") longName = cString(body.subarray(0, h.size));
+      if (h.type === "K") longLink = cString(body.subarray(0, h.size));
       continue;
     }
     const header: TarHeader = {
       ...h,
       name: pax.path ?? longName ?? h.name,
       size: pax.size !== undefined ? Number(pax.size) : h.size,
+      linkname: pax.linkpath ?? longLink ?? h.linkname ?? "",
+      mtime: pax.mtime !== undefined ? Math.floor(Number(pax.mtime)) : h.mtime ?? 0,
     };
     pax = {};
     longName = null;
+    longLink = null;
     let consumed = false;
     let left = header.size;
     const body = (async function* () {
@@ -232,4 +243,59 @@ export async function* singleFileTarStream(
   if (sent !== size) throw new Error(`tar: ${name} has ${sent} bytes, ${size} expected`);
   yield tarPadding(size);
   yield TAR_END;
+}
+
+/** One "len key=value\n" record of a pax extended header (the length counts itself). */
+function paxRecord(key: string, value: string): string {
+  const rest = ` ${key}=${value}\n`;
+  let len = Buffer.byteLength(rest) + 1;
+  while (String(len).length + Buffer.byteLength(rest) !== len) len = String(len).length + Buffer.byteLength(rest);
+  return `${len}${rest}`;
+}
+
+const USTAR_NAME = /^[\x20-\x7e]{1,100}$/;
+
+/**
+ * The header block(s) of any entry re-packed from another archive (volume backups): a ustar
+ * header, preceded by a pax extended header when the name or link target is long or not plain
+ * ASCII, or the size does not fit the octal field. Ids above the octal range use base-256.
+ */
+export function entryHeaders(h: { name: string; type: string; size: number; mode: number; uid: number; gid: number; mtime: number; linkname?: string }): Buffer[] {
+  const records: string[] = [];
+  const plainName = USTAR_NAME.test(h.name) ? h.name : null;
+  const link = h.linkname ?? "";
+  const plainLink = link === "" || USTAR_NAME.test(link) ? link : null;
+  if (plainName === null) records.push(paxRecord("path", h.name));
+  if (plainLink === null) records.push(paxRecord("linkpath", link));
+  const bigSize = h.size >= 8 ** 11;
+  if (bigSize) records.push(paxRecord("size", String(h.size)));
+  const out: Buffer[] = [];
+  const block = (name: string, type: string, size: number, linkname: string) => {
+    const header = Buffer.alloc(BLOCK, 0);
+    const put = (offset: number, length: number, value: string) => header.write(value, offset, length, "utf8");
+    const octal = (n: number, width: number) => n.toString(8).padStart(width - 1, "0") + "\0";
+    put(0, 100, name);
+    put(100, 8, octal(h.mode & 0o7777, 8));
+    putId(header, 108, h.uid);
+    putId(header, 116, h.gid);
+    put(124, 12, octal(size, 12));
+    put(136, 12, octal(Math.max(0, Math.floor(h.mtime)), 12));
+    put(148, 8, "        ");
+    put(156, 1, type);
+    put(157, 100, linkname);
+    put(257, 6, "ustar\0");
+    put(263, 2, "00");
+    let sum = 0;
+    for (const b of header) sum += b;
+    put(148, 8, sum.toString(8).padStart(6, "0") + "\0 ");
+    return header;
+  };
+  if (records.length) {
+    const body = Buffer.from(records.join(""), "utf8");
+    out.push(block("PaxHeader", "x", body.length, ""), body, tarPadding(body.length));
+  }
+  // The ustar fields keep a truncated, ASCII-safe form for readers without pax.
+  const safe = (v: string) => v.replace(/[^\x20-\x7e]/g, "_").slice(0, 100);
+  out.push(block(plainName ?? safe(h.name), h.type, bigSize ? 0 : h.size, plainLink ?? safe(link)));
+  return out;
 }

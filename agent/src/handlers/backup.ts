@@ -2,6 +2,7 @@ import type { DbCredentials, S3Target } from "@capstan/shared";
 import { runBackup } from "../backup/backup.js";
 import { deleteBackup } from "../backup/delete.js";
 import { runRestore } from "../backup/restore.js";
+import { runVolumeBackup } from "../backup/volumes.js";
 import type { Handler, JobContext } from "../dispatch/types.js";
 import type { Engine } from "../docker/engine.js";
 import { createMasker, type Masker } from "../deploy/mask.js";
@@ -65,4 +66,15 @@ export function backupDelete(_engine: Engine, opts: BackupOptions): Handler<"bac
     const mask = createMasker(secrets(null, null, payload.s3?.target));
     return masked(mask, ctx, (job) => deleteBackup(opts.stateDir, payload, job.progress));
   };
+}
+
+// resource backups (issue 19)
+/** resource.backup (backup/volumes.ts); one run per schedule at a time, as db.backup. */
+export function resourceBackup(engine: Engine, opts: BackupOptions, locks: KeyedMutex): Handler<"resource.backup"> {
+  return (payload, ctx) =>
+    locks.run(`backup:${payload.resource.uuid}:${payload.schedule_uuid}`, () => {
+      ctx.signal.throwIfAborted();
+      const mask = createMasker(secrets(null, payload.passphrase, payload.s3?.target));
+      return masked(mask, ctx, (job) => runVolumeBackup(engine, payload, opts, job));
+    });
 }

@@ -8,7 +8,7 @@ import { type AppHandlerOptions, resolveAppOptions } from "./app-options.js";
 import { containerEnsure, containerRemove, containersList } from "./containers.js";
 import { KeyedMutex } from "../mutex.js";
 import { dbAction, dbDeploy, type DbHandlerOptions, resolveDbOptions } from "./db.js";
-import { backupDelete, dbBackup, dbRestore } from "./backup.js";
+import { backupDelete, dbBackup, dbRestore, resourceBackup } from "./backup.js";
 import { networkConnect, networkEnsure, networkRemove, networksList } from "./networks.js";
 import { type HandlerOptions as BaseHandlerOptions, serverPrepare, serverValidate } from "./server.js";
 // registries (issue 18)
@@ -55,5 +55,7 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     "swarm.info": swarmInfo(engine),
     "swarm.nodes": swarmNodes(engine),
     "swarm.node.update": swarmNodeUpdate(engine),
+    // resource backups (issue 19)
+    "resource.backup": resourceBackup(engine, backup, locks),
   };
 }

@@ -70,7 +70,11 @@ export class BackupScheduler implements ScheduleWatcher {
 
   /** Re-reads every enabled schedule, creates/replaces/drops tasks to match. */
   async reconcile(): Promise<void> {
-    const rows = await this.db.backupSchedule.findMany({ where: { enabled: true, databaseId: { not: null } }, select: { id: true, frequency: true } });
+    // Database dump schedules and resource backups (issue 19) alike.
+    const rows = await this.db.backupSchedule.findMany({
+      where: { enabled: true, OR: [{ databaseId: { not: null } }, { applicationId: { not: null } }] },
+      select: { id: true, frequency: true },
+    });
     if (!this.running) return;
     const seen = new Set<number>();
     for (const r of rows) {
@@ -85,10 +89,10 @@ export class BackupScheduler implements ScheduleWatcher {
     if (!this.running) return;
     this.track(
       this.db.backupSchedule
-        .findUnique({ where: { id: scheduleId }, select: { id: true, frequency: true, enabled: true, databaseId: true } })
+        .findUnique({ where: { id: scheduleId }, select: { id: true, frequency: true, enabled: true, databaseId: true, applicationId: true } })
         .then((r) => {
           if (!this.running) return;
-          if (r && r.enabled && r.databaseId !== null) this.watch(r.id, r.frequency);
+          if (r && r.enabled && (r.databaseId !== null || r.applicationId !== null)) this.watch(r.id, r.frequency);
           else this.drop(scheduleId);
         })
         .catch((err) => this.opts.log.error({ err: { message: (err as Error).message } }, "backup scheduler: refreshing a schedule failed")),

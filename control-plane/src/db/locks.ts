@@ -23,6 +23,9 @@ export const LOCK = {
   serviceEnvs: 0x53454e56,
   /** A registry's server assignment (RegistryServer rows of the registry). */
   registryServers: 0x52475356,
+  // resource backups (issue 19)
+  /** An application's resource backup runs. */
+  applicationRuns: 0x41505255,
 } as const;
 
 /**

@@ -42,5 +42,7 @@ export function outcomeMap(services: Services): OutcomeMap {
     "swarm.info": null,
     "swarm.nodes": null,
     "swarm.node.update": null,
+    // resource backups (issue 19): the same executions as db.backup's
+    "resource.backup": (job) => backups.applyBackupEnd(job),
   };
 }

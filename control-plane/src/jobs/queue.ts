@@ -132,6 +132,8 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "swarm.info": 30_000,
   "swarm.nodes": 30_000,
   "swarm.node.update": 60_000,
+  // resource backups (issue 19)
+  "resource.backup": 6 * 3_600_000,
 };
 
 /**

@@ -428,6 +428,8 @@ export const ApplicationDeployment = z
   .meta({ id: "ApplicationDeployment" });
 
 export const ApplicationDetail = Application.extend({
+  // resource backups (issue 19): resource_id of /resource-backups names an application by it
+  id: z.number().int().meta({ description: "The integer id (resource_id of /resource-backups)" }),
   description: z.string(),
   source: ApplicationSource,
   project_name: z.string(),

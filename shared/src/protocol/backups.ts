@@ -80,3 +80,45 @@ export const DbRestoreResult = z.object({ bytes: z.number().int().min(0) });
 
 export const BackupDeletePayload = BackupLocation;
 export const BackupDeleteResult = z.object({ local_removed: z.boolean(), remote_removed: z.boolean() });
+
+// resource backups (issue 19)
+/**
+ * resource.backup (backup_type volume): the resource's named volumes, read through one of its
+ * containers (the engine's archive of each mount path, running or stopped), re-packed into one
+ * tar under `volumes/<storage name>/` with a `manifest.json` (every file's path, size and sha256)
+ * as its last entry, gzip, OpenPGP AEAD when a passphrase is given; then stored and retained
+ * exactly as db.backup (`<backup dir>/<resource uuid>/<schedule uuid>/<filename>`, S3, retention).
+ */
+export const ResourceBackupPayload = z.object({
+  resource: z.object({ kind: z.enum(["application"]), uuid: z.string().regex(/^[a-z0-9-]{1,64}$/), name: z.string().max(255) }),
+  volumes: z
+    .array(
+      z.object({
+        /** the storage's name: the folder of its files in the archive */
+        name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/),
+        /** absolute path inside the container */
+        mount_path: z.string().min(2).max(1024).regex(/^\/[^\0]*$/),
+      }),
+    )
+    .min(1)
+    .max(64),
+  schedule_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  execution_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  filename: FileName,
+  keep_locally: z.number().int().min(0).max(1000),
+  s3: DbBackupPayload.shape.s3,
+  passphrase: z.string().min(1).max(1024).nullable(),
+});
+export type ResourceBackupPayload = z.infer<typeof ResourceBackupPayload>;
+/** As db.backup's: the stored file and what retention removed. */
+export const ResourceBackupResult = DbBackupResult;
+export type ResourceBackupResult = z.infer<typeof ResourceBackupResult>;
+
+/** One file of a volume archive's manifest (`manifest.json`, the archive's last entry). */
+export const VolumeManifest = z.object({
+  format: z.literal("capstan-volume-backup/1"),
+  resource: z.object({ kind: z.string(), uuid: z.string() }),
+  volumes: z.array(z.object({ name: z.string(), mount_path: z.string() })),
+  files: z.array(z.object({ path: z.string(), size: z.number().int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) })),
+});
+export type VolumeManifest = z.infer<typeof VolumeManifest>;

@@ -3,7 +3,7 @@ import { AppActionPayload, AppActionResult, AppLogsPayload, AppLogsResult, Build
 
 import { DockerName } from "./names.js";
 import { DbActionPayload, DbActionResult, DbDeployPayload, DbDeployResult } from "./databases.js";
-import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, BackupDeletePayload, BackupDeleteResult } from "./backups.js";
+import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, BackupDeletePayload, BackupDeleteResult, ResourceBackupPayload, ResourceBackupResult } from "./backups.js";
 import { EngineNetwork, NetworkSpec } from "./networks.js";
 // registries (issue 18)
 import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, RegistryLogoutResult } from "./registries.js";
@@ -121,6 +121,9 @@ export const JOBS = {
   "swarm.nodes": { payload: z.object({}), result: z.object({ nodes: z.array(SwarmNode).max(10_000) }) },
   /** Changes one node (availability, role, labels) with its version index; refuses what loses quorum. */
   "swarm.node.update": { payload: SwarmNodeUpdatePayload, result: SwarmNodeUpdateResult },
+  // resource backups (issue 19)
+  /** Streams a resource's volumes as one tar (with a manifest), gzip, optionally encrypted; keep locally, upload, retention. */
+  "resource.backup": { payload: ResourceBackupPayload, result: ResourceBackupResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

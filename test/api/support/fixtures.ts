@@ -90,6 +90,10 @@ export interface Fixtures {
    * cluster is unreachable and node changes answer 503.
    */
   cluster: { uuid: string; nodeId: string };
+  // resource backups (issue 19)
+  /** The application's integer id (resource_id), and a volume backup of it to the S3 storage (never run: no agent). */
+  applicationId: number;
+  resourceBackup: { id: number };
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -236,6 +240,11 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   const serviceApplication = { uuid: serviceWithDbDetail.applications[0].uuid as string };
   const serviceDatabase = { uuid: serviceWithDbDetail.databases[0].uuid as string };
   await ok(api.put(`/service-applications/${serviceApplication.uuid}/label-overrides`, { yaml: `proxy.headers.response.X-Fixture: ${tag}-label\n` }), "label overrides");
+  // resource backups (issue 19)
+  const applicationId = (await ok(api.get(`/applications/${application.uuid}`), "application detail")).id as number;
+  const resourceBackup = (
+    await ok(api.post("/resource-backups", { resource_type: "application", resource_id: applicationId, backup_type: "volume", frequency: "0 4 * * *", s3_storage_id: s3Storage.id }), "resource backup")
+  ).data;
   return {
     tag,
     teamId: team.teamId,
@@ -279,6 +288,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     serviceWithDb: { uuid: serviceWithDb.uuid },
     // clusters (issue 20)
     cluster: { uuid: cluster.uuid, nodeId: clusterNodeId },
+    // resource backups (issue 19)
+    applicationId,
+    resourceBackup: { id: resourceBackup.id },
     markers: [
       cluster.uuid,
       clusterNodeId,
@@ -392,6 +404,9 @@ export async function snapshot(f: Fixtures) {
     serviceApplicationLabels: get(`/service-applications/${f.serviceApplication.uuid}/label-overrides`),
     serviceDatabaseLabels: get(`/service-databases/${f.serviceDatabase.uuid}/label-overrides`),
     renderedServices: t.instance.database.prisma.service.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" } }).then((rows) => rows.map((r) => t.instance.box.open(r.composeRendered))),
+    // resource backups (issue 19)
+    resourceBackups: get("/resource-backups"),
+    resourceBackup: get(`/resource-backups/${f.resourceBackup.id}`),
   });
 }
 
@@ -443,6 +458,8 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   // clusters (issue 20)
   cluster: { uuid: (f) => f.cluster.uuid },
   cluster_node: { id: (f) => f.cluster.nodeId },
+  // resource backups (issue 19)
+  resource_backup: { id: (f) => f.resourceBackup.id },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -539,6 +556,15 @@ export const BODIES: Record<string, BodySpec> = {
   "put /service-databases/{uuid}/label-overrides": { valid: () => ({ yaml: "com.example.intruder: hijacked\n" }) },
   // clusters (issue 20)
   "patch /clusters/{uuid}/nodes/{nodeId}/labels": { valid: () => ({ labels: { zone: "hijacked" } }) },
+  // resource backups (issue 19): another team's application or S3 storage by integer id is a 404, nothing created or changed.
+  "post /resource-backups": {
+    valid: (c) => ({ resource_type: "application", resource_id: c.applicationId, backup_type: "volume", frequency: "@daily", s3_storage_id: c.s3Storage.id }),
+    foreign: (a, b) => [
+      { resource_type: "application", resource_id: a.applicationId, backup_type: "volume", frequency: "@daily" },
+      { resource_type: "application", resource_id: b.applicationId, backup_type: "volume", frequency: "@daily", s3_storage_id: a.s3Storage.id },
+    ],
+  },
+  "put /resource-backups/{id}": { valid: () => ({ frequency: "@weekly", enabled: false, keep_locally: true, number_of_backups_locally: 2 }), foreign: (a) => [{ s3_storage_id: a.s3Storage.id }] },
 };
 let domainSeq = 0;
 
@@ -706,6 +732,8 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "post /clusters/{uuid}/nodes/{nodeId}/promote": 503,
   "post /clusters/{uuid}/nodes/{nodeId}/demote": 503,
   "patch /clusters/{uuid}/nodes/{nodeId}/labels": 503,
+  // resource backups (issue 19): no agent, a backup cannot start.
+  "post /resource-backups/{id}/execute": 409,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {
@@ -738,7 +766,11 @@ export const PREPARE_OWN: Record<string, (f: Fixtures) => Promise<unknown>> = {
     await f.api.delete(`/services/${f.serviceWithDb.uuid}`);
   },
   // A storage used by a backup schedule cannot be deleted (409): delete the schedule first.
-  "delete /s3-storages/{id}": (f) => f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`),
+  "delete /s3-storages/{id}": async (f) => {
+    await f.api.delete(`/databases/${f.database.uuid}/backups/${f.backupSchedule.uuid}`);
+    // resource backups (issue 19)
+    await f.api.delete(`/resource-backups/${f.resourceBackup.id}`);
+  },
   // The fixture network is attached already (409): detach it first.
   "post /networks/resource/{type}/{uuid}/attach": (f) => f.api.delete(`/networks/resource/application/${f.application.uuid}/${f.network.uuid}`),
   // DNS (issue 21): a provider used by a domain cannot be deleted (409): delete the domain first.
@@ -757,6 +789,8 @@ export const QUERY_REFS: Record<string, (f: Fixtures) => string | number> = {
   project_uuid: (f) => f.project.uuid,
   environment_id: (f) => f.environment.id,
   user_id: (f) => f.member.userId,
+  // resource backups (issue 19): GET /resource-backups?resource_id=
+  resource_id: (f) => f.applicationId,
 };
 export const PAGINATION = new Set(["page", "per_page"]);
 /**
@@ -768,6 +802,8 @@ export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes",
   // services lifecycle (issue 17): start / restart
   "pull", "latest",
 ]);
+  // resource backups (issue 19): GET /resource-backups?resource_type= (a kind)
+  "resource_type"]);
 
 /** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */
 function deployTargets(owner: Fixtures, caller: Fixtures): { uuid: string }[] {

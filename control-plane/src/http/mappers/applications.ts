@@ -50,6 +50,8 @@ export const storageDto = (appUuid: string, v: StorageRow): Out<typeof Storage> 
 export function applicationDetailDto(a: ApplicationWithDetail, services: Services): Out<typeof ApplicationDetail> {
   const domains = a.fqdn ? parseDomains(a.fqdn) : { entries: [] };
   return {
+    // resource backups (issue 19)
+    id: a.id,
     ...applicationListDto({
       uuid: a.uuid,
       name: a.name,

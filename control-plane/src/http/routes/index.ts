@@ -27,6 +27,8 @@ import { dnsRoutes } from "./dns.js";
 import { labelOverrideRoutes } from "./label-overrides.js";
 // clusters (issue 20)
 import { clusterRoutes } from "./clusters.js";
+// resource backups (issue 19)
+import { resourceBackupRoutes } from "./resource-backups.js";
 
 /**
  * The route table. Order matters where paths overlap: fixed segments come before
@@ -46,4 +48,6 @@ export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissio
   ...labelOverrideRoutes,
   // clusters (issue 20)
   ...clusterRoutes,
+  // resource backups (issue 19)
+  ...resourceBackupRoutes,
 ];

@@ -1,4 +1,6 @@
 import { DatabaseEngine, type DbBackupPayload } from "@capstan/shared";
+import type { Db, Prisma } from "../../db/client.js";
+import type { LOCK } from "../../db/locks.js";
 import { isUniqueViolation } from "../../db/errors.js";
 import { lockInTransaction } from "../../db/locks.js";
 import type { TeamScope } from "../../domain/scope.js";
@@ -7,12 +9,37 @@ import { newUuid } from "../../lib/ids.js";
 import { ServerService } from "../servers.js";
 import { BackupLookups, OPEN, isOpen, DELETE_TIMEOUT_MS, PayloadError, backupFilename, backupKeyPrefix, type ScheduleRow, type Window, type ExecutionView } from "./common.js";
 
+/** A run's job, prepared before its claim: what the execution records, and the job to enqueue with it. */
+export interface PreparedRun {
+  filename: string;
+  isEncrypted: boolean;
+  s3StorageId: number | null;
+  enqueue(tx: Prisma.TransactionClient, serverId: number): Promise<string>;
+}
+
+/**
+ * What a run backs up: a database's dump schedule or a resource backup (resources.ts). The run
+ * lock makes the clash check and the claim one step across replicas.
+ */
+export interface RunTarget {
+  lock: { kind: keyof typeof LOCK; id: number };
+  serverId: number;
+  server: { id: number; name: string; status: string };
+  /** Why a run cannot start now (null: it can). */
+  clash(tx: Db | Prisma.TransactionClient): Promise<string | null>;
+  /** Throws PayloadError with a reason when the run cannot be prepared. */
+  prepare(executionUuid: string, at: Date): Promise<PreparedRun>;
+}
+
 /**
  * Runs of a schedule (executions): a run is an execution row plus a db.backup job on the
  * database's server, written in one transaction; scheduled runs claim their cron tick through
  * the unique (scheduleId, scheduledFor) index, so with several replicas exactly one writes it.
  */
 export class BackupExecutions {
+  /** The run target of a resource backup schedule (resources.ts sets it; null: its resource is gone). */
+  resourceTarget: ((schedule: ScheduleRow) => Promise<RunTarget | null>) | null = null;
+
   constructor(private readonly lookups: BackupLookups) {}
 
   async countExecutions(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<number> {
@@ -54,7 +81,7 @@ export class BackupExecutions {
   /** POST .../execute: a run outside the cron schedule. */
   async execute(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<string> {
     const { database, schedule } = await this.lookups.schedule(scope, dbUuid, backupUuid, "deploy");
-    const started = await this.start(schedule, database, { trigger: "manual", scheduledFor: null });
+    const started = await this.start(schedule, this.databaseTarget(schedule, database), { trigger: "manual", scheduledFor: null });
     if (started.kind === "refused") throw new Conflict(started.reason);
     if (started.kind === "lost") throw new Conflict("Cannot back up now: another run was just claimed.");
     return started.uuid;
@@ -65,21 +92,22 @@ export class BackupExecutions {
    * cannot start are recorded as failed with the reason (so a missed backup shows); manual ones
    * are refused instead. "lost": another replica claimed this tick.
    */
-  private async start(
+  async start(
     schedule: ScheduleRow,
-    database: { id: number; uuid: string; name?: string; serverId: number; server: { id: number; name: string; status: string } },
+    target: RunTarget,
     run: { trigger: "schedule" | "manual"; scheduledFor: Date | null },
-  ): Promise<{ kind: "started" | "failed"; uuid: string } | { kind: "refused"; reason: string } | { kind: "lost" }> {
-    let problem = await this.lookups.backupClash(this.lookups.db, schedule.id, database.id);
-    if (!problem && !ServerService.agentConnected(database.server)) problem = `the server ${database.server.name} is not reachable (its agent is not connected)`;
+  ): Promise<{ kind: "started" | "failed"; uuid: string; id: number } | { kind: "refused"; reason: string } | { kind: "lost" }> {
+    let problem = await target.clash(this.lookups.db);
+    if (!problem && !ServerService.agentConnected(target.server)) problem = `the server ${target.server.name} is not reachable (its agent is not connected)`;
 
     const uuid = newUuid();
     const now = new Date();
-    let payload: DbBackupPayload | null = null;
+    let payload: PreparedRun | null = null;
     let s3StorageId: number | null = null;
     if (!problem) {
       try {
-        ({ payload, s3StorageId } = await this.backupPayload(schedule, database.id, uuid, now));
+        payload = await target.prepare(uuid, now);
+        s3StorageId = payload.s3StorageId;
       } catch (err) {
         if (!(err instanceof PayloadError)) this.lookups.log.error({ err: { message: (err as Error).message }, schedule: schedule.uuid }, "building a backup payload failed");
         problem = err instanceof PayloadError ? err.message : "the backup could not be prepared (internal error)";
@@ -94,15 +122,16 @@ export class BackupExecutions {
     // on its own connection). The database's run lock makes the check for a running backup or
     // restore and this insert one step: a restore claimed since the check above is seen here.
     let claim: "claimed" | "lost" | { refused: string } = "lost";
+    let rowId = 0;
     try {
       claim = await this.lookups.db.$transaction(async (tx) => {
-        await lockInTransaction(tx, this.lookups.deps.dialect, "databaseRuns", database.id);
+        await lockInTransaction(tx, this.lookups.deps.dialect, target.lock.kind, target.lock.id);
         if (run.scheduledFor) {
           const taken = await tx.backupExecution.findUnique({ where: { scheduleId_scheduledFor: { scheduleId: schedule.id, scheduledFor: run.scheduledFor } }, select: { id: true } });
           if (taken) return "lost";
         }
         if (payload) {
-          const clash = await this.lookups.backupClash(tx, schedule.id, database.id);
+          const clash = await target.clash(tx);
           if (clash && run.trigger === "manual") return { refused: `Cannot back up now: ${clash}.` };
           if (clash) {
             problem = clash;
@@ -119,12 +148,13 @@ export class BackupExecutions {
             // The storage is recorded with the claim: the schedule may move to another one before
             // the object arrives, and a storage with a run on its way to it is not deleted.
             ...(payload
-              ? { status: "queued", filename: payload.filename, isEncrypted: payload.passphrase !== null, s3StorageId }
+              ? { status: "queued", filename: payload.filename, isEncrypted: payload.isEncrypted, s3StorageId }
               : { status: "failed", reason: problem, finishedAt: now }),
           },
         });
+        rowId = row.id;
         if (payload) {
-          const jobId = await this.lookups.deps.jobs.enqueue(tx, database.serverId, "db.backup", payload);
+          const jobId = await payload.enqueue(tx, target.serverId);
           await tx.backupExecution.update({ where: { id: row.id }, data: { jobId } });
         }
         return "claimed";
@@ -135,8 +165,27 @@ export class BackupExecutions {
     }
     if (claim === "lost") return { kind: "lost" };
     if (typeof claim === "object") return { kind: "refused", reason: claim.refused };
-    if (payload) this.lookups.deps.jobs.nudge(database.serverId);
-    return { kind: payload ? "started" : "failed", uuid };
+    if (payload) this.lookups.deps.jobs.nudge(target.serverId);
+    return { kind: payload ? "started" : "failed", uuid, id: rowId };
+  }
+
+  /** A database's dump schedule as a run target (its run lock, its clashes, its db.backup job). */
+  databaseTarget(schedule: ScheduleRow, database: { id: number; serverId: number; server: { id: number; name: string; status: string } }): RunTarget {
+    return {
+      lock: { kind: "databaseRuns", id: database.id },
+      serverId: database.serverId,
+      server: database.server,
+      clash: (tx) => this.lookups.backupClash(tx, schedule.id, database.id),
+      prepare: async (executionUuid, at) => {
+        const { payload, s3StorageId } = await this.backupPayload(schedule, database.id, executionUuid, at);
+        return {
+          filename: payload.filename,
+          isEncrypted: payload.passphrase !== null,
+          s3StorageId,
+          enqueue: (tx, serverId) => this.lookups.deps.jobs.enqueue(tx, serverId, "db.backup", payload),
+        };
+      },
+    };
   }
 
   /**
@@ -179,8 +228,12 @@ export class BackupExecutions {
       where: { id: scheduleId },
       include: { database: { select: { id: true, uuid: true, name: true, serverId: true, server: { select: { id: true, name: true, status: true } } } } },
     });
-    if (!schedule || !schedule.enabled || !schedule.database) return "skipped";
-    const r = await this.start(schedule, schedule.database, { trigger: "schedule", scheduledFor });
+    if (!schedule || !schedule.enabled) return "skipped";
+    let target: RunTarget | null = schedule.database ? this.databaseTarget(schedule, schedule.database) : null;
+    // resource backups (issue 19)
+    if (!target && schedule.applicationId !== null && this.resourceTarget) target = await this.resourceTarget(schedule);
+    if (!target) return "skipped";
+    const r = await this.start(schedule, target, { trigger: "schedule", scheduledFor });
     return r.kind === "refused" ? "skipped" : r.kind;
   }
 }

@@ -5,7 +5,10 @@ import { BackupExecutions } from "./executions.js";
 import { BackupOutcomes } from "./outcomes.js";
 import { BackupRestores } from "./restore.js";
 import { BackupSchedules } from "./schedules.js";
+// resource backups (issue 19)
+import { ResourceBackups } from "./resources.js";
 
+export { volumeBackupFilename, RECENT_EXECUTIONS, type ResourceBackupView } from "./resources.js";
 export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
 
 /**
@@ -21,6 +24,8 @@ export class BackupService {
   private readonly executions: BackupExecutions;
   private readonly restores: BackupRestores;
   private readonly outcomes: BackupOutcomes;
+  /** Resource backups (spec 4.10, issue 19): the routes of /resource-backups use these. */
+  readonly resources: ResourceBackups;
 
   constructor(deps: BackupServiceDeps) {
     this.lookups = new BackupLookups(deps);
@@ -28,6 +33,7 @@ export class BackupService {
     this.executions = new BackupExecutions(this.lookups);
     this.restores = new BackupRestores(this.lookups);
     this.outcomes = new BackupOutcomes(this.lookups);
+    this.resources = new ResourceBackups(this.lookups, this.executions);
   }
 
   /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */

@@ -1,0 +1,121 @@
+import { createHash } from "node:crypto";
+import { posix } from "node:path";
+import type { ResourceBackupPayload, ResourceBackupResult, VolumeManifest } from "@capstan/shared";
+import { appContainers, servingContainer } from "../deploy/app-containers.js";
+import type { Engine } from "../docker/engine.js";
+import { BackupToolError } from "./exec.js";
+import { storeBackup } from "./store.js";
+import { TAR_END, entryHeaders, readTar, tarPadding } from "./tar.js";
+
+export const MANIFEST_NAME = "manifest.json";
+export const VOLUMES_DIR = "volumes";
+
+interface Ctx {
+  signal: AbortSignal;
+  progress(line: string): void;
+}
+
+/** What the archive is read from: the engine's tar stream of one path of a container. */
+export type ArchiveSource = (mountPath: string) => Promise<AsyncIterable<Buffer | Uint8Array | string>>;
+
+/**
+ * The archive of a resource's volumes, streamed: each volume's files under
+ * `volumes/<storage name>/` (the engine's archive of its mount path, re-packed entry by entry,
+ * bodies passed through as they arrive), then `manifest.json` with every regular file's path,
+ * size and sha256 (hashed on the way). Directories, symbolic and hard links keep their modes,
+ * owners and times; device files and FIFOs are left out with a progress line. Only the manifest
+ * (a line per file) is held in memory.
+ */
+export async function* volumeArchive(
+  resource: ResourceBackupPayload["resource"],
+  volumes: ResourceBackupPayload["volumes"],
+  source: ArchiveSource,
+  progress: (line: string) => void,
+): AsyncGenerator<Buffer> {
+  const files: VolumeManifest["files"] = [];
+  for (const v of volumes) {
+    const base = posix.basename(posix.normalize(v.mount_path));
+    const root = `${VOLUMES_DIR}/${v.name}`;
+    // The engine names the entries after the path's last segment: "data", "data/a/b".
+    const rename = (name: string): string | null => {
+      const n = name.replace(/\/+$/, "");
+      if (n === base) return root;
+      if (n.startsWith(`${base}/`)) return `${root}/${n.slice(base.length + 1)}`;
+      return null;
+    };
+    let count = 0;
+    for await (const { header, body } of readTar(await source(v.mount_path))) {
+      const name = rename(header.name);
+      if (name === null || name.split("/").includes("..")) {
+        progress(`skipped ${JSON.stringify(header.name)} of ${v.name}: outside the volume`);
+        continue;
+      }
+      const common = { mode: header.mode, uid: header.uid, gid: header.gid, mtime: header.mtime ?? 0 };
+      if (header.type === "0" || header.type === "\0" || header.type === "7") {
+        for (const b of entryHeaders({ ...common, name, type: "0", size: header.size })) yield b;
+        const hash = createHash("sha256");
+        let size = 0;
+        for await (const chunk of body) {
+          hash.update(chunk);
+          size += chunk.length;
+          yield chunk;
+        }
+        yield tarPadding(size);
+        files.push({ path: name, size, sha256: hash.digest("hex") });
+        count++;
+      } else if (header.type === "5") {
+        for (const b of entryHeaders({ ...common, name: `${name}/`, type: "5", size: 0 })) yield b;
+      } else if (header.type === "2") {
+        for (const b of entryHeaders({ ...common, name, type: "2", size: 0, linkname: header.linkname ?? "" })) yield b;
+      } else if (header.type === "1") {
+        const target = rename(header.linkname ?? "");
+        if (target === null) {
+          progress(`skipped hard link ${JSON.stringify(header.name)} of ${v.name}: its target is outside the volume`);
+          continue;
+        }
+        for (const b of entryHeaders({ ...common, name, type: "1", size: 0, linkname: target })) yield b;
+      } else {
+        progress(`skipped ${JSON.stringify(header.name)} of ${v.name}: a special file (tar type ${JSON.stringify(header.type)})`);
+      }
+    }
+    progress(`volume ${v.name} (${v.mount_path}): ${count} file(s)`);
+  }
+  const manifest: VolumeManifest = {
+    format: "capstan-volume-backup/1",
+    resource: { kind: resource.kind, uuid: resource.uuid },
+    volumes: volumes.map((v) => ({ name: v.name, mount_path: v.mount_path })),
+    files,
+  };
+  const bytes = Buffer.from(JSON.stringify(manifest), "utf8");
+  for (const b of entryHeaders({ name: MANIFEST_NAME, type: "0", size: bytes.length, mode: 0o600, uid: 0, gid: 0, mtime: Math.floor(Date.now() / 1000) })) yield b;
+  yield bytes;
+  yield tarPadding(bytes.length);
+  yield TAR_END;
+}
+
+export interface VolumeBackupOptions {
+  stateDir: string;
+}
+
+/**
+ * resource.backup: the volumes are read through the resource's serving container (its newest
+ * running one, else its newest: the engine's archive works on stopped containers too), so the
+ * backup runs live, and stored by storeBackup (gzip, OpenPGP AEAD, file, S3, retention).
+ */
+export async function runVolumeBackup(engine: Engine, p: ResourceBackupPayload, opts: VolumeBackupOptions, ctx: Ctx): Promise<ResourceBackupResult> {
+  const { signal, progress } = ctx;
+  const container = servingContainer(await appContainers(engine, p.resource.uuid, signal));
+  if (!container) throw new BackupToolError(`the application ${p.resource.name} has no container on this server; deploy it first`);
+  const spec = { stateDir: opts.stateDir, ownerUuid: p.resource.uuid, scheduleUuid: p.schedule_uuid, filename: p.filename, keepLocally: p.keep_locally, s3: p.s3, passphrase: p.passphrase };
+  return storeBackup(spec, ctx, async (write) => {
+    progress(`archiving ${p.volumes.length} volume(s) of ${p.resource.name} from container ${container.name}${p.passphrase ? " (tar, gzip, OpenPGP encrypted)" : " (tar, gzip)"}`);
+    const source: ArchiveSource = async (path) => {
+      try {
+        return (await engine.getArchive(container.id, path, signal)) as AsyncIterable<Buffer>;
+      } catch (err) {
+        throw new BackupToolError(`reading ${path} of container ${container.name} failed: ${(err as Error).message}`);
+      }
+    };
+    await write(volumeArchive(p.resource, p.volumes, source, progress));
+  });
+}

@@ -1,0 +1,100 @@
+import {
+  CreateResourceBackupBody,
+  MessageBody,
+  ResourceBackupDetail,
+  ResourceBackupList,
+  ResourceBackupMutation,
+  ResourceBackupParams,
+  ResourceBackupQuery,
+  ResourceBackupQueued,
+  UpdateResourceBackupBody,
+} from "@capstan/shared";
+import { route } from "../route.js";
+import { ERR } from "../dto.js";
+import { resourceBackupDetailDto, resourceBackupDto } from "../mappers/resource-backups.js";
+
+const TAG = "Resource backups";
+const BASE = "/resource-backups";
+const ONE = `${BASE}/{id}`;
+
+/** Resource backups (spec 4.10, issue 19; docs/resource-backups.md). */
+export const resourceBackupRoutes = [
+  route({
+    method: "get",
+    path: BASE,
+    tag: TAG,
+    summary: "List resource backups",
+    description: "The team's resource backups the caller can see, filtered by resource_type (application, service, database; class-style strings too) and resource_id.",
+    query: ResourceBackupQuery,
+    responses: { 200: { description: "Resource backups", schema: ResourceBackupList }, 401: ERR[401], 422: ERR[422] },
+    async handler({ scope, services, query }) {
+      return { body: { data: (await services.backups.resources.list(scope, query)).map(resourceBackupDto) } };
+    },
+  }),
+  route({
+    method: "post",
+    path: BASE,
+    tag: TAG,
+    summary: "Create a resource backup",
+    description:
+      "This version backs up the persistent storages of applications (resource_type application, backup_type volume); the spec's other types answer 422. Needs full access to the application's environment. resource_id: the application's integer id (404 when it is not one of the team's). s3_storage_id: an S3 storage of the team (404 when it is not one); backups to a storage with an encryption passphrase are OpenPGP-encrypted. keep_locally false needs an S3 storage.",
+    body: CreateResourceBackupBody,
+    responses: { 201: { description: "Created", schema: ResourceBackupMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ scope, services, body }) {
+      const data = resourceBackupDto(await services.backups.resources.create(scope, body));
+      return { status: 201, body: { message: "Resource backup created.", data } };
+    },
+  }),
+  route({
+    method: "get",
+    path: ONE,
+    tag: TAG,
+    summary: "Get a resource backup with its recent executions",
+    params: ResourceBackupParams,
+    responses: { 200: { description: "Resource backup", schema: ResourceBackupDetail }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      return { body: resourceBackupDetailDto(await services.backups.resources.get(scope, params.id)) };
+    },
+  }),
+  route({
+    method: "put",
+    path: ONE,
+    tag: TAG,
+    summary: "Change a resource backup",
+    description: "Only the fields given change (frequency, s3_storage_id, enabled, keep_locally, number_of_backups_locally); the resource and types are fixed.",
+    params: ResourceBackupParams,
+    body: UpdateResourceBackupBody,
+    responses: { 200: { description: "Updated", schema: ResourceBackupMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ scope, services, params, body }) {
+      const data = resourceBackupDto(await services.backups.resources.update(scope, params.id, body));
+      return { body: { message: "Resource backup updated.", data } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: ONE,
+    tag: TAG,
+    summary: "Delete a resource backup",
+    description: "A running backup of it is cancelled. Existing backup files on the server and objects in S3 stay (spec 4.10).",
+    params: ResourceBackupParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      await services.backups.resources.remove(scope, params.id);
+      return { body: { message: "Resource backup deleted; its backup files stay." } };
+    },
+  }),
+  route({
+    method: "post",
+    path: `${ONE}/execute`,
+    tag: TAG,
+    summary: "Run a resource backup now",
+    description:
+      "Runs it once, outside its cron times (also when disabled); needs deploy permission on the environment. Asynchronous: follow the execution in GET /resource-backups/{id}. 409 while a run of it is open or when the server's agent is not connected, or when the application has no persistent storage.",
+    params: ResourceBackupParams,
+    responses: { 200: { description: "Queued", schema: ResourceBackupQueued }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Cannot run now (reason in message)" } },
+    async handler({ scope, services, params }) {
+      const id = await services.backups.resources.execute(scope, params.id);
+      return { body: { message: "Backup queued.", execution_id: id } };
+    },
+  }),
+];

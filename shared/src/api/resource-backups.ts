@@ -1,0 +1,107 @@
+import { z } from "zod";
+import { BodyId, IntId, Timestamp, listOf, requestBody, resourceId } from "./common.js";
+import { BackupExecutionStatus, CronExpression, RestoreStatus } from "./backups.js";
+
+/**
+ * Resource backups (spec 4.10, issue 19): cron-scheduled backups of a resource, by integer id.
+ * This version backs up the named volumes of applications (backup_type volume); the other
+ * resource and backup types of the spec are refused with a 422 naming what is supported
+ * (docs/resource-backups.md). `resource_type` is sent as the spec's plain word and answered as
+ * the class-style string (RESOURCE_CLASS).
+ */
+export const RESOURCE_BACKUP_RESOURCE_TYPES = ["application", "service", "database", "platform_instance"] as const;
+export const RESOURCE_BACKUP_TYPES = ["volume", "configuration", "full", "platform_instance"] as const;
+/** What this version runs (the rest of the spec's values answer 422). */
+export const SUPPORTED_RESOURCE_BACKUP = { resourceTypes: ["application"], backupTypes: ["volume"] } as const;
+
+/** The class-style resource_type of responses (spec section 2), as Coolify's API names them. */
+export const RESOURCE_CLASS = {
+  application: "App\\Models\\Application",
+  service: "App\\Models\\Service",
+  database: "App\\Models\\StandaloneDatabase",
+  platform_instance: "App\\Models\\InstanceSettings",
+} as const;
+export type ResourceBackupKind = keyof typeof RESOURCE_CLASS;
+/** The plain word of a class-style string (or the word itself), null when it names no kind. */
+export function resourceKindOf(value: string): ResourceBackupKind | null {
+  for (const [kind, cls] of Object.entries(RESOURCE_CLASS)) if (value === kind || value === cls) return kind as ResourceBackupKind;
+  return null;
+}
+
+const LocalCount = z.number().int().min(0).max(1000);
+
+export const CreateResourceBackupBody = requestBody({
+  resource_type: z.enum(RESOURCE_BACKUP_RESOURCE_TYPES).meta({ description: "application (this version), service, database, platform_instance" }),
+  resource_id: BodyId.optional().meta({ description: "The resource's integer id (the `id` of its detail); required except for platform_instance" }),
+  backup_type: z.enum(RESOURCE_BACKUP_TYPES).meta({ description: "volume (this version), configuration, full, platform_instance" }),
+  frequency: CronExpression,
+  s3_storage_id: BodyId.nullable().optional().meta({ description: "An S3 storage of the team; absent or null: backups stay on the server only" }),
+  enabled: z.boolean().default(true),
+  keep_locally: z.boolean().default(true).meta({ description: "Keep backup files on the resource's server; false (only with an S3 storage): removed once uploaded" }),
+  number_of_backups_locally: LocalCount.default(7).meta({ description: "Newest backup files kept on the server while keep_locally" }),
+});
+export type CreateResourceBackupBody = z.output<typeof CreateResourceBackupBody>;
+
+export const UpdateResourceBackupBody = requestBody({
+  frequency: CronExpression.optional(),
+  s3_storage_id: BodyId.nullable().optional(),
+  enabled: z.boolean().optional(),
+  keep_locally: z.boolean().optional(),
+  number_of_backups_locally: LocalCount.optional(),
+}).refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
+export type UpdateResourceBackupBody = z.output<typeof UpdateResourceBackupBody>;
+
+export const ResourceBackupQuery = z.object({
+  resource_type: z
+    .string()
+    .max(64)
+    .refine((v) => resourceKindOf(v) !== null && resourceKindOf(v) !== "platform_instance", "One of application, service, database.")
+    .optional()
+    .meta({ description: "application, service or database (the class-style strings are accepted too)" }),
+  resource_id: IntId.optional(),
+});
+export type ResourceBackupQuery = z.output<typeof ResourceBackupQuery>;
+
+export const ResourceBackupExecution = z
+  .object({
+    id: z.number().int(),
+    status: BackupExecutionStatus,
+    trigger: z.enum(["schedule", "manual"]),
+    filename: z.string().nullable(),
+    size: z.number().int().nullable().meta({ description: "Bytes of the stored archive (tar, gzip, and OpenPGP when is_encrypted)" }),
+    is_encrypted: z.boolean(),
+    s3_storage_id: z.number().int().nullable(),
+    s3_key: z.string().nullable(),
+    stored_locally: z.boolean(),
+    reason: z.string().nullable().meta({ description: "Why the backup failed" }),
+    restore_status: RestoreStatus.nullable(),
+    restore_reason: z.string().nullable(),
+    created_at: Timestamp,
+    finished_at: Timestamp.nullable(),
+  })
+  .meta({ id: "ResourceBackupExecution" });
+export type ResourceBackupExecution = z.infer<typeof ResourceBackupExecution>;
+
+export const ResourceBackup = z
+  .object({
+    id: z.number().int(),
+    resource_type: z.string().meta({ description: "Class-style: App\\Models\\Application, ...", example: "App\\Models\\Application" }),
+    resource_id: z.number().int().nullable(),
+    backup_type: z.enum(RESOURCE_BACKUP_TYPES),
+    frequency: z.string(),
+    s3_storage_id: z.number().int().nullable(),
+    enabled: z.boolean(),
+    keep_locally: z.boolean(),
+    number_of_backups_locally: z.number().int(),
+    next_run_at: Timestamp.nullable(),
+    created_at: Timestamp,
+  })
+  .meta({ id: "ResourceBackup" });
+export type ResourceBackup = z.infer<typeof ResourceBackup>;
+export const ResourceBackupDetail = ResourceBackup.extend({ executions: z.array(ResourceBackupExecution).meta({ description: "The newest executions (up to 20), newest first" }) }).meta({
+  id: "ResourceBackupDetail",
+});
+export const ResourceBackupList = listOf(ResourceBackup);
+export const ResourceBackupMutation = z.object({ message: z.string(), data: ResourceBackup });
+export const ResourceBackupParams = z.object({ id: resourceId("resource_backup", IntId) });
+export const ResourceBackupQueued = z.object({ message: z.string(), execution_id: z.number().int() });

@@ -1,0 +1,266 @@
+import { randomBytes } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JOBS, type JobEnvelope } from "@capstan/shared";
+import { startTestInstance, type ApiResponse, type TestInstance } from "./harness.js";
+import { KeyFactory } from "./support/ssh.js";
+import { appWorld, connectServerAgent, createImageApp, ok, until, type AppWorld } from "./support/applications.js";
+import type { ScriptedAgent } from "./support/fake-agent.js";
+import { startS3Server, type S3Server } from "../support/s3-server.js";
+
+/**
+ * Resource backups (spec 4.10, issue 19) through the real API on a real database: schedules of
+ * an application's volumes, runs handed to the server's (scripted) agent as resource.backup jobs
+ * and their results; the real agent's archive runs in test/e2e/resource-backups.test.ts.
+ */
+let t: TestInstance;
+let s3: S3Server;
+const keys = new KeyFactory();
+const agents: ScriptedAgent[] = [];
+const seen: string[] = [];
+const track = async <T = any>(p: Promise<ApiResponse<T>>): Promise<ApiResponse<T>> => {
+  const r = await p;
+  seen.push(JSON.stringify(r.body ?? null));
+  return r;
+};
+
+beforeAll(async () => {
+  s3 = await startS3Server({ buckets: ["capstan-backups"] });
+  t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true" });
+});
+afterAll(async () => {
+  for (const a of agents) a.close();
+  await t?.close();
+  await s3?.stop();
+  keys.cleanup();
+});
+
+interface World extends AppWorld {
+  agent: ScriptedAgent | null;
+  app: { uuid: string; id: number };
+  storage: { id: number; passphrase: string };
+}
+
+async function world(opts: { agent?: boolean; storages?: boolean } = {}): Promise<World> {
+  const w = await appWorld(t, keys);
+  const agent = opts.agent === false ? null : await connectServerAgent(t, w);
+  if (agent) {
+    agents.push(agent);
+    agent.serve("server.prepare", () => ({ ok: true, result: { created: [], existing: ["capstan"] } }));
+  }
+  const app = await createImageApp(w);
+  if (opts.storages !== false) {
+    await ok(w.api.post(`/applications/${app.uuid}/storages`, { name: "site", mount_path: "/usr/share/nginx/html" }), "storage");
+    await ok(w.api.post(`/applications/${app.uuid}/storages`, { name: "uploads", mount_path: "/srv/uploads" }), "storage 2");
+  }
+  const id = (await ok(w.api.get(`/applications/${app.uuid}`), "app detail")).id as number;
+  const passphrase = `volume-pass-${randomBytes(8).toString("hex")}`;
+  const storage = await ok(
+    w.api.post("/s3-storages", { name: "backups", endpoint: s3.endpoint, bucket: s3.bucket, path_prefix: "capstan/prod", access_key: s3.accessKey, secret_key: s3.secretKey, encryption_passphrase: passphrase }),
+    "s3 storage",
+  );
+  return { ...w, agent, app: { uuid: app.uuid, id }, storage: { id: storage.data.id, passphrase } };
+}
+
+async function create(w: World, body: Record<string, unknown> = {}) {
+  const r = await track(w.api.post("/resource-backups", { resource_type: "application", resource_id: w.app.id, backup_type: "volume", frequency: "0 3 * * *", s3_storage_id: w.storage.id, ...body }));
+  if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body.data as { id: number; [k: string]: unknown };
+}
+
+const detail = async (w: World, id: number) => (await ok(track(w.api.get(`/resource-backups/${id}`)), "detail")) as { executions: any[]; [k: string]: unknown };
+
+function result(job: JobEnvelope, extra: Record<string, unknown> = {}) {
+  const p = JOBS["resource.backup"].payload.parse(job.payload);
+  return {
+    filename: p.filename,
+    size: 987_654,
+    is_encrypted: p.passphrase !== null,
+    local_path: `/var/lib/capstan-agent/backups/${p.resource.uuid}/${p.schedule_uuid}/${p.filename}`,
+    s3_key: p.s3 ? `${p.s3.prefix}${p.filename}` : null,
+    removed_local: [],
+    removed_remote: [],
+    ...extra,
+  };
+}
+
+describe("resource backups: the schedule", () => {
+  it("create, list (filters), detail with executions, PUT, DELETE; resource_type is class-style", async () => {
+    const w = await world({ agent: false });
+    const created = await track(w.api.post("/resource-backups", { resource_type: "application", resource_id: w.app.id, backup_type: "volume", frequency: "0 3 * * *" }));
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const s = created.body.data;
+    expect(s).toMatchObject({
+      id: expect.any(Number),
+      resource_type: "App\\Models\\Application",
+      resource_id: w.app.id,
+      backup_type: "volume",
+      frequency: "0 3 * * *",
+      s3_storage_id: null,
+      enabled: true,
+      keep_locally: true,
+      number_of_backups_locally: 7,
+    });
+    expect(new Date(s.next_run_at).getUTCHours()).toBe(3);
+    expect(await detail(w, s.id)).toEqual({ ...s, executions: [] });
+
+    expect((await track(w.api.get("/resource-backups"))).body.data).toEqual([s]);
+    expect((await track(w.api.get(`/resource-backups?resource_type=application&resource_id=${w.app.id}`))).body.data).toEqual([s]);
+    expect((await track(w.api.get(`/resource-backups?resource_type=${encodeURIComponent("App\\Models\\Application")}`))).body.data).toEqual([s]);
+    expect((await track(w.api.get(`/resource-backups?resource_id=${w.app.id + 100000}`))).body.data).toEqual([]);
+    expect((await track(w.api.get("/resource-backups?resource_type=database"))).body.data).toEqual([]);
+    expect((await track(w.api.get("/resource-backups?resource_type=nonsense"))).status).toBe(422);
+    expect((await track(w.api.get("/resource-backups?resource_id=x"))).status).toBe(422);
+
+    const put = await track(w.api.put(`/resource-backups/${s.id}`, { frequency: "@hourly", s3_storage_id: w.storage.id, keep_locally: false, enabled: false }));
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expect(put.body.data).toMatchObject({ frequency: "@hourly", s3_storage_id: w.storage.id, keep_locally: false, enabled: false, next_run_at: null });
+    // Without a storage, keep_locally false has nowhere to keep the backup.
+    const nowhere = await track(w.api.put(`/resource-backups/${s.id}`, { s3_storage_id: null }));
+    expect(nowhere.status).toBe(422);
+    expect(Object.keys(nowhere.body.errors)).toEqual(["keep_locally"]);
+    expect((await detail(w, s.id)).s3_storage_id).toBe(w.storage.id);
+    // The storage is in use.
+    expect((await track(w.api.delete(`/s3-storages/${w.storage.id}`))).status).toBe(409);
+
+    expect((await track(w.api.delete(`/resource-backups/${s.id}`))).status).toBe(200);
+    expect((await track(w.api.get(`/resource-backups/${s.id}`))).status).toBe(404);
+    expect((await track(w.api.get("/resource-backups"))).body.data).toEqual([]);
+  });
+
+  it("refuses what this version does not run, bad input, and references outside the team; nothing is created", async () => {
+    const w = await world({ agent: false });
+    const other = await world({ agent: false });
+    const base = { resource_type: "application", resource_id: w.app.id, backup_type: "volume", frequency: "0 3 * * *" };
+    const cases: [Record<string, unknown>, number, string?][] = [
+      [{ ...base, backup_type: "configuration" }, 422, "backup_type"],
+      [{ ...base, backup_type: "full" }, 422, "backup_type"],
+      [{ ...base, resource_type: "service" }, 422, "resource_type"],
+      [{ ...base, resource_type: "platform_instance", backup_type: "platform_instance", resource_id: undefined }, 422, "resource_type"],
+      [{ ...base, resource_id: undefined }, 422, "resource_id"],
+      [{ ...base, resource_id: 2_147_483_648 }, 422, "resource_id"],
+      [{ ...base, resource_id: "1" }, 422, "resource_id"],
+      [{ ...base, backup_type: "everything" }, 422, "backup_type"],
+      [{ ...base, frequency: "61 * * * *" }, 422, "frequency"],
+      [{ ...base, frequency: "* * * * * *" }, 422, "frequency"],
+      [{ ...base, keep_locally: false }, 422, "keep_locally"],
+      [{ ...base, number_of_backups_locally: 0 }, 422, "number_of_backups_locally"],
+      [{ ...base, unknown_field: 1 }, 422],
+      [{ ...base, resource_id: other.app.id }, 404],
+      [{ ...base, s3_storage_id: other.storage.id }, 404],
+    ];
+    for (const [body, status, field] of cases) {
+      const r = await track(w.api.post("/resource-backups", body));
+      expect(r.status, JSON.stringify([body, r.body])).toBe(status);
+      if (field) expect(Object.keys(r.body.errors ?? {}), JSON.stringify(r.body)).toContain(field);
+    }
+    expect(await t.instance.database.prisma.backupSchedule.count({ where: { applicationId: w.app.id } })).toBe(0);
+    // PUT: nothing to change, or a bad value.
+    const s = await create(w);
+    expect((await track(w.api.put(`/resource-backups/${s.id}`, {}))).status).toBe(422);
+    expect((await track(w.api.put(`/resource-backups/${s.id}`, { frequency: "nope" }))).status).toBe(422);
+    expect((await track(w.api.put(`/resource-backups/${s.id}`, { resource_id: 5 }))).status).toBe(422);
+  });
+
+  it("another team sees none of it: every route is a 404", async () => {
+    const w = await world({ agent: false });
+    const other = await world({ agent: false });
+    const s = await create(w);
+    expect((await track(other.api.get("/resource-backups"))).body.data).toEqual([]);
+    expect((await track(other.api.get(`/resource-backups?resource_id=${w.app.id}`))).body.data).toEqual([]);
+    expect((await track(other.api.get(`/resource-backups/${s.id}`))).status).toBe(404);
+    expect((await track(other.api.put(`/resource-backups/${s.id}`, { enabled: false }))).status).toBe(404);
+    expect((await track(other.api.post(`/resource-backups/${s.id}/execute`))).status).toBe(404);
+    expect((await track(other.api.delete(`/resource-backups/${s.id}`))).status).toBe(404);
+    expect((await detail(w, s.id)).enabled).toBe(true);
+  });
+});
+
+describe("resource backups: runs", () => {
+  it("execute sends resource.backup with the volumes, the storage and its passphrase; the result lands on the execution (size in bytes)", async () => {
+    const w = await world();
+    const s = await create(w, { number_of_backups_locally: 3 });
+    const queued = await track(w.api.post(`/resource-backups/${s.id}/execute`));
+    expect(queued.status, JSON.stringify(queued.body)).toBe(200);
+    expect(queued.body).toEqual({ message: "Backup queued.", execution_id: expect.any(Number) });
+    const job = await w.agent!.nextJob(10_000);
+    expect(job.type).toBe("resource.backup");
+    const p = JOBS["resource.backup"].payload.parse(job.payload);
+    expect(p.resource).toEqual({ kind: "application", uuid: w.app.uuid, name: expect.any(String) });
+    expect(p.volumes).toEqual([
+      { name: "site", mount_path: "/usr/share/nginx/html" },
+      { name: "uploads", mount_path: "/srv/uploads" },
+    ]);
+    expect(p.filename).toMatch(/^volume-\d{8}T\d{6}Z-[0-9a-f]{8}\.tar\.gz\.gpg$/);
+    expect(p.passphrase).toBe(w.storage.passphrase);
+    expect(p.keep_locally).toBe(3);
+    expect(p.s3?.prefix).toBe(`capstan/prod/${w.app.uuid}/`);
+    expect(p.s3?.target.bucket).toBe(s3.bucket);
+    // While it runs, a second run is refused.
+    expect((await track(w.api.post(`/resource-backups/${s.id}/execute`))).status).toBe(409);
+    await w.agent!.outcome({ id: job.id, attempt: job.attempt, ok: true, result: result(job) });
+    await until(async () => (await detail(w, s.id)).executions[0]?.status === "success");
+    const [e] = (await detail(w, s.id)).executions;
+    expect(e).toMatchObject({ id: queued.body.execution_id, status: "success", trigger: "manual", filename: p.filename, size: 987_654, is_encrypted: true, s3_storage_id: w.storage.id, stored_locally: true, reason: null });
+  });
+
+  it("keep_locally false tells the agent to remove its copy once uploaded; a failed upload is a failed execution with the reason", async () => {
+    const w = await world();
+    const s = await create(w, { keep_locally: false });
+    const queued = await track(w.api.post(`/resource-backups/${s.id}/execute`));
+    const job = await w.agent!.nextJob(10_000);
+    expect(JOBS["resource.backup"].payload.parse(job.payload).keep_locally).toBe(0);
+    await w.agent!.outcome({ id: job.id, attempt: job.attempt, ok: false, error: "PUT https://s3/...: 503 SlowDown" });
+    await until(async () => (await detail(w, s.id)).executions[0]?.status === "failed");
+    expect((await detail(w, s.id)).executions[0]).toMatchObject({ id: queued.body.execution_id, status: "failed", reason: expect.stringMatching(/503 SlowDown/), size: null });
+  });
+
+  it("an application without storages, or a server whose agent is away: execute is refused with the reason", async () => {
+    const bare = await world({ storages: false });
+    const s = await create(bare);
+    const r = await track(bare.api.post(`/resource-backups/${s.id}/execute`));
+    expect(r.status).toBe(409);
+    expect(r.body.message).toMatch(/no persistent storages/);
+    const away = await world({ agent: false });
+    const s2 = await create(away);
+    const r2 = await track(away.api.post(`/resource-backups/${s2.id}/execute`));
+    expect(r2.status).toBe(409);
+    expect(r2.body.message).toMatch(/not reachable/);
+  });
+
+  it("cron ticks: one run per tick however many replicas fire it; a tick that cannot run is a failed execution", async () => {
+    const w = await world();
+    const s = await create(w, { frequency: "* * * * *" });
+    const tick = new Date("2026-03-01T03:00:00Z");
+    const fired = await Promise.all([t.instance.backupScheduler.fire(s.id, tick), t.instance.backupScheduler.fire(s.id, new Date(tick.getTime() + 20_000))]);
+    expect(fired.sort()).toEqual(["lost", "started"]);
+    const job = await w.agent!.nextJob(10_000);
+    expect(job.type).toBe("resource.backup");
+    await w.agent!.outcome({ id: job.id, attempt: job.attempt, ok: true, result: result(job) });
+    await until(async () => (await detail(w, s.id)).executions[0]?.status === "success");
+    expect((await detail(w, s.id)).executions.map((e) => e.trigger)).toEqual(["schedule"]);
+    expect(t.instance.backupScheduler.watched()).toContain(s.id);
+
+    const away = await world({ agent: false });
+    const s2 = await create(away, { frequency: "* * * * *" });
+    expect(await t.instance.backupScheduler.fire(s2.id, tick)).toBe("failed");
+    expect((await detail(away, s2.id)).executions[0]).toMatchObject({ status: "failed", trigger: "schedule", reason: expect.stringMatching(/not reachable/) });
+  });
+
+  it("deleting a resource backup cancels its running backup; its executions go, the agent's files stay", async () => {
+    const w = await world();
+    const s = await create(w);
+    await track(w.api.post(`/resource-backups/${s.id}/execute`));
+    const job = await w.agent!.nextJob(10_000);
+    expect((await track(w.api.delete(`/resource-backups/${s.id}`))).status).toBe(200);
+    expect((await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: job.id } })).status).toBe("cancelled");
+    expect(await t.instance.database.prisma.job.count({ where: { type: "backup.delete", server: { uuid: w.server.uuid } } })).toBe(0);
+  });
+});
+
+describe("secrets", () => {
+  it("no response carried a storage secret or passphrase", () => {
+    const all = seen.join("\n");
+    expect(all).not.toMatch(/volume-pass-/);
+    expect(all).not.toContain(s3.secretKey);
+  });
+});
