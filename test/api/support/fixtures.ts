@@ -801,9 +801,9 @@ export const PAGINATION = new Set(["page", "per_page"]);
 export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes", "docker_cleanup", "since", "tail", "lines", "force", "commit_sha", "skip", "take", "instant_deploy", "tag", "pr", "category", "search",
   // services lifecycle (issue 17): start / restart
   "pull", "latest",
-]);
   // resource backups (issue 19): GET /resource-backups?resource_type= (a kind)
-  "resource_type"]);
+  "resource_type",
+]);
 
 /** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */
 function deployTargets(owner: Fixtures, caller: Fixtures): { uuid: string }[] {

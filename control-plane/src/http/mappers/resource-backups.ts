@@ -2,8 +2,7 @@ import { RESOURCE_CLASS, ResourceBackup, ResourceBackupDetail, ResourceBackupExe
 import { iso } from "../dto.js";
 import { shownStatus, type ExecutionView, type ResourceBackupView } from "../../services/backups/index.js";
 import type { Out } from "./types.js";
-
-const at = (d: Date | null) => (d ? iso(d) : null);
+import { at, storedFileFields } from "./backups.js";
 
 export function resourceBackupDto(v: ResourceBackupView): Out<typeof ResourceBackup> {
   const r = v.row;
@@ -22,20 +21,13 @@ export function resourceBackupDto(v: ResourceBackupView): Out<typeof ResourceBac
   };
 }
 
-export function resourceBackupExecutionDto({ row: r, running }: ExecutionView): Out<typeof ResourceBackupExecution> {
+export function resourceBackupExecutionDto(v: ExecutionView): Out<typeof ResourceBackupExecution> {
+  const { row: r, running } = v;
   return {
     id: r.id,
     status: shownStatus(r.status, r.jobId, running),
     trigger: r.trigger === "schedule" ? "schedule" : "manual",
-    filename: r.filename,
-    size: r.size === null ? null : Number(r.size),
-    is_encrypted: r.isEncrypted,
-    s3_storage_id: r.s3StorageId,
-    s3_key: r.s3Key,
-    stored_locally: r.localPath !== null,
-    reason: r.reason,
-    restore_status: r.restoreStatus === null ? null : shownStatus(r.restoreStatus, r.restoreJobId, running),
-    restore_reason: r.restoreReason,
+    ...storedFileFields(v),
     created_at: iso(r.createdAt),
     finished_at: at(r.finishedAt),
   };

@@ -9,6 +9,7 @@ import { newUuid } from "../../lib/ids.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
 import { loadTemplateDir, templateSummary, TemplateDirError, TEMPLATE_DIR_LIMITS, type TemplateDirLimits } from "../../templates/index.js";
 import { CHECKOUT_LIMITS, CheckoutError, checkout, folderInside, scrub, type CheckoutLimits } from "./checkout.js";
+import { keepAlive, RowJobRunner, type RowJobOptions } from "../../jobs/row-jobs.js";
 
 /** A source as routes show it: everything but the stored template files (megabytes for a big catalog; read only by a create). */
 export type TemplateSourceRecord = Omit<Prisma.TemplateSourceGetPayload<object>, "templateFiles">;
@@ -18,18 +19,11 @@ export const WITHOUT_FILES = { templateFiles: true } as const;
 /** What a sync stores per template that passed (the detail's `templates`, GET /services/templates). */
 export type StoredTemplate = TemplateSummary;
 
-export interface TemplateSyncOptions {
+/** Concurrency, heartbeat and recovery of the syncs (jobs/row-jobs.ts), and the checkout's limits. */
+export interface TemplateSyncOptions extends RowJobOptions {
   allowPrivate: boolean;
-  /** Syncs running at once in this process; more wait in line. */
-  concurrency: number;
   checkoutLimits: CheckoutLimits;
   dirLimits: TemplateDirLimits;
-  /** How often a running sync marks its row as alive. */
-  heartbeatMs: number;
-  /** A `syncing` row not marked alive for this long belongs to a process that is gone. */
-  staleMs: number;
-  /** How often stale and waiting syncs are looked for. */
-  sweepMs: number;
   /** Bytes of template files a sync stores (the texts of the templates that passed): more fails the sync. */
   storedBytes: number;
 }
@@ -61,14 +55,10 @@ const ADMIN = "manage template sources";
  * `pending`, and every `pending` row is synced: an interrupted sync is never stuck.
  */
 export class TemplateSourceService {
-  private readonly queue: number[] = [];
-  private readonly queued = new Set<number>();
-  private readonly running = new Map<number, Promise<void>>();
+  private readonly runner: RowJobRunner;
   /** Sources changed during their running sync: synced again as soon as that one ends. */
   private readonly again = new Set<number>();
   private abort = new AbortController();
-  private sweepTimer: NodeJS.Timeout | null = null;
-  private stopped = false;
   private log: Pick<Logger, "warn" | "error"> | null = null;
   private readonly opts: TemplateSyncOptions;
 
@@ -78,6 +68,22 @@ export class TemplateSourceService {
     opts: Partial<TemplateSyncOptions> & { allowPrivate: boolean },
   ) {
     this.opts = { ...TEMPLATE_SYNC_DEFAULTS, ...opts };
+    this.runner = new RowJobRunner(
+      { name: "template source sync", idKey: "templateSourceId" },
+      {
+        recoverStale: (staleBefore, live) =>
+          db.templateSource.updateMany({
+            where: { syncStatus: "syncing", OR: [{ syncHeartbeatAt: null }, { syncHeartbeatAt: { lt: staleBefore } }], id: { notIn: live } },
+            data: { syncStatus: "pending", syncHeartbeatAt: null },
+          }),
+        due: async () => (await db.templateSource.findMany({ where: { syncStatus: "pending" }, select: { id: true }, orderBy: { id: "asc" } })).map((p) => p.id),
+      },
+      async (id) => {
+        await this.run(id);
+        return this.again.delete(id);
+      },
+      this.opts,
+    );
   }
 
   count(scope: TeamScope) {
@@ -126,7 +132,7 @@ export class TemplateSourceService {
       if ((err as { code?: string }).code === "P2002") throw new Conflict(`A template source with the slug ${slug} already exists in this team: choose another name.`);
       throw err;
     }
-    this.enqueue(source.id);
+    this.runner.enqueue(source.id);
     return source;
   }
 
@@ -153,7 +159,7 @@ export class TemplateSourceService {
     // A running sync is left alone: it sees the change when it stores its result and syncs again.
     if (resync && s.syncStatus !== "syncing") data.syncStatus = "pending";
     const updated = await this.db.templateSource.update({ where: { id: s.id }, data });
-    if (resync && updated.syncStatus === "pending") this.enqueue(updated.id);
+    if (resync && updated.syncStatus === "pending") this.runner.enqueue(updated.id);
     return updated;
   }
 
@@ -186,11 +192,11 @@ export class TemplateSourceService {
   }
 
   private async requestSync(id: number): Promise<SyncDispatch> {
-    if (this.queued.has(id) || this.running.has(id)) return "already";
+    if (this.runner.has(id)) return "already";
     // A row another process is syncing (alive) is not synced twice.
     const { count } = await this.db.templateSource.updateMany({ where: { id, syncStatus: { not: "syncing" } }, data: { syncStatus: "pending" } });
     if (count === 0) return "already";
-    this.enqueue(id);
+    this.runner.enqueue(id);
     return "dispatched";
   }
 
@@ -200,66 +206,26 @@ export class TemplateSourceService {
   /** Starts the recovery sweep (instance start). */
   start(log: Pick<Logger, "warn" | "error">): void {
     this.log = log;
-    this.stopped = false;
     if (this.abort.signal.aborted) this.abort = new AbortController();
-    void this.sweep();
-    this.sweepTimer = setInterval(() => void this.sweep(), this.opts.sweepMs);
-    this.sweepTimer.unref();
+    this.runner.start(log);
   }
 
   /** Stops: running clones are killed and their rows put back to pending (the next start syncs them). */
-  async stop(): Promise<void> {
-    this.stopped = true;
-    if (this.sweepTimer) clearInterval(this.sweepTimer);
-    this.sweepTimer = null;
-    this.queue.length = 0;
-    this.queued.clear();
-    this.again.clear();
-    this.abort.abort();
-    await Promise.allSettled([...this.running.values()]);
+  stop(): Promise<void> {
+    return this.runner.stop(() => {
+      this.again.clear();
+      this.abort.abort();
+    });
   }
 
   /** Resolves when no sync is waiting or running here (tests read settled states). */
-  async idle(): Promise<void> {
-    while (this.running.size > 0 || this.queue.length > 0) await Promise.allSettled([...this.running.values()]);
+  idle(): Promise<void> {
+    return this.runner.idle();
   }
 
   /** Stale `syncing` rows back to pending, then every pending row dispatched. */
-  async sweep(): Promise<void> {
-    if (this.stopped) return;
-    try {
-      const staleBefore = new Date(Date.now() - this.opts.staleMs);
-      await this.db.templateSource.updateMany({
-        where: { syncStatus: "syncing", OR: [{ syncHeartbeatAt: null }, { syncHeartbeatAt: { lt: staleBefore } }], id: { notIn: [...this.running.keys()] } },
-        data: { syncStatus: "pending", syncHeartbeatAt: null },
-      });
-      const pending = await this.db.templateSource.findMany({ where: { syncStatus: "pending" }, select: { id: true }, orderBy: { id: "asc" } });
-      for (const p of pending) this.enqueue(p.id);
-    } catch (err) {
-      if (!this.stopped) this.log?.warn({ err }, "template source sweep failed");
-    }
-  }
-
-  private enqueue(id: number): void {
-    if (this.stopped || this.queued.has(id) || this.running.has(id)) return;
-    this.queue.push(id);
-    this.queued.add(id);
-    this.pump();
-  }
-
-  private pump(): void {
-    while (!this.stopped && this.running.size < this.opts.concurrency && this.queue.length > 0) {
-      const id = this.queue.shift()!;
-      this.queued.delete(id);
-      const run = this.run(id)
-        .catch((err) => this.log?.error({ err, templateSourceId: id }, "template source sync crashed"))
-        .finally(() => {
-          this.running.delete(id);
-          if (this.again.delete(id)) this.enqueue(id);
-          this.pump();
-        });
-      this.running.set(id, run);
-    }
+  sweep(): Promise<void> {
+    return this.runner.sweep();
   }
 
   private async run(id: number): Promise<void> {
@@ -271,10 +237,7 @@ export class TemplateSourceService {
     if (claimed.count === 0) return;
     const source = await this.db.templateSource.findUnique({ where: { id } });
     if (!source) return;
-    const heartbeat = setInterval(() => {
-      void this.db.templateSource.updateMany({ where: { id, syncStatus: "syncing" }, data: { syncHeartbeatAt: new Date() } }).catch(() => undefined);
-    }, this.opts.heartbeatMs);
-    heartbeat.unref();
+    const stopBeating = keepAlive(() => this.db.templateSource.updateMany({ where: { id, syncStatus: "syncing" }, data: { syncHeartbeatAt: new Date() } }), this.opts.heartbeatMs);
     let token: string | null = null;
     try {
       token = source.authToken === null ? null : this.box.open(source.authToken);
@@ -312,7 +275,7 @@ export class TemplateSourceService {
       });
       if (failed.count === 0) await this.changedMeanwhile(id);
     } finally {
-      clearInterval(heartbeat);
+      stopBeating();
     }
   }
 
