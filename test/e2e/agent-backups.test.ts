@@ -17,7 +17,7 @@ import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
-import { sh, until } from "./support/kit.js";
+import { removeLabelled, sh, until } from "./support/kit.js";
 
 /**
  * db.backup / db.restore / backup.delete on the real local engine, with the database test images
@@ -251,10 +251,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  const ids = (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.test.run=${RUN}`]).catch(() => "")).split("\n").filter(Boolean);
-  if (ids.length) await sh("docker", ["rm", "-f", ...ids]).catch(() => {});
-  const vols = (await sh("docker", ["volume", "ls", "-q", "--filter", `label=capstan.test.run=${RUN}`]).catch(() => "")).split("\n").filter(Boolean);
-  if (vols.length) await sh("docker", ["volume", "rm", "-f", ...vols]).catch(() => {});
+  await removeLabelled(RUN);
   await sh("docker", ["network", "rm", NET]).catch(() => {});
   await s3?.stop();
   if (stateDir) await rm(stateDir, { recursive: true, force: true });

@@ -5,7 +5,7 @@ import type { DatabaseEngine, DbCredentials, DbDeployPayload, JobPayload } from 
 import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
 import type { JobContext } from "../../agent/src/dispatch/types.js";
 import { createHandlers } from "../../agent/src/handlers/index.js";
-import { sh, until } from "./support/kit.js";
+import { removeLabelled, sh, until } from "./support/kit.js";
 import { freePort } from "../support/ports.js";
 
 /**
@@ -261,10 +261,7 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
-  const ids = (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.test.run=${RUN}`]).catch(() => "")).split("\n").filter(Boolean);
-  if (ids.length) await sh("docker", ["rm", "-f", ...ids]).catch(() => {});
-  const vols = (await sh("docker", ["volume", "ls", "-q", "--filter", `label=capstan.test.run=${RUN}`]).catch(() => "")).split("\n").filter(Boolean);
-  if (vols.length) await sh("docker", ["volume", "rm", "-f", ...vols]).catch(() => {});
+  await removeLabelled(RUN);
   await sh("docker", ["rmi", `capstan-test/db-cleanup:${RUN}`]).catch(() => {});
   await sh("docker", ["network", "rm", NET]).catch(() => {});
 }, 120_000);

@@ -5,6 +5,7 @@
 # The TSIG secret is the test-only value below (KNOT_TEST_TSIG_SECRET in the tests).
 # usage: test/services/knot.sh install | start [PORT] [ZONE] | stop [PORT]
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 action=${1:-start}
 port=${2:-55363}
 zone=${3:-capstan.test}
@@ -71,14 +72,7 @@ CONF
     cat "$dir/log" >&2; echo "Knot did not start" >&2; exit 1
     ;;
   stop)
-    # The server writes into $dir until it has exited: wait for that (bounded) before removing it.
-    if [ -f "$dir/knot.pid" ]; then
-      pid=$(cat "$dir/knot.pid")
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; sleep 0.2; fi
-    fi
-    rm -rf "$dir" 2>/dev/null || { sleep 0.2; rm -rf "$dir"; }
+    stop_server "$dir" knot.pid
     ;;
   *) echo "usage: $0 install|start|stop [PORT] [ZONE]" >&2; exit 2 ;;
 esac

@@ -4,6 +4,7 @@
 # The API key is the test-only value below (PDNS_TEST_API_KEY in the tests).
 # usage: test/services/powerdns.sh install | start [DNS_PORT] [API_PORT] | stop [DNS_PORT]
 set -euo pipefail
+. "$(dirname "$0")/lib.sh"
 action=${1:-start}
 port=${2:-55353}
 api_port=${3:-$((port + 1))}
@@ -51,14 +52,7 @@ CONF
     cat "$dir/log" >&2; echo "PowerDNS did not start" >&2; exit 1
     ;;
   stop)
-    # The server writes into $dir until it has exited: wait for that (bounded) before removing it.
-    if [ -f "$dir/pdns.pid" ]; then
-      pid=$(cat "$dir/pdns.pid")
-      kill "$pid" 2>/dev/null || true
-      for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      if kill -0 "$pid" 2>/dev/null; then kill -9 "$pid" 2>/dev/null || true; sleep 0.2; fi
-    fi
-    rm -rf "$dir" 2>/dev/null || { sleep 0.2; rm -rf "$dir"; }
+    stop_server "$dir" pdns.pid
     ;;
   *) echo "usage: $0 install|start|stop [DNS_PORT] [API_PORT]" >&2; exit 2 ;;
 esac

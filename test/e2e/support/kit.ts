@@ -22,6 +22,15 @@ export async function sh(cmd: string, args: string[], opts: { input?: string; ti
   }
 }
 
+/** Removes the containers, then the volumes, that carry a test run's label (cleanup by label, never by name). */
+export async function removeLabelled(run: string): Promise<void> {
+  const filter = ["--filter", `label=capstan.test.run=${run}`];
+  const ids = (await sh("docker", ["ps", "-aq", ...filter]).catch(() => "")).split("\n").filter(Boolean);
+  if (ids.length) await sh("docker", ["rm", "-f", ...ids]).catch(() => {});
+  const vols = (await sh("docker", ["volume", "ls", "-q", ...filter]).catch(() => "")).split("\n").filter(Boolean);
+  if (vols.length) await sh("docker", ["volume", "rm", "-f", ...vols]).catch(() => {});
+}
+
 export interface TestHost {
   name: string;
   ip: string;
