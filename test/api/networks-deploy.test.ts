@@ -139,6 +139,17 @@ async function prismaCalls(m: ModeWorld, request: () => Promise<unknown>): Promi
   return seen;
 }
 
+/**
+ * The reads one request makes, by kind and count. Timed passes (the job queue's, the sweeps of
+ * syncs and reconciles) read through the same client and can land inside one request's window,
+ * so the request runs twice and each kind counts as often as it was read in both runs.
+ */
+async function requestReads(m: ModeWorld, request: () => Promise<unknown>): Promise<Record<string, number>> {
+  const tally = (calls: string[]) => calls.reduce<Record<string, number>>((acc, c) => ((acc[c] = (acc[c] ?? 0) + 1), acc), {});
+  const [a, b] = [tally(await prismaCalls(m, request)), tally(await prismaCalls(m, request))];
+  return Object.fromEntries(Object.keys(a).filter((k) => k in b).map((k) => [k, Math.min(a[k]!, b[k]!)]));
+}
+
 describe("network management off (the default): one bridge per server", () => {
   const m = new ModeWorld({});
   beforeAll(() => m.init());
@@ -465,8 +476,8 @@ describe("resource_count (strict mode: environment networks and proxy isolation)
     const bus = await sharedNetwork(m, server, "s-bus");
     await attach(m, pub, bus);
     const list = () => m.team.api.get(`/networks/${server.uuid}`);
-    const one = await prismaCalls(m, list);
-    expect(one).toContain("network.findMany");
+    const one = await requestReads(m, list);
+    expect(one["network.findMany"]).toBeGreaterThan(0);
     expect((await list()).body.data).toHaveLength(3);
 
     for (let i = 0; i < 6; i++) {
@@ -478,7 +489,7 @@ describe("resource_count (strict mode: environment networks and proxy isolation)
       });
       await attach(m, app, await sharedNetwork(m, server, `s-bus-${i}`));
     }
-    const many = await prismaCalls(m, list);
+    const many = await requestReads(m, list);
     const body = (await list()).body;
     expect(body.data).toHaveLength(15);
     expect(body.data.filter((n: { scope: string; resource_count: number }) => n.scope === "environment" && n.resource_count === 2)).toHaveLength(6);

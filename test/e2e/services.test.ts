@@ -1,0 +1,151 @@
+/**
+ * Services lifecycle on a real engine (issue 17, spec 4.6): a service created from a compose
+ * file, started, restarted, stopped and deleted through the public API by a real control plane
+ * and agent on this machine's engine. `redis:7` is classified as the service's database from its
+ * upstream image and runs a local image through PLATFORM_TEMPLATE_IMAGE_OVERRIDES (no pulls
+ * here). Generated passwords reach the containers as stored and stay byte-identical across a
+ * restart that recreates them; DELETE with delete_volumes leaves no container, network or volume.
+ */
+import type { ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
+import { KeyFactory } from "../api/support/ssh.js";
+import { sh, until } from "./support/kit.js";
+import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
+import { localProxyInstanceEnv, registerLocalServer } from "./support/local-server.js";
+
+const RUN = randomBytes(3).toString("hex");
+const PROXY_NAME = `capstan-proxy-e2e-services-${RUN}`;
+const DEPLOY_TIMEOUT_S = 180;
+const BUSYBOX = "capstan-test/busybox:latest";
+
+let t: TestInstance;
+let team: TeamFixture;
+let agent: ChildProcess | null = null;
+let stateDir = "";
+let server: { uuid: string; destination: string };
+let project: string;
+const keys = new KeyFactory();
+
+const COMPOSE = `services:
+  web:
+    image: ${BUSYBOX}
+    command: ["sh", "-c", "mkdir -p /www /data && echo web-ok > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    environment:
+      - ADMIN_PASSWORD=\${SERVICE_PASSWORD_ADMIN}
+    volumes:
+      - web-data:/data
+  cache:
+    image: redis:7
+    command: ["sh", "-c", "exec sleep 100000"]
+    environment:
+      - CACHE_PASSWORD=\${SERVICE_PASSWORD_CACHE}
+volumes:
+  web-data:
+`;
+
+/** The service's containers on the engine: name, state, and environment. */
+async function containers(uuid: string): Promise<{ name: string; state: string; id: string; env: string[] }[]> {
+  const ids = (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.resource.uuid=${uuid}`])).split("\n").filter(Boolean);
+  if (!ids.length) return [];
+  const inspected = JSON.parse(await sh("docker", ["inspect", ...ids])) as { Id: string; Name: string; State: { Status: string }; Config: { Env: string[] } }[];
+  return inspected.map((c) => ({ id: c.Id, name: c.Name.replace(/^\//, ""), state: c.State.Status, env: c.Config.Env })).sort((a, b) => a.name.localeCompare(b.name));
+}
+
+const envOf = (c: { env: string[] }, key: string) => c.env.find((e) => e.startsWith(`${key}=`))?.slice(key.length + 1);
+
+/** Start/restart/stop answer 200 when the agent finished within the wait, else 202: then the status is polled. */
+async function act(uuid: string, action: "start" | "restart" | "stop", want: RegExp): Promise<void> {
+  const res = await team.api.post(`/services/${uuid}/${action}`);
+  expect([200, 202], `${action}: ${JSON.stringify(res.body)}`).toContain(res.status);
+  await until(`the service to be ${want} after ${action}`, async () => want.test((await team.api.get(`/services/${uuid}`)).body.status), DEPLOY_TIMEOUT_S * 1000, 250);
+}
+
+beforeAll(async () => {
+  const proxyPort = await freePort();
+  const httpsPort = await freePort();
+  const port = await freePort();
+  t = await startTestInstance(
+    { ...localProxyInstanceEnv({ port, proxyName: PROXY_NAME, proxyPort, httpsPort, deployTimeoutS: DEPLOY_TIMEOUT_S }), PLATFORM_TEMPLATE_IMAGE_OVERRIDES: JSON.stringify({ redis: BUSYBOX }) },
+    { host: "127.0.0.1", port },
+  );
+  team = await t.newTeam();
+  const local = await registerLocalServer(team, keys, "capstan-e2e-services-");
+  ({ server, stateDir } = local);
+  agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir });
+  await until("the agent to connect", async () => (await team.api.get(`/servers/${server.uuid}`)).body.status === "reachable", 60_000);
+  project = (await team.api.post("/projects", { name: `e2e-services-${RUN}` })).body.uuid;
+}, 300_000);
+
+afterAll(async () => {
+  const a = agent;
+  agent = null;
+  await stopLocalAgent(a, "SIGTERM").catch(() => {});
+  await t?.close();
+  if (stateDir) await rm(stateDir, { recursive: true, force: true });
+  await sh("docker", ["rm", "-f", PROXY_NAME]).catch(() => {});
+  await sh("docker", ["volume", "rm", "-f", `${PROXY_NAME}-data`]).catch(() => {});
+  keys.cleanup();
+});
+
+describe("a compose service on the real engine", () => {
+  it("starts with its generated passwords, keeps them across a restart, stops, and is deleted with nothing left behind", async () => {
+    const created = await team.api.post("/services", {
+      project_uuid: project,
+      environment_name: "production",
+      server_uuid: server.uuid,
+      destination_uuid: server.destination,
+      docker_compose_raw: COMPOSE,
+      name: `stack-${RUN}`,
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const uuid = created.body.uuid as string;
+    const detail = (await team.api.get(`/services/${uuid}`)).body;
+    expect(detail.applications.map((c: { name: string }) => c.name)).toEqual(["web"]);
+    expect(detail.databases.map((c: { name: string }) => c.name)).toEqual(["cache"]);
+    const stored = Object.fromEntries((detail.envs as { key: string; value: string }[]).map((e) => [e.key, e.value]));
+    expect(stored.SERVICE_PASSWORD_ADMIN).toMatch(/^.{16,}$/);
+
+    await act(uuid, "start", /^running/);
+    const first = await containers(uuid);
+    expect(first.map((c) => [c.name, c.state])).toEqual([
+      [`${uuid}-cache`, "running"],
+      [`${uuid}-web`, "running"],
+    ]);
+    expect(envOf(first[1]!, "ADMIN_PASSWORD")).toBe(stored.SERVICE_PASSWORD_ADMIN);
+    expect(envOf(first[0]!, "CACHE_PASSWORD")).toBe(stored.SERVICE_PASSWORD_CACHE);
+    expect((await sh("docker", ["exec", `${uuid}-web`, "wget", "-qO-", "http://127.0.0.1:8080/"])).trim()).toBe("web-ok");
+    await sh("docker", ["exec", `${uuid}-web`, "sh", "-c", "echo kept > /data/marker"]);
+
+    // A restart recreates the containers: new ids, the same passwords, the volume's data kept.
+    await act(uuid, "restart", /^running/);
+    const second = await containers(uuid);
+    expect(second.map((c) => c.state)).toEqual(["running", "running"]);
+    expect(second.map((c) => c.id)).not.toEqual(first.map((c) => c.id));
+    expect(envOf(second[1]!, "ADMIN_PASSWORD")).toBe(stored.SERVICE_PASSWORD_ADMIN);
+    expect(envOf(second[0]!, "CACHE_PASSWORD")).toBe(stored.SERVICE_PASSWORD_CACHE);
+    expect((await sh("docker", ["exec", `${uuid}-web`, "cat", "/data/marker"])).trim()).toBe("kept");
+
+    await act(uuid, "stop", /^exited/);
+    expect((await containers(uuid)).every((c) => c.state !== "running")).toBe(true);
+
+    const volumesBefore = (await sh("docker", ["volume", "ls", "-q", "--filter", `label=capstan.resource.uuid=${uuid}`])).split("\n").filter(Boolean);
+    expect(volumesBefore.length).toBeGreaterThan(0);
+    const removed = await team.api.delete(`/services/${uuid}?delete_volumes=true`);
+    expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+    await until("the service's containers to be gone", async () => (await containers(uuid)).length === 0, 60_000, 250);
+    await until(
+      "the service's volumes and network to be gone",
+      async () => {
+        const vols = await sh("docker", ["volume", "ls", "-q", "--filter", `label=capstan.resource.uuid=${uuid}`]);
+        const nets = await sh("docker", ["network", "ls", "-q", "--filter", `label=capstan.resource.uuid=${uuid}`]);
+        return vols.trim() === "" && nets.trim() === "";
+      },
+      60_000,
+      250,
+    );
+    expect((await team.api.get(`/services/${uuid}`)).status).toBe(404);
+  });
+});
