@@ -104,7 +104,7 @@ export function deployCompose(engine: Engine, payload: DeployPayload, ctx: Compo
     engine,
     { deployment_uuid: payload.deployment_uuid, app: payload.app, compose: payload.source.compose, run: payload.run, secrets: deploySecrets(payload) },
     ctx,
-  );
+  ).then(({ container, status }) => ({ container, status }));
 }
 
 /**
