@@ -18,7 +18,6 @@ import { NODE_ACTIONS, type NodeAction } from "../../services/clusters/index.js"
 /** Clusters (spec 4.12, issue 20, docs/clusters.md): every route behind the paid feature CLUSTER_MANAGEMENT. */
 const TAG = "Clusters";
 const FEATURE = "CLUSTER_MANAGEMENT" as const;
-const ADMIN_ONLY = "Team owners and admins only.";
 const PAID = { 402: { description: "The team does not have the paid feature CLUSTER_MANAGEMENT" } };
 const NODE_ERRORS = {
   401: ERR[401],
@@ -43,7 +42,8 @@ const nodeAction = (action: NodeAction) =>
     path: `/clusters/{uuid}/nodes/{nodeId}/${action}`,
     tag: TAG,
     summary: ACTION_TEXT[action].summary,
-    description: `${ADMIN_ONLY} ${ACTION_TEXT[action].description} Done by a manager's agent with the node's version index; when the node changed in between ("update out of sequence") it is retried once with the fresh version, and a second conflict is a 409.`,
+    adminOnly: "change cluster nodes",
+    description: `${ACTION_TEXT[action].description} Done by a manager's agent with the node's version index; when the node changed in between ("update out of sequence") it is retried once with the fresh version, and a second conflict is a 409.`,
     feature: FEATURE,
     params: ClusterNodeParams,
     responses: { 200: { description: "Changed", schema: ClusterNodeMutation }, ...NODE_ERRORS },
@@ -73,7 +73,8 @@ export const clusterRoutes = [
     path: "/clusters/detect",
     tag: TAG,
     summary: "Detect swarm clusters",
-    description: `${ADMIN_ONLY} Asks the agent of every connected server of the team for its engine's swarm membership; managers name the swarm and list its nodes. Creates or updates one cluster per swarm id and links the team's servers that are its nodes. Servers whose agent is not connected are not asked.`,
+    adminOnly: "detect clusters",
+    description: `Asks the agent of every connected server of the team for its engine's swarm membership; managers name the swarm and list its nodes. Creates or updates one cluster per swarm id and links the team's servers that are its nodes. Servers whose agent is not connected are not asked.`,
     feature: FEATURE,
     responses: { 200: { description: "Detected", schema: DetectClustersResult }, 401: ERR[401], 402: PAID[402], 403: ERR[403] },
     async handler({ scope, services }) {
@@ -116,7 +117,8 @@ export const clusterRoutes = [
     path: "/clusters/{uuid}/nodes/{nodeId}/labels",
     tag: TAG,
     summary: "Set a node's labels",
-    description: `${ADMIN_ONLY} Replaces the node's user labels with exactly these (an empty object removes them all). Labels starting with capstan. belong to the platform: they cannot be set here and are kept. Same version index handling as the other node changes.`,
+    adminOnly: "change cluster nodes",
+    description: `Replaces the node's user labels with exactly these (an empty object removes them all). Labels starting with capstan. belong to the platform: they cannot be set here and are kept. Same version index handling as the other node changes.`,
     feature: FEATURE,
     params: ClusterNodeParams,
     body: ClusterNodeLabelsBody,
