@@ -7,32 +7,24 @@
  * the proxy's environment) is left out with its reason in the deployment's log and in
  * GET /servers/{uuid}, while the route keeps working. docs/proxy-labels.md.
  */
-import type { ChildProcess } from "node:child_process";
 import http from "node:http";
 import { randomBytes } from "node:crypto";
-import { rm } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
-import { KeyFactory } from "../api/support/ssh.js";
-import { sh, until } from "./support/kit.js";
-import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
-import { applicationCreator, deployFinished, localProxyInstanceEnv, registerLocalServer } from "./support/local-server.js";
+import type { TeamFixture } from "../api/harness.js";
+import { until } from "./support/kit.js";
+import { applicationCreator, deployFinished, startLocalStack, type LocalStack } from "./support/local-server.js";
 
 const RUN = randomBytes(3).toString("hex");
-const PROXY_NAME = `capstan-proxy-e2e-labels-${RUN}`;
 const DEPLOY_TIMEOUT_S = 180;
 /** `caddy hash-password --plaintext open-sesame-17` (Caddy 2.6.2, bcrypt cost 14). */
 const PASSWORD = "open-sesame-17";
 const HASH = "$2a$14$DIIWF53dTevBGU1c3SKBo.wsBBcRn6psfVF0/8dXg78yyEgdkzm4e";
 
-let t: TestInstance;
+let stack: LocalStack;
 let team: TeamFixture;
-let agent: ChildProcess | null = null;
-let stateDir = "";
 let proxyPort = 0;
 let server: { uuid: string; destination: string };
 let project: string;
-const keys = new KeyFactory();
 const { common, create } = applicationCreator(() => team.api, () => ({ project, server }));
 
 interface Answer {
@@ -60,27 +52,12 @@ function get(host: string, opts: { auth?: string; headers?: Record<string, strin
 const deployed = (app: string) => deployFinished(team.api, app, DEPLOY_TIMEOUT_S * 1000);
 
 beforeAll(async () => {
-  proxyPort = await freePort();
-  const httpsPort = await freePort();
-  const port = await freePort();
-  t = await startTestInstance(localProxyInstanceEnv({ port, proxyName: PROXY_NAME, proxyPort, httpsPort, deployTimeoutS: DEPLOY_TIMEOUT_S }), { host: "127.0.0.1", port });
-  team = await t.newTeam();
-  const local = await registerLocalServer(team, keys, "capstan-e2e-labels-");
-  ({ server, stateDir } = local);
-  agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir });
-  await until("the agent to connect", async () => (await team.api.get(`/servers/${server.uuid}`)).body.status === "reachable", 60_000);
-  project = (await team.api.post("/projects", { name: `e2e-labels-${RUN}` })).body.uuid;
+  stack = await startLocalStack({ name: `labels-${RUN}`, deployTimeoutS: DEPLOY_TIMEOUT_S });
+  ({ team, server, project, proxyPort } = stack);
 }, 300_000);
 
 afterAll(async () => {
-  const a = agent;
-  agent = null;
-  await stopLocalAgent(a, "SIGTERM").catch(() => {});
-  await t?.close();
-  if (stateDir) await rm(stateDir, { recursive: true, force: true });
-  await sh("docker", ["rm", "-f", PROXY_NAME]).catch(() => {});
-  await sh("docker", ["volume", "rm", "-f", `${PROXY_NAME}-data`]).catch(() => {});
-  keys.cleanup();
+  await stack?.close();
 });
 
 describe("proxy.* labels on a compose application, through the real proxy", () => {

@@ -6,28 +6,20 @@
  * here). Generated passwords reach the containers as stored and stay byte-identical across a
  * restart that recreates them; DELETE with delete_volumes leaves no container, network or volume.
  */
-import type { ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { rm } from "node:fs/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
-import { KeyFactory } from "../api/support/ssh.js";
+import type { TeamFixture } from "../api/harness.js";
 import { sh, until } from "./support/kit.js";
-import { spawnLocalAgent, stopLocalAgent } from "./support/local-agent.js";
-import { localProxyInstanceEnv, registerLocalServer } from "./support/local-server.js";
+import { startLocalStack, type LocalStack } from "./support/local-server.js";
 
 const RUN = randomBytes(3).toString("hex");
-const PROXY_NAME = `capstan-proxy-e2e-services-${RUN}`;
 const DEPLOY_TIMEOUT_S = 180;
 const BUSYBOX = "capstan-test/busybox:latest";
 
-let t: TestInstance;
+let stack: LocalStack;
 let team: TeamFixture;
-let agent: ChildProcess | null = null;
-let stateDir = "";
 let server: { uuid: string; destination: string };
 let project: string;
-const keys = new KeyFactory();
 
 const COMPOSE = `services:
   web:
@@ -64,30 +56,12 @@ async function act(uuid: string, action: "start" | "restart" | "stop", want: Reg
 }
 
 beforeAll(async () => {
-  const proxyPort = await freePort();
-  const httpsPort = await freePort();
-  const port = await freePort();
-  t = await startTestInstance(
-    { ...localProxyInstanceEnv({ port, proxyName: PROXY_NAME, proxyPort, httpsPort, deployTimeoutS: DEPLOY_TIMEOUT_S }), PLATFORM_TEMPLATE_IMAGE_OVERRIDES: JSON.stringify({ redis: BUSYBOX }) },
-    { host: "127.0.0.1", port },
-  );
-  team = await t.newTeam();
-  const local = await registerLocalServer(team, keys, "capstan-e2e-services-");
-  ({ server, stateDir } = local);
-  agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir });
-  await until("the agent to connect", async () => (await team.api.get(`/servers/${server.uuid}`)).body.status === "reachable", 60_000);
-  project = (await team.api.post("/projects", { name: `e2e-services-${RUN}` })).body.uuid;
+  stack = await startLocalStack({ name: `services-${RUN}`, deployTimeoutS: DEPLOY_TIMEOUT_S, env: { PLATFORM_TEMPLATE_IMAGE_OVERRIDES: JSON.stringify({ redis: BUSYBOX }) } });
+  ({ team, server, project } = stack);
 }, 300_000);
 
 afterAll(async () => {
-  const a = agent;
-  agent = null;
-  await stopLocalAgent(a, "SIGTERM").catch(() => {});
-  await t?.close();
-  if (stateDir) await rm(stateDir, { recursive: true, force: true });
-  await sh("docker", ["rm", "-f", PROXY_NAME]).catch(() => {});
-  await sh("docker", ["volume", "rm", "-f", `${PROXY_NAME}-data`]).catch(() => {});
-  keys.cleanup();
+  await stack?.close();
 });
 
 describe("a compose service on the real engine", () => {

@@ -2,9 +2,11 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
-import type { ApiClient, TeamFixture } from "../../api/harness.js";
-import type { KeyFactory } from "../../api/support/ssh.js";
+import type { ChildProcess } from "node:child_process";
+import { freePort, startTestInstance, type ApiClient, type TeamFixture, type TestInstance } from "../../api/harness.js";
+import { KeyFactory } from "../../api/support/ssh.js";
 import { sh, until } from "./kit.js";
+import { spawnLocalAgent, stopLocalAgent } from "./local-agent.js";
 
 /**
  * The pieces the suites that drive this machine's engine through a local agent share: the
@@ -93,4 +95,46 @@ export async function deployFinished(api: ApiClient, app: string, timeoutMs: num
   const d = await deploymentEnd(api, res.body.deployment_uuid as string, timeoutMs);
   expect(d.status, `deployment failed: ${d.reason ?? ""}\n${String(d.logs).slice(-logTail)}`).toBe("finished");
   return d;
+}
+
+/** A control plane with its own proxy on this machine, one team, this machine as its server with a connected local agent, and a project. */
+export interface LocalStack {
+  t: TestInstance;
+  team: TeamFixture;
+  server: { uuid: string; destination: string };
+  project: string;
+  proxyPort: number;
+  close(): Promise<void>;
+}
+
+export async function startLocalStack(o: { name: string; deployTimeoutS: number; env?: Record<string, string> }): Promise<LocalStack> {
+  const proxyName = `capstan-proxy-e2e-${o.name}`;
+  const keys = new KeyFactory();
+  const proxyPort = await freePort();
+  const httpsPort = await freePort();
+  const port = await freePort();
+  const t = await startTestInstance({ ...localProxyInstanceEnv({ port, proxyName, proxyPort, httpsPort, deployTimeoutS: o.deployTimeoutS }), ...o.env }, { host: "127.0.0.1", port });
+  let agent: ChildProcess | null = null;
+  let stateDir = "";
+  const close = async () => {
+    await stopLocalAgent(agent, "SIGTERM").catch(() => {});
+    agent = null;
+    await t.close();
+    if (stateDir) await rm(stateDir, { recursive: true, force: true });
+    await sh("docker", ["rm", "-f", proxyName]).catch(() => {});
+    await sh("docker", ["volume", "rm", "-f", `${proxyName}-data`]).catch(() => {});
+    keys.cleanup();
+  };
+  try {
+    const team = await t.newTeam();
+    const local = await registerLocalServer(team, keys, `capstan-e2e-${o.name}-`);
+    stateDir = local.stateDir;
+    agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir });
+    await until("the agent to connect", async () => (await team.api.get(`/servers/${local.server.uuid}`)).body.status === "reachable", 60_000);
+    const project = (await team.api.post("/projects", { name: `e2e-${o.name}` })).body.uuid as string;
+    return { t, team, server: local.server, project, proxyPort, close };
+  } catch (err) {
+    await close();
+    throw err;
+  }
 }
