@@ -12,6 +12,7 @@ import { StateStore } from "./state/store.js";
 import { watchContainerEvents } from "./status/events.js";
 import { StatusReporter } from "./status/reporter.js";
 import { AGENT_VERSION } from "./version.js";
+import { recoverStoppedContainers } from "./backup/stop-journal.js";
 
 function fatal(message: string, code = 1): never {
   process.stderr.write(message.endsWith("\n") ? message : message + "\n");
@@ -73,6 +74,14 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     }
     log.info("new agent token: clearing the previous stand-down", { was: marker.at });
     await store.clearStandDown();
+  }
+
+  // A backup with stop_during_backup that the agent did not finish (it crashed or was killed)
+  // left its stopped containers in the journal: start them before any job runs.
+  try {
+    await recoverStoppedContainers(engine, config.stateDir, log);
+  } catch (err) {
+    log.warn("could not read the backup stop journal", { err: errorMessage(err) });
   }
 
   // Whether there is an engine at all: said once, retried with backoff, shown in the server's

@@ -66,6 +66,7 @@ function payload(uuid: string, opts: { passphrase?: string | null; s3?: S3Target
     keep_locally: opts.keepLocally ?? 3,
     s3: opts.s3 === null ? null : { target: opts.s3 ?? target, prefix: `capstan/${uuid}/`, keep_remote: null },
     passphrase,
+    stop_during_backup: false,
   };
 }
 

@@ -5,6 +5,7 @@ import { appContainers, servingContainer } from "../deploy/app-containers.js";
 import type { Engine } from "../docker/engine.js";
 import { BackupToolError } from "./exec.js";
 import { storeBackup } from "./store.js";
+import { removeStopJournal, writeStopJournal } from "./stop-journal.js";
 import { TAR_END, entryHeaders, readTar, tarPadding } from "./tar.js";
 
 export const MANIFEST_NAME = "manifest.json";
@@ -101,21 +102,68 @@ export interface VolumeBackupOptions {
  * resource.backup: the volumes are read through the resource's serving container (its newest
  * running one, else its newest: the engine's archive works on stopped containers too), so the
  * backup runs live, and stored by storeBackup (gzip, OpenPGP AEAD, file, S3, retention).
+ * With stop_during_backup the resource's running containers are stopped first (written to the
+ * stop journal before the first stop) and started again whatever happened (the journal entry is
+ * removed once they run); a crash in between is repaired at the agent's next start-up.
  */
 export async function runVolumeBackup(engine: Engine, p: ResourceBackupPayload, opts: VolumeBackupOptions, ctx: Ctx): Promise<ResourceBackupResult> {
   const { signal, progress } = ctx;
-  const container = servingContainer(await appContainers(engine, p.resource.uuid, signal));
+  const all = await appContainers(engine, p.resource.uuid, signal);
+  const container = servingContainer(all);
   if (!container) throw new BackupToolError(`the application ${p.resource.name} has no container on this server; deploy it first`);
   const spec = { stateDir: opts.stateDir, ownerUuid: p.resource.uuid, scheduleUuid: p.schedule_uuid, filename: p.filename, keepLocally: p.keep_locally, s3: p.s3, passphrase: p.passphrase };
-  return storeBackup(spec, ctx, async (write) => {
-    progress(`archiving ${p.volumes.length} volume(s) of ${p.resource.name} from container ${container.name}${p.passphrase ? " (tar, gzip, OpenPGP encrypted)" : " (tar, gzip)"}`);
-    const source: ArchiveSource = async (path) => {
-      try {
-        return (await engine.getArchive(container.id, path, signal)) as AsyncIterable<Buffer>;
-      } catch (err) {
-        throw new BackupToolError(`reading ${path} of container ${container.name} failed: ${(err as Error).message}`);
-      }
-    };
-    await write(volumeArchive(p.resource, p.volumes, source, progress));
-  });
+  const store = () =>
+    storeBackup(spec, ctx, async (write) => {
+      progress(`archiving ${p.volumes.length} volume(s) of ${p.resource.name} from container ${container.name}${p.passphrase ? " (tar, gzip, OpenPGP encrypted)" : " (tar, gzip)"}`);
+      const source: ArchiveSource = async (path) => {
+        try {
+          return (await engine.getArchive(container.id, path, signal)) as AsyncIterable<Buffer>;
+        } catch (err) {
+          throw new BackupToolError(`reading ${path} of container ${container.name} failed: ${(err as Error).message}`);
+        }
+      };
+      await write(volumeArchive(p.resource, p.volumes, source, progress));
+    });
+  if (!p.stop_during_backup) return store();
+  return stoppedDuring(engine, p, opts, ctx, all.filter((c) => c.state === "running"), store);
+}
+
+/** Seconds a container gets to stop before the engine kills it (as for an application's stop). */
+const STOP_TIMEOUT_S = 30;
+
+/** Runs `fn` with `running` stopped (journalled first), then starts them again, also when `fn` fails. */
+async function stoppedDuring<T>(engine: Engine, p: ResourceBackupPayload, opts: VolumeBackupOptions, ctx: Ctx, running: { id: string; name: string }[], fn: () => Promise<T>): Promise<T> {
+  const { progress } = ctx;
+  if (running.length === 0) {
+    progress("stop_during_backup: no container of the resource is running; nothing to stop");
+    return fn();
+  }
+  const containers = running.map((c) => ({ id: c.id, name: c.name }));
+  await writeStopJournal(opts.stateDir, { resource_uuid: p.resource.uuid, execution_uuid: p.execution_uuid, containers, at: new Date().toISOString() });
+  let outcome: { ok: true; value: T } | { ok: false; err: unknown };
+  try {
+    progress(`stop_during_backup: stopping ${containers.map((c) => c.name).join(", ")}`);
+    // Not under the job's signal: a cancelled backup still stops and starts as a whole.
+    for (const c of containers) await engine.stopContainer(c.id, STOP_TIMEOUT_S);
+    outcome = { ok: true, value: await fn() };
+  } catch (err) {
+    outcome = { ok: false, err };
+  }
+  const failed: string[] = [];
+  for (const c of containers) {
+    try {
+      await engine.startContainer(c.id);
+    } catch (err) {
+      failed.push(`${c.name}: ${(err as Error).message}`);
+    }
+  }
+  if (failed.length) {
+    // The entry stays: the agent's next start-up tries again.
+    const stored = outcome.ok ? "the backup was stored, but " : "";
+    throw new BackupToolError(`${stored}starting the resource's containers again failed (${failed.join("; ")}); the agent tries again at its next start`);
+  }
+  await removeStopJournal(opts.stateDir, p.execution_uuid);
+  progress(`stop_during_backup: started ${containers.map((c) => c.name).join(", ")} again`);
+  if (!outcome.ok) throw outcome.err;
+  return outcome.value;
 }

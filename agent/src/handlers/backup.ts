@@ -6,6 +6,7 @@ import { runVolumeBackup } from "../backup/volumes.js";
 import type { Handler, JobContext } from "../dispatch/types.js";
 import type { Engine } from "../docker/engine.js";
 import { createMasker, type Masker } from "../deploy/mask.js";
+import { appLockKey } from "./app-deploy.js";
 import { dbLockKey } from "./db.js";
 import type { KeyedMutex } from "../mutex.js";
 
@@ -69,12 +70,17 @@ export function backupDelete(_engine: Engine, opts: BackupOptions): Handler<"bac
 }
 
 // resource backups (issue 19)
-/** resource.backup (backup/volumes.ts); one run per schedule at a time, as db.backup. */
+/**
+ * resource.backup (backup/volumes.ts); one run per schedule at a time, as db.backup. With
+ * stop_during_backup it also holds the application's lock: no deploy or stop/start interleaves
+ * with the stop, the archive and the start again.
+ */
 export function resourceBackup(engine: Engine, opts: BackupOptions, locks: KeyedMutex): Handler<"resource.backup"> {
   return (payload, ctx) =>
     locks.run(`backup:${payload.resource.uuid}:${payload.schedule_uuid}`, () => {
       ctx.signal.throwIfAborted();
       const mask = createMasker(secrets(null, payload.passphrase, payload.s3?.target));
-      return masked(mask, ctx, (job) => runVolumeBackup(engine, payload, opts, job));
+      const run = () => masked(mask, ctx, (job) => runVolumeBackup(engine, payload, opts, job));
+      return payload.stop_during_backup ? locks.run(appLockKey(payload.resource.uuid), run) : run();
     });
 }

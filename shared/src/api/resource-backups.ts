@@ -29,6 +29,10 @@ export function resourceKindOf(value: string): ResourceBackupKind | null {
 }
 
 const LocalCount = z.number().int().min(0).max(1000);
+/** Beyond the spec (docs/resource-backups.md): stop the resource's containers for the archive, start them again after. */
+const StopDuringBackup = z.boolean().meta({
+  description: "Beyond the spec: stop the resource's running containers while its volumes are archived (a consistent copy), and start them again afterwards, also after an agent crash. Default false: the backup runs live",
+});
 
 export const CreateResourceBackupBody = requestBody({
   resource_type: z.enum(RESOURCE_BACKUP_RESOURCE_TYPES).meta({ description: "application (this version), service, database, platform_instance" }),
@@ -39,6 +43,7 @@ export const CreateResourceBackupBody = requestBody({
   enabled: z.boolean().default(true),
   keep_locally: z.boolean().default(true).meta({ description: "Keep backup files on the resource's server; false (only with an S3 storage): removed once uploaded" }),
   number_of_backups_locally: LocalCount.default(7).meta({ description: "Newest backup files kept on the server while keep_locally" }),
+  stop_during_backup: StopDuringBackup.default(false),
 });
 export type CreateResourceBackupBody = z.output<typeof CreateResourceBackupBody>;
 
@@ -48,6 +53,7 @@ export const UpdateResourceBackupBody = requestBody({
   enabled: z.boolean().optional(),
   keep_locally: z.boolean().optional(),
   number_of_backups_locally: LocalCount.optional(),
+  stop_during_backup: StopDuringBackup.optional(),
 }).refine((b) => Object.values(b).some((v) => v !== undefined), { message: "Provide at least one field to change.", path: ["body"] });
 export type UpdateResourceBackupBody = z.output<typeof UpdateResourceBackupBody>;
 
@@ -93,6 +99,7 @@ export const ResourceBackup = z
     enabled: z.boolean(),
     keep_locally: z.boolean(),
     number_of_backups_locally: z.number().int(),
+    stop_during_backup: z.boolean().meta({ description: "Beyond the spec: the resource's containers are stopped during the backup and started again" }),
     next_run_at: Timestamp.nullable(),
     created_at: Timestamp,
   })

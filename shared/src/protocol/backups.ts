@@ -108,6 +108,8 @@ export const ResourceBackupPayload = z.object({
   keep_locally: z.number().int().min(0).max(1000),
   s3: DbBackupPayload.shape.s3,
   passphrase: z.string().min(1).max(1024).nullable(),
+  /** stop the resource's running containers for the archive and start them again (agent journal: backup/stop-journal.ts) */
+  stop_during_backup: z.boolean().default(false),
 });
 export type ResourceBackupPayload = z.infer<typeof ResourceBackupPayload>;
 /** As db.backup's: the stored file and what retention removed. */

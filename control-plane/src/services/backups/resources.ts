@@ -123,6 +123,7 @@ export class ResourceBackups {
         s3StorageId,
         keepLocally: input.keep_locally,
         numberOfBackupsLocally: input.number_of_backups_locally,
+        stopDuringBackup: input.stop_during_backup,
       },
     });
     this.lookups.watcher?.changed(row.id);
@@ -147,6 +148,7 @@ export class ResourceBackups {
         keepLocally: next.keepLocally,
         numberOfBackupsLocally: next.local,
         ...(input.enabled !== undefined ? { enabled: input.enabled } : {}),
+        ...(input.stop_during_backup !== undefined ? { stopDuringBackup: input.stop_during_backup } : {}),
       },
     });
     this.lookups.watcher?.changed(row.id);
@@ -211,6 +213,7 @@ export class ResourceBackups {
       keep_locally: schedule.keepLocally ? schedule.numberOfBackupsLocally : 0,
       s3,
       passphrase,
+      stop_during_backup: schedule.stopDuringBackup,
     };
     return {
       filename: payload.filename,

@@ -1,0 +1,2 @@
+-- AlterTable
+ALTER TABLE "BackupSchedule" ADD COLUMN     "stopDuringBackup" BOOLEAN NOT NULL DEFAULT false;
