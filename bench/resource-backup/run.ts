@@ -36,12 +36,16 @@ if (!existsSync(join(repo, "shared/dist/s3/index.js"))) throw new Error("shared 
 /** A child process (argv, no shell); resolves with stdout, rejects with stderr. */
 function run(cmd: string, args: string[], opts: { input?: string } = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn(cmd, args, { stdio: [opts.input === undefined ? "ignore" : "pipe", "pipe", "pipe"] });
     let out = "";
     let err = "";
-    child.stdout.on("data", (d) => (out += d));
-    child.stderr.on("data", (d) => (err = (err + d).slice(-4000)));
-    child.stdin.end(opts.input ?? "");
+    child.stdout!.on("data", (d) => (out += d));
+    child.stderr!.on("data", (d) => (err = (err + d).slice(-4000)));
+    if (opts.input !== undefined) {
+      // A child that exits without reading its input must not crash the bench (EPIPE).
+      child.stdin!.on("error", () => {});
+      child.stdin!.end(opts.input);
+    }
     child.on("error", reject);
     child.on("close", (code) => (code === 0 ? resolve(out.trim()) : reject(new Error(`${cmd} ${args.slice(0, 2).join(" ")} exited ${code}: ${err}`))));
   });

@@ -257,6 +257,37 @@ describe("resource backups: runs", () => {
   });
 });
 
+// ---- stop_during_backup (w6/bkbench) ----
+describe("resource backups: stop_during_backup (beyond the spec)", () => {
+  it("is off by default, set on create and by PUT, refused when not a boolean, and sent to the agent in the job", async () => {
+    const w = await world();
+    const off = await create(w);
+    expect(off.stop_during_backup).toBe(false);
+    const s = await create(w, { stop_during_backup: true, frequency: "0 4 * * *" });
+    expect(s.stop_during_backup).toBe(true);
+    expect((await detail(w, s.id)).stop_during_backup).toBe(true);
+    const bad = await track(w.api.post("/resource-backups", { resource_type: "application", resource_id: w.app.id, backup_type: "volume", frequency: "0 3 * * *", stop_during_backup: "yes" }));
+    expect(bad.status).toBe(422);
+    expect(Object.keys(bad.body.errors)).toContain("stop_during_backup");
+    expect((await track(w.api.put(`/resource-backups/${s.id}`, { stop_during_backup: 1 }))).status).toBe(422);
+
+    await track(w.api.post(`/resource-backups/${s.id}/execute`));
+    const on = await w.agent!.nextJob(10_000);
+    expect(JOBS["resource.backup"].payload.parse(on.payload).stop_during_backup).toBe(true);
+    await w.agent!.outcome({ id: on.id, attempt: on.attempt, ok: true, result: result(on) });
+    await until(async () => (await detail(w, s.id)).executions[0]?.status === "success");
+
+    const put = await track(w.api.put(`/resource-backups/${s.id}`, { stop_during_backup: false }));
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expect(put.body.data).toMatchObject({ stop_during_backup: false, frequency: "0 4 * * *" });
+    await track(w.api.post(`/resource-backups/${s.id}/execute`));
+    const live = await w.agent!.nextJob(10_000);
+    expect(JOBS["resource.backup"].payload.parse(live.payload).stop_during_backup).toBe(false);
+    await w.agent!.outcome({ id: live.id, attempt: live.attempt, ok: true, result: result(live) });
+    await until(async () => (await detail(w, s.id)).executions[0]?.status === "success");
+  });
+});
+
 describe("secrets", () => {
   it("no response carried a storage secret or passphrase", () => {
     const all = seen.join("\n");
