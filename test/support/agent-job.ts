@@ -23,4 +23,5 @@ const handler = handlers[input.type] as (p: unknown, ctx: Parameters<(typeof han
 const result = await handler(payload, { signal: AbortSignal.timeout(60 * 60_000), progress: () => {}, job: { id: randomUUID(), attempt: 1 } });
 const ms = performance.now() - started;
 // maxRSS is in KiB: the process's peak resident memory over its whole life.
-process.stdout.write(JSON.stringify({ ms, rssBeforeBytes, maxRssBytes: process.resourceUsage().maxRSS * 1024, result }));
+// Exits once written: the engine client's keep-alive sockets and the handlers' timers would keep it up.
+process.stdout.write(JSON.stringify({ ms, rssBeforeBytes, maxRssBytes: process.resourceUsage().maxRSS * 1024, result }), () => process.exit(0));
