@@ -133,7 +133,7 @@ async function main(): Promise<void> {
           execution_uuid: exec,
           filename: `volume-20260301T030000Z-${exec.slice(0, 8)}.tar.gz`,
           keep_locally: s3on ? 0 : 1,
-          s3: s3on ? { target, prefix: `bench/${uuid}/`, keep_remote: 0 } : null,
+          s3: s3on ? { target, prefix: `bench/${uuid}/`, keep_remote: null } : null,
           passphrase: null,
           stop_during_backup: false,
         };
