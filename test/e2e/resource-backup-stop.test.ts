@@ -32,7 +32,8 @@ async function app(uuid: string, mb: number): Promise<string[]> {
   for (const name of names) {
     await sh("docker", [
       "run", "-d", "--name", name, ...labels, "--label", "capstan.managed=true", "--label", `capstan.resource.uuid=${uuid}`,
-      "-v", `${uuid}-data:/data`, "capstan-test/busybox", "sleep", "3600",
+      // A shell that exits on SIGTERM (busybox sleep as PID 1 ignores it: every stop would wait its full timeout).
+      "-v", `${uuid}-data:/data`, "capstan-test/busybox", "sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done",
     ]);
   }
   // Random data: incompressible, so the archive takes a while (bounded: mb MiB).
