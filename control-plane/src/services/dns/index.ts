@@ -298,13 +298,7 @@ export class DnsService {
    * Dispatching is a row update: it never fails the application's request over the provider.
    */
   async hostsChanged(teamId: number, fqdns: (string | null)[]): Promise<void> {
-    const hosts = new Set<string>();
-    for (const fqdn of fqdns) {
-      if (!fqdn) continue;
-      const parsed = parseDomains(fqdn);
-      if ("errors" in parsed) continue;
-      for (const e of parsed.entries) hosts.add(e.host.toLowerCase());
-    }
+    const hosts = new Set(fqdns.flatMap(hostsOf));
     if (!hosts.size) return;
     const domains = await this.db.dnsDomain.findMany({ where: { teamId, routingMode: { in: ["per_hostname", "hybrid"] } }, select: { id: true, name: true } });
     for (const d of domains) {
