@@ -152,6 +152,18 @@ describe("resource hostnames", () => {
     expect(await dig(pdns.dnsPort, `pin.svc.b.${ZONE}`, "A")).toEqual([SERVER_IP]);
   });
 
+  it("in wildcard mode the hostname is served by the domain's wildcard record", async () => {
+    const w = (await team.api.post("/domains", { name: `w.${ZONE}`, zone: ZONE, dns_provider_uuid: providerUuid, routing_mode: "wildcard", server_uuid: serverUuid })).body.data.uuid as string;
+    const uuid = await app("production", "wild", `https://wild.w.${ZONE}`);
+    expect((await team.api.get(`/dns/resource/application/${uuid}`)).body.hostnames[0]).toMatchObject({ domain_uuid: w, binding: "suffix_match", record: { name: `*.w.${ZONE}`, type: "A", content: SERVER_IP }, state: "pending" });
+    expect((await team.api.post(`/domains/${w}/sync`)).status).toBe(202);
+    await settled([w]);
+    expect((await team.api.get(`/dns/resource/application/${uuid}`)).body.hostnames[0]).toMatchObject({ domain_uuid: w, state: "synced" });
+    expect(await dig(pdns.dnsPort, `wild.w.${ZONE}`, "A")).toEqual([SERVER_IP]);
+    expect((await team.api.delete(`/domains/${w}`)).status).toBe(200);
+    expect((await team.api.get(`/dns/resource/application/${uuid}`)).body.hostnames[0]).toMatchObject({ state: "unmanaged", domain_uuid: null });
+  });
+
   it("another team's resource is 404; an unknown type is 422", async () => {
     const uuid = await app("production", "mine", `https://mine.svc.b.${ZONE}`);
     const stranger = await t.newTeam();
