@@ -265,6 +265,13 @@ const NEEDS: Record<string, Need> = {
   "put /resource-backups/{id}": { environment: "manage" },
   "delete /resource-backups/{id}": { environment: "manage" },
   "post /resource-backups/{id}/execute": { environment: "deploy" },
+  // ---- dns resources (issue 21, w6) ----
+  "get /dns/resource/{type}/{uuid}": { environment: "view" },
+  "post /dns/resource/{type}/{uuid}/resync": { environment: "deploy" },
+  "post /dns/resource/{type}/{uuid}/assign-domain": { environment: "manage" },
+  "get /domains/{uuid}/environment-bindings": "team",
+  "post /domains/{uuid}/environment-bindings": "team-admin",
+  "delete /domains/{uuid}/environment-bindings/{bindingId}": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -691,6 +698,17 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
   "delete /resource-backups/{id}": async (w) => {
     const b = (await ok(owner(w).post("/resource-backups", { resource_type: "application", resource_id: w.f.applicationId, backup_type: "volume", frequency: "@daily" }), "fresh resource backup")).data;
     return { path: `/resource-backups/${b.id}`, body: undefined };
+  },
+  // ---- dns resources (issue 21, w6) ----
+  // The application's hostname as it is now (other cases PATCH its fqdn): unpinning it succeeds.
+  "post /dns/resource/{type}/{uuid}/assign-domain": async (w) => {
+    const fqdn = String((await ok(owner(w).get(`/applications/${w.f.application.uuid}`), "application")).fqdn);
+    const hostname = new URL(/^[a-z]+:\/\//.test(fqdn.split(",")[0]!) ? fqdn.split(",")[0]! : `http://${fqdn.split(",")[0]}`).hostname;
+    return { path: `/dns/resource/application/${w.f.application.uuid}/assign-domain`, body: { hostname, domain_uuid: null } };
+  },
+  "delete /domains/{uuid}/environment-bindings/{bindingId}": async (w) => {
+    const b = (await ok(owner(w).post(`/domains/${w.f.domain.uuid}/environment-bindings`, { environment_role: `r-${unique()}` }), "fresh environment binding")).data;
+    return { path: `/domains/${w.f.domain.uuid}/environment-bindings/${b.id}`, body: undefined };
   },
 };
 

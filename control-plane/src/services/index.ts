@@ -121,6 +121,8 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     jobs,
     proxy: (serverId) => proxySettings(networkPlan, serverId, config.proxy),
     networkPlan,
+    // w6/dnsres: records follow the components' hostnames.
+    hostsChanged: (teamId, fqdns) => dns.hostsChanged(teamId, fqdns),
   });
   const databases = new DatabaseService({ db, reader, jobs, box, proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind }, backups });
   return {
@@ -129,7 +131,8 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     jobs,
     scope: (caller) => new TeamScope(caller, db, reader),
     teams: new TeamService(db),
-    projects: new ProjectService(db, reader, applications, networks, databases, services),
+    // w6/dnsres: records follow the hostnames a deleted project or environment takes along.
+    projects: new ProjectService(db, reader, applications, networks, databases, services, (teamId, fqdns) => dns.hostsChanged(teamId, fqdns)),
     permissions: new PermissionService(db),
     keys: new PrivateKeyService(db, box),
     serviceTemplates,

@@ -77,7 +77,18 @@ export class ProjectService {
     private readonly networks: NetworkService,
     private readonly databases: DatabaseService,
     private readonly services: ServiceService,
+    /** w6/dnsres: records follow the hostnames of the applications and services an environment takes along (DnsService.hostsChanged). */
+    private readonly hostsChanged: (teamId: number, fqdns: (string | null)[]) => Promise<void> = async () => undefined,
   ) {}
+
+  /** The hostnames (fqdn values) of the applications and services of these environments, read before they go. */
+  private async fqdnsOf(environmentIds: number[]): Promise<string[]> {
+    const [apps, components] = await Promise.all([
+      this.db.application.findMany({ where: { environmentId: { in: environmentIds }, fqdn: { not: null } }, select: { fqdn: true } }),
+      this.db.serviceComponent.findMany({ where: { service: { environmentId: { in: environmentIds } }, fqdn: { not: null } }, select: { fqdn: true } }),
+    ]);
+    return [...apps, ...components].map((r) => r.fqdn!);
+  }
 
   /**
    * Projects of the caller's team that it may see, each with the environments it may see, in
@@ -228,6 +239,7 @@ export class ProjectService {
     const serviceRemoval = await this.services.planRemoval({ environmentIds: all.map((e) => e.id) });
     // Their environment networks go after them (network.remove disconnects what is left first).
     const networks = await this.networks.planEnvironmentRemoval(scope.teamId, all.map((e) => e.id));
+    const fqdns = await this.fqdnsOf(all.map((e) => e.id));
     await this.db.$transaction(async (tx) => {
       // First: the network locks (no deployment records one of these environments' networks meanwhile).
       await networks.lock(tx);
@@ -242,6 +254,7 @@ export class ProjectService {
     dbRemoval.kick();
     serviceRemoval.kick();
     networks.kick();
+    await this.hostsChanged(scope.teamId, fqdns);
   }
 
   /** Environment of a visible project by name or uuid; 404 when the caller cannot see it. */
@@ -267,6 +280,7 @@ export class ProjectService {
     const dbRemoval = await this.databases.planRemoval({ environmentIds: [environment.id] });
     const serviceRemoval = await this.services.planRemoval({ environmentIds: [environment.id] });
     const networks = await this.networks.planEnvironmentRemoval(scope.teamId, [environment.id]);
+    const fqdns = await this.fqdnsOf([environment.id]);
     await this.db.$transaction(async (tx) => {
       // First: the network locks (no deployment records this environment's network meanwhile).
       await networks.lock(tx);
@@ -281,5 +295,6 @@ export class ProjectService {
     dbRemoval.kick();
     serviceRemoval.kick();
     networks.kick();
+    await this.hostsChanged(scope.teamId, fqdns);
   }
 }

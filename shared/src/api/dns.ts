@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
+import { BodyId, IntId, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
 
 /**
  * DNS (spec 4.14, issue 21): providers (where records are written) and managed domains (what
@@ -196,3 +196,98 @@ export const DomainSyncDispatch = z
   })
   .meta({ id: "DomainSyncDispatch" });
 export type DomainSyncDispatch = z.infer<typeof DomainSyncDispatch>;
+
+// ---- dns resources and environment bindings (issue 21, w6) ----
+
+export const DNS_RESOURCE_TYPES = ["application", "service"] as const;
+export const DnsResourceType = z.enum(DNS_RESOURCE_TYPES);
+export type DnsResourceType = z.infer<typeof DnsResourceType>;
+export const DnsResourceParams = z.object({ type: resourceId("dns_resource_type", DnsResourceType), uuid: resourceId("dns_resource", Uuid) });
+
+export const HOSTNAME_SYNC_STATES = ["synced", "pending", "error", "drifted", "unmanaged"] as const;
+export const HOSTNAME_BINDINGS = ["override", "environment_binding", "suffix_match"] as const;
+
+export const DnsResourceHostname = z
+  .object({
+    hostname: z.string(),
+    component: z.string().nullable().meta({ description: "service: the component whose domain it is; application: null" }),
+    state: z.enum(HOSTNAME_SYNC_STATES).meta({
+      description:
+        "synced: the last reconcile wrote (or found) the record; pending: a reconcile is due or running, or the change is not reconciled yet; error: the domain's last reconcile failed (see error); drifted: a record Capstan did not create holds the name; unmanaged: no managed domain covers the hostname",
+    }),
+    domain_uuid: z.string().nullable(),
+    domain_name: z.string().nullable(),
+    binding: z.enum(HOSTNAME_BINDINGS).nullable().meta({ description: "Why the hostname binds to the domain: override (assign-domain), environment_binding, suffix_match (the longest managed domain covering it)" }),
+    record: DnsPlannedRecord.nullable().meta({ description: "The record serving the hostname (the wildcard in wildcard mode); null when unmanaged or when the domain's server is gone" }),
+    error: z.string().nullable(),
+  })
+  .meta({ id: "DnsResourceHostname" });
+export type DnsResourceHostname = z.infer<typeof DnsResourceHostname>;
+
+export const DnsResourceState = z
+  .object({ resource_type: DnsResourceType, resource_uuid: z.string(), hostnames: z.array(DnsResourceHostname) })
+  .meta({ id: "DnsResourceState" });
+export type DnsResourceState = z.infer<typeof DnsResourceState>;
+
+export const DnsResyncQuery = z.object({
+  dry_run: z
+    .enum(["true", "false", "1", "0"])
+    .optional()
+    .transform((v) => v === "true" || v === "1")
+    .meta({ description: "true: dispatch nothing, answer the plan (beyond the spec)" }),
+});
+
+export const DnsResyncDispatch = z
+  .object({
+    message: z.string(),
+    domains: z.array(z.object({ uuid: z.string(), name: z.string(), dispatch: z.enum(["dispatched", "already"]) })),
+  })
+  .meta({ id: "DnsResyncDispatch" });
+
+export const DnsDomainPlan = z.object({
+  domain_uuid: z.string(),
+  domain_name: z.string(),
+  creates: z.array(DnsPlannedRecord),
+  updates: z.array(DnsPlannedRecord),
+  deletes: z.array(DnsPlannedRecord),
+  drift: z.array(DnsDrift),
+  error: z.string().nullable(),
+});
+export const DnsResyncPlan = z
+  .object({ message: z.string(), dry_run: z.literal(true), plans: z.array(DnsDomainPlan) })
+  .meta({ id: "DnsResyncPlan", description: "The plan of each domain the resource's hostnames fall under, limited to the resource's names and their ownership markers" });
+
+export const AssignDomainBody = requestBody({
+  hostname: z.string().trim().toLowerCase().min(1).max(253),
+  domain_uuid: Uuid.nullable().meta({ description: "The managed domain the hostname binds to; null removes the pin" }),
+});
+export type AssignDomainBody = z.output<typeof AssignDomainBody>;
+
+export const ENVIRONMENT_ROLE_RE = /^[a-z0-9]+(?:-[a-z0-9]+)*$/;
+export const EnvironmentBindingBody = requestBody({
+  environment_id: BodyId.optional().meta({ description: "An environment of the team (its id)" }),
+  environment_role: z.string().trim().toLowerCase().max(64).regex(ENVIRONMENT_ROLE_RE, "Lowercase letters, digits and single hyphens (preview, production).").optional().meta({
+    description: "Every environment of the team with this name (preview, production...)",
+  }),
+  priority: z.number().int().min(-1000).max(1000).default(0).meta({ description: "Higher wins when several bindings match a hostname" }),
+}).superRefine((b, ctx) => {
+  if ((b.environment_id === undefined) === (b.environment_role === undefined)) {
+    ctx.addIssue({ code: "custom", path: ["environment_id"], message: "Give environment_id or environment_role (one of them).", input: b });
+  }
+});
+export type EnvironmentBindingBody = z.output<typeof EnvironmentBindingBody>;
+
+export const EnvironmentBinding = z
+  .object({
+    id: z.number().int(),
+    domain_uuid: z.string(),
+    environment_id: z.number().int().nullable(),
+    environment_role: z.string().nullable(),
+    priority: z.number().int(),
+    created_at: Timestamp,
+  })
+  .meta({ id: "EnvironmentBinding" });
+export type EnvironmentBinding = z.infer<typeof EnvironmentBinding>;
+export const EnvironmentBindingList = z.object({ data: z.array(EnvironmentBinding) });
+export const EnvironmentBindingMutation = z.object({ message: z.string(), data: EnvironmentBinding });
+export const EnvironmentBindingParams = z.object({ uuid: resourceId("domain", Uuid), bindingId: resourceId("environment_binding", IntId) });

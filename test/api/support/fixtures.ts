@@ -94,6 +94,11 @@ export interface Fixtures {
   /** The application's integer id (resource_id), and a volume backup of it to the S3 storage (never run: no agent). */
   applicationId: number;
   resourceBackup: { id: number };
+  // ---- dns resources (issue 21, w6) ----
+  /** A role binding (preview) of the domain (DNS_ENV_BINDINGS). */
+  environmentBinding: { id: number };
+  /** The application's hostname (its fqdn); no managed domain of the fixtures covers it. */
+  appHost: string;
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
 }
@@ -245,6 +250,8 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   const resourceBackup = (
     await ok(api.post("/resource-backups", { resource_type: "application", resource_id: applicationId, backup_type: "volume", frequency: "0 4 * * *", s3_storage_id: s3Storage.id }), "resource backup")
   ).data;
+  // ---- dns resources (issue 21, w6) ----
+  const environmentBinding = (await ok(api.post(`/domains/${domain.uuid}/environment-bindings`, { environment_role: "preview", priority: 1 }), "environment binding")).data;
   return {
     tag,
     teamId: team.teamId,
@@ -291,6 +298,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     // resource backups (issue 19)
     applicationId,
     resourceBackup: { id: resourceBackup.id },
+    // ---- dns resources (issue 21, w6) ----
+    environmentBinding: { id: environmentBinding.id },
+    appHost: `${tag}.example.com`.toLowerCase(),
     markers: [
       cluster.uuid,
       clusterNodeId,
@@ -407,6 +417,9 @@ export async function snapshot(f: Fixtures) {
     // resource backups (issue 19)
     resourceBackups: get("/resource-backups"),
     resourceBackup: get(`/resource-backups/${f.resourceBackup.id}`),
+    // ---- dns resources (issue 21, w6) ----
+    environmentBindings: get(`/domains/${f.domain.uuid}/environment-bindings`),
+    dnsPins: t.instance.database.prisma.dnsHostnamePin.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" }, select: { hostname: true, dnsDomainId: true } }),
   });
 }
 
@@ -460,10 +473,18 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   cluster_node: { id: (f) => f.cluster.nodeId },
   // resource backups (issue 19)
   resource_backup: { id: (f) => f.resourceBackup.id },
+  // ---- dns resources (issue 21, w6) ----
+  // {type} of /dns/resource/{type}/{uuid}: names a kind, not an object (UNOWNED_KINDS).
+  dns_resource_type: { application: () => "application", service: () => "service" },
+  dns_resource: { application: (f) => f.application.uuid, service: (f) => f.service.uuid },
+  environment_binding: { id: (f) => f.environmentBinding.id },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
-export const UNOWNED_KINDS = new Set(["resource_type"]);
+export const UNOWNED_KINDS = new Set(["resource_type",
+  // ---- dns resources (issue 21, w6) ----
+  "dns_resource_type",
+]);
 
 export interface BodySpec {
   /** A valid body for the caller's own objects (sent with path values of the target). */
@@ -565,6 +586,11 @@ export const BODIES: Record<string, BodySpec> = {
     ],
   },
   "put /resource-backups/{id}": { valid: () => ({ frequency: "@weekly", enabled: false, keep_locally: true, number_of_backups_locally: 2 }), foreign: (a) => [{ s3_storage_id: a.s3Storage.id }] },
+  // ---- dns resources (issue 21, w6) ----
+  // Unpinning the application's own hostname (no pin: nothing to remove); another team's domain is a 404.
+  "post /dns/resource/{type}/{uuid}/assign-domain": { valid: (c) => ({ hostname: c.appHost, domain_uuid: null }), foreign: (a, b) => [{ hostname: b.appHost, domain_uuid: a.domain.uuid }] },
+  // Another team's environment by id is a 404, nothing created.
+  "post /domains/{uuid}/environment-bindings": { valid: () => ({ environment_role: "staging", priority: 2 }), foreign: (a) => [{ environment_id: a.environment.id }] },
 };
 let domainSeq = 0;
 
@@ -803,6 +829,8 @@ export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes",
   "pull", "latest",
   // resource backups (issue 19): GET /resource-backups?resource_type= (a kind)
   "resource_type",
+  // ---- dns resources (issue 21, w6) ----
+  "dry_run",
 ]);
 
 /** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */

@@ -13,15 +13,27 @@ import {
   DomainSyncDispatch,
   MessageBody,
   PaginationQuery,
+  AssignDomainBody,
+  DnsResourceParams,
+  DnsResourceState,
+  DnsResyncDispatch,
+  DnsResyncPlan,
+  DnsResyncQuery,
+  EnvironmentBindingBody,
+  EnvironmentBindingList,
+  EnvironmentBindingMutation,
+  EnvironmentBindingParams,
 } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
-import { dnsProviderDto, domainDto } from "../mappers/dns.js";
+import { dnsProviderDto, domainDto, domainPlanDto, environmentBindingDto, resourceStateDto } from "../mappers/dns.js";
 
 /** DNS (spec 4.14, issue 21; docs/dns.md). Every route needs DNS_PROVIDER_MANAGEMENT. */
 const TAG = "DNS";
 const FEATURE = "DNS_PROVIDER_MANAGEMENT" as const;
+/** Pro routes (w6): checked by the service after DNS_PROVIDER_MANAGEMENT, as for a second provider. */
+const PRO_402 = "402 also when the team lacks";
 
 export const dnsRoutes = [
   route({
@@ -172,6 +184,111 @@ export const dnsRoutes = [
           data: domainDto(r.domain),
         },
       };
+    },
+  }),
+  // ---- dns resources and environment bindings (issue 21, w6) ----
+  route({
+    method: "get",
+    path: "/dns/resource/{type}/{uuid}",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "A resource's managed hostnames and their sync state",
+    description: `type application (its fqdn's hosts) or service (its components' domains). For each hostname: the managed domain it binds to and why (override: pinned with assign-domain; environment_binding; suffix_match: the most specific domain covering it), the record serving it (the wildcard in wildcard mode) and its state: synced, pending (a reconcile is due or running, or the change is not reconciled yet), error (the domain's last reconcile failed), drifted (a record Capstan did not create holds the name), unmanaged (no managed domain covers it). Read from Capstan's records; the provider is not contacted. Needs view on the resource.`,
+    params: DnsResourceParams,
+    responses: { 200: { description: "Hostnames", schema: DnsResourceState }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ scope, services, params }) {
+      return { body: resourceStateDto(params.type, params.uuid, await services.dns.resourceHostnames(scope, params.type, params.uuid)) };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/dns/resource/{type}/{uuid}/resync",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Reconcile the domains of a resource's hostnames",
+    description: `Dispatches the reconcile job of every managed domain one of the resource's hostnames falls under (202; watch GET /dns/resource/{type}/{uuid}). dry_run=true (beyond the spec) dispatches nothing and answers 200 with each domain's plan as it would run now, limited to the resource's names, the domain's wildcard and their ownership markers; the provider is listed for it. Needs deploy on the resource.`,
+    params: DnsResourceParams,
+    query: DnsResyncQuery,
+    responses: {
+      200: { description: "dry_run: the plan", schema: DnsResyncPlan },
+      202: { description: "Reconciles dispatched", schema: DnsResyncDispatch },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      422: ERR[422],
+    },
+    async handler({ scope, services, params, query }) {
+      if (query.dry_run) {
+        const plans = await services.dns.resyncPlan(scope, params.type, params.uuid);
+        return { status: 200, body: { message: plans.length ? "Plan only; nothing was dispatched." : "No managed domain covers this resource's hostnames.", dry_run: true as const, plans: plans.map(domainPlanDto) } };
+      }
+      const r = await services.dns.resync(scope, params.type, params.uuid);
+      return {
+        status: 202,
+        body: {
+          message: r.length ? "Reconciles dispatched; watch GET /dns/resource/{type}/{uuid}." : "No managed domain covers this resource's hostnames; nothing was dispatched.",
+          domains: r.map((x) => ({ uuid: x.domain.uuid, name: x.domain.name, dispatch: x.dispatch })),
+        },
+      };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/dns/resource/{type}/{uuid}/assign-domain",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Pin or unpin a resource's hostname to a managed domain",
+    description: `Pro: ${PRO_402} DNS_MULTI_DOMAIN. {hostname, domain_uuid}: the hostname (one of the resource's) binds to that domain (binding override), which must cover it (422 otherwise); domain_uuid null removes the pin. The domains covering the hostname are reconciled. Answers the resource's hostnames. Needs manage on the resource.`,
+    params: DnsResourceParams,
+    body: AssignDomainBody,
+    responses: { 200: { description: "The resource's hostnames", schema: DnsResourceState }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ scope, services, params, body }) {
+      return { body: resourceStateDto(params.type, params.uuid, await services.dns.assignDomain(scope, params.type, params.uuid, body)) };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/domains/{uuid}/environment-bindings",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "List a domain's environment bindings",
+    description: `Pro: ${PRO_402} DNS_ENV_BINDINGS.`,
+    params: ManagedDomainParams,
+    responses: { 200: { description: "Bindings", schema: EnvironmentBindingList }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      const r = await services.dns.listBindings(scope, params.uuid);
+      return { body: { data: r.bindings.map((b) => environmentBindingDto(r.domain.uuid, b)) } };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/domains/{uuid}/environment-bindings",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Bind an environment or an environment role to a domain",
+    adminOnly: "manage domains",
+    description: `Pro: ${PRO_402} DNS_ENV_BINDINGS. {environment_id | environment_role, priority = 0}: hostnames of resources in that environment (or in every environment named like the role: preview, production...) that the domain covers bind to it, before the most specific domain; the highest priority wins among several bindings. The team's per_hostname and hybrid domains are reconciled.`,
+    params: ManagedDomainParams,
+    body: EnvironmentBindingBody,
+    responses: { 201: { description: "Created", schema: EnvironmentBindingMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ scope, services, params, body }) {
+      const r = await services.dns.createBinding(scope, params.uuid, body);
+      return { status: 201, body: { message: "Environment binding created.", data: environmentBindingDto(r.domain.uuid, r.binding) } };
+    },
+  }),
+  route({
+    method: "delete",
+    path: "/domains/{uuid}/environment-bindings/{bindingId}",
+    tag: TAG,
+    feature: FEATURE,
+    summary: "Delete an environment binding",
+    adminOnly: "manage domains",
+    description: `Pro: ${PRO_402} DNS_ENV_BINDINGS. The team's per_hostname and hybrid domains are reconciled.`,
+    params: EnvironmentBindingParams,
+    responses: { 200: { description: "Deleted", schema: MessageBody }, 401: ERR[401], 403: ERR[403], 404: ERR[404] },
+    async handler({ scope, services, params }) {
+      await services.dns.removeBinding(scope, params.uuid, params.bindingId);
+      return { body: { message: "Environment binding deleted." } };
     },
   }),
 ];

@@ -1,5 +1,5 @@
 import { isIP } from "node:net";
-import { parseDomains, type CreateDnsProviderBody, type CreateManagedDomainBody, type DnsProviderType, type RoutingMode } from "@capstan/shared";
+import { parseDomains, type AssignDomainBody, type DnsResourceType, type EnvironmentBindingBody, type CreateDnsProviderBody, type CreateManagedDomainBody, type DnsProviderType, type RoutingMode } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
 import type { TeamScope } from "../../domain/scope.js";
@@ -9,7 +9,9 @@ import { newUuid } from "../../lib/ids.js";
 import type { OutboundFetch } from "../../lib/outbound.js";
 import { shortReason } from "../s3-storages.js";
 import { createProvider, type DnsProvider, type ProviderConfig, type RecordData } from "./providers/index.js";
-import { applyPlan, planZone, type Drift, type Plan } from "./reconcile.js";
+import { applyPlan, markerName, planZone, type Drift, type Plan } from "./reconcile.js";
+import { bareName } from "./providers/types.js";
+import { bindHost, covers, type BindingContext, type HostBinding } from "./bindings.js";
 import { DNS_RECONCILER_DEFAULTS, DnsReconciler, type DnsReconcilerOptions, type ReconcileDispatch } from "./reconciler.js";
 
 type Window = { skip?: number; take?: number };
@@ -40,6 +42,8 @@ export interface DnsServiceOptions {
 export interface SyncOutcome {
   status: "synced" | "drifted" | "error";
   plan: Plan;
+  /** The routing records the reconcile wanted (w6: hostnames' sync state). */
+  desired?: RecordData[];
   error?: string;
 }
 
@@ -232,23 +236,55 @@ export class DnsService {
     const mode = d.routingMode as RoutingMode;
     if (modeNeedsServer(mode) && d.server) out.push(pointAt(`*.${d.name}`, d.server.ip));
     if (mode === "wildcard") return out;
-    const apps = await this.db.application.findMany({
-      where: { teamId: d.teamId, fqdn: { not: null } },
-      orderBy: { id: "asc" },
-      select: { fqdn: true, serverId: true, server: { select: { ip: true } } },
-    });
+    const ctx = await this.bindingContext(d.teamId);
     const taken = new Set(out.map((r) => r.name));
-    for (const app of apps) {
-      if (mode === "hybrid" && app.serverId === d.serverId) continue;
-      const parsed = parseDomains(app.fqdn!);
-      if ("errors" in parsed) continue;
-      for (const e of parsed.entries) {
-        const host = e.host.toLowerCase();
-        if (!(host === d.name || host.endsWith(`.${d.name}`)) || taken.has(host)) continue;
-        // The first application (oldest) naming a host gets it; the proxy routes it the same way.
-        taken.add(host);
-        out.push(pointAt(host, app.server.ip));
-      }
+    for (const h of await this.teamHosts(d.teamId)) {
+      // w6: a hostname binds to one domain (bindings.ts); another domain covering it leaves it alone.
+      const bound = bindHost(h.host, h.environment, ctx);
+      if (!bound || bound.domain.id !== d.id) continue;
+      if (mode === "hybrid" && h.serverId === d.serverId) continue;
+      if (taken.has(h.host)) continue;
+      // The first resource (applications, then services, oldest first) naming a host gets it; the proxy routes it the same way.
+      taken.add(h.host);
+      out.push(pointAt(h.host, h.serverIp));
+    }
+    return out;
+  }
+
+  /** The team's domains, pins and environment bindings: what bindHost decides with. */
+  private async bindingContext(teamId: number): Promise<BindingContext<DomainLite>> {
+    const [domains, pins, bindings] = await Promise.all([
+      this.db.dnsDomain.findMany({ where: { teamId }, orderBy: { id: "asc" }, select: domainLiteSelect }),
+      this.db.dnsHostnamePin.findMany({ where: { teamId }, select: { hostname: true, dnsDomainId: true } }),
+      this.db.dnsEnvironmentBinding.findMany({ where: { domain: { teamId } }, orderBy: { id: "asc" } }),
+    ]);
+    return { domains, pins: new Map(pins.map((p) => [p.hostname, p.dnsDomainId])), bindings };
+  }
+
+  /**
+   * Every hostname of the team's resources: applications' fqdns, then (w6) services'
+   * component domains, each with the server it runs on and its environment.
+   */
+  private async teamHosts(teamId: number, only?: { type: DnsResourceType; id: number }): Promise<TeamHost[]> {
+    const out: TeamHost[] = [];
+    const env = { select: { id: true, name: true } } as const;
+    if (!only || only.type === "application") {
+      const apps = await this.db.application.findMany({
+        where: { teamId, fqdn: { not: null }, ...(only ? { id: only.id } : {}) },
+        orderBy: { id: "asc" },
+        select: { id: true, fqdn: true, serverId: true, server: { select: { ip: true } }, environment: env },
+      });
+      for (const a of apps) for (const host of hostsOf(a.fqdn)) out.push({ host, component: null, serverId: a.serverId, serverIp: a.server.ip, environment: a.environment, resource: { type: "application", id: a.id } });
+    }
+    if (!only || only.type === "service") {
+      const services = await this.db.service.findMany({
+        where: { teamId, ...(only ? { id: only.id } : {}) },
+        orderBy: { id: "asc" },
+        select: { id: true, serverId: true, server: { select: { ip: true } }, environment: env, components: { where: { fqdn: { not: null } }, orderBy: { id: "asc" }, select: { name: true, fqdn: true } } },
+      });
+      for (const s of services)
+        for (const c of s.components)
+          for (const host of hostsOf(c.fqdn)) out.push({ host, component: c.name, serverId: s.serverId, serverIp: s.server.ip, environment: s.environment, resource: { type: "service", id: s.id } });
     }
     return out;
   }
@@ -262,17 +298,11 @@ export class DnsService {
    * Dispatching is a row update: it never fails the application's request over the provider.
    */
   async hostsChanged(teamId: number, fqdns: (string | null)[]): Promise<void> {
-    const hosts = new Set<string>();
-    for (const fqdn of fqdns) {
-      if (!fqdn) continue;
-      const parsed = parseDomains(fqdn);
-      if ("errors" in parsed) continue;
-      for (const e of parsed.entries) hosts.add(e.host.toLowerCase());
-    }
+    const hosts = new Set(fqdns.flatMap(hostsOf));
     if (!hosts.size) return;
     const domains = await this.db.dnsDomain.findMany({ where: { teamId, routingMode: { in: ["per_hostname", "hybrid"] } }, select: { id: true, name: true } });
     for (const d of domains) {
-      if ([...hosts].some((h) => h === d.name || h.endsWith(`.${d.name}`))) await this.reconciler.request(d.id);
+      if ([...hosts].some((h) => covers(d.name, h))) await this.reconciler.request(d.id);
     }
   }
 
@@ -301,7 +331,16 @@ export class DnsService {
     const d = await this.db.dnsDomain.findUnique({ where: { id }, include: domainInclude });
     if (!d) return {};
     const outcome = await this.reconcileDomain(d);
+    const drifted = new Set(outcome.plan.drift.map((x) => x.name));
+    // w6: a hostname this domain gave up may now bind to another domain of the team (a pin, an
+    // environment binding), which saw our record in its way if it ran first: it runs again.
+    const released = outcome.plan.deletes.filter((r) => r.type !== "TXT").map((r) => bareName(r.name));
+    if (released.length) {
+      const others = await this.db.dnsDomain.findMany({ where: { teamId: d.teamId, id: { not: d.id }, routingMode: { in: ["per_hostname", "hybrid"] } }, select: { id: true, name: true } });
+      for (const o of others) if (released.some((h) => covers(o.name, h))) await this.reconciler.request(o.id);
+    }
     return {
+      ...(outcome.status === "error" ? {} : { lastDesired: JSON.stringify((outcome.desired ?? []).filter((r) => !drifted.has(bareName(r.name))).map(rec)) }),
       syncStatus: outcome.status,
       syncError: outcome.error ?? null,
       drift: JSON.stringify(outcome.plan.drift satisfies Drift[]),
@@ -319,16 +358,185 @@ export class DnsService {
       const p = this.provider(row);
       const plan = await withTimeout(
         (async () => {
-          const plan = planZone(await p.listRecords(d.zone), await this.desired(d), d.uuid, RECORD_TTL);
+          const desired = await this.desired(d);
+          const plan = planZone(await p.listRecords(d.zone), desired, d.uuid, RECORD_TTL);
           await applyPlan(p, d.zone, plan);
-          return plan;
+          return { plan, desired };
         })(),
         "The provider did not answer in time.",
       );
-      return { status: plan.drift.length ? "drifted" : "synced", plan };
+      return { status: plan.plan.drift.length ? "drifted" : "synced", plan: plan.plan, desired: plan.desired };
     } catch (err) {
       return { status: "error", plan: empty, error: shortReason((err as Error).message) };
     }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // ---- dns resources and environment bindings (issue 21, w6) ----
+
+  /** An application or service of the scope with the need, as {type, id}. */
+  private async resource(scope: TeamScope, type: DnsResourceType, uuid: string, need: "view" | "deploy" | "manage"): Promise<{ type: DnsResourceType; id: number }> {
+    const row = type === "application" ? await scope.application(uuid, need) : await scope.service(uuid, need);
+    return { type, id: row.id };
+  }
+
+  /**
+   * GET /dns/resource/{type}/{uuid}: each hostname of the resource, the domain it binds to and
+   * why (bindings.ts), the record that serves it and its sync state, read from the domain's row
+   * (the provider is not contacted): pending while a reconcile is due or running or when the
+   * last reconcile did not want this record yet; error when it failed; drifted when a foreign
+   * record holds the name; synced when the last reconcile wrote (or found) it.
+   */
+  async resourceHostnames(scope: TeamScope, type: DnsResourceType, uuid: string, need: "view" | "manage" = "view"): Promise<HostnameState[]> {
+    const res = await this.resource(scope, type, uuid, need);
+    return this.hostnameStates(scope.teamId, res);
+  }
+
+  private async hostnameStates(teamId: number, res: { type: DnsResourceType; id: number }): Promise<HostnameState[]> {
+    const [hosts, ctx] = await Promise.all([this.teamHosts(teamId, res), this.bindingContext(teamId)]);
+    const out: HostnameState[] = [];
+    const seen = new Set<string>();
+    for (const h of hosts) {
+      const key = `${h.component ?? ""}\u0000${h.host}`;
+      if (seen.has(key)) continue;
+      seen.add(key);
+      const bound = bindHost(h.host, h.environment, ctx);
+      if (!bound) {
+        out.push({ hostname: h.host, component: h.component, state: "unmanaged", domain: null, binding: null, record: null, error: null });
+        continue;
+      }
+      const d = bound.domain;
+      const viaWildcard = d.routingMode === "wildcard" || (d.routingMode === "hybrid" && h.serverId === d.serverId);
+      const record = viaWildcard ? (d.server ? rec(pointAt(`*.${d.name}`, d.server.ip)) : null) : rec(pointAt(h.host, h.serverIp));
+      const base = { hostname: h.host, component: h.component, domain: { uuid: d.uuid, name: d.name }, binding: bound.binding, record };
+      if (!record) {
+        out.push({ ...base, state: "error", error: `The ${d.routingMode} mode points *.${d.name} at a server, and the domain has none (its server was deleted).` });
+        continue;
+      }
+      const drift = parseJson<Drift[]>(d.drift, []).find((x) => x.name === record.name);
+      const applied = parseJson<{ name: string; type: string; content: string }[]>(d.lastDesired, []);
+      if (d.reconcileState !== "idle") out.push({ ...base, state: "pending", error: null });
+      else if (d.syncStatus === "error") out.push({ ...base, state: "error", error: d.syncError });
+      else if (drift) out.push({ ...base, state: "drifted", error: drift.reason });
+      else if (d.lastSyncedAt && applied.some((r) => r.name === record.name && r.type === record.type && r.content === record.content)) out.push({ ...base, state: "synced", error: null });
+      else out.push({ ...base, state: "pending", error: null });
+    }
+    return out;
+  }
+
+  /** Every domain covering one of the resource's hostnames (whatever it binds to: a domain losing a hostname removes its record). */
+  private async domainsCovering(teamId: number, hosts: string[]): Promise<DomainLite[]> {
+    const domains = await this.db.dnsDomain.findMany({ where: { teamId }, orderBy: { id: "asc" }, select: domainLiteSelect });
+    return domains.filter((d) => hosts.some((h) => covers(d.name, h)));
+  }
+
+  /**
+   * POST /dns/resource/{type}/{uuid}/resync: dispatches the reconcile of every domain one of
+   * the resource's hostnames falls under. dry_run (beyond the spec): dispatches nothing and
+   * answers each domain's plan as it would run now, limited to the resource's names, their
+   * wildcard and their ownership markers (the rest of the domain may belong to resources the
+   * caller cannot see).
+   */
+  async resync(scope: TeamScope, type: DnsResourceType, uuid: string): Promise<{ domain: DomainLite; dispatch: ReconcileDispatch }[]> {
+    const res = await this.resource(scope, type, uuid, "deploy");
+    const hosts = (await this.teamHosts(scope.teamId, res)).map((h) => h.host);
+    const out: { domain: DomainLite; dispatch: ReconcileDispatch }[] = [];
+    for (const d of await this.domainsCovering(scope.teamId, hosts)) out.push({ domain: d, dispatch: await this.reconciler.request(d.id) });
+    return out;
+  }
+
+  async resyncPlan(scope: TeamScope, type: DnsResourceType, uuid: string): Promise<{ domain: DomainLite; plan: Plan; error: string | null }[]> {
+    const res = await this.resource(scope, type, uuid, "deploy");
+    const hosts = [...new Set((await this.teamHosts(scope.teamId, res)).map((h) => h.host))];
+    const out: { domain: DomainLite; plan: Plan; error: string | null }[] = [];
+    for (const lite of await this.domainsCovering(scope.teamId, hosts)) {
+      const empty: Plan = { creates: [], updates: [], deletes: [], drift: [] };
+      const d = await this.db.dnsDomain.findUnique({ where: { id: lite.id }, include: domainInclude });
+      if (!d) continue;
+      if (modeNeedsServer(d.routingMode as RoutingMode) && !d.server) {
+        out.push({ domain: lite, plan: empty, error: `The ${d.routingMode} mode points *.${d.name} at a server, and the domain has none (its server was deleted).` });
+        continue;
+      }
+      const names = new Set([...hosts, `*.${d.name}`]);
+      for (const n of [...names]) names.add(markerName(n));
+      const mine = (r: { name: string }) => names.has(bareName(r.name));
+      try {
+        const row = await this.db.dnsProvider.findUniqueOrThrow({ where: { id: d.dnsProviderId } });
+        const p = this.provider(row);
+        const plan = await withTimeout((async () => planZone(await p.listRecords(d.zone), await this.desired(d), d.uuid, RECORD_TTL))(), "The provider did not answer in time.");
+        out.push({
+          domain: lite,
+          plan: { creates: plan.creates.filter(mine), updates: plan.updates.filter((u) => mine(u.record)), deletes: plan.deletes.filter(mine), drift: plan.drift.filter(mine) },
+          error: null,
+        });
+      } catch (err) {
+        out.push({ domain: lite, plan: empty, error: shortReason((err as Error).message) });
+      }
+    }
+    return out;
+  }
+
+  /**
+   * POST /dns/resource/{type}/{uuid}/assign-domain (DNS_MULTI_DOMAIN): pins one of the
+   * resource's hostnames to a managed domain covering it (binding "override"), or with null
+   * removes the pin. Every domain covering the hostname is reconciled (the one losing it
+   * removes its record, the one getting it writes it). Answers the resource's hostnames.
+   */
+  async assignDomain(scope: TeamScope, type: DnsResourceType, uuid: string, body: AssignDomainBody): Promise<HostnameState[]> {
+    requireFeature(scope.caller, "DNS_MULTI_DOMAIN");
+    const res = await this.resource(scope, type, uuid, "manage");
+    const hosts = (await this.teamHosts(scope.teamId, res)).map((h) => h.host);
+    const host = body.hostname.replace(/\.$/, "");
+    if (!hosts.includes(host)) throw new Invalid({ hostname: [`${host} is not a hostname of this ${type} (${hosts.length ? hosts.join(", ") : "it has none"}).`] });
+    if (body.domain_uuid === null) {
+      await this.db.dnsHostnamePin.deleteMany({ where: { teamId: scope.teamId, hostname: host } });
+    } else {
+      const d = await this.getDomain(scope, body.domain_uuid);
+      if (!covers(d.name, host)) throw new Invalid({ domain_uuid: [`The domain ${d.name} does not cover ${host}: its records can only be written under ${d.name}.`] });
+      await this.db.dnsHostnamePin.upsert({
+        where: { teamId_hostname: { teamId: scope.teamId, hostname: host } },
+        create: { teamId: scope.teamId, hostname: host, dnsDomainId: d.id },
+        update: { dnsDomainId: d.id },
+      });
+    }
+    for (const d of await this.domainsCovering(scope.teamId, [host])) if (d.routingMode !== "wildcard") await this.reconciler.request(d.id);
+    return this.hostnameStates(scope.teamId, res);
+  }
+
+  /** Environment bindings of a domain (DNS_ENV_BINDINGS), oldest first. */
+  async listBindings(scope: TeamScope, domainUuid: string) {
+    requireFeature(scope.caller, "DNS_ENV_BINDINGS");
+    const d = await this.getDomain(scope, domainUuid);
+    return { domain: d, bindings: await this.db.dnsEnvironmentBinding.findMany({ where: { dnsDomainId: d.id }, orderBy: { id: "asc" } }) };
+  }
+
+  /**
+   * Binds an environment of the team (by id; no visibility check: domains are a team-admin
+   * matter, like grants) or an environment role (every environment of that name) to the
+   * domain. The team's per_hostname and hybrid domains are reconciled: hostnames may move.
+   */
+  async createBinding(scope: TeamScope, domainUuid: string, body: EnvironmentBindingBody) {
+    requireFeature(scope.caller, "DNS_ENV_BINDINGS");
+    const d = await this.getDomain(scope, domainUuid);
+    const env = body.environment_id === undefined ? null : await scope.environmentById(body.environment_id);
+    const binding = await this.db.dnsEnvironmentBinding.create({
+      data: { dnsDomainId: d.id, environmentId: env?.id ?? null, environmentRole: env ? null : body.environment_role!, priority: body.priority },
+    });
+    await this.bindingsChanged(scope.teamId);
+    return { domain: d, binding };
+  }
+
+  async removeBinding(scope: TeamScope, domainUuid: string, id: number): Promise<void> {
+    requireFeature(scope.caller, "DNS_ENV_BINDINGS");
+    const d = await this.getDomain(scope, domainUuid);
+    const gone = await this.db.dnsEnvironmentBinding.deleteMany({ where: { id, dnsDomainId: d.id } });
+    if (gone.count === 0) throw new NotFound("Environment binding");
+    await this.bindingsChanged(scope.teamId);
+  }
+
+  private async bindingsChanged(teamId: number): Promise<void> {
+    const domains = await this.db.dnsDomain.findMany({ where: { teamId, routingMode: { in: ["per_hostname", "hybrid"] } }, select: { id: true } });
+    for (const d of domains) await this.reconciler.request(d.id);
   }
 }
 
@@ -366,5 +574,57 @@ async function withTimeout<T>(work: Promise<T>, message: string): Promise<T> {
     ]);
   } finally {
     clearTimeout(timer);
+  }
+}
+
+// ---- dns resources (issue 21, w6) ----
+
+const domainLiteSelect = {
+  id: true,
+  uuid: true,
+  name: true,
+  routingMode: true,
+  serverId: true,
+  server: { select: { ip: true } },
+  syncStatus: true,
+  syncError: true,
+  drift: true,
+  reconcileState: true,
+  lastDesired: true,
+  lastSyncedAt: true,
+} satisfies Prisma.DnsDomainSelect;
+export type DomainLite = Prisma.DnsDomainGetPayload<{ select: typeof domainLiteSelect }>;
+
+interface TeamHost {
+  host: string;
+  component: string | null;
+  serverId: number;
+  serverIp: string;
+  environment: { id: number; name: string };
+  resource: { type: DnsResourceType; id: number };
+}
+
+export interface HostnameState {
+  hostname: string;
+  component: string | null;
+  state: "synced" | "pending" | "error" | "drifted" | "unmanaged";
+  domain: { uuid: string; name: string } | null;
+  binding: HostBinding | null;
+  record: { name: string; type: string; content: string } | null;
+  error: string | null;
+}
+
+function hostsOf(fqdn: string | null): string[] {
+  if (!fqdn) return [];
+  const parsed = parseDomains(fqdn);
+  if ("errors" in parsed) return [];
+  return parsed.entries.map((e) => e.host.toLowerCase());
+}
+
+function parseJson<T>(json: string, fallback: T): T {
+  try {
+    return JSON.parse(json) as T;
+  } catch {
+    return fallback;
   }
 }

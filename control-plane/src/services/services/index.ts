@@ -350,11 +350,14 @@ export class ServiceService {
     );
     data.composeRaw = input.docker_compose_raw;
     data.composeRendered = this.box.seal(compose);
+    const fqdnsBefore = (await this.db.serviceComponent.findMany({ where: { serviceId: ref.id, fqdn: { not: null } }, select: { fqdn: true } })).map((c) => c.fqdn);
     await this.db.$transaction(async (tx) => {
       await tx.service.update({ where: { id: ref.id }, data });
       await this.syncComponents(tx, ref.id, template);
       await this.storeCreated(tx, ref.id, generated.created, generated.values, ServiceService.generatedKeys(template));
     });
+    // w6/dnsres: a component removed, or no longer an application, loses its hostname.
+    await this.runtime.hostsChanged?.(ref.teamId, fqdnsBefore);
   }
 
   /** Bind sources of the stored compose file (one that no longer parses binds nothing that counts as approved). */
@@ -374,7 +377,7 @@ export class ServiceService {
    * it are cancelled first, so none runs after the removal.
    */
   async remove(scope: TeamScope, uuid: string, flags: ServiceDeleteFlags): Promise<void> {
-    const ref = await scope.service(uuid, "delete");
+    const ref = await scope.service(uuid, "delete", { components: { select: { fqdn: true } } });
     const proxy = await this.runtime.proxy(ref.serverId);
     let cancelled: CancelledJob[] = [];
     await this.db.$transaction(async (tx) => {
@@ -403,6 +406,8 @@ export class ServiceService {
     });
     void this.runtime.jobs.cancelled(cancelled).catch(() => {});
     this.runtime.jobs.nudge(ref.serverId);
+    // w6/dnsres: the components' hostnames go with the service.
+    await this.runtime.hostsChanged?.(ref.teamId, ref.components.map((c) => c.fqdn));
   }
 
   /**

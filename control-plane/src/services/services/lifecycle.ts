@@ -15,6 +15,8 @@ export interface ServiceRuntime {
   jobs: JobQueue;
   proxy(serverId: number): Promise<ProxySettings>;
   networkPlan: NetworkPlanContext;
+  /** w6/dnsres: records follow the components' hostnames (DnsService.hostsChanged). */
+  hostsChanged?: (teamId: number, fqdns: (string | null)[]) => Promise<void>;
 }
 
 /** A reason a service cannot start now (shown to the user as a 409). */
