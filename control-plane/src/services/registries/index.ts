@@ -210,7 +210,7 @@ export class RegistryService {
       });
       return 0;
     }
-    const payload = { registry: registryAddress(r.url), username: c.username, password: c.password, fingerprint: fingerprintOf(r) };
+    const payload = { registry: registryAddress(r.url), username: c.username, password: c.password, fingerprint: fingerprintOf(r), is_default: r.defaultSlot !== null };
     await this.db.$transaction(async (tx) => {
       for (const a of r.servers) {
         const jobId = await this.jobs.enqueue(tx, a.serverId, "registry.login", payload, LOGIN_TIMEOUT_MS);
