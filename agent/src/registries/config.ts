@@ -50,6 +50,12 @@ async function save(dir: string, name: string, content: object): Promise<void> {
   await writeFileAtomic(join(dir, name), JSON.stringify(content, null, 2) + "\n", 0o600);
 }
 
+let changed: (() => void) | null = null;
+/** Called after a login is stored or removed (main.ts: the facts, with the logins' fingerprints, go now, not in a minute). */
+export function onRegistryLoginsChanged(fn: (() => void) | null): void {
+  changed = fn;
+}
+
 const entryHash = (auth: string) => createHash("sha256").update(auth).digest("hex");
 
 /** Stores (or replaces) the login of `registry`, with the fingerprint of its credentials and whether it is the default. */
@@ -70,6 +76,7 @@ export async function storeLogin(
   if (meta.isDefault) m.default = registry;
   else if (m.default === registry) m.default = null;
   await save(dir, META_FILE, m);
+  changed?.();
 }
 
 /** Forgets the login of `registry`; false when there was none. */
@@ -87,6 +94,7 @@ export async function removeLogin(stateDir: string, registry: string): Promise<b
   const { [key]: _gone, ...rest } = config.auths;
   config.auths = rest;
   await save(dir, "config.json", config);
+  changed?.();
   return true;
 }
 

@@ -22,7 +22,7 @@ import { registryHandshake, type HandshakeResult } from "./handshake.js";
 
 type Window = { skip?: number; take?: number };
 const withServers = {
-  servers: { include: { server: { select: { id: true, uuid: true, name: true } } }, orderBy: { serverId: "asc" } },
+  servers: { include: { server: { select: { id: true, uuid: true, name: true, facts: true } } }, orderBy: { serverId: "asc" } },
   _count: { select: { servers: true } },
 } satisfies Prisma.RegistryInclude;
 const withCount = { _count: { select: { servers: true } } } satisfies Prisma.RegistryInclude;
@@ -97,6 +97,24 @@ export class RegistryService {
     return detail;
   }
 
+  /**
+   * Drift (docs/registries.md): a server synced with these credentials whose agent last
+   * reported the login gone or different (its facts carry each stored login's fingerprint, null
+   * once changed by hand). Unknown (false) for agents that do not report logins.
+   */
+  drift(r: { url: string }, a: { status: string; fingerprint: string | null; server: { facts: string | null } }): boolean {
+    if (a.status !== "synced" || !a.server.facts) return false;
+    let reported: { registry: string; fingerprint: string | null }[] | undefined;
+    try {
+      reported = (JSON.parse(a.server.facts) as { registries?: { registry: string; fingerprint: string | null }[] }).registries;
+    } catch {
+      return false;
+    }
+    if (!Array.isArray(reported)) return false;
+    const address = registryAddress(r.url);
+    return reported.find((x) => x.registry === address)?.fingerprint !== a.fingerprint;
+  }
+
   /** The stored credentials, opened (the test, and later the agents' logins). */
   credentials(r: { credentials: string }): RegistryCredentials {
     return JSON.parse(this.box.open(r.credentials)) as RegistryCredentials;
@@ -128,11 +146,12 @@ export class RegistryService {
   async create(scope: TeamScope, input: CreateRegistryBody): Promise<RegistryDetailRecord> {
     this.checkUrl(input.url);
     const secret = this.sealed(registryCredentials(input.type, input.credentials));
-    return this.db.$transaction(async (tx) => {
+    const { created, previousDefault } = await this.db.$transaction(async (tx) => {
       // The default moves: the team's previous default stops being one (the unique index
       // on (teamId, defaultSlot) turns a concurrent second default into a 409).
+      const previousDefault = input.is_default ? await tx.registry.findMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT }, select: { id: true } }) : [];
       if (input.is_default) await tx.registry.updateMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT }, data: { defaultSlot: null } });
-      return tx.registry.create({
+      const created = await tx.registry.create({
         data: {
           teamId: scope.teamId,
           name: input.name,
@@ -143,7 +162,11 @@ export class RegistryService {
         },
         include: withServers,
       });
+      return { created, previousDefault };
     });
+    // The servers of the registry that stopped being the default learn it at once.
+    for (const other of previousDefault) await this.redispatch(other.id);
+    return created;
   }
 
   /**
@@ -167,7 +190,7 @@ export class RegistryService {
     if (input.credentials !== undefined) Object.assign(data, this.sealed(registryCredentials(type, input.credentials)));
     if (input.is_default !== undefined) data.defaultSlot = input.is_default ? DEFAULT_SLOT : null;
     const address = registryAddress(r.url);
-    const { updated, leaving, moved } = await this.db.$transaction(async (tx) => {
+    const { updated, leaving, moved, previousDefault } = await this.db.$transaction(async (tx) => {
       // One assignment change per registry at a time, read under the lock: concurrent PATCHes
       // of the same server_ids both succeed (the second finds the rows the first created)
       // rather than one failing on the primary key.
@@ -176,6 +199,9 @@ export class RegistryService {
       const leaving = servers ? assigned.filter((sid) => !servers.some((s) => s.id === sid)) : [];
       // A new address: the servers that stay forget the login written under the old one too.
       const moved = input.url !== undefined && registryAddress(input.url) !== address ? assigned.filter((sid) => !leaving.includes(sid)) : [];
+      const previousDefault = input.is_default
+        ? await tx.registry.findMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT, id: { not: r.id } }, select: { id: true } })
+        : [];
       if (input.is_default) await tx.registry.updateMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT, id: { not: r.id } }, data: { defaultSlot: null } });
       if (servers) {
         await tx.registryServer.deleteMany({ where: { registryId: r.id, serverId: { in: leaving } } });
@@ -189,10 +215,31 @@ export class RegistryService {
       if (input.credentials !== undefined || input.url !== undefined) {
         await tx.registryServer.updateMany({ where: { registryId: r.id }, data: { status: "pending", jobId: null } });
       }
-      return { updated: await tx.registry.update({ where: { id: r.id }, data, include: withServers }), leaving, moved };
+      return { updated: await tx.registry.update({ where: { id: r.id }, data, include: withServers }), leaving, moved, previousDefault };
     });
     for (const serverId of [...leaving, ...moved]) this.jobs.nudge(serverId);
+    // What the servers hold changed (the login, its address, the default): they are logged in
+    // again at once, not left stale until someone syncs; so are the servers of the registry
+    // that stopped being the default.
+    const defaultChanged = input.is_default !== undefined && (input.is_default !== (r.defaultSlot !== null));
+    if (input.credentials !== undefined || input.url !== undefined || defaultChanged) {
+      const assigned = updated.servers.filter((a) => !servers || servers.some((s) => s.id === a.serverId));
+      if (assigned.length) {
+        await this.dispatchLogins({ ...updated, servers: assigned });
+        for (const other of previousDefault) await this.redispatch(other.id);
+        const fresh = await this.db.registry.findUnique({ where: { id: r.id }, include: withServers });
+        if (fresh) return fresh;
+      } else {
+        for (const other of previousDefault) await this.redispatch(other.id);
+      }
+    }
     return updated;
+  }
+
+  /** Logs the servers of another registry of the team in again (it stopped being the default). */
+  private async redispatch(registryId: number): Promise<void> {
+    const other = await this.db.registry.findUnique({ where: { id: registryId }, include: withServers });
+    if (other && other.servers.length) await this.dispatchLogins(other);
   }
 
   /**
@@ -201,7 +248,11 @@ export class RegistryService {
    * first, which this release lacks: its servers are marked failed saying so, nothing dispatched.
    */
   async sync(scope: TeamScope, id: number): Promise<number> {
-    const r = await this.get(scope, id);
+    return this.dispatchLogins(await this.get(scope, id));
+  }
+
+  /** The login jobs of a sync, one per assigned server (also after a PATCH that changed what the servers hold). */
+  private async dispatchLogins(r: RegistryDetailRecord): Promise<number> {
     const c = this.credentials(r);
     if (!("username" in c)) {
       await this.db.registryServer.updateMany({
