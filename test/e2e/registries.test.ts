@@ -4,8 +4,10 @@
  * docker-registry 2.8 with htpasswd logins) on the hosts' network holding a private image.
  * The team's registry is assigned to both servers and synced: every process's command line
  * and environment on the machine are read during the sync and none holds the password. The
- * logins survive an agent restart, the private image deploys on both servers with them, and
- * after DELETE (a logout on each server) the next pull fails with the registry's reason.
+ * logins survive an agent restart, the private image deploys on both servers with them, an
+ * image naming no host comes from the registry once it is the team's default, a login removed
+ * by hand on a server shows as drift until a sync, and after DELETE (a logout on each server)
+ * the next pull fails with the registry's reason.
  *
  * CAPSTAN_E2E_AGENT_IMAGE names the agent image to load into the hosts (default
  * capstan/agent:latest, which the e2e global setup builds from this checkout).
@@ -70,7 +72,8 @@ beforeAll(async () => {
   const ip = await sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${PREFIX}-net").IPAddress}}`, REGISTRY_NAME]);
   registryHost = `${ip}:5000`;
 
-  for (const h of hosts) await loadImages(h.name, AGENT_IMAGE, "capstan/proxy:latest");
+  // A load into a busy host's engine fails now and then on this shared machine: tried again for up to 5 minutes.
+  for (const h of hosts) await until(`images in ${h.name}`, () => loadImages(h.name, AGENT_IMAGE, "capstan/proxy:latest").then(() => true), 300_000, 1000);
   // The private image: built on host 1, pushed with the test's own login (stdin), then gone from
   // host 1 with its base image, so both servers can only get it from the registry.
   const [h1] = hosts as [TestHost];
@@ -177,6 +180,51 @@ describe("a registry synced to two servers: private images deploy on both; delet
       expect(ids).toHaveLength(1);
       expect(await onHost(s.host.name, "docker", "inspect", "-f", "{{.Config.Image}}", ids[0]!)).toBe(image("1"));
     }
+  });
+
+  it("the default registry: an image naming no host is pulled from it (the change reaches the servers at once)", async () => {
+    expect(apps).toHaveLength(2);
+    const patched = await team.api.patch(`/registries/${registryId}`, { is_default: true });
+    expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    await until("both servers logged in again", async () => (await detail()).servers.every((s: { sync_status: string }) => s.sync_status === "synced"), 60_000, 250);
+    const s = servers[1]!;
+    const res = await team.api.post("/applications/dockerimage", {
+      project_uuid: project,
+      environment_name: "production",
+      server_uuid: s.uuid,
+      destination_uuid: s.destination,
+      name: "hostless",
+      docker_registry_image_name: "private/web:1",
+      ports_exposes: "8080",
+    });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    const d = await deploy(res.body.uuid);
+    expect(d.status, `${d.reason}\n${String(d.logs).slice(-2000)}`).toBe("finished");
+    expect(String(d.logs)).toContain(`pulling image ${image("1")} (as ${USER})`);
+    const ids = (await onHost(s.host.name, "docker", "ps", "-q", "--filter", `label=capstan.resource.uuid=${res.body.uuid}`)).split("\n").filter(Boolean);
+    expect(await onHost(s.host.name, "docker", "inspect", "-f", "{{.Config.Image}}", ids[0]!)).toBe("private/web:1");
+  });
+
+  it("a login removed by hand on a server shows as drift (from the agent's next facts); sync writes it again", async () => {
+    const first = servers[0]!;
+    const file = "/var/lib/capstan-agent/docker/config.json";
+    await onHost(first.host.name, "docker", "exec", "capstan-agent", "node", "-e",
+      `const fs=require("fs");const c=JSON.parse(fs.readFileSync(${JSON.stringify(file)},"utf8"));c.auths={};fs.writeFileSync(${JSON.stringify(file)},JSON.stringify(c))`);
+    const drifted = await until("drift on the first server", async () => {
+      const b = await detail();
+      return b.servers.find((x: { uuid: string }) => x.uuid === first.uuid)?.drift === true ? b : false;
+    }, 90_000, 1000).catch(async (err) => {
+      const row = await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: first.uuid } });
+      const logs = await sh("docker", ["exec", first.host.name, "docker", "logs", "--tail", "40", "capstan-agent"]).catch((e) => String(e));
+      const file = await onHost(first.host.name, "docker", "exec", "capstan-agent", "cat", "/var/lib/capstan-agent/docker/capstan-registries.json").catch((e) => String(e));
+      throw new Error(`${(err as Error).message}\nserver: ${row.status} ${row.lastSeenAt?.toISOString()} facts.registries=${JSON.stringify(JSON.parse(row.facts ?? "{}").registries)}\ndetail: ${JSON.stringify((await detail()).servers)}\nmeta: ${file}\nagent: ${logs}`);
+    });
+    expect(drifted.servers.find((x: { uuid: string }) => x.uuid === servers[1]!.uuid).drift).toBe(false);
+    expect((await team.api.post(`/registries/${registryId}/sync`)).body.count).toBe(2);
+    await until("no drift after the sync", async () => {
+      const b = await detail();
+      return b.servers.every((x: { sync_status: string; drift: boolean }) => x.sync_status === "synced" && !x.drift);
+    }, 60_000, 250);
   });
 
   it("DELETE logs out on both servers; the next pull fails with the registry's reason, never with the old login", async () => {
