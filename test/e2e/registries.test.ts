@@ -54,6 +54,9 @@ async function deploy(app: string) {
   return deploymentEnd(team.api, res.body.deployment_uuid as string, 150_000);
 }
 
+/** The agent's last log lines on a test host (failure messages). */
+const agentLogs = (host: string) => sh("docker", ["exec", host, "sh", "-c", "docker logs --tail 40 capstan-agent 2>&1"]).catch((e) => String(e));
+
 const detail = async () => (await team.api.get(`/registries/${registryId}`)).body;
 
 beforeAll(async () => {
@@ -154,7 +157,9 @@ describe("a registry synced to two servers: private images deploy on both; delet
     expect(registryId).toBeGreaterThan(0);
     const second = servers[1]!;
     await onHost(second.host.name, "docker", "restart", "capstan-agent");
-    await until(`${second.host.name} reachable again`, async () => (await team.api.get(`/servers/${second.uuid}`)).body.status === "reachable", 60_000);
+    await until(`${second.host.name} reachable again`, async () => (await team.api.get(`/servers/${second.uuid}`)).body.status === "reachable", 150_000).catch(async (err) => {
+      throw new Error(`${(err as Error).message}\nagent: ${await agentLogs(second.host.name)}`);
+    });
 
     for (const [i, s] of servers.entries()) {
       const res = await team.api.post("/applications/dockerimage", {
@@ -213,9 +218,9 @@ describe("a registry synced to two servers: private images deploy on both; delet
     const drifted = await until("drift on the first server", async () => {
       const b = await detail();
       return b.servers.find((x: { uuid: string }) => x.uuid === first.uuid)?.drift === true ? b : false;
-    }, 90_000, 1000).catch(async (err) => {
+    }, 150_000, 1000).catch(async (err) => {
       const row = await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: first.uuid } });
-      const logs = await sh("docker", ["exec", first.host.name, "docker", "logs", "--tail", "40", "capstan-agent"]).catch((e) => String(e));
+      const logs = await agentLogs(first.host.name);
       const file = await onHost(first.host.name, "docker", "exec", "capstan-agent", "cat", "/var/lib/capstan-agent/docker/capstan-registries.json").catch((e) => String(e));
       throw new Error(`${(err as Error).message}\nserver: ${row.status} ${row.lastSeenAt?.toISOString()} facts.registries=${JSON.stringify(JSON.parse(row.facts ?? "{}").registries)}\ndetail: ${JSON.stringify((await detail()).servers)}\nmeta: ${file}\nagent: ${logs}`);
     });
