@@ -66,7 +66,7 @@ export async function startFakeCloudA(keys: { accessKeyId: string; secretAccessK
           { method: "POST", protocol: "http:", hostname: String(req.headers.host).split(":")[0]!, path: "/", headers, body, query: {} } as never,
           { signingDate },
         );
-        const got = /Signature=([0-9a-f]{64})/.exec(String((expected as { headers: Record<string, string> }).headers.authorization))?.[1];
+        const got = /Signature=([0-9a-f]{64})/.exec(String((expected as unknown as { headers: Record<string, string> }).headers.authorization))?.[1];
         if (got !== auth[5]) return refuse(res, 403, "InvalidSignatureException", "The request signature we calculated does not match the signature you provided.");
         const token = `tok-${issued.length + 1}-${Math.random().toString(36).slice(2, 10)}`;
         issued.push(token);
