@@ -8,6 +8,7 @@ import { gatherFacts } from "./facts/facts.js";
 import { createHandlers } from "./handlers/index.js";
 import { createLogger, errorMessage, type Logger } from "./log.js";
 import { onProxyWarningsChanged } from "./proxy/index.js";
+import { loginStates, onRegistryLoginsChanged } from "./registries/config.js";
 import { StateStore } from "./state/store.js";
 import { watchContainerEvents } from "./status/events.js";
 import { StatusReporter } from "./status/reporter.js";
@@ -95,6 +96,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
   const quiet = quietWhileDown(log, watch);
   // Why the proxy left a route or a proxy.* label out shows in GET /servers/{uuid} right after the sync.
   onProxyWarningsChanged(() => connection?.refreshFacts());
+  onRegistryLoginsChanged(() => connection?.refreshFacts());
 
   // Resource statuses follow the engine: events between full reports (see status/reporter.ts).
   statuses = new StatusReporter(engine, (report) => connection?.reportStatus(report), quiet);
@@ -104,7 +106,11 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     log,
     store,
     handlers: createHandlers(engine, { extraLabels: config.extraLabels, stateDir: config.stateDir }),
-    gatherFacts: () => gatherFacts(engine, log),
+    // With the registry logins' fingerprints: the control plane tells drift from them.
+    gatherFacts: async () => {
+      const [facts, registries] = await Promise.all([gatherFacts(engine, log), loginStates(config.stateDir).catch(() => null)]);
+      return registries ? { ...facts, registries } : facts;
+    },
     onConnect: () => void statuses.full(),
     onStandDown: () => {
       void Promise.allSettled([store.flush(), stayDown(engine, log)]).finally(() => process.exit(0));

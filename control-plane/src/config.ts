@@ -29,6 +29,8 @@ const EnvSchema = z.object({
   PLATFORM_SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().min(0).max(600_000).default(10_000),
   PLATFORM_TRUST_PROXY: Bool.default(false),
   PLATFORM_ALLOW_PRIVATE_ENDPOINTS: Bool.default(false),
+  /** cloud_a registries' token API instead of the vendor's regional endpoint (a proxy, or tests' fake); http(s) origin. */
+  PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: z.url({ protocol: /^https?$/ }).optional(),
   PLATFORM_ROOT_EMAIL: z.email().default("root@localhost"),
   PLATFORM_PUBLIC_URL: z.url({ protocol: /^https?$/ }).optional(),
   PLATFORM_AGENT_IMAGE: z
@@ -127,6 +129,8 @@ export interface Config {
   rateLimitPerMinute: number;
   /** Calls to user-chosen endpoints (git app APIs) may reach loopback, link-local and metadata addresses (lib/outbound.ts). */
   allowPrivateEndpoints: boolean;
+  /** PLATFORM_REGISTRY_CLOUD_A_ENDPOINT (null: the vendor's regional endpoint). */
+  registryCloudAEndpoint: string | null;
   maxBodyBytes: number;
   logLevel: z.infer<typeof EnvSchema>["PLATFORM_LOG_LEVEL"];
   shutdownTimeoutMs: number;
@@ -208,6 +212,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownTimeoutMs: e.PLATFORM_SHUTDOWN_TIMEOUT_MS,
     trustProxy: e.PLATFORM_TRUST_PROXY,
     allowPrivateEndpoints: e.PLATFORM_ALLOW_PRIVATE_ENDPOINTS,
+    registryCloudAEndpoint: e.PLATFORM_REGISTRY_CLOUD_A_ENDPOINT ?? null,
     rootEmail: e.PLATFORM_ROOT_EMAIL,
     publicUrl: (e.PLATFORM_PUBLIC_URL ?? `http://127.0.0.1:${e.PLATFORM_PORT}`).replace(/\/+$/, ""),
     agentImage: e.PLATFORM_AGENT_IMAGE,

@@ -125,11 +125,14 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
       // w5/dns: DNS reconciles are durable jobs run by the control plane.
       services.dns.reconciler.start(log);
       repairSweep.start();
+      // registries (issue 18): cloud_a tokens refreshed before they expire.
+      services.registries.startTokenRefresh(log);
       await backupScheduler.start();
       return gateway;
     },
     async close() {
       await backupScheduler.stop();
+      services.registries.stopTokenRefresh();
       await services.templateSources.stop();
       await services.dns.reconciler.stop();
       await repairSweep.stop();

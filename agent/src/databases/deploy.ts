@@ -25,6 +25,8 @@ export interface DbOptions {
   stopTimeoutS: number;
   /** Bound on removing a container that never started. */
   cleanupTimeoutMs: number;
+  /** The agent's state directory: images are pulled with its stored registry logins. */
+  stateDir?: string;
 }
 
 /**
@@ -55,7 +57,7 @@ export async function deployDatabase(engine: Engine, payload: DbDeployPayload, o
   if (overridden.length > 0) progress(`variable(s) ${overridden.join(", ")} are set by the platform for ${payload.engine}; the user's value is not used`);
 
   await prepareDbNetworks(engine, payload, netCtx);
-  await ensureImage(engine, payload.image, ctx);
+  await ensureImage(engine, payload.image, ctx, { ...(opts.stateDir ? { logins: opts.stateDir } : {}) });
   const volume = databaseVolumeName(payload.db.uuid);
   const { created } = await engine.ensureVolume({ name: volume, labels: dbVolumeLabels(payload.db, opts.extraLabels) }, signal);
   progress(created ? `volume ${volume} created` : `volume ${volume} kept (existing data)`);

@@ -11,6 +11,7 @@ import {
 } from "@capstan/shared";
 import { type ContainerDetails, type Engine, isNotFound } from "../docker/engine.js";
 import { KeyedMutex } from "../mutex.js";
+import { registryConfigDir } from "../registries/config.js";
 import { assertBindSource, serverSensitivePaths } from "./binds.js";
 import { prepareResourceNetworks } from "../networks/index.js";
 import { sleep } from "../sleep.js";
@@ -125,11 +126,11 @@ export function composeUp(engine: Engine, job: ComposeDeploy, ctx: ComposeCtx): 
     const cmd = await composeCommand(engine, ctx.signal);
     if (job.pull) {
       progress(`compose: ${[...cmd, "-p", meta.project, "pull"].join(" ")}`);
-      await runCompose(cmd, ["-p", meta.project, "-f", file, "pull"], { cwd: dir, engine, signal: ctx.signal, progress, mask });
+      await runCompose(cmd, ["-p", meta.project, "-f", file, "pull"], { cwd: dir, engine, signal: ctx.signal, progress, mask, stateDir: ctx.stateDir });
     }
     const up = ["up", "-d", "--remove-orphans", ...(job.recreate ? ["--force-recreate"] : [])];
     progress(`compose: ${[...cmd, "-p", meta.project, ...up].join(" ")} (${meta.containers.length} service(s))`);
-    await runCompose(cmd, ["-p", meta.project, "-f", file, ...up], { cwd: dir, engine, signal: ctx.signal, progress, mask });
+    await runCompose(cmd, ["-p", meta.project, "-f", file, ...up], { cwd: dir, engine, signal: ctx.signal, progress, mask, stateDir: ctx.stateDir });
 
     const states = await waitForServices(engine, meta, services, { signal: ctx.signal, progress, mask });
     const status = resourceStatus(states);
@@ -319,11 +320,13 @@ async function exists(path: string): Promise<boolean> {
 }
 
 /**
- * What compose runs with: a PATH, a HOME (registry logins in ~/.docker), the engine's socket
- * and a UTF-8 locale. Nothing else of the agent's environment (its token, its settings) and no
- * COMPOSE_* variable reaches compose; the rendered file has no variables left to resolve anyway.
+ * What compose runs with: a PATH, a HOME, the engine's socket, a UTF-8 locale, and DOCKER_CONFIG
+ * naming the agent's registry logins (registries/config.ts: compose's pulls use the logins the
+ * control plane synced, and only those). Nothing else of the agent's environment (its token,
+ * its settings) and no COMPOSE_* variable reaches compose; the rendered file has no variables
+ * left to resolve anyway. No password is in this environment: compose reads the file.
  */
-function composeEnv(engine: Engine): NodeJS.ProcessEnv {
+function composeEnv(engine: Engine, stateDir?: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     PATH: process.env.PATH ?? "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     DOCKER_HOST: `unix://${engine.socketPath}`,
@@ -331,7 +334,8 @@ function composeEnv(engine: Engine): NodeJS.ProcessEnv {
     LC_ALL: "C.UTF-8",
   };
   if (process.env.HOME) env.HOME = process.env.HOME;
-  if (process.env.DOCKER_CONFIG) env.DOCKER_CONFIG = process.env.DOCKER_CONFIG;
+  if (stateDir) env.DOCKER_CONFIG = registryConfigDir(stateDir);
+  else if (process.env.DOCKER_CONFIG) env.DOCKER_CONFIG = process.env.DOCKER_CONFIG;
   return env;
 }
 
@@ -358,11 +362,11 @@ const ANSI = /\u001b\[[0-9;?]*[A-Za-z]/g;
 function runCompose(
   cmd: string[],
   args: string[],
-  opts: { cwd: string; engine: Engine; signal: AbortSignal; progress(line: string): void; mask: Masker },
+  opts: { cwd: string; engine: Engine; signal: AbortSignal; progress(line: string): void; mask: Masker; stateDir?: string },
 ): Promise<void> {
   return new Promise((resolve, reject) => {
     opts.signal.throwIfAborted();
-    const child = spawn(cmd[0]!, [...cmd.slice(1), ...args], { cwd: opts.cwd, env: composeEnv(opts.engine), stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(cmd[0]!, [...cmd.slice(1), ...args], { cwd: opts.cwd, env: composeEnv(opts.engine, opts.stateDir), stdio: ["ignore", "pipe", "pipe"] });
     const tail: string[] = [];
     const onLine = (raw: string) => {
       const line = opts.mask(raw.replace(ANSI, "").replace(/\r/g, "").trimEnd()).slice(0, 2000);

@@ -1,5 +1,6 @@
 import type { BuildImageOptions, Engine, RegistryCredentials } from "../docker/engine.js";
 import { EngineError } from "../docker/engine.js";
+import { pullPlan } from "../registries/config.js";
 import { contextStream } from "./context.js";
 
 export interface StepContext {
@@ -13,12 +14,25 @@ export interface PullOptions {
   auth?: RegistryCredentials | null;
   /** Pull even when the image is present: the registry's copy is the one to run. */
   always?: boolean;
+  /**
+   * The agent's state directory: without an explicit `auth`, the pull uses the stored login of
+   * the image's registry (and the default registry for an image naming no host; registries/config.ts).
+   */
+  logins?: string;
 }
 
 /** The registry part of an image reference (host[:port]), as the engine's auth config names it. */
 export function registryOf(ref: string): string {
   const first = ref.split("/")[0]!;
   return ref.includes("/") && (first.includes(".") || first.includes(":") || first === "localhost") ? first : "docker.io";
+}
+
+/** `host:port/path/name:tag` -> repository and tag (the tag follows the last ':' after the last '/'). */
+export function splitImageRef(ref: string): { repository: string; tag: string } {
+  const slash = ref.lastIndexOf("/");
+  const colon = ref.lastIndexOf(":");
+  if (colon <= slash) return { repository: ref, tag: "latest" };
+  return { repository: ref.slice(0, colon), tag: ref.slice(colon + 1) };
 }
 
 /**
@@ -30,9 +44,17 @@ export async function ensureImage(engine: Engine, ref: string, { signal, progres
     progress(`image ${ref} is present on this server`);
     return;
   }
-  progress(`pulling image ${ref}${opts.auth ? ` (as ${opts.auth.username})` : ""}`);
+  let pull = ref;
+  let auth = opts.auth ?? null;
+  if (!auth && opts.logins) ({ pull, auth } = await pullPlan(opts.logins, ref));
+  progress(`pulling image ${pull}${auth ? ` (as ${auth.username})` : ""}`);
   try {
-    await engine.pullImage(ref, progress, signal, opts.auth ?? null);
+    await engine.pullImage(pull, progress, signal, auth);
+    // From the default registry: the image keeps the name it was asked by.
+    if (pull !== ref) {
+      const { repository, tag } = splitImageRef(ref);
+      await engine.tagImage(pull, repository, tag, signal);
+    }
   } catch (err) {
     signal.throwIfAborted();
     const reason = err instanceof Error ? err.message : String(err);

@@ -13,6 +13,7 @@ import { resolveRepoDir, writeContextFile } from "./context.js";
 import type { DeployDeps, StepCtx } from "./deps.js";
 import { buildFromDir, ensureImage, registryOf } from "./image.js";
 import { imageTagFor } from "./names.js";
+import { allLogins } from "../registries/config.js";
 import { createWorkDir } from "./workdir.js";
 
 export interface SourceOptions {
@@ -51,15 +52,19 @@ export async function produceImage(
 ): Promise<{ image: string; commit: string | null; commitMessage?: string | null }> {
   const { source, build } = payload;
   if (source.kind === "image") {
+    // The payload's login (an image a build server pushed to the instance's registry), else the server's stored logins.
     const auth = source.auth ? { ...source.auth, serveraddress: registryOf(source.image) } : null;
-    await ensureImage(engine, source.image, ctx, { auth, always: source.always_pull === true || auth !== null });
+    await ensureImage(engine, source.image, ctx, { auth, always: source.always_pull === true || auth !== null, logins: opts.stateDir });
     return { image: source.image, commit: null };
   }
   if (source.kind === "compose") throw new Error("compose deployments do not build a single image");
 
   const tag = opts.tag ?? imageTagFor(payload.app.uuid, payload.deployment_uuid);
+  // The base images of the FROM lines are pulled with the server's stored logins.
+  const registryConfig = await allLogins(opts.stateDir);
   const buildOpts = (dockerfile: string, commit: string | null = null) => ({
     dockerfile,
+    registryConfig,
     tag,
     buildargs: build.env,
     nocache: build.no_cache,

@@ -367,6 +367,7 @@ export class DockerodeEngine implements Engine {
         buildargs: opts.buildargs,
         nocache: opts.nocache,
         labels: opts.labels,
+        ...(opts.registryConfig && Object.keys(opts.registryConfig).length ? { registryconfig: opts.registryConfig } : {}),
         // Intermediate containers of failed steps go too: nothing of a failed build stays behind.
         rm: true,
         forcerm: true,
@@ -491,6 +492,10 @@ export class DockerodeEngine implements Engine {
     await this.call(`remove image ${idOrRef}`, () =>
       this.docker.getImage(idOrRef).remove({ force: true, ...(opts.keepParents ? { noprune: true } : {}), abortSignal: signal } as Docker.ImageRemoveOptions),
     );
+  }
+
+  async tagImage(source: string, repository: string, tag: string, signal?: AbortSignal): Promise<void> {
+    await this.call(`tag image ${source}`, () => this.docker.getImage(source).tag({ repo: repository, tag, abortSignal: signal } as Docker.ImageTagOptions));
   }
 
   async stopContainer(id: string, timeoutS: number, signal?: AbortSignal): Promise<void> {

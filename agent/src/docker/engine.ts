@@ -91,6 +91,8 @@ export interface ImageEngine {
    * `keepParents` leaves its untagged parent images (the classic builder's build cache).
    */
   removeImage(idOrRef: string, signal?: AbortSignal, opts?: { keepParents?: boolean }): Promise<void>;
+  /** Tags a local image `source` as `repository:tag` (an image pulled from the default registry keeps the name it was asked by). */
+  tagImage(source: string, repository: string, tag: string, signal?: AbortSignal): Promise<void>;
 }
 
 /** Networks: the platform's own and the engine's. */
@@ -203,6 +205,8 @@ export interface BuildImageOptions {
   buildargs: Record<string, string>;
   nocache: boolean;
   labels: Record<string, string>;
+  /** Registry logins for the base images of the build (X-Registry-Config), keyed by registry. */
+  registryConfig?: Record<string, RegistryCredentials>;
 }
 
 export interface ImageSummary {

@@ -1,7 +1,8 @@
 import { type BuildPayload, LABEL_COMMIT, LABEL_DEPLOYMENT } from "@capstan/shared";
 import { EngineError, type Engine, type RegistryCredentials } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
-import { registryOf } from "../deploy/image.js";
+import { registryOf, splitImageRef } from "../deploy/image.js";
+import { storedLogin } from "../registries/config.js";
 import { buildSecrets, createMasker } from "../deploy/mask.js";
 import { produceImage } from "../deploy/source.js";
 import type { ResolvedAppOptions } from "./app-options.js";
@@ -12,13 +13,7 @@ export const BUILD_LOG_PREFIX = "[build] ";
 /** Bound on removing the local image after the push (it is only clean-up). */
 const CLEANUP_MS = 60_000;
 
-/** `host:port/path/name:tag` -> repository and tag (the tag follows the last ':' after the last '/'). */
-export function splitImageRef(ref: string): { repository: string; tag: string } {
-  const slash = ref.lastIndexOf("/");
-  const colon = ref.lastIndexOf(":");
-  if (colon <= slash) return { repository: ref, tag: "latest" };
-  return { repository: ref.slice(0, colon), tag: ref.slice(colon + 1) };
-}
+export { splitImageRef };
 
 /**
  * app.build on a build server: the deployment's source becomes an image here (the same
@@ -30,11 +25,13 @@ export function splitImageRef(ref: string): { repository: string; tag: string } 
  */
 export function appBuild(engine: Engine, opts: ResolvedAppOptions): Handler<"app.build"> {
   return async (payload, job) => {
-    const mask = createMasker(buildSecrets(payload));
-    const ctx = { signal: job.signal, progress: (line: string) => job.progress(BUILD_LOG_PREFIX + mask(line)) };
     const target = payload.push.image;
     const registry = registryOf(target);
-    const auth: RegistryCredentials | null = payload.push.auth ? { ...payload.push.auth, serveraddress: registry } : null;
+    // The instance's build registry login when the payload carries one, else the server's stored login of that registry.
+    const login = payload.push.auth ?? (await storedLogin(opts.stateDir, registry));
+    const auth: RegistryCredentials | null = login ? { ...login, serveraddress: registry } : null;
+    const mask = createMasker([...buildSecrets(payload), ...(auth ? [auth.password] : [])]);
+    const ctx = { signal: job.signal, progress: (line: string) => job.progress(BUILD_LOG_PREFIX + mask(line)) };
     try {
       let commit: string | null = null;
       let commitMessage: string | null = null;

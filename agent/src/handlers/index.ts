@@ -24,7 +24,7 @@ export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerO
 export function createHandlers(engine: Engine, opts: HandlerOptions = {}): HandlerMap {
   const locks = new KeyedMutex();
   const app = resolveAppOptions(opts);
-  const db = resolveDbOptions(opts);
+  const db = { ...resolveDbOptions(opts), stateDir: app.stateDir };
   const backup = { stateDir: app.stateDir, pollMs: db.pollMs };
   return {
     "server.validate": serverValidate(engine),

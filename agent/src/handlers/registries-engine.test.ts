@@ -10,7 +10,7 @@
  */
 import { spawn } from "node:child_process";
 import { randomBytes, randomUUID } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import Docker from "dockerode";
@@ -21,6 +21,7 @@ import { engineSkipReason } from "../testing/engine-prerequisites.js";
 import { storedLogin } from "../registries/config.js";
 import { createHandlers } from "./index.js";
 import { startRegistry, type RegistryServer } from "../../../test/support/registry-server.js";
+import { scanProcesses } from "../../../test/support/process-scan.js";
 
 const SOCKET = process.env.DOCKER_SOCKET ?? "/var/run/docker.sock";
 const engine = new DockerodeEngine(SOCKET);
@@ -36,43 +37,6 @@ const ctx = (): JobContext & { lines: string[] } => {
   const lines: string[] = [];
   return { signal: AbortSignal.timeout(60_000), progress: (l) => void lines.push(l), job: { id: `job-${randomUUID()}`, attempt: 1 }, lines };
 };
-
-/** Reads every process's argv and environment until stopped; returns the pids whose text held `secret`, and how many processes were read. */
-function scanProcesses(secret: string): { stop(): { hits: string[]; processesSeen: number; passes: number } } {
-  const hits = new Set<string>();
-  const seen = new Set<string>();
-  let passes = 0;
-  let running = true;
-  const pass = () => {
-    for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
-      for (const file of ["cmdline", "environ"]) {
-        try {
-          const text = readFileSync(`/proc/${pid}/${file}`, "latin1");
-          seen.add(pid);
-          if (text.includes(secret)) hits.add(`${pid} ${file}: ${text.replace(/\0/g, " ").slice(0, 200)}`);
-        } catch {
-          // gone meanwhile, or not ours to read
-        }
-      }
-    }
-    passes++;
-  };
-  const loop = async () => {
-    while (running) {
-      pass();
-      await new Promise((r) => setImmediate(r));
-    }
-  };
-  const done = loop();
-  return {
-    stop() {
-      running = false;
-      void done;
-      pass();
-      return { hits: [...hits], processesSeen: seen.size, passes };
-    },
-  };
-}
 
 beforeAll(async () => {
   if (skipReason) return;

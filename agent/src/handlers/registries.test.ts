@@ -1,10 +1,10 @@
-import { mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { EngineError, type Engine, type RegistryCredentials } from "../docker/engine.js";
 import { KeyedMutex } from "../mutex.js";
-import { storedLogin } from "../registries/config.js";
+import { allLogins, loginStates, pullPlan, storedLogin } from "../registries/config.js";
 import { registryLogin, registryLogout } from "./registries.js";
 
 const dirs: string[] = [];
@@ -70,5 +70,50 @@ describe("registry.login / registry.logout", () => {
     expect((err as Error).message).toMatch(/401 Unauthorized/);
     expect((err as Error).message).not.toContain("wrong-pw");
     expect(await storedLogin(dir, "r.example")).toBeNull();
+  });
+});
+
+describe("pulls use the stored logins (registries/config.ts)", () => {
+  it("matches the image's registry host; an image naming no host comes from the default registry, qualified; none stored is anonymous", async () => {
+    const dir = stateDir();
+    const { c } = ctx();
+    const accept = (serveraddress: string) => engine({ username: "ci", password: "pw-1", serveraddress });
+    await registryLogin(accept("reg.example:5000"), { stateDir: dir }, new KeyedMutex())(
+      { registry: "reg.example:5000", username: "ci", password: "pw-1", fingerprint: "fp-a", is_default: true },
+      c,
+    );
+    expect(await pullPlan(dir, "reg.example:5000/team/app:2")).toEqual({ pull: "reg.example:5000/team/app:2", auth: { username: "ci", password: "pw-1", serveraddress: "reg.example:5000" } });
+    // Hostless: the default registry, the reference qualified with its host.
+    expect(await pullPlan(dir, "team/app:2")).toEqual({ pull: "reg.example:5000/team/app:2", auth: { username: "ci", password: "pw-1", serveraddress: "reg.example:5000" } });
+    // Another host: no login of it, anonymous (never another registry's credentials).
+    expect(await pullPlan(dir, "other.example/team/app:2")).toEqual({ pull: "other.example/team/app:2", auth: null });
+    expect(await allLogins(dir)).toEqual({ "reg.example:5000": { username: "ci", password: "pw-1", serveraddress: "reg.example:5000" } });
+    expect(await loginStates(dir)).toEqual([{ registry: "reg.example:5000", fingerprint: "fp-a" }]);
+
+    // Logged in again without is_default: hostless images go to the hub again.
+    await registryLogin(accept("reg.example:5000"), { stateDir: dir }, new KeyedMutex())({ registry: "reg.example:5000", username: "ci", password: "pw-1", fingerprint: "fp-a" }, c);
+    expect(await pullPlan(dir, "team/app:2")).toEqual({ pull: "team/app:2", auth: null });
+
+    // Logged out: the next pull is anonymous (the registry's refusal is the reason), the default forgotten.
+    await registryLogin(accept("reg.example:5000"), { stateDir: dir }, new KeyedMutex())(
+      { registry: "reg.example:5000", username: "ci", password: "pw-1", fingerprint: "fp-a", is_default: true },
+      c,
+    );
+    await registryLogout({ stateDir: dir }, new KeyedMutex())({ registry: "reg.example:5000" }, c);
+    expect(await pullPlan(dir, "reg.example:5000/team/app:2")).toEqual({ pull: "reg.example:5000/team/app:2", auth: null });
+    expect(await pullPlan(dir, "team/app:2")).toEqual({ pull: "team/app:2", auth: null });
+    expect(await loginStates(dir)).toEqual([]);
+  });
+
+  it("a login changed or removed by hand in config.json no longer reports its fingerprint (drift)", async () => {
+    const dir = stateDir();
+    const { c } = ctx();
+    const h = registryLogin(engine({ username: "ci", password: "pw-1", serveraddress: "docker.io" }), { stateDir: dir }, new KeyedMutex());
+    await h({ registry: "docker.io", username: "ci", password: "pw-1", fingerprint: "fp-hub" }, c);
+    expect(await loginStates(dir)).toEqual([{ registry: "docker.io", fingerprint: "fp-hub" }]);
+    const file = join(dir, "docker", "config.json");
+    writeFileSync(file, JSON.stringify({ auths: {} }));
+    expect(await loginStates(dir)).toEqual([{ registry: "docker.io", fingerprint: null }]);
+    expect(await pullPlan(dir, "nginx:1.27")).toEqual({ pull: "nginx:1.27", auth: null });
   });
 });

@@ -19,7 +19,7 @@ function masked(err: unknown, secret: string): Error {
  * delivery logs in again and rewrites the same entry.
  */
 export function registryLogin(engine: Engine, opts: { stateDir: string }, locks: KeyedMutex): Handler<"registry.login"> {
-  return async ({ registry, username, password, fingerprint }, { signal, progress }) => {
+  return async ({ registry, username, password, fingerprint, is_default }, { signal, progress }) => {
     let status: string;
     try {
       status = (await engine.checkAuth({ username, password, serveraddress: registry }, signal)).status;
@@ -27,7 +27,7 @@ export function registryLogin(engine: Engine, opts: { stateDir: string }, locks:
       throw masked(err, password);
     }
     progress(`${registry}: ${status}`);
-    await locks.run(CONFIG_LOCK, () => storeLogin(opts.stateDir, registry, username, password));
+    await locks.run(CONFIG_LOCK, () => storeLogin(opts.stateDir, registry, username, password, { fingerprint, isDefault: is_default === true }));
     progress(`${registry}: login stored`);
     return { registry, fingerprint, status };
   };

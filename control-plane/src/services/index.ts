@@ -105,7 +105,15 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     // w5/dns: records follow an application's hostnames (one reconcile of the domains concerned).
     (teamId, fqdns) => dns.hostsChanged(teamId, fqdns),
   );
+  // registries (issue 18): made before deployments, whose failed pulls with a 401 refresh cloud_a tokens.
+  const registries = new RegistryService(db, box, jobs, {
+    allowPrivate: config.allowPrivateEndpoints,
+    dialect: config.database.kind,
+    fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }),
+    cloudAEndpoint: config.registryCloudAEndpoint,
+  });
   const deployments = new DeploymentService({
+    pullUnauthorized: (teamId, registry) => registries.pullUnauthorized(teamId, registry),
     db,
     reader,
     dialect: config.database.kind,
@@ -155,7 +163,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     serviceEnvs: new EnvVarService(db, services.envOwners(), box, config.database.kind),
 
     // registries (issue 18)
-    registries: new RegistryService(db, box, jobs, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind, fetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }) }),
+    registries,
     dns,
     // clusters (issue 20)
     clusters: new ClusterService(db, jobs),

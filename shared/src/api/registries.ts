@@ -204,6 +204,9 @@ export const RegistryDetail = Registry.extend({
         synced_at: Timestamp.nullable().meta({ description: "When the last good login was written" }),
         error: z.string().nullable().meta({ description: "Why the last sync failed" }),
         fingerprint: z.string().nullable().meta({ description: "Which credentials the last good login wrote (not derived from the secret)" }),
+        drift: z.boolean().meta({
+          description: "The server's stored login no longer matches the last good sync (changed or removed on the server); the agent's last facts tell. Sync rewrites it.",
+        }),
       })
       .meta({ id: "RegistryServer" }),
   ),

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { RegistryAddress } from "./registries.js";
 
 export const SWARM_ROLES = ["inactive", "worker", "manager"] as const;
 export const SwarmRole = z.enum(SWARM_ROLES);
@@ -53,6 +54,12 @@ export const HostFacts = z.object({
   }),
   /** The reverse proxy; optional: agents before issue 15 do not send it (shown as unknown), null when the engine does not answer. */
   proxy: ProxyFacts.nullable().optional(),
+  /**
+   * The registry logins the control plane wrote (issue 18): each registry's fingerprint while the
+   * stored login is still the one written, null once it was changed or removed by hand (drift).
+   * Optional: older agents do not send it (drift unknown).
+   */
+  registries: z.array(z.object({ registry: RegistryAddress, fingerprint: z.string().max(128).nullable() })).max(1000).optional(),
 });
 export type HostFacts = z.infer<typeof HostFacts>;
 

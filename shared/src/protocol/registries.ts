@@ -22,6 +22,8 @@ export const RegistryLoginPayload = z.object({
   password: z.string().min(1).max(4096).regex(/^[^\r\n]+$/, "one line"),
   /** Which stored credentials these are (a hash of their sealed form): reported back, kept beside the entry. */
   fingerprint: z.string().min(1).max(128),
+  /** The team's default registry: images naming no registry host are pulled from it (optional: absent is false). */
+  is_default: z.boolean().optional(),
 });
 export type RegistryLoginPayload = z.infer<typeof RegistryLoginPayload>;
 export const RegistryLoginResult = z.object({ registry: RegistryAddress, fingerprint: z.string(), status: z.string().max(1024) });

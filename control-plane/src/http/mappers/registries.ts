@@ -34,5 +34,6 @@ export const registryDetailDto = (r: RegistryDetailRecord, service: RegistryServ
     synced_at: a.syncedAt ? iso(a.syncedAt) : null,
     error: a.error,
     fingerprint: a.fingerprint,
+    drift: service.drift(r, a),
   })),
 });

@@ -19,10 +19,11 @@ import type { SecretBox } from "../../crypto/secret-box.js";
 import type { OutboundFetch } from "../../lib/outbound.js";
 import { shortReason } from "../s3-storages.js";
 import { registryHandshake, type HandshakeResult } from "./handshake.js";
+import { exchangeCloudAToken } from "./cloud-a.js";
 
 type Window = { skip?: number; take?: number };
 const withServers = {
-  servers: { include: { server: { select: { id: true, uuid: true, name: true } } }, orderBy: { serverId: "asc" } },
+  servers: { include: { server: { select: { id: true, uuid: true, name: true, facts: true } } }, orderBy: { serverId: "asc" } },
   _count: { select: { servers: true } },
 } satisfies Prisma.RegistryInclude;
 const withCount = { _count: { select: { servers: true } } } satisfies Prisma.RegistryInclude;
@@ -49,6 +50,11 @@ export function registryAddress(url: string): string {
 function fingerprintOf(r: { url: string; credentials: string }): string {
   return createHash("sha256").update(`${r.url}\n${r.credentials}`).digest("hex").slice(0, 16);
 }
+
+/** cloud_a tokens live 12 hours; they are exchanged again when at most 6 are left (every 6 hours, as the spec says). */
+export const TOKEN_REFRESH_BEFORE_MS = 6 * 3600_000;
+/** How often the control plane looks for cloud_a tokens due (and how long a claim holds). */
+export const TOKEN_TICK_MS = 60_000;
 
 /** How long a connection test may take (every request of the handshake together). */
 export const REGISTRY_TEST_TIMEOUT_MS = 20_000;
@@ -79,7 +85,14 @@ export class RegistryService {
     private readonly db: Db,
     private readonly box: SecretBox,
     private readonly jobs: JobQueue,
-    private readonly opts: { allowPrivate: boolean; fetch: OutboundFetch; dialect: Database["kind"]; testTimeoutMs?: number },
+    private readonly opts: {
+      allowPrivate: boolean;
+      fetch: OutboundFetch;
+      dialect: Database["kind"];
+      testTimeoutMs?: number;
+      /** cloud_a's token API (null: the vendor's regional endpoint). */
+      cloudAEndpoint?: string | null;
+    },
   ) {}
 
   count(scope: TeamScope) {
@@ -95,6 +108,24 @@ export class RegistryService {
     const detail = await this.db.registry.findUnique({ where: { id: r.id }, include: withServers });
     if (!detail) throw new NotFound("Registry");
     return detail;
+  }
+
+  /**
+   * Drift (docs/registries.md): a server synced with these credentials whose agent last
+   * reported the login gone or different (its facts carry each stored login's fingerprint, null
+   * once changed by hand). Unknown (false) for agents that do not report logins.
+   */
+  drift(r: { url: string }, a: { status: string; fingerprint: string | null; server: { facts: string | null } }): boolean {
+    if (a.status !== "synced" || !a.server.facts) return false;
+    let reported: { registry: string; fingerprint: string | null }[] | undefined;
+    try {
+      reported = (JSON.parse(a.server.facts) as { registries?: { registry: string; fingerprint: string | null }[] }).registries;
+    } catch {
+      return false;
+    }
+    if (!Array.isArray(reported)) return false;
+    const address = registryAddress(r.url);
+    return reported.find((x) => x.registry === address)?.fingerprint !== a.fingerprint;
   }
 
   /** The stored credentials, opened (the test, and later the agents' logins). */
@@ -128,11 +159,12 @@ export class RegistryService {
   async create(scope: TeamScope, input: CreateRegistryBody): Promise<RegistryDetailRecord> {
     this.checkUrl(input.url);
     const secret = this.sealed(registryCredentials(input.type, input.credentials));
-    return this.db.$transaction(async (tx) => {
+    const { created, previousDefault } = await this.db.$transaction(async (tx) => {
       // The default moves: the team's previous default stops being one (the unique index
       // on (teamId, defaultSlot) turns a concurrent second default into a 409).
+      const previousDefault = input.is_default ? await tx.registry.findMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT }, select: { id: true } }) : [];
       if (input.is_default) await tx.registry.updateMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT }, data: { defaultSlot: null } });
-      return tx.registry.create({
+      const created = await tx.registry.create({
         data: {
           teamId: scope.teamId,
           name: input.name,
@@ -143,7 +175,11 @@ export class RegistryService {
         },
         include: withServers,
       });
+      return { created, previousDefault };
     });
+    // The servers of the registry that stopped being the default learn it at once.
+    for (const other of previousDefault) await this.redispatch(other.id);
+    return created;
   }
 
   /**
@@ -167,7 +203,7 @@ export class RegistryService {
     if (input.credentials !== undefined) Object.assign(data, this.sealed(registryCredentials(type, input.credentials)));
     if (input.is_default !== undefined) data.defaultSlot = input.is_default ? DEFAULT_SLOT : null;
     const address = registryAddress(r.url);
-    const { updated, leaving, moved } = await this.db.$transaction(async (tx) => {
+    const { updated, leaving, moved, previousDefault } = await this.db.$transaction(async (tx) => {
       // One assignment change per registry at a time, read under the lock: concurrent PATCHes
       // of the same server_ids both succeed (the second finds the rows the first created)
       // rather than one failing on the primary key.
@@ -176,6 +212,9 @@ export class RegistryService {
       const leaving = servers ? assigned.filter((sid) => !servers.some((s) => s.id === sid)) : [];
       // A new address: the servers that stay forget the login written under the old one too.
       const moved = input.url !== undefined && registryAddress(input.url) !== address ? assigned.filter((sid) => !leaving.includes(sid)) : [];
+      const previousDefault = input.is_default
+        ? await tx.registry.findMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT, id: { not: r.id } }, select: { id: true } })
+        : [];
       if (input.is_default) await tx.registry.updateMany({ where: { teamId: scope.teamId, defaultSlot: DEFAULT_SLOT, id: { not: r.id } }, data: { defaultSlot: null } });
       if (servers) {
         await tx.registryServer.deleteMany({ where: { registryId: r.id, serverId: { in: leaving } } });
@@ -189,10 +228,31 @@ export class RegistryService {
       if (input.credentials !== undefined || input.url !== undefined) {
         await tx.registryServer.updateMany({ where: { registryId: r.id }, data: { status: "pending", jobId: null } });
       }
-      return { updated: await tx.registry.update({ where: { id: r.id }, data, include: withServers }), leaving, moved };
+      return { updated: await tx.registry.update({ where: { id: r.id }, data, include: withServers }), leaving, moved, previousDefault };
     });
     for (const serverId of [...leaving, ...moved]) this.jobs.nudge(serverId);
+    // What the servers hold changed (the login, its address, the default): they are logged in
+    // again at once, not left stale until someone syncs; so are the servers of the registry
+    // that stopped being the default.
+    const defaultChanged = input.is_default !== undefined && (input.is_default !== (r.defaultSlot !== null));
+    if (input.credentials !== undefined || input.url !== undefined || defaultChanged) {
+      const assigned = updated.servers.filter((a) => !servers || servers.some((s) => s.id === a.serverId));
+      if (assigned.length) {
+        await this.dispatchLogins({ ...updated, servers: assigned });
+        for (const other of previousDefault) await this.redispatch(other.id);
+        const fresh = await this.db.registry.findUnique({ where: { id: r.id }, include: withServers });
+        if (fresh) return fresh;
+      } else {
+        for (const other of previousDefault) await this.redispatch(other.id);
+      }
+    }
     return updated;
+  }
+
+  /** Logs the servers of another registry of the team in again (it stopped being the default). */
+  private async redispatch(registryId: number): Promise<void> {
+    const other = await this.db.registry.findUnique({ where: { id: registryId }, include: withServers });
+    if (other && other.servers.length) await this.dispatchLogins(other);
   }
 
   /**
@@ -201,16 +261,21 @@ export class RegistryService {
    * first, which this release lacks: its servers are marked failed saying so, nothing dispatched.
    */
   async sync(scope: TeamScope, id: number): Promise<number> {
-    const r = await this.get(scope, id);
-    const c = this.credentials(r);
-    if (!("username" in c)) {
-      await this.db.registryServer.updateMany({
-        where: { registryId: r.id },
-        data: { status: "failed", jobId: null, error: "cloud_a registries need the vendor's token exchange, which this release does not do yet." },
-      });
+    return this.dispatchLogins(await this.get(scope, id));
+  }
+
+  /** The login jobs of a sync, one per assigned server (also after a PATCH that changed what the servers hold). */
+  private async dispatchLogins(r: RegistryDetailRecord, opts: { fresh?: boolean } = {}): Promise<number> {
+    let login: { username: string; password: string };
+    try {
+      login = await this.loginOf(r, { refresh: opts.fresh ?? true });
+    } catch (err) {
+      // cloud_a without a token (the exchange failed): every server says why, nothing dispatched.
+      await this.db.registryServer.updateMany({ where: { registryId: r.id }, data: { status: "failed", jobId: null, error: shortReason((err as Error).message) } });
       return 0;
     }
-    const payload = { registry: registryAddress(r.url), username: c.username, password: c.password, fingerprint: fingerprintOf(r) };
+    const fingerprint = r.type === "cloud_a" ? fingerprintOf({ url: r.url, credentials: (await this.db.registry.findUnique({ where: { id: r.id }, select: { token: true } }))?.token ?? r.credentials }) : fingerprintOf(r);
+    const payload = { registry: registryAddress(r.url), username: login.username, password: login.password, fingerprint, is_default: r.defaultSlot !== null };
     await this.db.$transaction(async (tx) => {
       for (const a of r.servers) {
         const jobId = await this.jobs.enqueue(tx, a.serverId, "registry.login", payload, LOGIN_TIMEOUT_MS);
@@ -219,6 +284,106 @@ export class RegistryService {
     });
     for (const a of r.servers) this.jobs.nudge(a.serverId);
     return r.servers.length;
+  }
+
+  /** The clock of cloud_a token expiry and refresh (tests set a fake one). */
+  clock: () => Date = () => new Date();
+
+  private now(): Date {
+    return this.clock();
+  }
+
+  /**
+   * The login servers get: the stored username and password, or for cloud_a the registry token
+   * of the vendor's exchange (cloud-a.ts). A cloud_a token is exchanged again when `refresh`,
+   * when there is none, or when it is due (6 hours before it expires, as the spec says).
+   */
+  private async loginOf(r: { id: number; type: string; credentials: string }, opts: { refresh: boolean }): Promise<{ username: string; password: string }> {
+    const c = this.credentials(r);
+    if ("username" in c) return { username: c.username, password: c.password };
+    if (!opts.refresh) {
+      const row = await this.db.registry.findUnique({ where: { id: r.id }, select: { token: true, tokenExpiresAt: true } });
+      if (row?.token && row.tokenExpiresAt && row.tokenExpiresAt.getTime() - this.now().getTime() > TOKEN_REFRESH_BEFORE_MS) {
+        return JSON.parse(this.box.open(row.token)) as { username: string; password: string };
+      }
+    }
+    return this.exchange(r.id, c);
+  }
+
+  /** The vendor's token exchange; the token is stored sealed with its expiry (or the reason it failed). */
+  private async exchange(id: number, keys: { cloud_access_key_id: string; cloud_secret_access_key: string; cloud_region: string }): Promise<{ username: string; password: string }> {
+    const now = this.now();
+    try {
+      const t = await exchangeCloudAToken(this.opts.fetch, keys, { endpoint: this.opts.cloudAEndpoint ?? null, now, signal: AbortSignal.timeout(REGISTRY_TEST_TIMEOUT_MS) });
+      const login = { username: t.username, password: t.password };
+      await this.db.registry.updateMany({ where: { id }, data: { token: this.box.seal(JSON.stringify(login)), tokenExpiresAt: t.expiresAt, tokenClaimedAt: now, tokenError: null } });
+      return login;
+    } catch (err) {
+      const reason = shortReason(connectReason(err));
+      await this.db.registry.updateMany({ where: { id }, data: { tokenError: reason, tokenClaimedAt: now } });
+      throw new Error(reason);
+    }
+  }
+
+  /**
+   * cloud_a tokens due (none yet, or within 6 hours of expiry: refreshed every 6 hours of their
+   * 12) are exchanged again and the servers logged in with the new token. Each registry's
+   * refresh is claimed with one conditional update of `tokenClaimedAt`, so with several
+   * replicas ticking together one of them refreshes it. Answers the registries refreshed.
+   */
+  async refreshDueTokens(): Promise<number[]> {
+    const now = this.now();
+    const due = await this.db.registry.findMany({
+      where: {
+        type: "cloud_a",
+        servers: { some: {} },
+        OR: [{ tokenExpiresAt: null }, { tokenExpiresAt: { lte: new Date(now.getTime() + TOKEN_REFRESH_BEFORE_MS) } }],
+      },
+      select: { id: true, tokenClaimedAt: true },
+    });
+    const done: number[] = [];
+    for (const d of due) {
+      // A claim younger than a tick is another replica's refresh of this same state (or a failed one retried next tick).
+      if (d.tokenClaimedAt && now.getTime() - d.tokenClaimedAt.getTime() < TOKEN_TICK_MS) continue;
+      const claimed = await this.db.registry.updateMany({ where: { id: d.id, tokenClaimedAt: d.tokenClaimedAt }, data: { tokenClaimedAt: now } });
+      if (claimed.count !== 1) continue;
+      const r = await this.db.registry.findUnique({ where: { id: d.id }, include: withServers });
+      if (!r) continue;
+      if ((await this.dispatchLogins(r, { fresh: true })) > 0) done.push(r.id);
+    }
+    return done;
+  }
+
+  private tick: NodeJS.Timeout | null = null;
+
+  /** Looks for cloud_a tokens due every TOKEN_TICK_MS (instance.attach; stop on close). */
+  startTokenRefresh(log: { error(obj: object, msg: string): void }): void {
+    if (this.tick) return;
+    this.tick = setInterval(() => {
+      this.refreshDueTokens().catch((err) => log.error({ err: { message: (err as Error).message } }, "refreshing cloud_a registry tokens failed"));
+    }, TOKEN_TICK_MS);
+    this.tick.unref();
+  }
+
+  stopTokenRefresh(): void {
+    if (this.tick) clearInterval(this.tick);
+    this.tick = null;
+  }
+
+  /**
+   * A pull on a server answered 401 for `registry` (host[:port]): a cloud_a registry of the
+   * team at that address gets a new token at once and its servers the new login (the token
+   * may have been revoked or expired early). Other types: nothing (their login is what it is).
+   */
+  async pullUnauthorized(teamId: number, registry: string): Promise<boolean> {
+    const rows = await this.db.registry.findMany({ where: { teamId, type: "cloud_a" }, include: withServers });
+    const r = rows.find((x) => registryAddress(x.url) === registry);
+    if (!r || !r.servers.length) return false;
+    const now = this.now();
+    if (r.tokenClaimedAt && now.getTime() - r.tokenClaimedAt.getTime() < TOKEN_TICK_MS) return false;
+    const claimed = await this.db.registry.updateMany({ where: { id: r.id, tokenClaimedAt: r.tokenClaimedAt }, data: { tokenClaimedAt: now } });
+    if (claimed.count !== 1) return false;
+    return (await this.dispatchLogins(r, { fresh: true })) > 0;
   }
 
   /**
@@ -259,12 +424,12 @@ export class RegistryService {
    */
   async test(scope: TeamScope, id: number): Promise<{ authenticated: boolean; error?: string; note?: string }> {
     const r = await this.get(scope, id);
-    const c = this.credentials(r);
-    if (!("username" in c)) {
-      return {
-        authenticated: false,
-        error: "Testing a cloud_a registry needs the vendor's token exchange (access key -> registry token), which this release does not do yet.",
-      };
+    let c: { username: string; password: string };
+    try {
+      // cloud_a: the vendor's token exchange first; its refusal is the test's answer.
+      c = await this.loginOf(r, { refresh: false });
+    } catch (err) {
+      return { authenticated: false, error: (err as Error).message };
     }
     const timeoutMs = this.opts.testTimeoutMs ?? REGISTRY_TEST_TIMEOUT_MS;
     const signal = AbortSignal.timeout(timeoutMs);
