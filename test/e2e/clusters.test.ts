@@ -125,12 +125,11 @@ describe("a real 3-node swarm", () => {
     const role = () => onHost(manager(), "docker", "node", "inspect", "-f", "{{.Spec.Role}}", id);
     const promoted = await team.api.post(`/clusters/${uuid}/nodes/${id}/promote`);
     expect(promoted.status, JSON.stringify(promoted.body)).toBe(200);
-    expect(promoted.body.data).toMatchObject({ id, role: "manager" });
+    // Answered once it has joined the managers: before that the swarm calls it "unknown", and the
+    // node list stored with the answer kept the cluster degraded until the next list (seen here).
+    expect(promoted.body.data).toMatchObject({ id, role: "manager", reachability: "reachable" });
     expect(await role()).toBe("manager");
-    await until("2 managers", async () => (await detail()).manager_count === 2);
-    // The new manager joins Raft; until it is reachable the cluster says why it is degraded.
-    await statusBecomes("healthy", 30_000, true);
-    expect((await nodes()).filter((n) => n.role === "manager").map((n) => n.reachability)).toEqual(["reachable", "reachable"]);
+    expect(await detail()).toMatchObject({ status: "healthy", manager_count: 2, worker_count: 1 });
 
     const demoted = await team.api.post(`/clusters/${uuid}/nodes/${id}/demote`);
     expect(demoted.status, JSON.stringify(demoted.body)).toBe(200);

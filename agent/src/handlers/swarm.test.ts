@@ -30,6 +30,8 @@ class FakeSwarm {
   updates: { id: string; version: number; spec: SwarmNodeSpec }[] = [];
   /** Bumps a node's version right before each of the next N updates (a heartbeat racing the client). */
   raceNext = 0;
+  /** Reads of a promoted node that still see it "unknown" (joining Raft) before it is reachable. */
+  joinReads = 0;
   constructor(public nodes: SwarmNode[], public specNames: Record<string, string> = {}) {}
   engine(): Engine {
     return {
@@ -39,6 +41,7 @@ class FakeSwarm {
       inspectNode: async (id: string) => {
         const n = this.nodes.find((x) => x.id === id);
         if (!n) throw new EngineError(`inspect node ${id}: node ${id} not found`, 404);
+        if (n.reachability === "unknown" && this.joinReads-- <= 0) n.reachability = "reachable";
         const name = this.specNames[id];
         return { node: { ...n }, spec: { ...(name ? { Name: name } : {}), Labels: { ...n.labels }, Role: n.role, Availability: n.availability } };
       },
@@ -50,7 +53,7 @@ class FakeSwarm {
         }
         if (version !== n.version) throw new EngineError(`update node ${id}: rpc error: code = Unknown desc = update out of sequence`, 500);
         this.updates.push({ id, version, spec });
-        Object.assign(n, { version: n.version + 1, role: spec.Role, availability: spec.Availability, labels: spec.Labels });
+        Object.assign(n, { version: n.version + 1, role: spec.Role, availability: spec.Availability, labels: spec.Labels, reachability: spec.Role === "manager" ? (n.role === "manager" ? n.reachability : "unknown") : null });
       },
     } as unknown as Engine;
   }
@@ -84,6 +87,15 @@ describe("swarm.node.update", () => {
     expect(r).toMatchObject({ outcome: "updated", attempts: 2, node: { role: "manager" } });
     expect(s.updates.map((u) => u.version)).toEqual([11]);
     expect(lines.join("\n")).toMatch(/out of sequence; retrying with the fresh version/);
+  });
+
+  it("answers a promoted node once it has joined the managers (reachable), not while it is still unknown", async () => {
+    const s = new FakeSwarm([manager("m1"), node("w1")]);
+    s.joinReads = 3;
+    const { c, lines } = ctx();
+    const r = await swarmNodeUpdate(s.engine())({ node_id: "w1", change: { role: "manager" } }, c);
+    expect(r).toMatchObject({ outcome: "updated", node: { id: "w1", role: "manager", reachability: "reachable" } });
+    expect(lines.filter((l) => l.includes("waiting for it to join the managers"))).toHaveLength(3);
   });
 
   it("reports a conflict after a second 'out of sequence', changing nothing", async () => {

@@ -39,6 +39,26 @@ export function changedSpec(spec: SwarmNodeSpec, change: SwarmNodeChange): Swarm
   };
 }
 
+/** How long a promotion waits for the new manager to join Raft, and how often it looks. */
+export const PROMOTION_WAIT_MS = 15_000;
+const PROMOTION_POLL_MS = 250;
+
+/**
+ * A promoted node is "unknown" to the swarm until it has joined Raft (about a second on a real
+ * swarm, seen in test/e2e/clusters.test.ts); answering before that stored a node list that kept
+ * the cluster degraded until the next list. Waits (bounded) until it is a reachable manager and
+ * answers it as it then is; after the bound, as it is (the cluster then says why it is degraded).
+ */
+async function joinedRaft(engine: Engine, id: string, signal: AbortSignal | undefined, progress: (m: string) => void, waitMs = PROMOTION_WAIT_MS) {
+  const end = Date.now() + waitMs;
+  for (;;) {
+    const read = await engine.inspectNode(id, signal);
+    if (read.node.reachability === "reachable" || Date.now() >= end || signal?.aborted) return read;
+    progress(`node ${read.node.hostname}: waiting for it to join the managers (${read.node.reachability ?? "unknown"})`);
+    await new Promise((r) => setTimeout(r, PROMOTION_POLL_MS));
+  }
+}
+
 /**
  * swarm.node.update: reads the node (its version index) and the swarm's nodes, refuses a change
  * that would leave no reachable manager or lose quorum, then updates the node at that version.
@@ -62,8 +82,8 @@ export function swarmNodeUpdate(engine: Engine): Handler<"swarm.node.update"> {
         progress(`node ${node.hostname}: version ${node.version} is out of sequence; retrying with the fresh version`);
         continue;
       }
-      const after = await engine.inspectNode(node.id, signal);
       progress(`node ${node.hostname}: updated at version ${node.version}`);
+      const after = change.role === "manager" ? await joinedRaft(engine, node.id, signal, progress) : await engine.inspectNode(node.id, signal);
       return { outcome: "updated", node: after.node, attempts: attempt };
     }
   };
