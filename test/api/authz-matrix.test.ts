@@ -265,6 +265,10 @@ const NEEDS: Record<string, Need> = {
   "put /resource-backups/{id}": { environment: "manage" },
   "delete /resource-backups/{id}": { environment: "manage" },
   "post /resource-backups/{id}/execute": { environment: "deploy" },
+  // ---- swarm services (issue 20) ----
+  "get /clusters/{uuid}/services": "team",
+  "get /clusters/{uuid}/services/{serviceId}/tasks": "team",
+  "post /clusters/{uuid}/services/{serviceId}/scale": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------

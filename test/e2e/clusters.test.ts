@@ -189,6 +189,64 @@ describe("a real 3-node swarm", () => {
     expect(await engineLabels()).toEqual({});
   });
 
+  it("services: list (replicas running/desired, ports published:target), scale 1 → 3 → 0 with the tasks placed on nodes; global mode refused", async () => {
+    const API = "capswarm-api";
+    await onHost(manager(), "docker", "service", "create", "--detach", "--name", API, "--replicas", "1", "--publish", "published=18080,target=80", "--no-resolve-image", "--label", "capstan.test=1", BUSYBOX, "httpd", "-f", "-p", "80");
+    try {
+      const listed = async () => ((await team.api.get(`/clusters/${uuid}/services`)).body.data as any[]).find((x) => x.name === API);
+      const first = await until("1/1", async () => {
+        const svc = await listed();
+        return svc?.replicas === "1/1" && svc;
+      }, 60_000);
+      const engineId = await onHost(manager(), "docker", "service", "inspect", "-f", "{{.ID}}", API);
+      expect(first).toMatchObject({ id: engineId, image: BUSYBOX, mode: "replicated", ports: ["18080:80"], updated_at: expect.any(String) });
+      const tasksOf = async () => ((await team.api.get(`/clusters/${uuid}/services/${engineId}/tasks`)).body.data as any[]).filter((x) => x.desired_state === "running");
+
+      const up = await team.api.post(`/clusters/${uuid}/services/${engineId}/scale`, { replicas: 3 });
+      expect(up.status, JSON.stringify(up.body)).toBe(200);
+      expect(up.body.data.replicas).toMatch(/^\d\/3$/);
+      expect(await onHost(manager(), "docker", "service", "inspect", "-f", "{{.Spec.Mode.Replicated.Replicas}}", API)).toBe("3");
+      const three = await until("3 running tasks", async () => {
+        const ts = await tasksOf();
+        return ts.length === 3 && ts.every((x) => x.state === "running") && ts;
+      }, 60_000);
+      // Placed on the swarm's nodes, each named and linked to the team's server that is it.
+      for (const x of three) {
+        const i = hosts.findIndex((h) => h.name === x.node_hostname);
+        expect(i, JSON.stringify(x)).toBeGreaterThanOrEqual(0);
+        expect(x).toMatchObject({ node_id: await nodeIdOf(hosts[i]!.name), server_uuid: servers[i]!.uuid, slot: expect.any(Number) });
+      }
+      expect(new Set(three.map((x) => x.slot))).toEqual(new Set([1, 2, 3]));
+      await until("3/3", async () => (await listed())?.replicas === "3/3", 30_000);
+
+      const down = await team.api.post(`/clusters/${uuid}/services/${engineId}/scale`, { replicas: 0 });
+      expect(down.status, JSON.stringify(down.body)).toBe(200);
+      await until("0/0 and no task running", async () => (await listed())?.replicas === "0/0" && (await tasksOf()).length === 0, 60_000);
+
+      expect((await team.api.post(`/clusters/${uuid}/services/${engineId}/scale`, { replicas: -1 })).status).toBe(422);
+      expect((await team.api.post(`/clusters/${uuid}/services/nosuchservice0000000000000/scale`, { replicas: 1 })).status).toBe(404);
+      expect((await team.api.get(`/clusters/${uuid}/services/nosuchservice0000000000000/tasks`)).status).toBe(404);
+    } finally {
+      await onHost(manager(), "docker", "service", "rm", API).catch(() => {});
+    }
+
+    const GLOBAL = "capswarm-global";
+    await onHost(manager(), "docker", "service", "create", "--detach", "--name", GLOBAL, "--mode", "global", "--no-resolve-image", "--label", "capstan.test=1", BUSYBOX, "sleep", "3600");
+    try {
+      const id = await onHost(manager(), "docker", "service", "inspect", "-f", "{{.ID}}", GLOBAL);
+      const refused = await team.api.post(`/clusters/${uuid}/services/${id}/scale`, { replicas: 2 });
+      expect(refused.status).toBe(409);
+      expect(refused.body.message).toMatch(/global mode/);
+      const g = await until("global 3/3", async () => {
+        const svc = ((await team.api.get(`/clusters/${uuid}/services`)).body.data as any[]).find((x) => x.name === GLOBAL);
+        return svc?.replicas === "3/3" && svc;
+      }, 60_000);
+      expect(g).toMatchObject({ mode: "global", ports: [] });
+    } finally {
+      await onHost(manager(), "docker", "service", "rm", GLOBAL).catch(() => {});
+    }
+  });
+
   it("a worker host dropping off turns the cluster degraded within 10 s; the manager's agent stopping makes it unreachable; both recover", async () => {
     const w = hosts[2]!;
     const net = `${PREFIX}-net`;

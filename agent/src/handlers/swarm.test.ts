@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { swarmNodeChangeRefusal, type SwarmNode } from "@capstan/shared";
 import { EngineError, type Engine, type SwarmNodeSpec } from "../docker/engine.js";
 import { swarmNodeOf } from "../docker/dockerode-engine.js";
-import { changedSpec, swarmInfo, swarmNodeUpdate } from "./swarm.js";
+import { changedSpec, swarmInfo, swarmNodeUpdate, swarmServiceOf, swarmServiceScale, swarmTasks } from "./swarm.js";
 
 const ctx = () => {
   const lines: string[] = [];
@@ -163,5 +163,70 @@ describe("swarmNodeOf", () => {
     });
     expect(n).toEqual({ id: "abc123", version: 42, hostname: "h1", role: "manager", availability: "drain", status: "ready", addr: "172.18.0.2", engine_version: "20.10.24", labels: { zone: "a" }, reachability: "reachable", leader: true });
     expect(swarmNodeOf({ ID: "w", Version: { Index: 1 }, Spec: { Role: "worker", Availability: "active", Labels: null }, Status: { State: "down" } })).toMatchObject({ role: "worker", reachability: null, leader: false, labels: {}, addr: null });
+  });
+});
+
+// ---- swarm services (issue 20) ----
+describe("swarm services", () => {
+  const raw = (over: Record<string, unknown> = {}) => ({
+    ID: "svc1",
+    Version: { Index: 5 },
+    UpdatedAt: "2026-01-01T00:00:00Z",
+    Spec: { Name: "web", Mode: { Replicated: { Replicas: 2 } }, TaskTemplate: { ContainerSpec: { Image: "nginx:1@sha256:abc123" } }, Labels: { a: "b" } },
+    Endpoint: { Ports: [{ PublishedPort: 8080, TargetPort: 80, Protocol: "tcp" }, { TargetPort: 53, Protocol: "udp" }] },
+    ...over,
+  });
+  const task = (id: string, state: string, over: Record<string, unknown> = {}) => ({ ID: id, ServiceID: "svc1", Slot: 1, NodeID: "n1", DesiredState: "running", Status: { State: state }, ...over });
+  function engine(service: Record<string, unknown> | null, raceNext = 0) {
+    const updates: { version: number; spec: any }[] = [];
+    let s = service;
+    const e = {
+      listServices: async () => (s ? [s] : []),
+      inspectService: async () => {
+        if (!s) throw new EngineError("inspect service x: service x not found", 404);
+        return s;
+      },
+      updateService: async (_id: string, version: number, spec: any) => {
+        if (raceNext-- > 0) (s!.Version as { Index: number }).Index++;
+        if (version !== (s!.Version as { Index: number }).Index) throw new EngineError("update service svc1: rpc error: code = Unknown desc = update out of sequence", 500);
+        updates.push({ version, spec });
+        s = { ...s, Version: { Index: version + 1 }, Spec: spec };
+      },
+      listTasks: async () => [task("t1", "running"), task("t2", "preparing", { Slot: 2 }), task("t3", "shutdown", { DesiredState: "shutdown" })],
+    } as unknown as Engine;
+    return { e, updates };
+  }
+
+  it("maps a service: image without digest, running/desired, ports", () => {
+    expect(swarmServiceOf(raw(), [task("t1", "running"), task("t2", "preparing"), task("x", "running", { ServiceID: "other" })])).toEqual({
+      id: "svc1",
+      version: 5,
+      name: "web",
+      image: "nginx:1",
+      mode: "replicated",
+      desired: 2,
+      running: 1,
+      ports: [{ published: 8080, target: 80, protocol: "tcp" }, { published: null, target: 53, protocol: "udp" }],
+      updated_at: "2026-01-01T00:00:00Z",
+    });
+  });
+
+  it("scales a replicated service at its version with the whole spec kept, retrying once after out of sequence", async () => {
+    const { e, updates } = engine(raw(), 1);
+    const { c, lines } = ctx();
+    const r = await swarmServiceScale(e)({ service_id: "svc1", replicas: 3 }, c);
+    expect(r).toMatchObject({ outcome: "updated", attempts: 2, service: { desired: 3, name: "web" } });
+    expect(updates).toHaveLength(1);
+    expect(updates[0]!.spec).toMatchObject({ Name: "web", Labels: { a: "b" }, Mode: { Replicated: { Replicas: 3 } }, TaskTemplate: { ContainerSpec: { Image: "nginx:1@sha256:abc123" } } });
+    expect(lines.join("\n")).toMatch(/out of sequence; retrying/);
+  });
+
+  it("a second conflict is reported, a global service refused, an unknown one missing", async () => {
+    expect(await swarmServiceScale(engine(raw(), 2).e)({ service_id: "svc1", replicas: 3 }, ctx().c)).toMatchObject({ outcome: "conflict" });
+    const global = engine(raw({ Spec: { Name: "agent", Mode: { Global: {} } } }));
+    expect(await swarmServiceScale(global.e)({ service_id: "svc1", replicas: 3 }, ctx().c)).toEqual({ outcome: "refused", reason: expect.stringMatching(/global mode/) });
+    expect(global.updates).toEqual([]);
+    expect(await swarmServiceScale(engine(null).e)({ service_id: "svc1", replicas: 3 }, ctx().c)).toEqual({ outcome: "missing" });
+    expect(await swarmTasks(engine(null).e)({ service_id: "svc1" }, ctx().c)).toEqual({ found: false, tasks: [] });
   });
 });

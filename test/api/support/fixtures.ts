@@ -460,10 +460,16 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   cluster_node: { id: (f) => f.cluster.nodeId },
   // resource backups (issue 19)
   resource_backup: { id: (f) => f.resourceBackup.id },
+  // ---- swarm services (issue 20): service ids are the engine's (any well-formed id; the cluster decides the team) ----
+  cluster_service: { id: (f) => f.cluster.nodeId },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
-export const UNOWNED_KINDS = new Set(["resource_type"]);
+export const UNOWNED_KINDS = new Set([
+  "resource_type",
+  // ---- swarm services (issue 20): the engine's service id means something only in the cluster of the path (its manager answers 404 for another swarm's); the control plane stores none ----
+  "cluster_service",
+]);
 
 export interface BodySpec {
   /** A valid body for the caller's own objects (sent with path values of the target). */
@@ -565,6 +571,8 @@ export const BODIES: Record<string, BodySpec> = {
     ],
   },
   "put /resource-backups/{id}": { valid: () => ({ frequency: "@weekly", enabled: false, keep_locally: true, number_of_backups_locally: 2 }), foreign: (a) => [{ s3_storage_id: a.s3Storage.id }] },
+  // ---- swarm services (issue 20) ----
+  "post /clusters/{uuid}/services/{serviceId}/scale": { valid: () => ({ replicas: 2 }) },
 };
 let domainSeq = 0;
 
@@ -734,6 +742,10 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "patch /clusters/{uuid}/nodes/{nodeId}/labels": 503,
   // resource backups (issue 19): no agent, a backup cannot start.
   "post /resource-backups/{id}/execute": 409,
+  // ---- swarm services (issue 20): the fixture cluster's manager server has no agent ----
+  "get /clusters/{uuid}/services": 503,
+  "get /clusters/{uuid}/services/{serviceId}/tasks": 503,
+  "post /clusters/{uuid}/services/{serviceId}/scale": 503,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {
