@@ -34,6 +34,16 @@ const NODE_ERRORS = {
   503: { description: "No manager server of the cluster has a connected agent" },
 };
 
+/** Services and tasks are read from a manager at each request: the node routes' errors but 409. */
+const LIVE_READ_ERRORS = {
+  401: ERR[401],
+  402: PAID[402],
+  403: ERR[403],
+  404: ERR[404],
+  502: { description: "The manager's agent failed to list them (the engine's reason)" },
+  503: NODE_ERRORS[503],
+};
+
 const ACTION_TEXT: Record<NodeAction, { summary: string; description: string; done: string }> = {
   drain: { summary: "Drain a node", description: "Sets availability drain: the swarm moves the node's tasks to other nodes. Draining the last reachable active manager is refused.", done: "drained" },
   activate: { summary: "Activate a node", description: "Sets availability active: the node takes tasks again.", done: "activated" },
@@ -142,15 +152,7 @@ export const clusterRoutes = [
     description: 'As a connected manager lists them now (never stored): replicas "running/desired", ports "published:target".',
     feature: FEATURE,
     params: ClusterParams,
-    responses: {
-      200: { description: "Services", schema: ClusterServiceList },
-      401: ERR[401],
-      402: PAID[402],
-      403: ERR[403],
-      404: ERR[404],
-      502: { description: "The manager's agent failed to list them (the engine's reason)" },
-      503: NODE_ERRORS[503],
-    },
+    responses: { 200: { description: "Services", schema: ClusterServiceList }, ...LIVE_READ_ERRORS },
     async handler({ scope, services, params }) {
       const { services: list } = await services.clusters.services(scope, params.uuid);
       return { body: { data: list.map(clusterServiceDto) } };
@@ -164,15 +166,7 @@ export const clusterRoutes = [
     description: "The service's tasks as a connected manager lists them now, with the node each is placed on (and the team's server that node is).",
     feature: FEATURE,
     params: ClusterServiceParams,
-    responses: {
-      200: { description: "Tasks", schema: ClusterTaskList },
-      401: ERR[401],
-      402: PAID[402],
-      403: ERR[403],
-      404: ERR[404],
-      502: { description: "The manager's agent failed to list them (the engine's reason)" },
-      503: NODE_ERRORS[503],
-    },
+    responses: { 200: { description: "Tasks", schema: ClusterTaskList }, ...LIVE_READ_ERRORS },
     async handler({ scope, services, params }) {
       const { row, tasks } = await services.clusters.tasks(scope, params.uuid, params.serviceId);
       return { body: { data: tasks.map((x) => clusterTaskDto(row, x)) } };
