@@ -272,6 +272,10 @@ const NEEDS: Record<string, Need> = {
   "get /domains/{uuid}/environment-bindings": "team",
   "post /domains/{uuid}/environment-bindings": "team-admin",
   "delete /domains/{uuid}/environment-bindings/{bindingId}": "team-admin",
+  // ---- swarm services (issue 20) ----
+  "get /clusters/{uuid}/services": "team",
+  "get /clusters/{uuid}/services/{serviceId}/tasks": "team",
+  "post /clusters/{uuid}/services/{serviceId}/scale": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -429,6 +429,26 @@ export class DockerodeEngine implements Engine {
     await this.call(`update node ${id}`, () => update.call(node, { _query: { version }, _body: spec, abortSignal: signal }));
   }
 
+  async listServices(signal?: AbortSignal): Promise<unknown[]> {
+    return (await this.call("list services", () => (this.docker.listServices as unknown as WithSignal<unknown>).call(this.docker, { abortSignal: signal }))) as unknown[];
+  }
+
+  async inspectService(id: string, signal?: AbortSignal): Promise<unknown> {
+    signal?.throwIfAborted();
+    return this.call(`inspect service ${id}`, () => this.docker.getService(id).inspect());
+  }
+
+  async updateService(id: string, version: number, spec: unknown, signal?: AbortSignal): Promise<void> {
+    const service = this.docker.getService(id);
+    // As updateNode: _query is the query string (version), _body the whole spec.
+    const update = service.update as unknown as (this: Docker.Service, opts: unknown) => Promise<unknown>;
+    await this.call(`update service ${id}`, () => update.call(service, { _query: { version }, _body: spec, abortSignal: signal }));
+  }
+
+  async listTasks(filters: Record<string, string[]>, signal?: AbortSignal): Promise<unknown[]> {
+    return (await this.call("list tasks", () => (this.docker.listTasks as unknown as (this: Docker, o: unknown) => Promise<unknown>).call(this.docker, { filters, abortSignal: signal }))) as unknown[];
+  }
+
   async checkAuth(auth: RegistryCredentials, signal?: AbortSignal): Promise<{ status: string }> {
     const res = (await this.call(`log in to ${auth.serveraddress}`, () => this.docker.checkAuth({ ...auth, abortSignal: signal }))) as { Status?: unknown } | undefined;
     return { status: typeof res?.Status === "string" ? res.Status : "Login Succeeded" };

@@ -144,6 +144,15 @@ export interface SwarmEngine {
    * when the node changed since that version (isOutOfSequence).
    */
   updateNode(id: string, version: number, spec: SwarmNodeSpec, signal?: AbortSignal): Promise<void>;
+  // ---- swarm services (issue 20): the engine's objects as it answers them (mapped by handlers/swarm.ts) ----
+  /** GET /services. */
+  listServices(signal?: AbortSignal): Promise<unknown[]>;
+  /** GET /services/{id}; throws EngineError 404 when there is none. */
+  inspectService(id: string, signal?: AbortSignal): Promise<unknown>;
+  /** POST /services/{id}/update?version=N with the whole spec; "update out of sequence" as for nodes. */
+  updateService(id: string, version: number, spec: unknown, signal?: AbortSignal): Promise<void>;
+  /** GET /tasks with filters (e.g. service). */
+  listTasks(filters: Record<string, string[]>, signal?: AbortSignal): Promise<unknown[]>;
 }
 
 /** The engine's answer to an update naming a version that is no longer the object's. */

@@ -16,7 +16,7 @@ import { registryLogin, registryLogout } from "./registries.js";
 // services lifecycle (issue 17)
 import { serviceAction, serviceDeploy } from "./services.js";
 // clusters (issue 20)
-import { swarmInfo, swarmNodeUpdate, swarmNodes } from "./swarm.js";
+import { swarmInfo, swarmNodeUpdate, swarmNodes, swarmServiceScale, swarmServices, swarmTasks } from "./swarm.js";
 
 export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
 
@@ -57,5 +57,9 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     "swarm.node.update": swarmNodeUpdate(engine),
     // resource backups (issue 19)
     "resource.backup": resourceBackup(engine, backup, locks),
+    // ---- swarm services (issue 20) ----
+    "swarm.services": swarmServices(engine),
+    "swarm.tasks": swarmTasks(engine),
+    "swarm.service.scale": swarmServiceScale(engine),
   };
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { swarmNodeChangeRefusal, type SwarmNode } from "@capstan/shared";
 import { EngineError, type Engine, type SwarmNodeSpec } from "../docker/engine.js";
 import { swarmNodeOf } from "../docker/dockerode-engine.js";
-import { changedSpec, swarmInfo, swarmNodeUpdate } from "./swarm.js";
+import { changedSpec, swarmInfo, swarmNodeUpdate, swarmServiceOf, swarmServiceScale, swarmTasks } from "./swarm.js";
 
 const ctx = () => {
   const lines: string[] = [];
@@ -30,6 +30,8 @@ class FakeSwarm {
   updates: { id: string; version: number; spec: SwarmNodeSpec }[] = [];
   /** Bumps a node's version right before each of the next N updates (a heartbeat racing the client). */
   raceNext = 0;
+  /** Reads of a promoted node that still see it "unknown" (joining Raft) before it is reachable. */
+  joinReads = 0;
   constructor(public nodes: SwarmNode[], public specNames: Record<string, string> = {}) {}
   engine(): Engine {
     return {
@@ -39,6 +41,7 @@ class FakeSwarm {
       inspectNode: async (id: string) => {
         const n = this.nodes.find((x) => x.id === id);
         if (!n) throw new EngineError(`inspect node ${id}: node ${id} not found`, 404);
+        if (n.reachability === "unknown" && this.joinReads-- <= 0) n.reachability = "reachable";
         const name = this.specNames[id];
         return { node: { ...n }, spec: { ...(name ? { Name: name } : {}), Labels: { ...n.labels }, Role: n.role, Availability: n.availability } };
       },
@@ -50,7 +53,7 @@ class FakeSwarm {
         }
         if (version !== n.version) throw new EngineError(`update node ${id}: rpc error: code = Unknown desc = update out of sequence`, 500);
         this.updates.push({ id, version, spec });
-        Object.assign(n, { version: n.version + 1, role: spec.Role, availability: spec.Availability, labels: spec.Labels });
+        Object.assign(n, { version: n.version + 1, role: spec.Role, availability: spec.Availability, labels: spec.Labels, reachability: spec.Role === "manager" ? (n.role === "manager" ? n.reachability : "unknown") : null });
       },
     } as unknown as Engine;
   }
@@ -84,6 +87,15 @@ describe("swarm.node.update", () => {
     expect(r).toMatchObject({ outcome: "updated", attempts: 2, node: { role: "manager" } });
     expect(s.updates.map((u) => u.version)).toEqual([11]);
     expect(lines.join("\n")).toMatch(/out of sequence; retrying with the fresh version/);
+  });
+
+  it("answers a promoted node once it has joined the managers (reachable), not while it is still unknown", async () => {
+    const s = new FakeSwarm([manager("m1"), node("w1")]);
+    s.joinReads = 3;
+    const { c, lines } = ctx();
+    const r = await swarmNodeUpdate(s.engine())({ node_id: "w1", change: { role: "manager" } }, c);
+    expect(r).toMatchObject({ outcome: "updated", node: { id: "w1", role: "manager", reachability: "reachable" } });
+    expect(lines.filter((l) => l.includes("waiting for it to join the managers"))).toHaveLength(3);
   });
 
   it("reports a conflict after a second 'out of sequence', changing nothing", async () => {
@@ -151,5 +163,70 @@ describe("swarmNodeOf", () => {
     });
     expect(n).toEqual({ id: "abc123", version: 42, hostname: "h1", role: "manager", availability: "drain", status: "ready", addr: "172.18.0.2", engine_version: "20.10.24", labels: { zone: "a" }, reachability: "reachable", leader: true });
     expect(swarmNodeOf({ ID: "w", Version: { Index: 1 }, Spec: { Role: "worker", Availability: "active", Labels: null }, Status: { State: "down" } })).toMatchObject({ role: "worker", reachability: null, leader: false, labels: {}, addr: null });
+  });
+});
+
+// ---- swarm services (issue 20) ----
+describe("swarm services", () => {
+  const raw = (over: Record<string, unknown> = {}) => ({
+    ID: "svc1",
+    Version: { Index: 5 },
+    UpdatedAt: "2026-01-01T00:00:00Z",
+    Spec: { Name: "web", Mode: { Replicated: { Replicas: 2 } }, TaskTemplate: { ContainerSpec: { Image: "nginx:1@sha256:abc123" } }, Labels: { a: "b" } },
+    Endpoint: { Ports: [{ PublishedPort: 8080, TargetPort: 80, Protocol: "tcp" }, { TargetPort: 53, Protocol: "udp" }] },
+    ...over,
+  });
+  const task = (id: string, state: string, over: Record<string, unknown> = {}) => ({ ID: id, ServiceID: "svc1", Slot: 1, NodeID: "n1", DesiredState: "running", Status: { State: state }, ...over });
+  function engine(service: Record<string, unknown> | null, raceNext = 0) {
+    const updates: { version: number; spec: any }[] = [];
+    let s = service;
+    const e = {
+      listServices: async () => (s ? [s] : []),
+      inspectService: async () => {
+        if (!s) throw new EngineError("inspect service x: service x not found", 404);
+        return s;
+      },
+      updateService: async (_id: string, version: number, spec: any) => {
+        if (raceNext-- > 0) (s!.Version as { Index: number }).Index++;
+        if (version !== (s!.Version as { Index: number }).Index) throw new EngineError("update service svc1: rpc error: code = Unknown desc = update out of sequence", 500);
+        updates.push({ version, spec });
+        s = { ...s, Version: { Index: version + 1 }, Spec: spec };
+      },
+      listTasks: async () => [task("t1", "running"), task("t2", "preparing", { Slot: 2 }), task("t3", "shutdown", { DesiredState: "shutdown" })],
+    } as unknown as Engine;
+    return { e, updates };
+  }
+
+  it("maps a service: image without digest, running/desired, ports", () => {
+    expect(swarmServiceOf(raw(), [task("t1", "running"), task("t2", "preparing"), task("x", "running", { ServiceID: "other" })])).toEqual({
+      id: "svc1",
+      version: 5,
+      name: "web",
+      image: "nginx:1",
+      mode: "replicated",
+      desired: 2,
+      running: 1,
+      ports: [{ published: 8080, target: 80, protocol: "tcp" }, { published: null, target: 53, protocol: "udp" }],
+      updated_at: "2026-01-01T00:00:00Z",
+    });
+  });
+
+  it("scales a replicated service at its version with the whole spec kept, retrying once after out of sequence", async () => {
+    const { e, updates } = engine(raw(), 1);
+    const { c, lines } = ctx();
+    const r = await swarmServiceScale(e)({ service_id: "svc1", replicas: 3 }, c);
+    expect(r).toMatchObject({ outcome: "updated", attempts: 2, service: { desired: 3, name: "web" } });
+    expect(updates).toHaveLength(1);
+    expect(updates[0]!.spec).toMatchObject({ Name: "web", Labels: { a: "b" }, Mode: { Replicated: { Replicas: 3 } }, TaskTemplate: { ContainerSpec: { Image: "nginx:1@sha256:abc123" } } });
+    expect(lines.join("\n")).toMatch(/out of sequence; retrying/);
+  });
+
+  it("a second conflict is reported, a global service refused, an unknown one missing", async () => {
+    expect(await swarmServiceScale(engine(raw(), 2).e)({ service_id: "svc1", replicas: 3 }, ctx().c)).toMatchObject({ outcome: "conflict" });
+    const global = engine(raw({ Spec: { Name: "agent", Mode: { Global: {} } } }));
+    expect(await swarmServiceScale(global.e)({ service_id: "svc1", replicas: 3 }, ctx().c)).toEqual({ outcome: "refused", reason: expect.stringMatching(/global mode/) });
+    expect(global.updates).toEqual([]);
+    expect(await swarmServiceScale(engine(null).e)({ service_id: "svc1", replicas: 3 }, ctx().c)).toEqual({ outcome: "missing" });
+    expect(await swarmTasks(engine(null).e)({ service_id: "svc1" }, ctx().c)).toEqual({ found: false, tasks: [] });
   });
 });

@@ -1,5 +1,5 @@
-import { SWARM_RESERVED_LABEL_PREFIX, swarmNodeChangeRefusal, type SwarmNodeChange } from "@capstan/shared";
-import { type Engine, type SwarmNodeSpec, isOutOfSequence } from "../docker/engine.js";
+import { SWARM_RESERVED_LABEL_PREFIX, swarmNodeChangeRefusal, type SwarmNodeChange, type SwarmService, type SwarmTask } from "@capstan/shared";
+import { type Engine, type SwarmNodeSpec, EngineError, isOutOfSequence } from "../docker/engine.js";
 import type { Handler } from "../dispatch/types.js";
 
 /**
@@ -39,6 +39,26 @@ export function changedSpec(spec: SwarmNodeSpec, change: SwarmNodeChange): Swarm
   };
 }
 
+/** How long a promotion waits for the new manager to join Raft, and how often it looks. */
+export const PROMOTION_WAIT_MS = 15_000;
+const PROMOTION_POLL_MS = 250;
+
+/**
+ * A promoted node is "unknown" to the swarm until it has joined Raft (about a second on a real
+ * swarm, seen in test/e2e/clusters.test.ts); answering before that stored a node list that kept
+ * the cluster degraded until the next list. Waits (bounded) until it is a reachable manager and
+ * answers it as it then is; after the bound, as it is (the cluster then says why it is degraded).
+ */
+async function joinedRaft(engine: Engine, id: string, signal: AbortSignal | undefined, progress: (m: string) => void, waitMs = PROMOTION_WAIT_MS) {
+  const end = Date.now() + waitMs;
+  for (;;) {
+    const read = await engine.inspectNode(id, signal);
+    if (read.node.reachability === "reachable" || Date.now() >= end || signal?.aborted) return read;
+    progress(`node ${read.node.hostname}: waiting for it to join the managers (${read.node.reachability ?? "unknown"})`);
+    await new Promise((r) => setTimeout(r, PROMOTION_POLL_MS));
+  }
+}
+
 /**
  * swarm.node.update: reads the node (its version index) and the swarm's nodes, refuses a change
  * that would leave no reachable manager or lose quorum, then updates the node at that version.
@@ -62,9 +82,124 @@ export function swarmNodeUpdate(engine: Engine): Handler<"swarm.node.update"> {
         progress(`node ${node.hostname}: version ${node.version} is out of sequence; retrying with the fresh version`);
         continue;
       }
-      const after = await engine.inspectNode(node.id, signal);
       progress(`node ${node.hostname}: updated at version ${node.version}`);
+      const after = change.role === "manager" ? await joinedRaft(engine, node.id, signal, progress) : await engine.inspectNode(node.id, signal);
       return { outcome: "updated", node: after.node, attempts: attempt };
+    }
+  };
+}
+
+// ---- swarm services (issue 20) ----
+
+type RawService = {
+  ID?: string;
+  Version?: { Index?: number };
+  UpdatedAt?: string;
+  Spec?: { Name?: string; Mode?: { Replicated?: { Replicas?: number }; Global?: object }; TaskTemplate?: { ContainerSpec?: { Image?: string } } };
+  Endpoint?: { Ports?: { PublishedPort?: number; TargetPort?: number; Protocol?: string }[] };
+};
+type RawTask = {
+  ID?: string;
+  ServiceID?: string;
+  Slot?: number;
+  NodeID?: string;
+  UpdatedAt?: string;
+  DesiredState?: string;
+  Status?: { State?: string; Message?: string; Err?: string };
+};
+
+/** The image without the digest the swarm pins it to (image:tag@sha256:...). */
+const imageOf = (s: RawService) => (s.Spec?.TaskTemplate?.ContainerSpec?.Image ?? "").replace(/@sha256:[a-f0-9]+$/, "");
+
+/** A service as the engine answers it, with the tasks it has (for running / desired). */
+export function swarmServiceOf(raw: unknown, tasks: unknown[]): SwarmService {
+  const s = raw as RawService;
+  const mine = (tasks as RawTask[]).filter((t) => t.ServiceID === s.ID);
+  const global = s.Spec?.Mode?.Global !== undefined;
+  return {
+    id: String(s.ID ?? ""),
+    version: typeof s.Version?.Index === "number" ? s.Version.Index : 0,
+    name: s.Spec?.Name ?? "",
+    image: imageOf(s),
+    mode: global ? "global" : "replicated",
+    desired: global ? mine.filter((t) => t.DesiredState === "running").length : (s.Spec?.Mode?.Replicated?.Replicas ?? 0),
+    running: mine.filter((t) => t.Status?.State === "running").length,
+    ports: (s.Endpoint?.Ports ?? []).map((p) => ({ published: typeof p.PublishedPort === "number" ? p.PublishedPort : null, target: p.TargetPort ?? 0, protocol: p.Protocol ?? "tcp" })),
+    updated_at: s.UpdatedAt ?? null,
+  };
+}
+
+export function swarmTaskOf(raw: unknown): SwarmTask {
+  const t = raw as RawTask;
+  return {
+    id: String(t.ID ?? ""),
+    slot: typeof t.Slot === "number" && t.Slot > 0 ? t.Slot : null,
+    node_id: t.NodeID || null,
+    state: t.Status?.State ?? "unknown",
+    desired_state: t.DesiredState ?? "unknown",
+    message: t.Status?.Message || null,
+    error: t.Status?.Err || null,
+    updated_at: t.UpdatedAt ?? null,
+  };
+}
+
+const isNotFound = (err: unknown) => err instanceof EngineError && err.statusCode === 404;
+
+/** swarm.services: every service, by name, with its running tasks counted. */
+export function swarmServices(engine: Engine): Handler<"swarm.services"> {
+  return async (_payload, { signal }) => {
+    const [services, tasks] = await Promise.all([engine.listServices(signal), engine.listTasks({}, signal)]);
+    return { services: services.map((s) => swarmServiceOf(s, tasks)).sort((a, b) => a.name.localeCompare(b.name)) };
+  };
+}
+
+/** swarm.tasks: one service's tasks (found false when the swarm has no such service), by slot then update time. */
+export function swarmTasks(engine: Engine): Handler<"swarm.tasks"> {
+  return async ({ service_id }, { signal }) => {
+    try {
+      await engine.inspectService(service_id, signal);
+    } catch (err) {
+      if (isNotFound(err)) return { found: false, tasks: [] };
+      throw err;
+    }
+    const tasks = (await engine.listTasks({ service: [service_id] }, signal)).map(swarmTaskOf);
+    tasks.sort((a, b) => (a.slot ?? 0) - (b.slot ?? 0) || (b.updated_at ?? "").localeCompare(a.updated_at ?? ""));
+    return { found: true, tasks };
+  };
+}
+
+/**
+ * swarm.service.scale: sets a replicated service's replicas at its version index (the whole spec
+ * written back, as `docker service scale` does); a global-mode service is refused with the reason;
+ * "update out of sequence" is retried once with the fresh version, a second one reported.
+ */
+export function swarmServiceScale(engine: Engine): Handler<"swarm.service.scale"> {
+  return async ({ service_id, replicas }, { signal, progress }) => {
+    for (let attempt = 1; ; attempt++) {
+      let raw: RawService & { Spec?: Record<string, unknown> };
+      try {
+        raw = (await engine.inspectService(service_id, signal)) as typeof raw;
+      } catch (err) {
+        if (isNotFound(err)) return { outcome: "missing" };
+        throw err;
+      }
+      const name = raw.Spec?.Name ?? service_id;
+      if (raw.Spec?.Mode?.Global !== undefined) {
+        return { outcome: "refused", reason: `service ${name} runs in global mode (one task on every eligible node): it has no replica count to scale` };
+      }
+      const version = raw.Version?.Index ?? 0;
+      const spec = { ...raw.Spec, Mode: { Replicated: { Replicas: replicas } } };
+      try {
+        await engine.updateService(service_id, version, spec, signal);
+      } catch (err) {
+        if (!isOutOfSequence(err)) throw err;
+        if (attempt >= 2) return { outcome: "conflict", reason: `service ${name} changed while it was being scaled (twice in a row); read it again and retry` };
+        progress(`service ${name}: version ${version} is out of sequence; retrying with the fresh version`);
+        continue;
+      }
+      progress(`service ${name}: ${replicas} replica(s) at version ${version}`);
+      const [after, tasks] = await Promise.all([engine.inspectService(service_id, signal), engine.listTasks({ service: [service_id] }, signal)]);
+      return { outcome: "updated", service: swarmServiceOf(after, tasks), attempts: attempt };
     }
   };
 }

@@ -44,5 +44,9 @@ export function outcomeMap(services: Services): OutcomeMap {
     "swarm.node.update": null,
     // resource backups (issue 19): the same executions as db.backup's
     "resource.backup": (job) => backups.applyBackupEnd(job),
+    // ---- swarm services (issue 20): the caller waits for each answer ----
+    "swarm.services": null,
+    "swarm.tasks": null,
+    "swarm.service.scale": null,
   };
 }

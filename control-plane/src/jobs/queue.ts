@@ -134,6 +134,10 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "swarm.node.update": 60_000,
   // resource backups (issue 19)
   "resource.backup": 6 * 3_600_000,
+  // ---- swarm services (issue 20) ----
+  "swarm.services": 30_000,
+  "swarm.tasks": 30_000,
+  "swarm.service.scale": 60_000,
 };
 
 /**

@@ -79,3 +79,38 @@ export const ClusterNodeLabelsBody = requestBody({
     .refine((l) => Object.keys(l).length <= 100, "at most 100 labels"),
 });
 export type ClusterNodeLabelsBody = z.infer<typeof ClusterNodeLabelsBody>;
+
+// ---- swarm services (issue 20) ----
+export const ClusterSwarmService = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    image: z.string().meta({ description: "Without the digest the swarm pins it to" }),
+    mode: z.enum(["replicated", "global"]),
+    replicas: z.string().meta({ description: '"running/desired" (global: desired is the tasks the swarm wants running, one per eligible node)' }),
+    ports: z.array(z.string()).meta({ description: '"published:target" (with "/udp" or "/sctp" when not tcp); ":target" when the port is not published' }),
+    version: z.number().int().meta({ description: "The service object's version index" }),
+    updated_at: z.string().nullable(),
+  })
+  .meta({ id: "ClusterSwarmService" });
+export const ClusterServiceList = z.object({ data: z.array(ClusterSwarmService) }).meta({ id: "ClusterServiceList" });
+export const ClusterServiceMutation = z.object({ message: z.string(), data: ClusterSwarmService }).meta({ id: "ClusterServiceMutation" });
+export const ClusterTask = z
+  .object({
+    id: z.string(),
+    slot: z.number().int().nullable().meta({ description: "The replica's slot; null for a global service" }),
+    node_id: z.string().nullable(),
+    node_hostname: z.string().nullable(),
+    server_uuid: z.string().nullable().meta({ description: "The team's server that is the task's node, when detect linked one" }),
+    state: z.string().meta({ description: "The task's state: new, pending, assigned, preparing, starting, running, complete, shutdown, failed, rejected, ..." }),
+    desired_state: z.string(),
+    message: z.string().nullable(),
+    error: z.string().nullable(),
+    updated_at: z.string().nullable(),
+  })
+  .meta({ id: "ClusterTask" });
+export const ClusterTaskList = z.object({ data: z.array(ClusterTask) }).meta({ id: "ClusterTaskList" });
+export const ClusterServiceParams = z.object({ uuid: resourceId("cluster", Uuid), serviceId: resourceId("cluster_service", SwarmObjectId) });
+/** POST .../scale: the replicas a replicated service should run (0 stops every task and keeps the service). */
+export const ClusterServiceScaleBody = requestBody({ replicas: z.number().int().min(0).max(10_000) });
+export type ClusterServiceScaleBody = z.infer<typeof ClusterServiceScaleBody>;

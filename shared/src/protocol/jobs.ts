@@ -10,7 +10,7 @@ import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, Regis
 // services lifecycle (issue 17)
 import { ServiceActionPayload, ServiceActionResult, ServiceDeployPayload, ServiceDeployResult } from "./services.js";
 // clusters (issue 20)
-import { SwarmInfoResult, SwarmNode, SwarmNodeUpdatePayload, SwarmNodeUpdateResult } from "./swarm.js";
+import { SwarmInfoResult, SwarmNode, SwarmNodeUpdatePayload, SwarmNodeUpdateResult, SwarmServiceScalePayload, SwarmServiceScaleResult, SwarmServicesResult, SwarmTasksPayload, SwarmTasksResult } from "./swarm.js";
 
 export { DockerName };
 const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
@@ -124,6 +124,13 @@ export const JOBS = {
   // resource backups (issue 19)
   /** Streams a resource's volumes as one tar (with a manifest), gzip, optionally encrypted; keep locally, upload, retention. */
   "resource.backup": { payload: ResourceBackupPayload, result: ResourceBackupResult },
+  // ---- swarm services (issue 20) ----
+  /** Every service of the swarm with its running task count (a manager only). */
+  "swarm.services": { payload: z.object({}), result: SwarmServicesResult },
+  /** One service's tasks (GET /tasks filtered by service). */
+  "swarm.tasks": { payload: SwarmTasksPayload, result: SwarmTasksResult },
+  /** Sets a replicated service's replicas with its version index (one retry after out of sequence); refuses global mode. */
+  "swarm.service.scale": { payload: SwarmServiceScalePayload, result: SwarmServiceScaleResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

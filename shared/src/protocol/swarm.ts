@@ -108,3 +108,53 @@ export function swarmNodeChangeRefusal(nodes: SwarmNode[], nodeId: string, chang
   }
   return null;
 }
+
+// ---- swarm services (issue 20, second increment) ----
+
+/** A published port: published (on every node, through the routing mesh) to the tasks' target. */
+export const SwarmPort = z.object({ published: z.number().int().min(0).max(65535).nullable(), target: z.number().int().min(0).max(65535), protocol: z.string().max(10) });
+
+export const SwarmService = z.object({
+  id: SwarmObjectId,
+  /** The service object's version index (updates name it, as for nodes). */
+  version: z.number().int().min(0),
+  name: z.string().max(255),
+  image: z.string().max(1000),
+  mode: z.enum(["replicated", "global"]),
+  /** Replicated: the replicas asked for; global: the tasks the swarm wants running (one per eligible node). */
+  desired: z.number().int().min(0),
+  /** Tasks whose state is running. */
+  running: z.number().int().min(0),
+  ports: z.array(SwarmPort).max(1000),
+  updated_at: z.string().max(100).nullable(),
+});
+export type SwarmService = z.infer<typeof SwarmService>;
+
+export const SwarmTask = z.object({
+  id: SwarmObjectId,
+  /** Replicated services: the replica's slot; global: null. */
+  slot: z.number().int().min(0).nullable(),
+  node_id: SwarmObjectId.nullable(),
+  /** new | pending | assigned | accepted | preparing | starting | running | complete | shutdown | failed | rejected | remove | orphaned */
+  state: z.string().max(50),
+  desired_state: z.string().max(50),
+  message: z.string().max(2000).nullable(),
+  error: z.string().max(2000).nullable(),
+  updated_at: z.string().max(100).nullable(),
+});
+export type SwarmTask = z.infer<typeof SwarmTask>;
+
+export const SwarmServicesResult = z.object({ services: z.array(SwarmService).max(10_000) });
+export const SwarmTasksPayload = z.object({ service_id: SwarmObjectId });
+/** found false: the swarm has no such service. */
+export const SwarmTasksResult = z.object({ found: z.boolean(), tasks: z.array(SwarmTask).max(100_000) });
+
+export const SwarmServiceScalePayload = z.object({ service_id: SwarmObjectId, replicas: z.number().int().min(0).max(10_000) });
+/** As a node update: updated (service as read back), refused (global mode), conflict (out of sequence twice), missing (no such service). */
+export const SwarmServiceScaleResult = z.discriminatedUnion("outcome", [
+  z.object({ outcome: z.literal("updated"), service: SwarmService, attempts: z.number().int().min(1) }),
+  z.object({ outcome: z.literal("refused"), reason: z.string().max(2000) }),
+  z.object({ outcome: z.literal("conflict"), reason: z.string().max(2000) }),
+  z.object({ outcome: z.literal("missing") }),
+]);
+export type SwarmServiceScaleResult = z.infer<typeof SwarmServiceScaleResult>;

@@ -478,12 +478,17 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   dns_resource_type: { application: () => "application", service: () => "service" },
   dns_resource: { application: (f) => f.application.uuid, service: (f) => f.service.uuid },
   environment_binding: { id: (f) => f.environmentBinding.id },
+  // ---- swarm services (issue 20): service ids are the engine's (any well-formed id; the cluster decides the team) ----
+  cluster_service: { id: (f) => f.cluster.nodeId },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
-export const UNOWNED_KINDS = new Set(["resource_type",
+export const UNOWNED_KINDS = new Set([
+  "resource_type",
   // ---- dns resources (issue 21, w6) ----
   "dns_resource_type",
+  // ---- swarm services (issue 20): the engine's service id means something only in the cluster of the path (its manager answers 404 for another swarm's); the control plane stores none ----
+  "cluster_service",
 ]);
 
 export interface BodySpec {
@@ -591,6 +596,8 @@ export const BODIES: Record<string, BodySpec> = {
   "post /dns/resource/{type}/{uuid}/assign-domain": { valid: (c) => ({ hostname: c.appHost, domain_uuid: null }), foreign: (a, b) => [{ hostname: b.appHost, domain_uuid: a.domain.uuid }] },
   // Another team's environment by id is a 404, nothing created.
   "post /domains/{uuid}/environment-bindings": { valid: () => ({ environment_role: "staging", priority: 2 }), foreign: (a) => [{ environment_id: a.environment.id }] },
+  // ---- swarm services (issue 20) ----
+  "post /clusters/{uuid}/services/{serviceId}/scale": { valid: () => ({ replicas: 2 }) },
 };
 let domainSeq = 0;
 
@@ -760,6 +767,10 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "patch /clusters/{uuid}/nodes/{nodeId}/labels": 503,
   // resource backups (issue 19): no agent, a backup cannot start.
   "post /resource-backups/{id}/execute": 409,
+  // ---- swarm services (issue 20): the fixture cluster's manager server has no agent ----
+  "get /clusters/{uuid}/services": 503,
+  "get /clusters/{uuid}/services/{serviceId}/tasks": 503,
+  "post /clusters/{uuid}/services/{serviceId}/scale": 503,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {

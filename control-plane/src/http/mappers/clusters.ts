@@ -1,4 +1,4 @@
-import type { Cluster, ClusterNode, DetectedCluster, SwarmNode } from "@capstan/shared";
+import type { Cluster, ClusterNode, ClusterSwarmService, ClusterTask, DetectedCluster, SwarmNode, SwarmService, SwarmTask } from "@capstan/shared";
 import { clusterStatus, storedNodes, type ClusterRecord } from "../../services/clusters/index.js";
 import { iso } from "../dto.js";
 import type { Out } from "./types.js";
@@ -46,4 +46,32 @@ export const clusterNodeDto = (r: ClusterRecord, n: SwarmNode): Out<typeof Clust
   reachability: n.reachability,
   version: n.version,
   server_uuid: r.servers.find((s) => s.nodeId === n.id)?.server.uuid ?? null,
+});
+
+// ---- swarm services (issue 20) ----
+const portText = (p: SwarmService["ports"][number]) => `${p.published ?? ""}:${p.target}${p.protocol && p.protocol !== "tcp" ? `/${p.protocol}` : ""}`;
+
+export const clusterServiceDto = (s: SwarmService): Out<typeof ClusterSwarmService> => ({
+  id: s.id,
+  name: s.name,
+  image: s.image,
+  mode: s.mode,
+  replicas: `${s.running}/${s.desired}`,
+  ports: s.ports.map(portText),
+  version: s.version,
+  updated_at: s.updated_at,
+});
+
+/** A task with its node's hostname (from the cluster's last node list) and the team server that node is. */
+export const clusterTaskDto = (r: ClusterRecord, t: SwarmTask): Out<typeof ClusterTask> => ({
+  id: t.id,
+  slot: t.slot,
+  node_id: t.node_id,
+  node_hostname: storedNodes(r).find((n) => n.id === t.node_id)?.hostname ?? null,
+  server_uuid: r.servers.find((s) => s.nodeId === t.node_id)?.server.uuid ?? null,
+  state: t.state,
+  desired_state: t.desired_state,
+  message: t.message,
+  error: t.error,
+  updated_at: t.updated_at,
 });

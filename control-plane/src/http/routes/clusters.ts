@@ -8,11 +8,16 @@ import {
   ClusterParams,
   Cluster,
   DetectClustersResult,
+  ClusterServiceParams,
+  ClusterServiceScaleBody,
+  ClusterServiceList,
+  ClusterServiceMutation,
+  ClusterTaskList,
 } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
-import { clusterDto, clusterNodeDto, detectedClusterDto } from "../mappers/clusters.js";
+import { clusterDto, clusterNodeDto, clusterServiceDto, clusterTaskDto, detectedClusterDto } from "../mappers/clusters.js";
 import { NODE_ACTIONS, type NodeAction } from "../../services/clusters/index.js";
 
 /** Clusters (spec 4.12, issue 20, docs/clusters.md): every route behind the paid feature CLUSTER_MANAGEMENT. */
@@ -27,6 +32,16 @@ const NODE_ERRORS = {
   409: { description: "Refused: it would leave no reachable manager or lose quorum (the reason is given), or the node changed concurrently twice in a row" },
   502: { description: "The manager's agent failed to change the node (the engine's reason)" },
   503: { description: "No manager server of the cluster has a connected agent" },
+};
+
+/** Services and tasks are read from a manager at each request: the node routes' errors but 409. */
+const LIVE_READ_ERRORS = {
+  401: ERR[401],
+  402: PAID[402],
+  403: ERR[403],
+  404: ERR[404],
+  502: { description: "The manager's agent failed to list them (the engine's reason)" },
+  503: NODE_ERRORS[503],
 };
 
 const ACTION_TEXT: Record<NodeAction, { summary: string; description: string; done: string }> = {
@@ -126,6 +141,58 @@ export const clusterRoutes = [
     async handler({ scope, services, params, body }) {
       const { row, node } = await services.clusters.changeNode(scope, params.uuid, params.nodeId, { labels: body.labels });
       return { body: { message: `Labels of node ${node.hostname} set.`, data: clusterNodeDto(row, node) } };
+    },
+  }),
+  // ---- swarm services (issue 20) ----
+  route({
+    method: "get",
+    path: "/clusters/{uuid}/services",
+    tag: TAG,
+    summary: "List a cluster's services",
+    description: 'As a connected manager lists them now (never stored): replicas "running/desired", ports "published:target".',
+    feature: FEATURE,
+    params: ClusterParams,
+    responses: { 200: { description: "Services", schema: ClusterServiceList }, ...LIVE_READ_ERRORS },
+    async handler({ scope, services, params }) {
+      const { services: list } = await services.clusters.services(scope, params.uuid);
+      return { body: { data: list.map(clusterServiceDto) } };
+    },
+  }),
+  route({
+    method: "get",
+    path: "/clusters/{uuid}/services/{serviceId}/tasks",
+    tag: TAG,
+    summary: "List a service's tasks",
+    description: "The service's tasks as a connected manager lists them now, with the node each is placed on (and the team's server that node is).",
+    feature: FEATURE,
+    params: ClusterServiceParams,
+    responses: { 200: { description: "Tasks", schema: ClusterTaskList }, ...LIVE_READ_ERRORS },
+    async handler({ scope, services, params }) {
+      const { row, tasks } = await services.clusters.tasks(scope, params.uuid, params.serviceId);
+      return { body: { data: tasks.map((x) => clusterTaskDto(row, x)) } };
+    },
+  }),
+  route({
+    method: "post",
+    path: "/clusters/{uuid}/services/{serviceId}/scale",
+    tag: TAG,
+    summary: "Scale a service",
+    adminOnly: "scale cluster services",
+    description:
+      'Sets a replicated service\'s replicas (0 stops its tasks and keeps the service). A global-mode service is refused (409, with the reason). Done by a manager\'s agent with the service\'s version index; when it changed in between ("update out of sequence") it is retried once with the fresh version, and a second conflict is a 409.',
+    feature: FEATURE,
+    params: ClusterServiceParams,
+    body: ClusterServiceScaleBody,
+    responses: {
+      200: { description: "Scaled", schema: ClusterServiceMutation },
+      ...NODE_ERRORS,
+      409: { description: "Refused: a global-mode service has no replica count (the reason is given), or the service changed concurrently twice in a row" },
+      502: { description: "The manager's agent failed to scale it (the engine's reason)" },
+      422: ERR[422],
+    },
+    async handler({ scope, services, params, body }) {
+      const svc = await services.clusters.scale(scope, params.uuid, params.serviceId, body.replicas);
+      return { body: { message: `Service ${svc.name} scaled to ${body.replicas}.`, data: clusterServiceDto(svc) } };
     },
   }),
 ];

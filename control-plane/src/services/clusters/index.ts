@@ -1,4 +1,4 @@
-import { HostFacts, SwarmNode, type SwarmInfoResult, type SwarmNodeChange } from "@capstan/shared";
+import { HostFacts, SwarmNode, type SwarmInfoResult, type SwarmNodeChange, type SwarmService, type SwarmTask } from "@capstan/shared";
 import { z } from "zod";
 import type { Db, Prisma } from "../../db/client.js";
 import type { TeamScope } from "../../domain/scope.js";
@@ -187,6 +187,50 @@ export class ClusterService {
     const listed = await this.jobs.run(manager.serverId, "swarm.nodes", {}, INFO_WAIT_MS);
     const nodes = listed.status === "succeeded" ? listed.result.nodes : storedNodes(row).map((n) => (n.id === r.node.id ? r.node : n));
     return { row: await this.store(row.id, nodes), node: nodes.find((n) => n.id === r.node.id) ?? r.node };
+  }
+
+  // ---- swarm services (issue 20) ----
+
+  /** The first connected manager (the leader's first), or Unavailable: services are read live, never stored. */
+  private manager(row: ClusterRecord) {
+    const m = this.managers(row)[0];
+    if (!m) throw new Unavailable("No manager server of this cluster has a connected agent: its services cannot be read or changed now.");
+    return m;
+  }
+
+  /** Every service of the swarm as a connected manager lists it now. */
+  async services(scope: TeamScope, uuid: string): Promise<{ row: ClusterRecord; services: SwarmService[] }> {
+    const row = await this.get(scope, uuid);
+    const m = this.manager(row);
+    const job = await this.jobs.run(m.serverId, "swarm.services", {}, INFO_WAIT_MS);
+    if (job.status !== "succeeded") throw new UpstreamFailed(`The manager ${m.server.name} could not list the services: ${job.error}`);
+    return { row, services: job.result.services };
+  }
+
+  /** One service's tasks with their nodes (NotFound when the swarm has no such service). */
+  async tasks(scope: TeamScope, uuid: string, serviceId: string): Promise<{ row: ClusterRecord; tasks: SwarmTask[] }> {
+    const row = await this.get(scope, uuid);
+    const m = this.manager(row);
+    const job = await this.jobs.run(m.serverId, "swarm.tasks", { service_id: serviceId }, INFO_WAIT_MS);
+    if (job.status !== "succeeded") throw new UpstreamFailed(`The manager ${m.server.name} could not list the tasks: ${job.error}`);
+    if (!job.result.found) throw new NotFound("Service");
+    return { row, tasks: job.result.tasks };
+  }
+
+  /**
+   * Sets a replicated service's replicas through a connected manager (swarm.service.scale: the
+   * version index, one retry after "out of sequence"). Global mode and a second conflict in a row
+   * are a Conflict with the reason; an unknown service NotFound.
+   */
+  async scale(scope: TeamScope, uuid: string, serviceId: string, replicas: number): Promise<SwarmService> {
+    const row = await this.get(scope, uuid);
+    const m = this.manager(row);
+    const job = await this.jobs.run(m.serverId, "swarm.service.scale", { service_id: serviceId, replicas }, UPDATE_WAIT_MS);
+    if (job.status !== "succeeded") throw new UpstreamFailed(`The manager ${m.server.name} could not scale the service: ${job.error}`);
+    const r = job.result;
+    if (r.outcome === "missing") throw new NotFound("Service");
+    if (r.outcome !== "updated") throw new Conflict(r.outcome === "refused" ? `Refused: ${r.reason}` : `The service changed concurrently: ${r.reason}`);
+    return r.service;
   }
 
   /** Linked servers that are managers (by the last list) with a connected agent: the leader's first. */
