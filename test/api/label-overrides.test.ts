@@ -155,6 +155,21 @@ describe("label overrides", () => {
     expect(r.services.db!.labels).toEqual({ "com.example.b": "two" });
   });
 
+  it("a PATCH of the compose file racing a PUT never drops the PUT from the rendering (both re-render under the service's render lock)", async () => {
+    for (let round = 0; round < 16; round++) {
+      const image = round % 2 ? "nginx:1.27-alpine" : "nginx:1.27";
+      const patch = () => w.api.patch(`/services/${service.uuid}`, { docker_compose_raw: COMPOSE.replace("nginx:1.27", image) });
+      const putOne = () => w.api.put(appPath(), { yaml: `com.example.round: r${round}\n` });
+      // Both orders of sending: the PUT landing inside the PATCH's render and the other way round.
+      const [patched, put] = round % 4 < 2 ? await Promise.all([patch(), putOne()]) : await Promise.all([putOne(), patch()]).then(([a, b]) => [b, a] as const);
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+      expect(put.status, JSON.stringify(put.body)).toBe(200);
+      const r = (await rendered()) as { services: Record<string, { image?: string; labels?: Record<string, string> }> };
+      expect(r.services.web!.image).toBe(image);
+      expect(r.services.web!.labels!["com.example.round"], `round ${round}`).toBe(`r${round}`);
+    }
+  });
+
   it("another team's caller gets 404 and changes nothing", async () => {
     const other = await appWorld(t, keys);
     await t.instance.admin.setTeamFeatures(other.team.teamId, { enable: ["PROXY_LABEL_OVERRIDES"] });

@@ -26,6 +26,20 @@ describe("selectRoutes", () => {
     ]);
   });
 
+  it("routes each component of a service from its own container (w6/svcproxy), under the service's uuid", () => {
+    const component = (name: string, uuid: string, host: string | null) =>
+      app(name, { resource: "svc-1", routes: host ? [{ host, https: true, path: "/" }] : [], labels: { "capstan.service.component": uuid } });
+    const { routes, warnings } = selectRoutes([component("svc-1-web", "c-web", "web.test"), component("svc-1-admin", "c-admin", "admin.test"), component("svc-1-db", "c-db", null)], ["capstan"]);
+    expect(warnings).toEqual([]);
+    expect(routes.map((r) => [r.host, r.container, r.resource])).toEqual([
+      ["admin.test", "svc-1-admin", "svc-1"],
+      ["web.test", "svc-1-web", "svc-1"],
+    ]);
+    // Without the component label, one container of the resource wins (compose applications: the public service).
+    const plain = selectRoutes([app("x-web", { resource: "svc-2", routes: [{ host: "w.test", https: true, path: "/" }] }), app("x-admin", { resource: "svc-2", routes: [{ host: "a.test", https: true, path: "/" }] })], ["capstan"]);
+    expect(plain.routes.map((r) => r.container)).toEqual(["x-web"]);
+  });
+
   it("keeps traffic on the old container while the newer one is starting, unhealthy or stopped", () => {
     for (const newer of [
       app("a-new", { rollout: 200, health: "starting" }),

@@ -6,6 +6,7 @@ import {
   LABEL_PROXY_ROUTES,
   LABEL_RESOURCE_UUID,
   LABEL_ROLLOUT,
+  LABEL_SERVICE_COMPONENT,
   foreignHost,
   indexOwnership,
   parseProxyLabels,
@@ -104,7 +105,7 @@ export function normalisePrefix(path: string): string {
 }
 
 /**
- * The proxy selection rule: per capstan.resource.uuid, among serving containers (running,
+ * The proxy selection rule: per capstan.resource.uuid (and per capstan.service.component for a service's containers), among serving containers (running,
  * health healthy or absent), the one with the highest capstan.rollout receives that resource's
  * routes (ties: the one with routes, then the greater name, so the choice is stable). Its labels say the routes, the
  * upstream port and the network; a container the proxy cannot reach on one of `networks` is
@@ -118,20 +119,26 @@ export function normalisePrefix(path: string): string {
 export function selectRoutes(candidates: Candidate[], networks: readonly string[], ownership?: RouteOwnership): Selection {
   const warnings: string[] = [];
   const owners = ownership ? indexOwnership(ownership) : null;
+  // Keyed by resource, and for a service by component too (capstan.service.component): each of a
+  // service's components is its own container with its own routes (w6/svcproxy). The resource
+  // uuid alone decides ownership and clashes.
   const winners = new Map<string, Candidate>();
   for (const c of candidates) {
     const resource = c.labels[LABEL_RESOURCE_UUID];
     if (!resource || !isServing(c)) continue;
-    const best = winners.get(resource);
+    const component = c.labels[LABEL_SERVICE_COMPONENT];
+    const key = component ? `${resource}/${component}` : resource;
+    const best = winners.get(key);
     if (!best || rolloutOf(c) > rolloutOf(best) || (rolloutOf(c) === rolloutOf(best) && tieBreak(c, best))) {
-      winners.set(resource, c);
+      winners.set(key, c);
     }
   }
 
   const routes: ResolvedRoute[] = [];
   const claimed = new Map<string, string>();
-  for (const resource of [...winners.keys()].sort()) {
-    const c = winners.get(resource)!;
+  for (const key of [...winners.keys()].sort()) {
+    const c = winners.get(key)!;
+    const resource = c.labels[LABEL_RESOURCE_UUID]!;
     const rawRoutes = c.labels[LABEL_PROXY_ROUTES];
     if (rawRoutes === undefined || rawRoutes === "" || rawRoutes === "[]") continue;
     const parsedRoutes = parseRoutes(rawRoutes);

@@ -26,6 +26,9 @@ export const LOCK = {
   // resource backups (issue 19)
   /** An application's resource backup runs. */
   applicationRuns: 0x41505255,
+  // w6/svcproxy: a service's stored compose rendering
+  /** A service's composeRendered: a PATCH of its compose file and a label-override PUT re-render one at a time. */
+  serviceRender: 0x53524e44,
 } as const;
 
 /**

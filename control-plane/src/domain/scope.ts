@@ -1,4 +1,4 @@
-import type { PermissionLevel } from "@capstan/shared";
+import type { PermissionLevel, ServiceComponentKind } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { PADDED_IN_MAX, paddedIn, toInt, type SqlReader } from "../db/reader.js";
 import { chunks } from "../db/chunks.js";
@@ -39,6 +39,9 @@ const serviceBase = { environment: ENVIRONMENT, server: { select: { id: true, na
 /** A service resolved for the caller: its row, its environment and its server. */
 export type ServiceRef = Prisma.ServiceGetPayload<{ include: typeof serviceBase }>;
 const SERVICE_RELATIONS = ["environment", "server"];
+/** A service application or database resolved for the caller, with its service (as ServiceRef). */
+export type ServiceComponentRef = Prisma.ServiceComponentGetPayload<{ include: { service: { include: typeof serviceBase } } }>;
+const SERVICE_COMPONENT_RELATIONS = ["service", "service.environment", "service.server"];
 
 const deploymentBase = {
   application: { select: { uuid: true, name: true, environmentId: true, environment: ENVIRONMENT } },
@@ -304,6 +307,21 @@ export class TeamScope {
     if (!row) throw new NotFound("Service");
     await this.assertEnvironment(row.environment, need, "Service");
     return row as Prisma.ServiceGetPayload<{ include: typeof serviceBase & I }>;
+  }
+
+  /**
+   * A service application or service database (kind) of the caller's team, checked on its
+   * service's environment; the 404 names the kind. (w6/svcproxy: label overrides)
+   */
+  async serviceComponent(kind: ServiceComponentKind, uuid: string, need: Need): Promise<ServiceComponentRef> {
+    const what = kind === "application" ? "Service application" : "Service database";
+    const row = whole(
+      await this.db.serviceComponent.findFirst({ where: { uuid, kind, service: { teamId: this.teamId } }, include: { service: { include: serviceBase } } }),
+      SERVICE_COMPONENT_RELATIONS,
+    );
+    if (!row) throw new NotFound(what);
+    await this.assertEnvironment(row.service.environment, need, what);
+    return row;
   }
 
   /** A deployment, checked on its application's environment. */

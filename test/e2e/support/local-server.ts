@@ -104,10 +104,12 @@ export interface LocalStack {
   server: { uuid: string; destination: string };
   project: string;
   proxyPort: number;
+  /** The local agent's state directory (its stored compose files are under compose/<uuid>/). */
+  stateDir: string;
   close(): Promise<void>;
 }
 
-export async function startLocalStack(o: { name: string; deployTimeoutS: number; env?: Record<string, string> }): Promise<LocalStack> {
+export async function startLocalStack(o: { name: string; deployTimeoutS: number; env?: Record<string, string>; agentLabels?: string }): Promise<LocalStack> {
   const proxyName = `capstan-proxy-e2e-${o.name}`;
   const keys = new KeyFactory();
   const proxyPort = await freePort();
@@ -129,10 +131,10 @@ export async function startLocalStack(o: { name: string; deployTimeoutS: number;
     const team = await t.newTeam();
     const local = await registerLocalServer(team, keys, `capstan-e2e-${o.name}-`);
     stateDir = local.stateDir;
-    agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir });
+    agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir, ...(o.agentLabels ? { labels: o.agentLabels } : {}) });
     await until("the agent to connect", async () => (await team.api.get(`/servers/${local.server.uuid}`)).body.status === "reachable", 60_000);
     const project = (await team.api.post("/projects", { name: `e2e-${o.name}` })).body.uuid as string;
-    return { t, team, server: local.server, project, proxyPort, close };
+    return { t, team, server: local.server, project, proxyPort, stateDir, close };
   } catch (err) {
     await close();
     throw err;

@@ -1,7 +1,7 @@
-import type { Service, ServiceDetail, ServiceEnvVar, ServiceStorage } from "@capstan/shared";
+import type { LabelOverrides, Service, ServiceDetail, ServiceEnvVar, ServiceStorage } from "@capstan/shared";
 import type { Out } from "./types.js";
 import { iso } from "../dto.js";
-import type { ServiceListItem, ServiceWithDetail } from "../../services/services/index.js";
+import type { LabelOverridesView, ServiceListItem, ServiceWithDetail } from "../../services/services/index.js";
 import type { EnvView } from "../../services/env-vars.js";
 
 export const serviceListDto = (s: ServiceListItem): Out<typeof Service> => ({
@@ -67,4 +67,14 @@ export const serviceStorageDto = (
   type: v.hostPath ? ("bind" as const) : ("volume" as const),
   volume_name: v.hostPath ? null : `${serviceUuid}-${v.name}`,
   created_at: iso(v.createdAt),
+});
+
+/** A service application's or database's label overrides (GET, and the data of PUT and DELETE). */
+export const labelOverridesDto = (v: LabelOverridesView): Out<typeof LabelOverrides> => ({
+  uuid: v.uuid,
+  service_uuid: v.serviceUuid,
+  name: v.name,
+  yaml: v.yaml,
+  labels: v.labels,
+  dropped: v.dropped,
 });

@@ -1,6 +1,7 @@
 import { LabelOverrides, LabelOverridesMutation, PutLabelOverridesBody, ServiceApplicationParams, ServiceDatabaseParams } from "@capstan/shared";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
+import { labelOverridesDto } from "../mappers/services.js";
 
 /**
  * Label overrides (spec 4.15, issue 17; docs/proxy-labels.md), area w5/svcextras: GET, PUT
@@ -10,7 +11,6 @@ import { ERR } from "../dto.js";
 const TAG = "Services";
 const FEATURE = "PROXY_LABEL_OVERRIDES" as const;
 const PAID = { description: "The team does not have the paid feature PROXY_LABEL_OVERRIDES" };
-const RACE = { description: "The service was changed by other requests (another control-plane replica) while the overrides were applied; try again" };
 const NEXT_START = "The service's stored compose file is rendered again with them: they take effect on its next start or restart.";
 
 const kinds = [
@@ -33,7 +33,7 @@ export const labelOverrideRoutes = kinds.flatMap(({ path, noun, kind, params }) 
       params,
       responses: { 200: { description: "Label overrides", schema: LabelOverrides }, 401: ERR[401], 402: PAID, 403: ERR[403], 404: notFound },
       async handler({ scope, services, params: p }) {
-        return { body: await services.services.labelOverrides(scope, kind, p.uuid) };
+        return { body: labelOverridesDto(await services.services.labelOverrides(scope, kind, p.uuid)) };
       },
     }),
     route({
@@ -48,9 +48,9 @@ export const labelOverrideRoutes = kinds.flatMap(({ path, noun, kind, params }) 
       feature: FEATURE,
       params,
       body: PutLabelOverridesBody,
-      responses: { 200: { description: "Saved", schema: LabelOverridesMutation }, 401: ERR[401], 402: PAID, 403: ERR[403], 404: notFound, 409: RACE, 422: ERR[422] },
+      responses: { 200: { description: "Saved", schema: LabelOverridesMutation }, 401: ERR[401], 402: PAID, 403: ERR[403], 404: notFound, 422: ERR[422] },
       async handler({ scope, services, params: p, body }) {
-        const data = await services.services.setLabelOverrides(scope, kind, p.uuid, body.yaml);
+        const data = labelOverridesDto(await services.services.setLabelOverrides(scope, kind, p.uuid, body.yaml));
         const dropped = data.dropped.length ? ` Dropped for their reserved prefix: ${data.dropped.join(", ")}.` : "";
         return { body: { message: `Label overrides saved.${dropped} ${NEXT_START}`, data } };
       },
@@ -63,9 +63,9 @@ export const labelOverrideRoutes = kinds.flatMap(({ path, noun, kind, params }) 
       description: `The container gets only the labels of its compose service again. Needs full access to the environment. ${NEXT_START}`,
       feature: FEATURE,
       params,
-      responses: { 200: { description: "Removed", schema: LabelOverridesMutation }, 401: ERR[401], 402: PAID, 403: ERR[403], 404: notFound, 409: RACE },
+      responses: { 200: { description: "Removed", schema: LabelOverridesMutation }, 401: ERR[401], 402: PAID, 403: ERR[403], 404: notFound },
       async handler({ scope, services, params: p }) {
-        const data = await services.services.setLabelOverrides(scope, kind, p.uuid, "");
+        const data = labelOverridesDto(await services.services.setLabelOverrides(scope, kind, p.uuid, ""));
         return { body: { message: `Label overrides removed. ${NEXT_START}`, data } };
       },
     }),

@@ -5,6 +5,7 @@ import { whole } from "../../db/relations.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { Conflict, DomainError, Invalid, NotFound, removedMeanwhile, Unavailable, UpstreamFailed } from "../../domain/errors.js";
 import { isUniqueViolation } from "../../db/errors.js";
+import { lockInTransaction } from "../../db/locks.js";
 import { newUuid } from "../../lib/ids.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
 import { FIELD, LABEL_OVERRIDES_FIELD, applyLabelOverrides, bindSources, loadYaml, parseCompose, parseLabelOverrides } from "../../compose/index.js";
@@ -340,7 +341,8 @@ export class ServiceService {
     const template = this.composeTemplate(input.docker_compose_raw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
     const rows = await this.db.envVar.findMany({ where: { serviceId: ref.id, isPreview: false } });
     const stored = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
-    const { generated, compose, binds } = this.render(template, stored, { labelOverrides: await this.storedOverrides(ref.id) });
+    // Label overrides add labels only: the binds are the same with or without them.
+    const { binds } = this.render(template, stored);
     // Binds the stored file already had were approved when it was stored; only new ones need the right.
     const before = new Set(this.storedBinds(ref.composeRaw, ref.type));
     await assertMayAddBindMounts(
@@ -349,9 +351,13 @@ export class ServiceService {
       binds.filter((b) => !before.has(b)),
     );
     data.composeRaw = input.docker_compose_raw;
-    data.composeRendered = this.box.seal(compose);
     const fqdnsBefore = (await this.db.serviceComponent.findMany({ where: { serviceId: ref.id, fqdn: { not: null } }, select: { fqdn: true } })).map((c) => c.fqdn);
     await this.db.$transaction(async (tx) => {
+      // Rendered with the overrides read under the service's render lock: a label-override PUT
+      // (rerender) committed before this point is in the file, one after it renders this file again.
+      await lockInTransaction(tx, this.runtime.networkPlan.dialect, "serviceRender", ref.id);
+      const { generated, compose } = this.render(template, stored, { labelOverrides: await this.storedOverrides(ref.id, tx) });
+      data.composeRendered = this.box.seal(compose);
       await tx.service.update({ where: { id: ref.id }, data });
       await this.syncComponents(tx, ref.id, template);
       await this.storeCreated(tx, ref.id, generated.created, generated.values, ServiceService.generatedKeys(template));
@@ -615,12 +621,9 @@ export class ServiceService {
   // -------------------------------------------------------------------------------------------
   // w5/svcextras: label overrides (spec 4.15, docs/proxy-labels.md)
 
-  /** Re-renders of one service run one at a time in this process (several replicas: the compare-and-set below). */
-  private readonly rendering = new Map<number, Promise<unknown>>();
-
   /** The overrides of the service's components by compose service name (stored YAML that no longer passes counts as none). */
-  private async storedOverrides(serviceId: number): Promise<Record<string, Record<string, string>>> {
-    const rows = await this.db.serviceComponent.findMany({ where: { serviceId, NOT: { labelOverrides: "" } }, select: { name: true, labelOverrides: true } });
+  private async storedOverrides(serviceId: number, db: Db | Tx = this.db): Promise<Record<string, Record<string, string>>> {
+    const rows = await db.serviceComponent.findMany({ where: { serviceId, NOT: { labelOverrides: "" } }, select: { name: true, labelOverrides: true } });
     const out: Record<string, Record<string, string>> = {};
     for (const r of rows) {
       try {
@@ -632,21 +635,10 @@ export class ServiceService {
     return out;
   }
 
-  /** A service application or database of the caller's team, checked on its service's environment (the 404 names the kind). */
-  private async component(scope: TeamScope, kind: ServiceComponentKind, uuid: string, need: "view" | "manage") {
-    const row = await this.db.serviceComponent.findFirst({
-      where: { uuid, kind, service: { teamId: scope.teamId } },
-      select: { id: true, uuid: true, name: true, labelOverrides: true, service: { select: { uuid: true } } },
-    });
-    const what = kind === "application" ? "Service application" : "Service database";
-    if (!row) throw new NotFound(what);
-    const service = await scope.service(row.service.uuid, need);
-    return { row, service, what };
-  }
-
+  /** The label overrides of a service application or database (kind) of the caller's team (view access). */
   async labelOverrides(scope: TeamScope, kind: ServiceComponentKind, uuid: string): Promise<LabelOverridesView> {
-    const { row, service } = await this.component(scope, kind, uuid, "view");
-    return overridesView(row, service.uuid, row.labelOverrides);
+    const component = await scope.serviceComponent(kind, uuid, "view");
+    return overridesView(component, component.labelOverrides);
   }
 
   /**
@@ -655,35 +647,28 @@ export class ServiceService {
    * next start uses it. Reserved keys are dropped and named in the answer.
    */
   async setLabelOverrides(scope: TeamScope, kind: ServiceComponentKind, uuid: string, yaml: string): Promise<LabelOverridesView> {
-    const { row, service, what } = await this.component(scope, kind, uuid, "manage");
+    const component = await scope.serviceComponent(kind, uuid, "manage");
     const parsed = parseLabelOverrides(yaml);
     const stored = yaml.trim() === "" ? "" : yaml;
-    const run = async () => this.rerender(service.id, { id: row.id, name: row.name, yaml: stored, labels: parsed.labels, what });
-    const before = this.rendering.get(service.id) ?? Promise.resolve();
-    const mine = before.catch(() => undefined).then(run);
-    this.rendering.set(service.id, mine);
-    try {
-      await mine;
-    } finally {
-      if (this.rendering.get(service.id) === mine) this.rendering.delete(service.id);
-    }
-    return overridesView(row, service.uuid, stored);
+    await this.rerender(component.serviceId, { id: component.id, name: component.name, yaml: stored, labels: parsed.labels, what: kind === "application" ? "Service application" : "Service database" });
+    return overridesView(component, stored);
   }
 
   /**
    * The service's stored rendering made again from its compose content, its stored values and
-   * every component's overrides (with `change` in place of that component's), written together
-   * with the change only if the rendering is still the one read: a concurrent re-render (another
-   * replica, a PATCH) makes it read and render again.
+   * every component's overrides (with `change` in place of that component's), in one
+   * transaction holding the service's render lock (db/locks.ts serviceRender), as a PATCH of the
+   * compose file does: the two never render from each other's stale state, so neither drops the other.
    */
   private async rerender(serviceId: number, change: { id: number; name: string; yaml: string; labels: Record<string, string>; what: string }): Promise<void> {
-    for (let attempt = 0; attempt < 10; attempt++) {
-      const service = await this.db.service.findUnique({ where: { id: serviceId }, select: { composeRaw: true, composeRendered: true, type: true } });
+    await this.db.$transaction(async (tx) => {
+      await lockInTransaction(tx, this.runtime.networkPlan.dialect, "serviceRender", serviceId);
+      const service = await tx.service.findUnique({ where: { id: serviceId }, select: { composeRaw: true, type: true } });
       if (!service) throw removedMeanwhile("Service");
-      const overrides = await this.storedOverrides(serviceId);
+      const overrides = await this.storedOverrides(serviceId, tx);
       overrides[change.name] = change.labels;
       const template = this.composeTemplate(service.composeRaw, service.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
-      const rows = await this.db.envVar.findMany({ where: { serviceId, isPreview: false } });
+      const rows = await tx.envVar.findMany({ where: { serviceId, isPreview: false } });
       const values = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
       let rendered;
       try {
@@ -694,35 +679,30 @@ export class ServiceService {
         throw err;
       }
       const { generated, compose } = rendered;
-      const done = await this.db.$transaction(async (tx) => {
-        const { count } = await tx.service.updateMany({ where: { id: serviceId, composeRendered: service.composeRendered }, data: { composeRendered: this.box.seal(compose) } });
-        if (count === 0) return false;
-        const c = await tx.serviceComponent.updateMany({ where: { id: change.id, serviceId }, data: { labelOverrides: change.yaml } });
-        if (c.count === 0) throw removedMeanwhile(change.what);
-        await this.storeCreated(tx, serviceId, generated.created, generated.values, ServiceService.generatedKeys(template));
-        return true;
-      });
-      if (done) return;
-    }
-    throw new Conflict("The service was changed by other requests while the overrides were applied; try again.");
+      await tx.service.update({ where: { id: serviceId }, data: { composeRendered: this.box.seal(compose) } });
+      const c = await tx.serviceComponent.updateMany({ where: { id: change.id, serviceId }, data: { labelOverrides: change.yaml } });
+      if (c.count === 0) throw removedMeanwhile(change.what);
+      await this.storeCreated(tx, serviceId, generated.created, generated.values, ServiceService.generatedKeys(template));
+    });
   }
 }
 
+/** A component's label overrides as stored and as they apply (http/mappers/services.ts labelOverridesDto). */
 export interface LabelOverridesView {
   uuid: string;
-  service_uuid: string;
+  serviceUuid: string;
   name: string;
   yaml: string;
   labels: Record<string, string>;
   dropped: string[];
 }
 
-function overridesView(row: { uuid: string; name: string }, serviceUuid: string, yaml: string): LabelOverridesView {
+function overridesView(component: { uuid: string; name: string; service: { uuid: string } }, yaml: string): LabelOverridesView {
   let parsed: { labels: Record<string, string>; dropped: string[] } = { labels: {}, dropped: [] };
   try {
     parsed = parseLabelOverrides(yaml);
   } catch {
     /* stored under older limits: shown as applying nothing */
   }
-  return { uuid: row.uuid, service_uuid: serviceUuid, name: row.name, yaml, labels: parsed.labels, dropped: parsed.dropped };
+  return { uuid: component.uuid, serviceUuid: component.service.uuid, name: component.name, yaml, labels: parsed.labels, dropped: parsed.dropped };
 }
