@@ -4,8 +4,9 @@ import { loadSession, signIn, signInWithLink, signOut, switchTeam } from "./api.
 import { Fleet } from "./fleet.js";
 import { Tokens } from "./tokens.js";
 import { Environment, Project, Projects } from "./projects.js";
+import { Team } from "./team.js";
 
-type PageName = "fleet" | "tokens" | "projects";
+type PageName = "fleet" | "tokens" | "projects" | "team";
 interface Route {
   name: PageName;
   /** #/projects/{project}/{environment}: the project's uuid and the environment's name. */
@@ -14,6 +15,7 @@ interface Route {
 function pageOf(hash: string): Route {
   const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "tokens") return { name: "tokens", args: [] };
+  if (parts[0] === "team") return { name: "team", args: [] };
   if (parts[0] === "projects") return { name: "projects", args: parts.slice(1, 3) };
   return { name: "fleet", args: [] };
 }
@@ -108,6 +110,9 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
           <a href="#/projects" aria-current={page === "projects" ? "page" : undefined}>
             Projects
           </a>
+          <a href="#/team" aria-current={page === "team" ? "page" : undefined}>
+            Team
+          </a>
           <a href="#/tokens" aria-current={page === "tokens" ? "page" : undefined}>
             API Tokens
           </a>
@@ -143,6 +148,7 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
       <main>
         {/* Keyed by team: switching teams starts the page afresh with the new team's token. */}
         {page === "fleet" && <Fleet key={session.team.id} />}
+        {page === "team" && <Team key={session.team.id} />}
         {page === "tokens" && <Tokens key={session.team.id} session={session} />}
         {page === "projects" && route.args.length === 0 && <Projects key={session.team.id} />}
         {page === "projects" && route.args.length === 1 && <Project key={`${session.team.id}/${route.args[0]}`} uuid={route.args[0]!} />}

@@ -84,6 +84,31 @@ async function openEnvironment(page: Page): Promise<void> {
   await page.locator(".level").waitFor();
 }
 
+describe("team page in Chromium", () => {
+  it("members and their roles, read-only; paid features enabled or shown as 402 areas", async () => {
+    await t.instance.admin.setTeamFeatures(w.team.teamId, { enable: ["CLUSTER_MANAGEMENT"] });
+    const { page } = pages.deployer;
+    await page.getByRole("link", { name: "Team" }).click();
+    await page.getByRole("heading", { name: /^Team: / }).waitFor();
+    const member = (name: string) => page.locator("li.member", { hasText: name });
+    expect(await member("Vera Viewonly").locator(".role").textContent()).toBe("member");
+    expect(await member("Dev Deployer").locator(".role").textContent()).toBe("member");
+    expect(await page.locator("li.member .role", { hasText: "owner" }).count()).toBeGreaterThanOrEqual(1);
+    // Read-only: nothing on the page changes a member.
+    expect(await page.locator("li.member button, li.member select, li.member input").count()).toBe(0);
+    const feature = (f: string) => page.locator(`li.feature[data-feature="${f}"]`);
+    expect(await feature("CLUSTER_MANAGEMENT").getAttribute("data-enabled")).toBe("true");
+    expect(await feature("REGISTRY_MANAGEMENT").getAttribute("data-enabled")).toBe("false");
+    expect(await feature("REGISTRY_MANAGEMENT").textContent()).toContain("402");
+    // And the API agrees: the area shown as not enabled answers 402, the enabled one does not.
+    expect((await w.api.get("/registries")).status).toBe(402);
+    expect((await w.api.get("/clusters")).status).not.toBe(402);
+    await screenshot(page, "team-360");
+    expect(await accessibilityProblems(page)).toEqual([]);
+    expect(await page.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(360);
+  });
+});
+
 describe("projects in Chromium", () => {
   it("view_only: the project, its environment and resources with status, and no action at all", async () => {
     const { page } = pages.viewer;
