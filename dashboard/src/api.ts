@@ -95,11 +95,11 @@ export async function revokeToken(id: number): Promise<void> {
   await json(await fetch(`/session/api-tokens/${id}`, { method: "DELETE", credentials: "same-origin", headers: { Accept: "application/json", "X-CSRF-Token": csrf } }));
 }
 
-/** POST /api/v1{path} with the session's token (a 401 gets one retry with a fresh token). */
-export async function apiPost<T>(path: string, body: unknown = {}): Promise<T> {
+/** A POST or PATCH to /api/v1{path} with the session's token (a 401 gets one retry with a fresh token). */
+export async function apiSend<T>(method: "POST" | "PATCH", path: string, body: unknown = {}): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     const res = await fetch(`/api/v1${path}`, {
-      method: "POST",
+      method,
       headers: { Accept: "application/json", "Content-Type": "application/json", Authorization: `Bearer ${await apiToken(attempt > 0)}` },
       body: JSON.stringify(body),
     });
@@ -107,6 +107,8 @@ export async function apiPost<T>(path: string, body: unknown = {}): Promise<T> {
     return json<T>(res);
   }
 }
+
+export const apiPost = <T,>(path: string, body: unknown = {}) => apiSend<T>("POST", path, body);
 
 /**
  * Follows a server-sent event stream of the API (GET with the session's token; EventSource

@@ -5,8 +5,9 @@ import { Fleet } from "./fleet.js";
 import { Tokens } from "./tokens.js";
 import { Environment, Project, Projects } from "./projects.js";
 import { Team } from "./team.js";
+import { Storages } from "./storages.js";
 
-type PageName = "fleet" | "tokens" | "projects" | "team";
+type PageName = "fleet" | "tokens" | "projects" | "team" | "storages";
 interface Route {
   name: PageName;
   /** #/projects/{project}/{environment}: the project's uuid and the environment's name. */
@@ -16,6 +17,7 @@ function pageOf(hash: string): Route {
   const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
   if (parts[0] === "tokens") return { name: "tokens", args: [] };
   if (parts[0] === "team") return { name: "team", args: [] };
+  if (parts[0] === "storages") return { name: "storages", args: [] };
   if (parts[0] === "projects") return { name: "projects", args: parts.slice(1, 3) };
   return { name: "fleet", args: [] };
 }
@@ -113,6 +115,9 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
           <a href="#/team" aria-current={page === "team" ? "page" : undefined}>
             Team
           </a>
+          <a href="#/storages" aria-current={page === "storages" ? "page" : undefined}>
+            S3 storages
+          </a>
           <a href="#/tokens" aria-current={page === "tokens" ? "page" : undefined}>
             API Tokens
           </a>
@@ -149,6 +154,7 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
         {/* Keyed by team: switching teams starts the page afresh with the new team's token. */}
         {page === "fleet" && <Fleet key={session.team.id} />}
         {page === "team" && <Team key={session.team.id} />}
+        {page === "storages" && <Storages key={session.team.id} session={session} />}
         {page === "tokens" && <Tokens key={session.team.id} session={session} />}
         {page === "projects" && route.args.length === 0 && <Projects key={session.team.id} />}
         {page === "projects" && route.args.length === 1 && <Project key={`${session.team.id}/${route.args[0]}`} uuid={route.args[0]!} />}

@@ -10,9 +10,11 @@ import { Sessions } from "../../control-plane/src/services/sessions.js";
 import { accessibilityProblems, launch, recordingPage, requireBuiltDashboard, screenshot } from "./support.js";
 
 /**
- * Projects → environments → resources in Chromium (issue 22): a member with view_only sees the
- * resources and no action; a member with deploy deploys from the page and follows the log live
- * until the deployment ends, and cancels another. One control plane, each user signed in once.
+ * The dashboard's team, S3 storage and project pages in Chromium (issue 22): the team's members
+ * and paid features; backup encryption set with a passphrase never shown again; Projects →
+ * environments → resources, where a member with view_only sees the resources and no action and a
+ * member with deploy deploys from the page, follows the log live until the deployment ends, and
+ * cancels another. One control plane, each user signed in once.
  */
 let t: TestInstance;
 let w: AppWorld;
@@ -23,12 +25,12 @@ let dbUuid: string;
 const held: JobEnvelope[] = [];
 const keys = new KeyFactory();
 const PASSWORD = "a password for the browser";
-const pages: Record<"viewer" | "deployer", { page: Page; foreign: () => string[] }> = {} as never;
+const pages: Record<"viewer" | "deployer" | "admin", { page: Page; foreign: () => string[] }> = {} as never;
 
-async function member(name: string, email: string, level: "view_only" | "deploy"): Promise<void> {
+async function member(name: string, email: string, level: "view_only" | "deploy" | "admin"): Promise<void> {
   const userId = await t.instance.admin.createUser(name, email);
-  await t.instance.admin.setMember(w.team.teamId, userId, "member");
-  await ok(w.api.post("/permissions/project", { project_uuid: w.project.uuid, user_id: userId, permission_level: level }), "grant");
+  await t.instance.admin.setMember(w.team.teamId, userId, level === "admin" ? "admin" : "member");
+  if (level !== "admin") await ok(w.api.post("/permissions/project", { project_uuid: w.project.uuid, user_id: userId, permission_level: level }), "grant");
   await new Sessions(t.instance.database.prisma).setPassword(userId, PASSWORD);
 }
 
@@ -61,9 +63,11 @@ beforeAll(async () => {
   dbUuid = (await ok(w.api.post("/databases/postgresql", { ...placement(w), name: "orders" }), "database")).uuid;
   await member("Vera Viewonly", "vera@example.test", "view_only");
   await member("Dev Deployer", "dev@example.test", "deploy");
+  await member("Ada Admin", "ada@example.test", "admin");
   browser = await launch();
   pages.viewer = await signedIn("vera@example.test");
   pages.deployer = await signedIn("dev@example.test");
+  pages.admin = await signedIn("ada@example.test");
 }, 120_000);
 
 afterAll(async () => {
@@ -106,6 +110,50 @@ describe("team page in Chromium", () => {
     await screenshot(page, "team-360");
     expect(await accessibilityProblems(page)).toEqual([]);
     expect(await page.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(360);
+  });
+});
+
+describe("S3 storages in Chromium", () => {
+  const PASSPHRASE = "correct horse battery staple";
+  it("an admin turns backup encryption on with a passphrase that is never shown again, then off; a member cannot", async () => {
+    const created = await ok(
+      w.api.post("/s3-storages", { name: "offsite", endpoint: "https://s3.example.test", bucket: "backups", access_key: "AKIAEXAMPLE1", secret_key: "secret-example-1" }),
+      "storage",
+    );
+    const id = created.data.id as number;
+    const { page } = pages.admin;
+    await page.getByRole("link", { name: "S3 storages" }).click();
+    const card = page.locator(`li.storage[data-id="${id}"]`);
+    await card.waitFor();
+    expect(await card.getAttribute("data-encrypted")).toBe("false");
+    await card.getByLabel("Encryption passphrase").fill(PASSPHRASE);
+    await card.getByLabel("Passphrase again").fill("not the same passphrase");
+    await card.getByRole("button", { name: "Turn encryption on" }).click();
+    await expect.poll(() => card.getByRole("alert").textContent()).toBe("The two passphrases differ.");
+    expect((await w.api.get(`/s3-storages/${id}`)).body.is_encrypted).toBe(false);
+    await card.getByLabel("Passphrase again").fill(PASSPHRASE);
+    await card.getByRole("button", { name: "Turn encryption on" }).click();
+    await expect.poll(() => card.getAttribute("data-encrypted")).toBe("true");
+    expect((await w.api.get(`/s3-storages/${id}`)).body.is_encrypted).toBe(true);
+    // Set here, never shown again: not in the page, not after a reload, not in any API answer.
+    expect(await card.getByLabel("New passphrase").inputValue()).toBe("");
+    expect(await page.content()).not.toContain(PASSPHRASE);
+    expect(JSON.stringify((await w.api.get(`/s3-storages/${id}`)).body)).not.toContain(PASSPHRASE);
+    await screenshot(page, "storages-360");
+    expect(await accessibilityProblems(page)).toEqual([]);
+    expect(await page.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(360);
+    await page.reload();
+    await card.waitFor();
+    expect(await page.content()).not.toContain(PASSPHRASE);
+    await card.getByRole("button", { name: "Turn encryption off" }).click();
+    await expect.poll(() => card.getAttribute("data-encrypted")).toBe("false");
+    expect((await w.api.get(`/s3-storages/${id}`)).body.is_encrypted).toBe(false);
+    // A member sees the storage and its state, and no form.
+    const member = pages.deployer.page;
+    await member.getByRole("link", { name: "S3 storages" }).click();
+    const seen = member.locator(`li.storage[data-id="${id}"]`);
+    await seen.waitFor();
+    expect(await seen.locator("form").count()).toBe(0);
   });
 });
 
