@@ -94,3 +94,49 @@ export const createToken = (name: string, scopes: TokenScope[]) => sessionPost<C
 export async function revokeToken(id: number): Promise<void> {
   await json(await fetch(`/session/api-tokens/${id}`, { method: "DELETE", credentials: "same-origin", headers: { Accept: "application/json", "X-CSRF-Token": csrf } }));
 }
+
+/** A POST or PATCH to /api/v1{path} with the session's token (a 401 gets one retry with a fresh token). */
+export async function apiSend<T>(method: "POST" | "PATCH", path: string, body: unknown = {}): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    const res = await fetch(`/api/v1${path}`, {
+      method,
+      headers: { Accept: "application/json", "Content-Type": "application/json", Authorization: `Bearer ${await apiToken(attempt > 0)}` },
+      body: JSON.stringify(body),
+    });
+    if (res.status === 401 && attempt === 0) continue;
+    return json<T>(res);
+  }
+}
+
+export const apiPost = <T,>(path: string, body: unknown = {}) => apiSend<T>("POST", path, body);
+
+/**
+ * Follows a server-sent event stream of the API (GET with the session's token; EventSource
+ * cannot send it): each `data:` line of a default event goes to onLine, the `end` event's data
+ * to onEnd. Resolves when the stream closes; abort it with the signal.
+ */
+export async function followEvents(path: string, on: { line: (text: string) => void; event: (name: string, data: string) => void }, signal: AbortSignal): Promise<void> {
+  const res = await fetch(`/api/v1${path}`, { headers: { Accept: "text/event-stream", Authorization: `Bearer ${await apiToken()}` }, signal });
+  if (!res.ok || !res.body) await json(res);
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let end: number;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message";
+      const data: string[] = [];
+      for (const l of block.split("\n")) {
+        if (l.startsWith("event:")) name = l.slice(6).trim();
+        else if (l.startsWith("data:")) data.push(l.slice(l.startsWith("data: ") ? 6 : 5));
+      }
+      if (data.length === 0) continue; // a keep-alive comment
+      if (name === "message") data.forEach(on.line);
+      else on.event(name, data.join("\n"));
+    }
+  }
+}

@@ -3,12 +3,27 @@ import type { SessionView } from "@capstan/shared";
 import { loadSession, signIn, signInWithLink, signOut, switchTeam } from "./api.js";
 import { Fleet } from "./fleet.js";
 import { Tokens } from "./tokens.js";
+import { Environment, Project, Projects } from "./projects.js";
+import { Team } from "./team.js";
+import { Storages } from "./storages.js";
 
-type PageName = "fleet" | "tokens";
-const pageOf = (hash: string): PageName => (hash === "#/tokens" ? "tokens" : "fleet");
+type PageName = "fleet" | "tokens" | "projects" | "team" | "storages";
+interface Route {
+  name: PageName;
+  /** #/projects/{project}/{environment}: the project's uuid and the environment's name. */
+  args: string[];
+}
+function pageOf(hash: string): Route {
+  const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "tokens") return { name: "tokens", args: [] };
+  if (parts[0] === "team") return { name: "team", args: [] };
+  if (parts[0] === "storages") return { name: "storages", args: [] };
+  if (parts[0] === "projects") return { name: "projects", args: parts.slice(1, 3) };
+  return { name: "fleet", args: [] };
+}
 
-/** The page named by the URL's fragment (#/fleet, #/tokens), following its changes. */
-function usePage(): PageName {
+/** The page named by the URL's fragment (#/fleet, #/tokens, #/projects/...), following its changes. */
+function usePage(): Route {
   const [page, setPage] = useState(pageOf(location.hash));
   useEffect(() => {
     const on = () => setPage(pageOf(location.hash));
@@ -69,7 +84,8 @@ function SignIn(props: { onSignedIn: (v: SessionView) => void; notice: string | 
 function Shell(props: { session: SessionView; onChange: (v: SessionView | null) => void }) {
   const { session } = props;
   const [error, setError] = useState<string | null>(null);
-  const page = usePage();
+  const route = usePage();
+  const page = route.name;
   const change = async (teamId: number) => {
     try {
       props.onChange(await switchTeam(teamId));
@@ -92,6 +108,15 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
         <nav aria-label="Main">
           <a href="#/fleet" aria-current={page === "fleet" ? "page" : undefined}>
             Fleet
+          </a>
+          <a href="#/projects" aria-current={page === "projects" ? "page" : undefined}>
+            Projects
+          </a>
+          <a href="#/team" aria-current={page === "team" ? "page" : undefined}>
+            Team
+          </a>
+          <a href="#/storages" aria-current={page === "storages" ? "page" : undefined}>
+            S3 storages
           </a>
           <a href="#/tokens" aria-current={page === "tokens" ? "page" : undefined}>
             API Tokens
@@ -127,7 +152,15 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
       )}
       <main>
         {/* Keyed by team: switching teams starts the page afresh with the new team's token. */}
-        {page === "fleet" ? <Fleet key={session.team.id} /> : <Tokens key={session.team.id} session={session} />}
+        {page === "fleet" && <Fleet key={session.team.id} />}
+        {page === "team" && <Team key={session.team.id} />}
+        {page === "storages" && <Storages key={session.team.id} session={session} />}
+        {page === "tokens" && <Tokens key={session.team.id} session={session} />}
+        {page === "projects" && route.args.length === 0 && <Projects key={session.team.id} />}
+        {page === "projects" && route.args.length === 1 && <Project key={`${session.team.id}/${route.args[0]}`} uuid={route.args[0]!} />}
+        {page === "projects" && route.args.length === 2 && (
+          <Environment key={`${session.team.id}/${route.args.join("/")}`} session={session} project={route.args[0]!} environment={route.args[1]!} />
+        )}
       </main>
     </>
   );
