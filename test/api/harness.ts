@@ -102,6 +102,9 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
     PLATFORM_LOG_LEVEL: "silent",
     PLATFORM_RATE_LIMIT_PER_MINUTE: "1000000",
     ...(pgDb ? { DATABASE_URL: pgDb.url } : {}),
+    // A checkout that builds its agent image under its own name (CAPSTAN_AGENT_REPO, see
+    // deploy/agent/build-image.sh) installs that image on test hosts.
+    ...(process.env.CAPSTAN_AGENT_REPO ? { PLATFORM_AGENT_IMAGE: `${process.env.CAPSTAN_AGENT_REPO}:latest` } : {}),
     ...env,
   };
   let config = loadConfig(baseEnv);

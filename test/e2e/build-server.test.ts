@@ -14,7 +14,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
-import { gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost, AGENT_IMAGE } from "./support/kit.js";
 import { deploymentEnd } from "./support/local-server.js";
 import { httpGet, viaProxyAt } from "./support/http.js";
 
@@ -83,7 +83,7 @@ beforeAll(async () => {
   await registryAnswers();
 
   // The base image only on the build server; the proxy only where the application runs.
-  await Promise.all([loadImages(builderHost.name, "capstan/agent:latest", BUSYBOX), loadImages(appHost.name, "capstan/agent:latest", "capstan/proxy:latest")]);
+  await Promise.all([loadImages(builderHost.name, AGENT_IMAGE, BUSYBOX), loadImages(appHost.name, AGENT_IMAGE, "capstan/proxy:latest")]);
 
   const gw = await gatewayOf(`${PREFIX}-net`);
   const port = await freePort();

@@ -3,7 +3,7 @@ import { EV, type ServerStatusEvent } from "@capstan/shared";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { connectFleet } from "../api/support/fake-agent.js";
-import { gatewayOf, loadImages, onHost, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { gatewayOf, loadImages, onHost, sh, startHosts, stopHosts, until, type TestHost, AGENT_IMAGE } from "./support/kit.js";
 
 /**
  * Issue: agents on real hosts. Two test hosts (each a real Docker Engine), the real agent
@@ -24,7 +24,7 @@ const containersNamed = async (host: string, name: string) =>
 
 beforeAll(async () => {
   hosts = await startHosts(2, PREFIX);
-  await Promise.all(hosts.map((h) => loadImages(h.name, "capstan/agent:latest", BUSYBOX)));
+  await Promise.all(hosts.map((h) => loadImages(h.name, AGENT_IMAGE, BUSYBOX)));
   const gw = await gatewayOf(`${PREFIX}-net`);
   const port = await freePort();
   t = await startTestInstance({ PLATFORM_PUBLIC_URL: `http://${gw}:${port}` }, { host: "0.0.0.0", port });

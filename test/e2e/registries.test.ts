@@ -8,9 +8,6 @@
  * image naming no host comes from the registry once it is the team's default, a login removed
  * by hand on a server shows as drift until a sync, and after DELETE (a logout on each server)
  * the next pull fails with the registry's reason.
- *
- * CAPSTAN_E2E_AGENT_IMAGE names the agent image to load into the hosts (default
- * capstan/agent:latest, which the e2e global setup builds from this checkout).
  */
 import { randomBytes } from "node:crypto";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
@@ -20,11 +17,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { scanProcesses } from "../support/process-scan.js";
-import { gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { AGENT_IMAGE, gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
 import { deploymentEnd } from "./support/local-server.js";
 
 const PREFIX = "capregpull";
-const AGENT_IMAGE = process.env.CAPSTAN_E2E_AGENT_IMAGE ?? "capstan/agent:latest";
 const BUSYBOX = "capstan-test/busybox:latest";
 const REGISTRY_IMAGE = "capstan-test/registry:latest";
 const REGISTRY_NAME = `${PREFIX}-registry`;

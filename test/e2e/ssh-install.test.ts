@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
-import { gatewayOf, loadImages, onHost, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { gatewayOf, loadImages, onHost, sh, startHosts, stopHosts, until, type TestHost, AGENT_IMAGE } from "./support/kit.js";
 
 /**
  * The control plane installs the agent itself over real SSH (an sshd inside a test host),
@@ -18,7 +18,7 @@ const status = async () => (await team.api.get(`/servers/${serverUuid}`)).body.s
 
 beforeAll(async () => {
   [host] = (await startHosts(1, PREFIX)) as [TestHost];
-  await loadImages(host.name, "capstan/agent:latest");
+  await loadImages(host.name, AGENT_IMAGE);
   const key = await keys.generate("ed25519");
   // An sshd that accepts exactly this key for root.
   await onHost(host.name, "sh", "-c", "mkdir -p /run/sshd /root/.ssh && chmod 700 /root/.ssh && ssh-keygen -A >/dev/null");

@@ -7,6 +7,12 @@ const run = promisify(execFile);
 export const repo = join(dirname(fileURLToPath(import.meta.url)), "../../..");
 const kit = (script: string) => join(repo, "test/kit", script);
 
+/**
+ * The agent image built from this checkout by the e2e global setup. Checkouts sharing one
+ * engine set CAPSTAN_AGENT_REPO to build and install their own (capstan/agent:latest otherwise).
+ */
+export const AGENT_IMAGE = `${process.env.CAPSTAN_AGENT_REPO ?? "capstan/agent"}:latest`;
+
 /** Runs a command (argv, no shell); returns trimmed stdout, throws with stderr on failure. */
 export async function sh(cmd: string, args: string[], opts: { input?: string; timeoutMs?: number; env?: Record<string, string> } = {}): Promise<string> {
   try {
