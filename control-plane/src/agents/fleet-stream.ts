@@ -27,6 +27,12 @@ const BATCH_EVENT = "capstan:fleet-batch";
 
 /** Events of this long go out together. */
 const BATCH_WINDOW_MS = 50;
+/**
+ * During a burst (a flush less than this long ago) the window widens to this: a reconnecting
+ * fleet's statuses go out in a few large batches (each one NOTIFY, and one token check per
+ * dashboard) instead of twenty a second.
+ */
+const BURST_WINDOW_MS = 250;
 
 /** An idle dashboard's token is looked at again this often (a busy one at every batch). */
 export const FLEET_RECHECK_MS = 30_000;
@@ -64,6 +70,7 @@ export class FleetStream {
   /** Batches waiting for this turn of the event loop to end, by team. */
   private pending = new Map<number, TeamBatch>();
   private flushScheduled = false;
+  private lastFlushAt = 0;
   /** Deliveries per team run one after another: events keep their order. */
   private readonly chains = new Map<number, Promise<void>>();
   private readonly timer: NodeJS.Timeout;
@@ -122,8 +129,10 @@ export class FleetStream {
     this.flushScheduled = true;
     // A short window gathers a reconnecting fleet's events into few batches: one token check
     // per batch and team, and (with several replicas) one NOTIFY per batch.
+    const burst = Date.now() - this.lastFlushAt < BURST_WINDOW_MS;
     setTimeout(() => {
       this.flushScheduled = false;
+      this.lastFlushAt = Date.now();
       const batches = [...this.pending.values()];
       this.pending = new Map();
       if (!batches.length) return;
@@ -135,7 +144,7 @@ export class FleetStream {
         }
       }
       for (const b of batches) this.deliver(b);
-    }, BATCH_WINDOW_MS).unref();
+    }, burst ? BURST_WINDOW_MS : BATCH_WINDOW_MS).unref();
   }
 
   private deliver(batch: TeamBatch): void {
