@@ -8,7 +8,7 @@ export interface CloudflareCredentials {
 /** Cloudflare's API base; an instance setting (PLATFORM_CLOUDFLARE_API_URL) so tests and proxies can point elsewhere. */
 export const CLOUDFLARE_API_URL = "https://api.cloudflare.com/client/v4";
 
-interface Envelope<T> {
+export interface Envelope<T> {
   success: boolean;
   errors?: { code?: number; message?: string }[];
   result: T;
@@ -30,13 +30,13 @@ export class CloudflareProvider implements DnsProvider {
   private readonly zoneIds = new Map<string, string>();
 
   constructor(
-    private readonly creds: CloudflareCredentials,
+    protected readonly creds: CloudflareCredentials,
     private readonly fetch: OutboundFetch,
     private readonly baseUrl: string = CLOUDFLARE_API_URL,
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
   ) {}
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<Envelope<T>> {
+  protected async call<T>(method: string, path: string, body?: unknown): Promise<Envelope<T>> {
     const url = `${this.baseUrl.replace(/\/+$/, "")}${path}`;
     for (let attempt = 0; ; attempt++) {
       let res;
@@ -98,7 +98,7 @@ export class CloudflareProvider implements DnsProvider {
     return out;
   }
 
-  private body(r: RecordData) {
+  protected body(r: RecordData) {
     return { type: r.type, name: bareName(r.name), content: r.type === "TXT" ? `"${r.content}"` : r.content, ttl: r.ttl, proxied: false };
   }
 
