@@ -120,6 +120,17 @@ describe("cloudflare_tunnel providers", () => {
     // A 429 on the configuration is waited out (Retry-After) like on records.
     cf.rateLimitNext = 1;
     expect((await p.getConfig()).ingress).toEqual(before);
+    // A Retry-After longer than a reconcile waits is reported at once, not cut short by a retry.
+    cf.rateLimitNext = 1;
+    cf.rateLimitRetryAfter = 120;
+    const calls = cf.calls.length;
+    try {
+      await expect(p.getConfig()).rejects.toThrow(/rate limit was reached; it asks to wait 120 s/);
+    } finally {
+      cf.rateLimitRetryAfter = 1;
+      cf.rateLimitNext = 0;
+    }
+    expect(cf.calls.length - calls).toBe(1);
   });
 });
 

@@ -43,6 +43,8 @@ export interface FakeCloudflare {
   ingress(accountId: string, tunnelId: string): FakeIngressRule[];
   calls: { method: string; path: string }[];
   rateLimitNext: number;
+  /** w7: the Retry-After of those 429 answers (seconds; default 1). */
+  rateLimitRetryAfter: number;
   /** w5/dns: when set, every request waits for it before being answered (holds a reconcile mid-run). */
   gate: Promise<void> | null;
   /** w5/dns: the most requests that were waiting or being answered at once. */
@@ -124,6 +126,7 @@ export async function startFakeCloudflare(): Promise<FakeCloudflare> {
     },
     calls: [],
     rateLimitNext: 0,
+    rateLimitRetryAfter: 1,
     gate: null,
     maxInFlight: 0,
     close: () => new Promise((r) => server.close(() => r())),
@@ -145,7 +148,7 @@ export async function startFakeCloudflare(): Promise<FakeCloudflare> {
       if (fake.gate) await fake.gate;
       if (fake.rateLimitNext > 0) {
         fake.rateLimitNext--;
-        return send(429, failure(971, "Please wait and consider throttling your request speed"), { "Retry-After": "1" });
+        return send(429, failure(971, "Please wait and consider throttling your request speed"), { "Retry-After": String(fake.rateLimitRetryAfter) });
       }
       const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
       if (!token || !fake.tokens.has(token)) return send(401, failure(10000, "Authentication error"));

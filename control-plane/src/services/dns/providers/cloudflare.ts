@@ -22,8 +22,8 @@ const MAX_WAIT_MS = 10_000;
 /**
  * Cloudflare's v4 API with an API token (Authorization: Bearer): zones by name, then the zone's
  * dns_records. Every answer is the {success, errors, messages, result[, result_info]} envelope;
- * lists are paged (per_page up to 100 here). A 429 is retried after Retry-After (capped), a few
- * times, then reported: Cloudflare's documented limit is per user over five minutes, and a
+ * lists are paged (per_page up to 100 here). A 429 is retried after Retry-After (when at most
+ * 10 s; a longer wait is reported at once, never cut short), a few times, then reported: Cloudflare's documented limit is per user over five minutes, and a
  * reconcile only issues the calls its plan needs.
  */
 export class CloudflareProvider implements DnsProvider {
@@ -53,7 +53,11 @@ export class CloudflareProvider implements DnsProvider {
       if (res.status === 429 && attempt < RETRIES_ON_429) {
         await res.text();
         const after = Number(res.headers.get("retry-after"));
-        await this.sleep(Math.min(MAX_WAIT_MS, Number.isFinite(after) && after > 0 ? after * 1000 : 1000 * 2 ** attempt));
+        const waitMs = Number.isFinite(after) && after > 0 ? after * 1000 : 1000 * 2 ** attempt;
+        // w7: a longer wait than we hold a reconcile for is not cut short (that would only be refused again):
+        // the reconcile ends with the reason, and the next one (or the next sync) continues.
+        if (waitMs > MAX_WAIT_MS) throw new DnsProviderError(`Cloudflare's rate limit was reached; it asks to wait ${Math.ceil(waitMs / 1000)} s before the next request. Nothing more was sent; sync again later.`);
+        await this.sleep(waitMs);
         continue;
       }
       const text = await res.text();
