@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { outboundFetch } from "../../control-plane/src/lib/outbound.js";
-import { CloudflareTunnelProvider } from "../../control-plane/src/services/dns/providers/index.js";
+import { CallBudget, CloudflareTunnelProvider } from "../../control-plane/src/services/dns/providers/index.js";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { startFakeCloudflare, type FakeCloudflare } from "../support/fake-cloudflare.js";
@@ -105,7 +105,8 @@ describe("cloudflare_tunnel providers", () => {
   });
 
   it("the fake refuses an ingress list without a catch-all last, in Cloudflare's error shape, and the provider reports it", async () => {
-    const p = new CloudflareTunnelProvider({ api_token: TOKEN, account_id: ACCOUNT, tunnel_id: tunnelId }, outboundFetch({ allowPrivate: true }), cf.url);
+    // A budget of its own: the 429 below pauses the token for what counts against this budget only.
+    const p = new CloudflareTunnelProvider({ api_token: TOKEN, account_id: ACCOUNT, tunnel_id: tunnelId }, outboundFetch({ allowPrivate: true }), cf.url, undefined, new CallBudget(100, 60_000, 10_000));
     const before = ingress();
     await expect(p.putConfig({ ingress: [{ hostname: "x.tun.test", service: ORIGIN }] })).rejects.toThrow(/HTTP 400: .*last ingress rule must match all URLs/);
     await expect(p.putConfig({ ingress: [{ service: "http_status:404" }, { hostname: "x.tun.test", service: ORIGIN }] })).rejects.toThrow(/HTTP 400/);
@@ -130,6 +131,9 @@ describe("cloudflare_tunnel providers", () => {
       cf.rateLimitRetryAfter = 1;
       cf.rateLimitNext = 0;
     }
+    expect(cf.calls.length - calls).toBe(1);
+    // The pause holds for the next calls with the token too: nothing is sent until it is over.
+    await expect(p.getConfig()).rejects.toThrow(/asked to wait \d+ s more/);
     expect(cf.calls.length - calls).toBe(1);
   });
 });

@@ -1,5 +1,6 @@
 import type { OutboundFetch } from "../../../lib/outbound.js";
 import { CLOUDFLARE_API_URL, CloudflareProvider } from "./cloudflare.js";
+import type { CallBudget } from "./rate-budget.js";
 import { DnsProviderError, type RecordData } from "./types.js";
 
 // ---- cloudflare_tunnel (issue 21, w7) ----
@@ -38,8 +39,9 @@ export class CloudflareTunnelProvider extends CloudflareProvider {
     fetch: OutboundFetch,
     baseUrl: string = CLOUDFLARE_API_URL,
     sleep?: (ms: number) => Promise<void>,
+    budget?: CallBudget,
   ) {
-    super({ api_token: tunnel.api_token }, fetch, baseUrl, sleep);
+    super({ api_token: tunnel.api_token }, fetch, baseUrl, sleep, budget);
   }
 
   /** What the tunnel's CNAMEs point at. */

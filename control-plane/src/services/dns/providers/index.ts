@@ -6,7 +6,8 @@ import { Rfc2136Provider, type Rfc2136Credentials } from "./rfc2136.js";
 import type { DnsProvider } from "./types.js";
 
 export * from "./types.js";
-export { CloudflareProvider, CLOUDFLARE_API_URL, type CloudflareCredentials } from "./cloudflare.js";
+export { CallBudget } from "./rate-budget.js";
+export { CloudflareProvider, CLOUDFLARE_API_URL, CLOUDFLARE_BUDGET, type CloudflareCredentials } from "./cloudflare.js";
 export { CloudflareTunnelProvider, tunnelTarget, type CloudflareTunnelCredentials, type IngressRule, type TunnelConfig } from "./cloudflare-tunnel.js";
 export { PowerDnsProvider, type PowerDnsCredentials } from "./powerdns.js";
 export { Rfc2136Provider, TSIG_ALGORITHMS, type Rfc2136Credentials, type TsigAlgorithm } from "./rfc2136.js";
