@@ -235,3 +235,28 @@ describe("a tunnel domain follows an application's hostnames", () => {
     expect(handRecord()).toEqual([["A", "198.51.100.77"]]);
   });
 });
+
+describe("two domains on one tunnel", () => {
+  it("reconciling at the same time, each keeps the other's rule (one read-merge-write of the tunnel at a time)", async () => {
+    const made = [];
+    for (const name of ["w1.tun.test", "w2.tun.test"]) {
+      const d = await team.api.post("/domains", { name, zone: ZONE, dns_provider_uuid: providerUuid, routing_mode: "wildcard", server_uuid: serverUuid });
+      expect(d.status).toBe(201);
+      made.push(d.body.data.uuid as string);
+    }
+    let open!: () => void;
+    cf.gate = new Promise<void>((r) => (open = r));
+    try {
+      for (const uuid of made) expect((await team.api.post(`/domains/${uuid}/sync`)).status).toBe(202);
+      // Both reconciles have started before the provider answers anything.
+      for (const uuid of made) await expect.poll(async () => (await team.api.get(`/domains/${uuid}`)).body.reconcile.state, { timeout: 10_000 }).toBe("running");
+    } finally {
+      cf.gate = null;
+      open();
+    }
+    for (const uuid of made) expect(await settled(uuid)).toMatchObject({ sync_status: "synced" });
+    expect(ingress()).toEqual([HAND_RULE, { hostname: "*.w1.tun.test", service: ORIGIN }, { hostname: "*.w2.tun.test", service: ORIGIN }, HAND_CATCH_ALL]);
+    for (const uuid of made) expect((await team.api.delete(`/domains/${uuid}`)).status).toBe(200);
+    expect(ingress()).toEqual([HAND_RULE, HAND_CATCH_ALL]);
+  });
+});
