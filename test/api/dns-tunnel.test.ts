@@ -259,4 +259,33 @@ describe("two domains on one tunnel", () => {
     for (const uuid of made) expect((await team.api.delete(`/domains/${uuid}`)).status).toBe(200);
     expect(ingress()).toEqual([HAND_RULE, HAND_CATCH_ALL]);
   });
+
+  it("a write of the tunnel by someone else between our read and our write (another replica) is noticed by its version; the other domains reconcile again and put their rules back", async () => {
+    const made = [];
+    for (const name of ["w3.tun.test", "w4.tun.test"]) {
+      const d = await team.api.post("/domains", { name, zone: ZONE, dns_provider_uuid: providerUuid, routing_mode: "wildcard", server_uuid: serverUuid });
+      made.push(d.body.data.uuid as string);
+    }
+    const [a, b] = made as [string, string];
+    expect((await team.api.post(`/domains/${a}/sync`)).status).toBe(202);
+    await settled(a);
+    const w3 = { hostname: "*.w3.tun.test", service: ORIGIN };
+    expect(ingress()).toContainEqual(w3);
+    // As another replica would leave it: w3's rule had not landed yet when w4's reconcile read the list,
+    const tunnel = cf.tunnels.get(`${ACCOUNT}/${tunnelId}`)!;
+    tunnel.config = { ...tunnel.config!, ingress: tunnel.config!.ingress.filter((r) => r.hostname !== w3.hostname) };
+    // and lands between w4's read and w4's write, which then drops it.
+    cf.beforeNextConfigPut = (tn) => {
+      tn.config = { ...tn.config!, ingress: [w3, ...tn.config!.ingress] };
+      tn.version++;
+    };
+    expect((await team.api.post(`/domains/${b}/sync`)).status).toBe(202);
+    await settled(b);
+    expect(cf.beforeNextConfigPut).toBeNull();
+    // w3's domain was reconciled again and put its rule back.
+    await expect.poll(() => ingress(), { timeout: 30_000, interval: 50 }).toEqual([HAND_RULE, { hostname: "*.w4.tun.test", service: ORIGIN }, w3, HAND_CATCH_ALL]);
+    await settled(a);
+    for (const uuid of made) expect((await team.api.delete(`/domains/${uuid}`)).status).toBe(200);
+    expect(ingress()).toEqual([HAND_RULE, HAND_CATCH_ALL]);
+  });
 });

@@ -39,6 +39,8 @@ export interface FakeCloudflare {
   tunnels: Map<string, FakeTunnel>;
   /** w7: adds a remotely-managed tunnel to an account (ids generated when not given); returns its id. */
   addTunnel(accountId: string, opts?: { id?: string; ingress?: FakeIngressRule[]; remoteConfig?: boolean }): string;
+  /** w7: called once with the tunnel before the next configuration PUT is applied (another writer landing first), then cleared. */
+  beforeNextConfigPut: ((tunnel: FakeTunnel) => void) | null;
   /** w7: the ingress list of a tunnel ([] when never configured). */
   ingress(accountId: string, tunnelId: string): FakeIngressRule[];
   calls: { method: string; path: string }[];
@@ -116,6 +118,7 @@ export async function startFakeCloudflare(): Promise<FakeCloudflare> {
       return [...zones.values()].find((z) => z.name === zoneName)?.records ?? [];
     },
     tunnels: new Map(),
+    beforeNextConfigPut: null,
     addTunnel(accountId, opts = {}) {
       const id = opts.id ?? randomUUID();
       fake.tunnels.set(`${accountId}/${id}`, { id, name: `tunnel-${id.slice(0, 8)}`, config: opts.ingress ? { ingress: opts.ingress } : null, version: opts.ingress ? 1 : 0, remoteConfig: opts.remoteConfig ?? true, deletedAt: null });
@@ -212,6 +215,9 @@ export async function startFakeCloudflare(): Promise<FakeCloudflare> {
             if (!b || typeof b.config !== "object" || b.config === null) return send(400, failure(1001, "Validation failed: config is required"));
             const problem = ingressProblem(b.config.ingress);
             if (problem) return send(400, failure(1056, problem));
+            const other = fake.beforeNextConfigPut;
+            fake.beforeNextConfigPut = null;
+            other?.(tunnel);
             tunnel.config = b.config as FakeTunnel["config"];
             tunnel.version++;
             return send(200, envelope(result()));

@@ -354,14 +354,28 @@ export class DnsService {
    * CNAMEs to its tunnel and ingress rules merged into the tunnel's configuration (tunnel.ts);
    * `desired` then answers the CNAMEs. Ingress changes show in the plan as type INGRESS.
    */
-  private async planZone(row: { type: string; credentials: string }, d: { uuid: string; zone: string }, desired: RecordData[], apply: boolean): Promise<{ plan: Plan; desired: RecordData[] }> {
+  private async planZone(
+    row: { type: string; credentials: string },
+    d: { id: number; uuid: string; zone: string; dnsProviderId: number; teamId: number },
+    desired: RecordData[],
+    apply: boolean,
+  ): Promise<{ plan: Plan; desired: RecordData[] }> {
     const p = this.provider(row);
     if (p instanceof CloudflareTunnelProvider) {
-      return withTunnelLock(`${p.tunnel.account_id}/${p.tunnel.tunnel_id}`, async () => {
-        const tp = planTunnel(await p.listRecords(d.zone), await p.getConfig(), desired, d.uuid, p.target, RECORD_TTL);
-        if (apply) await applyTunnel(p, d.zone, tp);
-        return { plan: tp.shown, desired: tp.desired };
+      const out = await withTunnelLock(`${p.tunnel.account_id}/${p.tunnel.tunnel_id}`, async () => {
+        const read = await p.readConfig();
+        const tp = planTunnel(await p.listRecords(d.zone), read.config, desired, d.uuid, p.target, RECORD_TTL);
+        const raced = apply ? (await applyTunnel(p, d.zone, tp, read.version)).raced : false;
+        return { plan: tp.shown, desired: tp.desired, raced };
       });
+      // Our write may have dropped another writer's change: the other domains on this provider
+      // reconcile again, each putting back what it owns (another replica's reconcile is not seen
+      // by the in-process lock).
+      if (out.raced) {
+        const siblings = await this.db.dnsDomain.findMany({ where: { teamId: d.teamId, dnsProviderId: d.dnsProviderId, id: { not: d.id } }, select: { id: true } });
+        for (const s of siblings) await this.reconciler.request(s.id);
+      }
+      return { plan: out.plan, desired: out.desired };
     }
     const plan = planZone(await p.listRecords(d.zone), desired, d.uuid, RECORD_TTL);
     if (apply) await applyPlan(p, d.zone, plan);

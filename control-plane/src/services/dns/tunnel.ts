@@ -102,10 +102,17 @@ export function planTunnel(current: DnsRecord[], config: TunnelConfig, wanted: R
  * records and (last) markers, so a reconcile cut short never leaves a rule or record of ours
  * without the marker that lets the next reconcile recognise it.
  */
-export async function applyTunnel(provider: CloudflareTunnelProvider, zone: string, plan: TunnelPlan): Promise<void> {
+export async function applyTunnel(provider: CloudflareTunnelProvider, zone: string, plan: TunnelPlan, readVersion: number | null): Promise<{ raced: boolean }> {
   await applyPlan(provider, zone, { ...plan.dns, deletes: [] });
-  if (plan.ingress) await provider.putConfig({ ...plan.config, ingress: plan.ingress });
+  let raced = false;
+  if (plan.ingress) {
+    const version = await provider.putConfig({ ...plan.config, ingress: plan.ingress });
+    // Someone wrote the configuration between our read and our write (another replica's
+    // reconcile of a domain on this tunnel, the dashboard): our list may have dropped their change.
+    raced = readVersion !== null && version !== null && version !== readVersion + 1;
+  }
   await applyPlan(provider, zone, { creates: [], updates: [], deletes: plan.dns.deletes, drift: [] });
+  return { raced };
 }
 
 /**

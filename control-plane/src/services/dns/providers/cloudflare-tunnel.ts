@@ -59,17 +59,23 @@ export class CloudflareTunnelProvider extends CloudflareProvider {
 
   /** The tunnel's configuration; a tunnel never configured through the API has none (an empty ingress list). */
   async getConfig(): Promise<TunnelConfig> {
-    const env = await this.call<{ config?: Record<string, unknown> | null } | null>("GET", this.configPath);
-    const config = env.result?.config ?? {};
-    const ingress = Array.isArray(config.ingress) ? (config.ingress as IngressRule[]) : [];
-    return { ...config, ingress };
+    return (await this.readConfig()).config;
   }
 
-  /** Replaces the tunnel's configuration whole. */
-  async putConfig(config: TunnelConfig): Promise<void> {
-    // warp-routing is read-only in this API: sending it back is refused by some accounts.
+  /** The configuration and its `version` (null when the answer has none). */
+  async readConfig(): Promise<{ config: TunnelConfig; version: number | null }> {
+    const env = await this.call<{ config?: Record<string, unknown> | null; version?: unknown } | null>("GET", this.configPath);
+    const config = env.result?.config ?? {};
+    const ingress = Array.isArray(config.ingress) ? (config.ingress as IngressRule[]) : [];
+    return { config: { ...config, ingress }, version: typeof env.result?.version === "number" ? env.result.version : null };
+  }
+
+  /** Replaces the tunnel's configuration whole; answers the new `version` (null when the answer has none). */
+  async putConfig(config: TunnelConfig): Promise<number | null> {
+    // warp-routing is read-only in this API: it is not sent back.
     const { "warp-routing": _readOnly, ...rest } = config;
-    await this.call("PUT", this.configPath, { config: rest });
+    const env = await this.call<{ version?: unknown } | null>("PUT", this.configPath, { config: rest });
+    return typeof env.result?.version === "number" ? env.result.version : null;
   }
 
   /** The token is active (GET /user/tokens/verify) and sees the account's tunnel, not deleted and managed remotely. */
