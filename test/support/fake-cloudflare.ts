@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 
 /**
@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
  * envelope; auth is `Authorization: Bearer <token>`. Served under /client/v4:
  * GET /user/tokens/verify, GET /zones?name=, GET/POST /zones/{id}/dns_records (paged with
  * page/per_page), PUT/PATCH/DELETE /zones/{id}/dns_records/{record_id}, and
+ * GET /accounts/{account_id}/cfd_tunnel/{tunnel_id} and (w7)
  * GET/PUT /accounts/{account_id}/cfd_tunnel/{tunnel_id}/configurations, where a PUT replaces the
  * ingress list whole and is refused unless its last rule is a catch-all (no hostname).
  * `rateLimitNext` answers the next N requests with 429 and Retry-After, as Cloudflare does.
@@ -31,9 +32,21 @@ export interface FakeCloudflare {
   /** Adds a zone the tokens can see; returns its id. */
   addZone(name: string): string;
   records(zoneName: string): FakeCfRecord[];
-  tunnels: Map<string, { ingress: { hostname?: string; service: string; path?: string }[] }>;
+  /**
+   * Tunnels by `<account id>/<tunnel id>` (w7): the configuration last PUT (null: never
+   * configured), its version, and whether the tunnel is deleted or managed locally.
+   */
+  tunnels: Map<string, FakeTunnel>;
+  /** w7: adds a remotely-managed tunnel to an account (ids generated when not given); returns its id. */
+  addTunnel(accountId: string, opts?: { id?: string; ingress?: FakeIngressRule[]; remoteConfig?: boolean }): string;
+  /** w7: called once with the tunnel before the next configuration PUT is applied (another writer landing first), then cleared. */
+  beforeNextConfigPut: ((tunnel: FakeTunnel) => void) | null;
+  /** w7: the ingress list of a tunnel ([] when never configured). */
+  ingress(accountId: string, tunnelId: string): FakeIngressRule[];
   calls: { method: string; path: string }[];
   rateLimitNext: number;
+  /** w7: the Retry-After of those 429 answers (seconds; default 1). */
+  rateLimitRetryAfter: number;
   /** w5/dns: when set, every request waits for it before being answered (holds a reconcile mid-run). */
   gate: Promise<void> | null;
   /** w5/dns: the most requests that were waiting or being answered at once. */
@@ -41,7 +54,39 @@ export interface FakeCloudflare {
   close(): Promise<void>;
 }
 
+export interface FakeIngressRule {
+  hostname?: string;
+  path?: string;
+  service: string;
+  [field: string]: unknown;
+}
+export interface FakeTunnel {
+  id: string;
+  name: string;
+  config: { ingress: FakeIngressRule[]; [field: string]: unknown } | null;
+  version: number;
+  remoteConfig: boolean;
+  deletedAt: string | null;
+}
+
 const id32 = () => randomBytes(16).toString("hex");
+
+/**
+ * w7: the checks the configurations API makes on a PUT (cloudflared's ingress rules): at least
+ * one rule, each with a service, hostnames either plain or with one leading "*.", and exactly
+ * the last rule matching everything (no hostname, no path). A message when refused.
+ */
+function ingressProblem(ingress: unknown): string | null {
+  if (!Array.isArray(ingress) || ingress.length === 0) return "Validation failed: The ingress list must have at least one rule";
+  for (const [i, r] of (ingress as FakeIngressRule[]).entries()) {
+    if (!r || typeof r !== "object" || typeof r.service !== "string" || !r.service) return `Validation failed: Rule #${i + 1} has no service`;
+    if (r.hostname !== undefined && (typeof r.hostname !== "string" || !/^(\*\.)?[a-z0-9.-]+$/i.test(r.hostname))) return `Validation failed: Rule #${i + 1} has an invalid hostname`;
+    const all = !r.hostname && !r.path;
+    if (all && i < ingress.length - 1) return `Validation failed: Rule #${i + 1} is matching all URLs, but isn't the last rule`;
+    if (!all && i === ingress.length - 1) return "Validation failed: The last ingress rule must match all URLs (i.e. it should not have a hostname or path filter)";
+  }
+  return null;
+}
 
 function envelope(result: unknown, extra: Record<string, unknown> = {}) {
   return { success: true, errors: [], messages: [], result, ...extra };
@@ -73,8 +118,18 @@ export async function startFakeCloudflare(): Promise<FakeCloudflare> {
       return [...zones.values()].find((z) => z.name === zoneName)?.records ?? [];
     },
     tunnels: new Map(),
+    beforeNextConfigPut: null,
+    addTunnel(accountId, opts = {}) {
+      const id = opts.id ?? randomUUID();
+      fake.tunnels.set(`${accountId}/${id}`, { id, name: `tunnel-${id.slice(0, 8)}`, config: opts.ingress ? { ingress: opts.ingress } : null, version: opts.ingress ? 1 : 0, remoteConfig: opts.remoteConfig ?? true, deletedAt: null });
+      return id;
+    },
+    ingress(accountId, tunnelId) {
+      return fake.tunnels.get(`${accountId}/${tunnelId}`)?.config?.ingress ?? [];
+    },
     calls: [],
     rateLimitNext: 0,
+    rateLimitRetryAfter: 1,
     gate: null,
     maxInFlight: 0,
     close: () => new Promise((r) => server.close(() => r())),
@@ -96,7 +151,7 @@ export async function startFakeCloudflare(): Promise<FakeCloudflare> {
       if (fake.gate) await fake.gate;
       if (fake.rateLimitNext > 0) {
         fake.rateLimitNext--;
-        return send(429, failure(971, "Please wait and consider throttling your request speed"), { "Retry-After": "1" });
+        return send(429, failure(971, "Please wait and consider throttling your request speed"), { "Retry-After": String(fake.rateLimitRetryAfter) });
       }
       const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? "")?.[1];
       if (!token || !fake.tokens.has(token)) return send(401, failure(10000, "Authentication error"));
@@ -145,16 +200,28 @@ export async function startFakeCloudflare(): Promise<FakeCloudflare> {
         }
         if (method === "GET") return send(200, envelope(rec));
       }
-      if (p[0] === "accounts" && p[2] === "cfd_tunnel" && p[4] === "configurations") {
-        const key = `${p[1]}/${p[3]}`;
-        if (method === "GET") return send(200, envelope({ tunnel_id: p[3], version: 1, config: { ingress: fake.tunnels.get(key)?.ingress ?? [] }, source: "cloudflare" }));
-        if (method === "PUT") {
-          const b = (await readJson(req)) as { config?: { ingress?: { hostname?: string; service: string }[] } };
-          const ingress = b?.config?.ingress ?? [];
-          const last = ingress[ingress.length - 1];
-          if (!last || last.hostname) return send(400, failure(1056, "Validation failed: The last ingress rule must match all URLs (i.e. it should not have a hostname or path filter)"));
-          fake.tunnels.set(key, { ingress });
-          return send(200, envelope({ tunnel_id: p[3], version: 2, config: { ingress }, source: "cloudflare" }));
+      if (p[0] === "accounts" && p[2] === "cfd_tunnel" && p.length >= 4) {
+        const tunnel = fake.tunnels.get(`${p[1]}/${p[3]}`);
+        if (!tunnel) return send(404, failure(1003, "Tunnel not found"));
+        // GET /accounts/{account}/cfd_tunnel/{tunnel}: the tunnel itself.
+        if (p.length === 4 && method === "GET") {
+          return send(200, envelope({ id: tunnel.id, account_tag: p[1], name: tunnel.name, status: "healthy", tun_type: "cfd_tunnel", remote_config: tunnel.remoteConfig, config_src: tunnel.remoteConfig ? "cloudflare" : "local", deleted_at: tunnel.deletedAt, created_at: new Date(0).toISOString(), connections: [] }));
+        }
+        if (p.length === 5 && p[4] === "configurations") {
+          const result = () => ({ account_id: p[1], tunnel_id: tunnel.id, version: tunnel.version, config: tunnel.config, source: "cloudflare", created_at: new Date().toISOString() });
+          if (method === "GET") return send(200, envelope(result()));
+          if (method === "PUT") {
+            const b = (await readJson(req)) as { config?: { ingress?: unknown; [k: string]: unknown } };
+            if (!b || typeof b.config !== "object" || b.config === null) return send(400, failure(1001, "Validation failed: config is required"));
+            const problem = ingressProblem(b.config.ingress);
+            if (problem) return send(400, failure(1056, problem));
+            const other = fake.beforeNextConfigPut;
+            fake.beforeNextConfigPut = null;
+            other?.(tunnel);
+            tunnel.config = b.config as FakeTunnel["config"];
+            tunnel.version++;
+            return send(200, envelope(result()));
+          }
         }
       }
       send(404, failure(7000, "No route for that URI"));

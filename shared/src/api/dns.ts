@@ -7,7 +7,7 @@ import { BodyId, IntId, Timestamp, Uuid, listOf, requestBody, resourceId } from 
  * docs/dns.md explains the routing modes and the ownership markers.
  */
 
-export const DNS_PROVIDER_TYPES = ["cloudflare", "powerdns", "rfc2136"] as const;
+export const DNS_PROVIDER_TYPES = ["cloudflare", "powerdns", "rfc2136", "cloudflare_tunnel"] as const;
 export const DnsProviderType = z.enum(DNS_PROVIDER_TYPES);
 export type DnsProviderType = z.infer<typeof DnsProviderType>;
 
@@ -76,12 +76,26 @@ export const Rfc2136CredentialsBody = requestBody({
   secret: z.string().trim().regex(/^[A-Za-z0-9+/]+={0,2}$/, "The TSIG secret in base64.").max(1024).meta({ description: "Stored encrypted; never returned" }),
 });
 
-const CREDENTIALS = { cloudflare: CloudflareCredentialsBody, powerdns: PowerDnsCredentialsBody, rfc2136: Rfc2136CredentialsBody } as const;
+// ---- cloudflare_tunnel (issue 21, w7) ----
+/** The tunnel-based Cloudflare type: one provider is one remotely-managed tunnel of an account (docs/dns.md). */
+export const CloudflareTunnelCredentialsBody = requestBody({
+  api_token: Secret.meta({ description: "A Cloudflare API token with Cloudflare Tunnel:Edit on the account and Zone:Read, DNS:Edit on the zones used; stored encrypted, shown masked" }),
+  account_id: z.string().trim().toLowerCase().regex(/^[0-9a-f]{32}$/, "The Cloudflare account id: 32 hexadecimal characters.").meta({ description: "The Cloudflare account the tunnel belongs to" }),
+  tunnel_id: z
+    .string()
+    .trim()
+    .toLowerCase()
+    .regex(/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/, "The tunnel's id, a UUID.")
+    .meta({ description: "The remotely-managed tunnel (cfd_tunnel) whose ingress rules Capstan maintains" }),
+});
+
+const CREDENTIALS = { cloudflare: CloudflareCredentialsBody, powerdns: PowerDnsCredentialsBody, rfc2136: Rfc2136CredentialsBody, cloudflare_tunnel: CloudflareTunnelCredentialsBody } as const;
 
 export type DnsProviderInput =
   | { name: string; type: "cloudflare"; credentials: z.output<typeof CloudflareCredentialsBody> }
   | { name: string; type: "powerdns"; credentials: z.output<typeof PowerDnsCredentialsBody> }
-  | { name: string; type: "rfc2136"; credentials: z.output<typeof Rfc2136CredentialsBody> };
+  | { name: string; type: "rfc2136"; credentials: z.output<typeof Rfc2136CredentialsBody> }
+  | { name: string; type: "cloudflare_tunnel"; credentials: z.output<typeof CloudflareTunnelCredentialsBody> };
 
 /**
  * One strict body whose `credentials` are checked against the schema of `type` (errors named
@@ -93,7 +107,7 @@ export const CreateDnsProviderBody = requestBody({
   type: DnsProviderType,
   credentials: z.record(z.string(), z.unknown()).meta({
     description:
-      "cloudflare: {api_token}; powerdns: {api_url, api_key, server_id = localhost}; rfc2136: {server, port = 53, zone, key_name, algorithm = hmac-sha256, secret}. Unknown fields are refused.",
+      "cloudflare: {api_token}; powerdns: {api_url, api_key, server_id = localhost}; rfc2136: {server, port = 53, zone, key_name, algorithm = hmac-sha256, secret}; cloudflare_tunnel: {api_token, account_id, tunnel_id}. Unknown fields are refused.",
   }),
 })
   .superRefine((b, ctx) => {

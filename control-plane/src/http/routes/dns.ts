@@ -57,7 +57,7 @@ export const dnsRoutes = [
     feature: FEATURE,
     summary: "Add a DNS provider",
     adminOnly: "manage DNS providers",
-    description: `type cloudflare (api_token), powerdns (api_url, api_key, server_id) or rfc2136 (server, port, zone, key_name, algorithm, secret). Credentials are stored encrypted and returned masked. The free tier allows one provider; a second needs DNS_MULTI_DOMAIN (402). The provider is not contacted: test it with POST /dns-providers/{uuid}/test.`,
+    description: `type cloudflare (api_token), powerdns (api_url, api_key, server_id), rfc2136 (server, port, zone, key_name, algorithm, secret) or cloudflare_tunnel (api_token, account_id, tunnel_id: the tunnel's ingress rules and proxied CNAMEs are maintained). Credentials are stored encrypted and returned masked. The free tier allows one provider; a second needs DNS_MULTI_DOMAIN (402). The provider is not contacted: test it with POST /dns-providers/{uuid}/test.`,
     body: CreateDnsProviderBody,
     responses: { 201: { description: "Created", schema: DnsProviderMutation }, 401: ERR[401], 403: ERR[403], 422: ERR[422] },
     async handler({ scope, services, body }) {

@@ -8,7 +8,8 @@ import { requireFeature } from "../../domain/features.js";
 import { newUuid } from "../../lib/ids.js";
 import type { OutboundFetch } from "../../lib/outbound.js";
 import { shortReason } from "../s3-storages.js";
-import { createProvider, type DnsProvider, type ProviderConfig, type RecordData } from "./providers/index.js";
+import { CloudflareTunnelProvider, createProvider, tunnelTarget, type DnsProvider, type ProviderConfig, type RecordData } from "./providers/index.js";
+import { applyTunnel, planTunnel, withTunnelLock } from "./tunnel.js";
 import { applyPlan, markerName, planZone, type Drift, type Plan } from "./reconcile.js";
 import { bareName } from "./providers/types.js";
 import { bindHost, covers, type BindingContext, type HostBinding } from "./bindings.js";
@@ -209,8 +210,7 @@ export class DnsService {
     try {
       await withTimeout(
         (async () => {
-          const p = this.provider(row);
-          await applyPlan(p, d.zone, planZone(await p.listRecords(d.zone), [], d.uuid, RECORD_TTL));
+          await this.planZone(row, d, [], true);
           return { ok: true as const };
         })().catch((err: unknown) => ({ ok: false as const, error: (err as Error).message })),
         "The provider did not answer in time.",
@@ -348,6 +348,40 @@ export class DnsService {
     };
   }
 
+  /**
+   * The domain's plan against the zone as it is now (`desired`: routing records to servers'
+   * addresses), applied when `apply`. A cloudflare_tunnel provider turns them into proxied
+   * CNAMEs to its tunnel and ingress rules merged into the tunnel's configuration (tunnel.ts);
+   * `desired` then answers the CNAMEs. Ingress changes show in the plan as type INGRESS.
+   */
+  private async planZone(
+    row: { type: string; credentials: string },
+    d: { id: number; uuid: string; zone: string; dnsProviderId: number; teamId: number },
+    desired: RecordData[],
+    apply: boolean,
+  ): Promise<{ plan: Plan; desired: RecordData[] }> {
+    const p = this.provider(row);
+    if (p instanceof CloudflareTunnelProvider) {
+      const out = await withTunnelLock(`${p.tunnel.account_id}/${p.tunnel.tunnel_id}`, async () => {
+        const read = await p.readConfig();
+        const tp = planTunnel(await p.listRecords(d.zone), read.config, desired, d.uuid, p.target, RECORD_TTL);
+        const raced = apply ? (await applyTunnel(p, d.zone, tp, read.version)).raced : false;
+        return { plan: tp.shown, desired: tp.desired, raced };
+      });
+      // Our write may have dropped another writer's change: the other domains on this provider
+      // reconcile again, each putting back what it owns (another replica's reconcile is not seen
+      // by the in-process lock).
+      if (out.raced) {
+        const siblings = await this.db.dnsDomain.findMany({ where: { teamId: d.teamId, dnsProviderId: d.dnsProviderId, id: { not: d.id } }, select: { id: true } });
+        for (const s of siblings) await this.reconciler.request(s.id);
+      }
+      return { plan: out.plan, desired: out.desired };
+    }
+    const plan = planZone(await p.listRecords(d.zone), desired, d.uuid, RECORD_TTL);
+    if (apply) await applyPlan(p, d.zone, plan);
+    return { plan, desired };
+  }
+
   private async reconcileDomain(d: DnsDomainRecord): Promise<SyncOutcome> {
     const empty: Plan = { creates: [], updates: [], deletes: [], drift: [] };
     if (modeNeedsServer(d.routingMode as RoutingMode) && !d.server) {
@@ -355,14 +389,8 @@ export class DnsService {
     }
     try {
       const row = await this.db.dnsProvider.findUniqueOrThrow({ where: { id: d.dnsProviderId } });
-      const p = this.provider(row);
       const plan = await withTimeout(
-        (async () => {
-          const desired = await this.desired(d);
-          const plan = planZone(await p.listRecords(d.zone), desired, d.uuid, RECORD_TTL);
-          await applyPlan(p, d.zone, plan);
-          return { plan, desired };
-        })(),
+        (async () => this.planZone(row, d, await this.desired(d), true))(),
         "The provider did not answer in time.",
       );
       return { status: plan.plan.drift.length ? "drifted" : "synced", plan: plan.plan, desired: plan.desired };
@@ -393,7 +421,7 @@ export class DnsService {
   }
 
   private async hostnameStates(teamId: number, res: { type: DnsResourceType; id: number }): Promise<HostnameState[]> {
-    const [hosts, ctx] = await Promise.all([this.teamHosts(teamId, res), this.bindingContext(teamId)]);
+    const [hosts, ctx, tunnels] = await Promise.all([this.teamHosts(teamId, res), this.bindingContext(teamId), this.tunnelTargets(teamId)]);
     const out: HostnameState[] = [];
     const seen = new Set<string>();
     for (const h of hosts) {
@@ -407,7 +435,10 @@ export class DnsService {
       }
       const d = bound.domain;
       const viaWildcard = d.routingMode === "wildcard" || (d.routingMode === "hybrid" && h.serverId === d.serverId);
-      const record = viaWildcard ? (d.server ? rec(pointAt(`*.${d.name}`, d.server.ip)) : null) : rec(pointAt(h.host, h.serverIp));
+      const direct = viaWildcard ? (d.server ? rec(pointAt(`*.${d.name}`, d.server.ip)) : null) : rec(pointAt(h.host, h.serverIp));
+      // cloudflare_tunnel (w7): the name's record is a proxied CNAME to the tunnel.
+      const tunnel = tunnels.get(d.id);
+      const record = direct && tunnel ? { name: direct.name, type: "CNAME", content: tunnel } : direct;
       const base = { hostname: h.host, component: h.component, domain: { uuid: d.uuid, name: d.name }, binding: bound.binding, record };
       if (!record) {
         out.push({ ...base, state: "error", error: `The ${d.routingMode} mode points *.${d.name} at a server, and the domain has none (its server was deleted).` });
@@ -420,6 +451,20 @@ export class DnsService {
       else if (drift) out.push({ ...base, state: "drifted", error: drift.reason });
       else if (d.lastSyncedAt && applied.some((r) => r.name === record.name && r.type === record.type && r.content === record.content)) out.push({ ...base, state: "synced", error: null });
       else out.push({ ...base, state: "pending", error: null });
+    }
+    return out;
+  }
+
+  /** cloudflare_tunnel (w7): the CNAME target of each of the team's domains on a tunnel provider. */
+  private async tunnelTargets(teamId: number): Promise<Map<number, string>> {
+    const rows = await this.db.dnsDomain.findMany({ where: { teamId, provider: { type: "cloudflare_tunnel" } }, select: { id: true, provider: { select: { type: true, credentials: true } } } });
+    const out = new Map<number, string>();
+    for (const r of rows) {
+      try {
+        out.set(r.id, tunnelTarget((this.config(r.provider).credentials as { tunnel_id: string }).tunnel_id));
+      } catch {
+        /* unreadable credentials: shown like the other providers */
+      }
     }
     return out;
   }
@@ -462,8 +507,7 @@ export class DnsService {
       const mine = (r: { name: string }) => names.has(bareName(r.name));
       try {
         const row = await this.db.dnsProvider.findUniqueOrThrow({ where: { id: d.dnsProviderId } });
-        const p = this.provider(row);
-        const plan = await withTimeout((async () => planZone(await p.listRecords(d.zone), await this.desired(d), d.uuid, RECORD_TTL))(), "The provider did not answer in time.");
+        const { plan } = await withTimeout((async () => this.planZone(row, d, await this.desired(d), false))(), "The provider did not answer in time.");
         out.push({
           domain: lite,
           plan: { creates: plan.creates.filter(mine), updates: plan.updates.filter((u) => mine(u.record)), deletes: plan.deletes.filter(mine), drift: plan.drift.filter(mine) },

@@ -1,4 +1,5 @@
 import type { OutboundFetch } from "../../../lib/outbound.js";
+import { CallBudget } from "./rate-budget.js";
 import { bareName, DnsProviderError, isManagedType, PROVIDER_TIMEOUT_MS, type DnsProvider, type DnsRecord, type RecordData } from "./types.js";
 
 export interface CloudflareCredentials {
@@ -8,7 +9,7 @@ export interface CloudflareCredentials {
 /** Cloudflare's API base; an instance setting (PLATFORM_CLOUDFLARE_API_URL) so tests and proxies can point elsewhere. */
 export const CLOUDFLARE_API_URL = "https://api.cloudflare.com/client/v4";
 
-interface Envelope<T> {
+export interface Envelope<T> {
   success: boolean;
   errors?: { code?: number; message?: string }[];
   result: T;
@@ -20,25 +21,36 @@ const RETRIES_ON_429 = 3;
 const MAX_WAIT_MS = 10_000;
 
 /**
+ * w7: Cloudflare's documented limit is 1200 requests per five minutes per user, shared with the
+ * dashboard and other tools, and exceeding it blocks the user's calls for five minutes: Capstan
+ * spends at most 1000 of them per token and process (rate-budget.ts).
+ */
+export const CLOUDFLARE_BUDGET = new CallBudget(1000, 5 * 60_000, MAX_WAIT_MS);
+
+/**
  * Cloudflare's v4 API with an API token (Authorization: Bearer): zones by name, then the zone's
  * dns_records. Every answer is the {success, errors, messages, result[, result_info]} envelope;
- * lists are paged (per_page up to 100 here). A 429 is retried after Retry-After (capped), a few
- * times, then reported: Cloudflare's documented limit is per user over five minutes, and a
+ * lists are paged (per_page up to 100 here). Calls are counted against CLOUDFLARE_BUDGET (under
+ * Cloudflare's documented limit, per token). A 429 is retried after Retry-After (when at most
+ * 10 s; a longer wait is reported at once, never cut short), a few times, then reported; a
  * reconcile only issues the calls its plan needs.
  */
 export class CloudflareProvider implements DnsProvider {
   private readonly zoneIds = new Map<string, string>();
 
   constructor(
-    private readonly creds: CloudflareCredentials,
+    protected readonly creds: CloudflareCredentials,
     private readonly fetch: OutboundFetch,
     private readonly baseUrl: string = CLOUDFLARE_API_URL,
     private readonly sleep: (ms: number) => Promise<void> = (ms) => new Promise((r) => setTimeout(r, ms)),
+    private readonly budget: CallBudget = CLOUDFLARE_BUDGET,
   ) {}
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<Envelope<T>> {
+  protected async call<T>(method: string, path: string, body?: unknown): Promise<Envelope<T>> {
     const url = `${this.baseUrl.replace(/\/+$/, "")}${path}`;
+    const key = CallBudget.keyOf(this.creds.api_token);
     for (let attempt = 0; ; attempt++) {
+      await this.budget.take(key, this.sleep, "Cloudflare");
       let res;
       try {
         res = await this.fetch(url, {
@@ -53,7 +65,12 @@ export class CloudflareProvider implements DnsProvider {
       if (res.status === 429 && attempt < RETRIES_ON_429) {
         await res.text();
         const after = Number(res.headers.get("retry-after"));
-        await this.sleep(Math.min(MAX_WAIT_MS, Number.isFinite(after) && after > 0 ? after * 1000 : 1000 * 2 ** attempt));
+        const waitMs = Number.isFinite(after) && after > 0 ? after * 1000 : 1000 * 2 ** attempt;
+        // w7: no call with this token before the wait is over, from any reconcile of this process; a
+        // longer wait than we hold a reconcile for is not cut short (that would only be refused
+        // again): the reconcile ends with the reason, and the next one (or the next sync) continues.
+        this.budget.pause(key, waitMs);
+        if (waitMs > MAX_WAIT_MS) throw new DnsProviderError(`Cloudflare's rate limit was reached; it asks to wait ${Math.ceil(waitMs / 1000)} s before the next request. Nothing more was sent; sync again later.`);
         continue;
       }
       const text = await res.text();
@@ -98,7 +115,7 @@ export class CloudflareProvider implements DnsProvider {
     return out;
   }
 
-  private body(r: RecordData) {
+  protected body(r: RecordData) {
     return { type: r.type, name: bareName(r.name), content: r.type === "TXT" ? `"${r.content}"` : r.content, ttl: r.ttl, proxied: false };
   }
 
