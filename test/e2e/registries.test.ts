@@ -8,15 +8,23 @@
  * image naming no host comes from the registry once it is the team's default, a login removed
  * by hand on a server shows as drift until a sync, and after DELETE (a logout on each server)
  * the next pull fails with the registry's reason.
+ *
+ * A second registry on the same network speaks token authentication (the registry's
+ * `auth.token`: its challenge names a realm, a small token server of the test listening on the
+ * network's gateway, where the test hosts reach this machine, that signs JWTs with a certificate
+ * the registry trusts). Its connection test succeeds with the right login and fails with the
+ * token service's reason with a wrong one; sync writes its logins on both servers; an image
+ * behind it deploys on both; deleted, the next pull is refused.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { scanProcesses } from "../support/process-scan.js";
+import { startTokenServer, TOKEN_ISSUER, TOKEN_SERVICE, type TokenServer } from "../support/registry-server.js";
 import { AGENT_IMAGE, gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
 import { deploymentEnd } from "./support/local-server.js";
 
@@ -26,6 +34,9 @@ const REGISTRY_IMAGE = "capstan-test/registry:latest";
 const REGISTRY_NAME = `${PREFIX}-registry`;
 const USER = "team-puller";
 const PASSWORD = `reg-${randomBytes(16).toString("hex")}`;
+const TOKEN_REGISTRY_NAME = `${PREFIX}-token-registry`;
+const TOKEN_USER = "token-puller";
+const TOKEN_PASSWORD = `tok-${randomBytes(16).toString("hex")}`;
 const INSECURE = "--insecure-registry 172.16.0.0/12 --insecure-registry 192.168.0.0/16 --insecure-registry 10.0.0.0/8";
 
 let t: TestInstance;
@@ -35,11 +46,15 @@ let registryHost = "";
 let authDir = "";
 let project = "";
 let registryId = 0;
+let tokens: TokenServer | undefined;
+let tokenRegistryHost = "";
+let tokenDir = "";
 const keys = new KeyFactory();
 const servers: { uuid: string; destination: string; host: TestHost }[] = [];
 const apps: string[] = [];
 
 const image = (tag: string) => `${registryHost}/private/web:${tag}`;
+const tokenImage = (tag: string) => `${tokenRegistryHost}/team/api:${tag}`;
 
 /** A command in a test host with `input` on its standard input (the test's own push login: never in argv). */
 const onHostWithInput = (host: string, input: string, ...argv: string[]) => sh("docker", ["exec", "-i", host, ...argv], { input });
@@ -71,6 +86,41 @@ beforeAll(async () => {
   const ip = await sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${PREFIX}-net").IPAddress}}`, REGISTRY_NAME]);
   registryHost = `${ip}:5000`;
 
+  // The token-auth registry: its realm is the token server on the gateway of the hosts' network.
+  tokens = await startTokenServer({ username: TOKEN_USER, password: TOKEN_PASSWORD }, { host: await gatewayOf(`${PREFIX}-net`) });
+  // Its own configuration file: Debian's names an htpasswd auth, which would win over token
+  // variables; `auth.token` names the realm, the service and issuer the tokens carry, and the
+  // certificate whose key signs them.
+  tokenDir = await mkdtemp(join(tmpdir(), "capstan-regpull-token-"));
+  await writeFile(join(tokenDir, "cert.pem"), await readFile(tokens.certFile));
+  await writeFile(
+    join(tokenDir, "config.yml"),
+    [
+      "version: 0.1",
+      "log:",
+      "  level: info",
+      "storage:",
+      "  filesystem:",
+      "    rootdirectory: /var/lib/registry",
+      "http:",
+      "  addr: 0.0.0.0:5000",
+      "auth:",
+      "  token:",
+      `    realm: ${tokens.realm}`,
+      `    service: ${TOKEN_SERVICE}`,
+      `    issuer: ${TOKEN_ISSUER}`,
+      "    rootcertbundle: /auth/cert.pem",
+      "",
+    ].join("\n"),
+  );
+  await sh("docker", [
+    "run", "-d", "--name", TOKEN_REGISTRY_NAME, "--network", `${PREFIX}-net`,
+    "--label", "capstan.test=1", "--label", `capstan.test.prefix=${PREFIX}`,
+    "-v", `${tokenDir}:/auth:ro`, REGISTRY_IMAGE, "docker-registry", "serve", "/auth/config.yml",
+  ]);
+  const tokenIp = await sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${PREFIX}-net").IPAddress}}`, TOKEN_REGISTRY_NAME]);
+  tokenRegistryHost = `${tokenIp}:5000`;
+
   // A load into a busy host's engine fails now and then on this shared machine: tried again for up to 5 minutes.
   for (const h of hosts) await until(`images in ${h.name}`, () => loadImages(h.name, AGENT_IMAGE, "capstan/proxy:latest").then(() => true), 300_000, 1000);
   // The private image: built on host 1, pushed with the test's own login (stdin), then gone from
@@ -86,7 +136,18 @@ beforeAll(async () => {
   }, 30_000, 500);
   for (const tag of ["1", "2"]) await onHost(h1.name, "docker", "push", image(tag));
   await onHost(h1.name, "docker", "logout", registryHost);
-  await onHost(h1.name, "docker", "rmi", image("1"), image("2"), BUSYBOX);
+  // The same image behind the token registry (the test's login gets its token from the realm).
+  for (const tag of ["1", "2"]) await onHost(h1.name, "docker", "tag", image("1"), tokenImage(tag));
+  await until("the token registry to take the test's login", async () => {
+    await onHostWithInput(h1.name, TOKEN_PASSWORD, "docker", "login", "-u", TOKEN_USER, "--password-stdin", tokenRegistryHost);
+    return true;
+  }, 30_000, 500).catch(async (err) => {
+    const logs = await sh("sh", ["-c", `docker logs --tail 30 ${TOKEN_REGISTRY_NAME} 2>&1`]).catch((e) => String(e));
+    throw new Error(`${(err as Error).message}\ntoken server: ${tokens!.requests.slice(-10).join(" | ")}\nregistry: ${logs}`);
+  });
+  for (const tag of ["1", "2"]) await onHost(h1.name, "docker", "push", tokenImage(tag));
+  await onHost(h1.name, "docker", "logout", tokenRegistryHost);
+  await onHost(h1.name, "docker", "rmi", image("1"), image("2"), tokenImage("1"), tokenImage("2"), BUSYBOX);
 
   const gw = await gatewayOf(`${PREFIX}-net`);
   const port = await freePort();
@@ -112,9 +173,11 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t?.close();
-  await sh("docker", ["rm", "-f", REGISTRY_NAME]).catch(() => {});
+  await sh("docker", ["rm", "-f", REGISTRY_NAME, TOKEN_REGISTRY_NAME]).catch(() => {});
+  await tokens?.stop();
   await stopHosts(PREFIX).catch(() => {});
   if (authDir) await rm(authDir, { recursive: true, force: true });
+  if (tokenDir) await rm(tokenDir, { recursive: true, force: true });
   keys.cleanup();
 });
 
@@ -251,5 +314,131 @@ describe("a registry synced to two servers: private images deploy on both; delet
       expect(d.reason).toMatch(/no basic auth credentials|unauthorized|authentication required/i);
     }
     console.log(`after the logout: ${ends[0]!.reason}`);
+  });
+});
+
+describe("a registry with token authentication (a realm the registry names): test, sync, a private image on both servers", () => {
+  let id = 0;
+  const tokenApps: string[] = [];
+  const tokenDetail = async () => (await team.api.get(`/registries/${id}`)).body;
+
+  it("the connection test fails with the token service's reason for a wrong password and succeeds with the right one", async () => {
+    const refused = tokens!.counts.refused;
+    const created = await team.api.post("/registries", { name: "token-auth", type: "custom", url: `http://${tokenRegistryHost}`, credentials: { username: TOKEN_USER, password: "not-the-password" } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    id = created.body.data.id;
+    const bad = await team.api.post(`/registries/${id}/test`);
+    expect(bad.status, JSON.stringify(bad.body)).toBe(200);
+    expect(bad.body.authenticated).toBe(false);
+    expect(bad.body.error).toMatch(/token service .*401.*incorrect username or password/);
+    expect(tokens!.counts.refused).toBeGreaterThan(refused);
+
+    const issued = tokens!.counts.issued;
+    const fixed = await team.api.patch(`/registries/${id}`, { credentials: { username: TOKEN_USER, password: TOKEN_PASSWORD } });
+    expect(fixed.status, JSON.stringify(fixed.body)).toBe(200);
+    const good = await team.api.post(`/registries/${id}/test`);
+    expect(good.status, JSON.stringify(good.body)).toBe(200);
+    expect(good.body, JSON.stringify(good.body)).toMatchObject({ authenticated: true });
+    expect(tokens!.counts.issued).toBe(issued + 1);
+    expect(JSON.stringify([bad.body, good.body, fixed.body])).not.toContain(TOKEN_PASSWORD);
+  });
+
+  it("sync writes the login on both servers (no process's command line or environment holds the password)", async () => {
+    expect(id).toBeGreaterThan(0);
+    const assigned = await team.api.patch(`/registries/${id}`, { server_ids: servers.map((s) => s.uuid) });
+    expect(assigned.status, JSON.stringify(assigned.body)).toBe(200);
+    const issued = tokens!.counts.issued;
+    const scan = scanProcesses(TOKEN_PASSWORD);
+    let seen;
+    try {
+      const sync = await team.api.post(`/registries/${id}/sync`);
+      expect(sync.status).toBe(200);
+      expect(sync.body.count).toBe(2);
+      await until("both servers synced", async () => {
+        const b = await tokenDetail();
+        if (b.servers.some((s: { sync_status: string }) => s.sync_status === "failed")) throw new Error(JSON.stringify(b.servers));
+        return b.servers.length === 2 && b.servers.every((s: { sync_status: string }) => s.sync_status === "synced");
+      }, 120_000, 250);
+    } finally {
+      seen = scan.stop();
+    }
+    expect(seen.hits).toEqual([]);
+    expect(seen.passes).toBeGreaterThan(1);
+    // Each server's engine checked the login against the realm (a token each).
+    expect(tokens!.counts.issued).toBeGreaterThanOrEqual(issued + 2);
+    expect(JSON.stringify(await tokenDetail())).not.toContain(TOKEN_PASSWORD);
+  });
+
+  it("an image behind the token registry deploys on both servers with the stored login", async () => {
+    expect(id).toBeGreaterThan(0);
+    for (const [i, s] of servers.entries()) {
+      const res = await team.api.post("/applications/dockerimage", {
+        project_uuid: project,
+        environment_name: "production",
+        server_uuid: s.uuid,
+        destination_uuid: s.destination,
+        name: `token-${i + 1}`,
+        docker_registry_image_name: tokenImage("1"),
+        ports_exposes: "8080",
+      });
+      expect(res.status, JSON.stringify(res.body)).toBe(201);
+      tokenApps.push(res.body.uuid);
+    }
+    const issued = tokens!.counts.issued;
+    const ends = await Promise.all(tokenApps.map((a) => deploy(a)));
+    for (const d of ends) {
+      expect(d.status, `${d.reason}\n${String(d.logs).slice(-2000)}`).toBe("finished");
+      expect(String(d.logs)).toContain(`pulling image ${tokenImage("1")} (as ${TOKEN_USER})`);
+      expect(JSON.stringify(d)).not.toContain(TOKEN_PASSWORD);
+    }
+    // The pulls asked the realm for their tokens.
+    expect(tokens!.counts.issued).toBeGreaterThanOrEqual(issued + 2);
+    // Nothing secret in the agents' logs, nor in any plaintext column of the rows the login
+    // went through (registry, its servers' state, the jobs and their logs, the deployments).
+    const secretForms = [TOKEN_PASSWORD, Buffer.from(`${TOKEN_USER}:${TOKEN_PASSWORD}`).toString("base64")];
+    for (const s of servers) {
+      const logs = await sh("sh", ["-c", `docker exec ${s.host.name} docker logs capstan-agent 2>&1`]);
+      expect(logs.length).toBeGreaterThan(0);
+      for (const secret of secretForms) expect(logs).not.toContain(secret);
+    }
+    const db = t.instance.database.prisma;
+    const rows = JSON.stringify([
+      await db.registry.findMany(),
+      await db.registryServer.findMany(),
+      await db.job.findMany(),
+      await db.deployment.findMany(),
+      await db.server.findMany(),
+    ]);
+    expect(rows).toContain(tokenRegistryHost);
+    for (const secret of secretForms) expect(rows).not.toContain(secret);
+    for (const [i, s] of servers.entries()) {
+      const ids = (await onHost(s.host.name, "docker", "ps", "-q", "--filter", `label=capstan.resource.uuid=${tokenApps[i]}`)).split("\n").filter(Boolean);
+      expect(ids).toHaveLength(1);
+      expect(await onHost(s.host.name, "docker", "inspect", "-f", "{{.Config.Image}}", ids[0]!)).toBe(tokenImage("1"));
+    }
+  });
+
+  it("DELETE logs out on both servers; the next pull is refused by the token service", async () => {
+    expect(tokenApps).toHaveLength(2);
+    // (payloads are sealed: the logouts of this registry are the ones written by this DELETE)
+    const earlier = new Set((await t.instance.database.prisma.job.findMany({ where: { type: "registry.logout" }, select: { id: true } })).map((j) => j.id));
+    const del = await team.api.delete(`/registries/${id}`);
+    expect(del.status, JSON.stringify(del.body)).toBe(200);
+    await until("both logouts done", async () => {
+      const jobs = (await t.instance.database.prisma.job.findMany({ where: { type: "registry.logout" } })).filter((j) => !earlier.has(j.id));
+      if (jobs.some((j) => j.status === "failed")) throw new Error(JSON.stringify(jobs.map((j) => j.error)));
+      return jobs.length === 2 && jobs.every((j) => j.status === "succeeded");
+    }, 60_000, 250);
+    for (const app of tokenApps) {
+      const patched = await team.api.patch(`/applications/${app}`, { docker_registry_image_name: tokenImage("2") });
+      expect(patched.status, JSON.stringify(patched.body)).toBe(200);
+    }
+    const ends = await Promise.all(tokenApps.map((a) => deploy(a)));
+    for (const d of ends) {
+      expect(d.status).toBe("failed");
+      expect(String(d.logs)).not.toContain(`pulling image ${tokenImage("2")} (as`);
+      expect(d.reason).toMatch(/unauthorized|authentication required|incorrect username or password/i);
+    }
+    console.log(`token registry, after the logout: ${ends[0]!.reason}`);
   });
 });
