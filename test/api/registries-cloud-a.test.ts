@@ -36,6 +36,8 @@ let agent: ScriptedAgent;
 let serverUuid = "";
 const keys = new KeyFactory();
 const seen: string[] = [];
+/** The control plane's log (debug level). */
+const logLines: string[] = [];
 
 const cloud = (secret = SECRET) => ({
   name: `cloud-${randomBytes(3).toString("hex")}`,
@@ -53,7 +55,7 @@ async function nextLogin() {
 
 beforeAll(async () => {
   fake = await startFakeCloudA({ accessKeyId: KEY_ID, secretAccessKey: SECRET, region: REGION }, clock);
-  t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true", PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: fake.url });
+  t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true", PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: fake.url }, { logTo: { write: (line) => void logLines.push(line) } });
   replica = await startReplica(t);
   t.instance.services.registries.clock = clock;
   replica.instance.services.registries.clock = clock;
@@ -192,9 +194,12 @@ describe("cloud_a: the vendor's token exchange, refreshed before expiry and afte
     expect(detail.body.servers[0]).toMatchObject({ sync_status: "failed", error: expect.stringMatching(/InvalidSignatureException/) });
   });
 
-  it("no response carried the secret access key or a token", () => {
-    const all = seen.join("\n");
-    expect(all).not.toContain(SECRET);
-    for (const token of fake.issued) expect(all).not.toContain(token);
+  it("no response and no line of the control plane's log (debug level) carried the secret access key or a token", () => {
+    const log = logLines.join("");
+    expect(log).toContain("/registries");
+    for (const all of [seen.join("\n"), log]) {
+      expect(all).not.toContain(SECRET);
+      for (const token of fake.issued) expect(all).not.toContain(token);
+    }
   });
 });

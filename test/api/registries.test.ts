@@ -35,6 +35,8 @@ const TOKEN_PASSWORD = `tk-${randomBytes(12).toString("hex")}`;
 const CLOUD_SECRET = `cs-${randomBytes(16).toString("hex")}`;
 const CLOUD_KEY_ID = `AKIA${randomBytes(8).toString("hex").toUpperCase()}`;
 const secrets = [PASSWORD, TOKEN_PASSWORD, CLOUD_SECRET, CLOUD_KEY_ID];
+/** The control plane's log (debug level) of this file's instance. */
+const logLines: string[] = [];
 
 const custom = (extra: Record<string, unknown> = {}) => ({
   name: "private",
@@ -50,7 +52,10 @@ beforeAll(async () => {
     startRegistry("token", { username: "bob", password: TOKEN_PASSWORD }),
   ]);
   // cloud_a's token API: a closed port (the exchange itself is in registries-cloud-a.test.ts).
-  t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true", PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: `http://127.0.0.1:${await freePort()}` });
+  t = await startTestInstance(
+    { PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true", PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: `http://127.0.0.1:${await freePort()}` },
+    { logTo: { write: (line) => void logLines.push(line) } },
+  );
   strict = await startReplica(t, { allowPrivateEndpoints: false });
   team = await t.newTeam();
   await t.instance.admin.setTeamFeatures(team.teamId, { enable: ["REGISTRY_MANAGEMENT"] });
@@ -496,5 +501,13 @@ describe("secrets", () => {
   it("no response of this file carried a password, secret key or an unmasked access key id", () => {
     const all = seen.join("\n");
     for (const secret of secrets) expect(all).not.toContain(secret);
+  });
+
+  it("the control plane's log (debug level) of every request, job and outcome of this file holds none of them", () => {
+    const log = logLines.join("");
+    // It did log this file's work (requests to the registry routes, the jobs).
+    expect(log).toContain("/registries");
+    const forms = [...secrets, ...[["alice", PASSWORD], ["bob", TOKEN_PASSWORD], ["ci", PASSWORD]].map(([u, p]) => Buffer.from(`${u}:${p}`).toString("base64"))];
+    for (const secret of forms) expect(log).not.toContain(secret);
   });
 });
