@@ -89,6 +89,8 @@ export interface StartOptions {
   host?: string;
   /** Fixed port (e.g. one already named in PLATFORM_PUBLIC_URL); default any free port. */
   port?: number;
+  /** Where the control plane's log lines go, at debug level (tests that read the log); default none. */
+  logTo?: { write(line: string): void };
 }
 
 export { freePort } from "../support/ports.js";
@@ -108,7 +110,8 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
     ...env,
   };
   let config = loadConfig(baseEnv);
-  let instance = await createInstance(config, pino({ level: "silent" }));
+  const logger = () => (opts.logTo ? pino({ level: "debug" }, opts.logTo) : pino({ level: "silent" }));
+  let instance = await createInstance(config, logger());
   const rootToken = (await instance.admin.bootstrapRoot(config.rootEmail))!;
   const rootTeamId = (await instance.database.prisma.team.findFirstOrThrow({ orderBy: { id: "asc" } })).id;
   // Every TCP connection, upgraded (agent websockets) or not, so stop() can cut them all at
@@ -162,7 +165,7 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
       await new Promise((r) => setTimeout(r, downMs));
       config = loadConfig({ ...baseEnv, ...env });
       result.config = config;
-      instance = await createInstance(config, pino({ level: "silent" }));
+      instance = await createInstance(config, logger());
       result.instance = instance;
       server = await listen(port);
     },

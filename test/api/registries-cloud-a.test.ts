@@ -4,17 +4,22 @@
  * stand-in speaking its request and response shapes and checking the Signature Version 4 with
  * the vendor SDK's signer (test/support/fake-cloud-a.ts). A fake clock drives expiry: tokens are
  * refreshed 6 hours into their 12, by one of two replicas ticking together, and at once when a
- * pull answered 401. The secret access key and the tokens never appear in a response or in a
- * plaintext column.
+ * pull answered 401, whichever job pulled (application deploys and builds, databases, services:
+ * one path, the jobs' outcomes). The secret access key and the tokens never appear in a
+ * response or in a plaintext column.
  */
-import { randomBytes } from "node:crypto";
+import { randomBytes, randomUUID } from "node:crypto";
+import type { JobType } from "@capstan/shared";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { startReplica, type Replica } from "./support/replica.js";
 import { KeyFactory } from "./support/ssh.js";
 import { connectAgent, type ScriptedAgent } from "./support/fake-agent.js";
 import { startFakeCloudA, type FakeCloudA } from "../support/fake-cloud-a.js";
-import { unauthorizedPull } from "../../control-plane/src/services/deployments/outcomes.js";
+import { refusedPullRegistry } from "../../control-plane/src/services/registries/refused-pull.js";
+import { TOKEN_TICK_MS } from "../../control-plane/src/services/registries/index.js";
+import { outcomeMap } from "../../control-plane/src/jobs/outcome-map.js";
+import type { EndedJob } from "../../control-plane/src/jobs/outcomes.js";
 
 const KEY_ID = `AKIA${randomBytes(8).toString("hex").toUpperCase()}`;
 const SECRET = `sk-${randomBytes(16).toString("hex")}`;
@@ -31,6 +36,8 @@ let agent: ScriptedAgent;
 let serverUuid = "";
 const keys = new KeyFactory();
 const seen: string[] = [];
+/** The control plane's log (debug level). */
+const logLines: string[] = [];
 
 const cloud = (secret = SECRET) => ({
   name: `cloud-${randomBytes(3).toString("hex")}`,
@@ -48,7 +55,7 @@ async function nextLogin() {
 
 beforeAll(async () => {
   fake = await startFakeCloudA({ accessKeyId: KEY_ID, secretAccessKey: SECRET, region: REGION }, clock);
-  t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true", PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: fake.url });
+  t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true", PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: fake.url }, { logTo: { write: (line) => void logLines.push(line) } });
   replica = await startReplica(t);
   t.instance.services.registries.clock = clock;
   replica.instance.services.registries.clock = clock;
@@ -117,8 +124,12 @@ describe("cloud_a: the vendor's token exchange, refreshed before expiry and afte
 
   it("a pull that answered 401 gets a new token at once", async () => {
     const reason = `image ${REGISTRY}/team/app:3 is not on this server and could not be pulled: pull image ${REGISTRY}/team/app:3: (HTTP code 500) server error - Head "https://${REGISTRY}/v2/team/app/manifests/3": no basic auth credentials`;
-    expect(unauthorizedPull(reason)).toBe(REGISTRY);
-    expect(unauthorizedPull(`pull image ${REGISTRY}/team/app:3: manifest unknown`)).toBeNull();
+    expect(refusedPullRegistry(reason)).toBe(REGISTRY);
+    expect(refusedPullRegistry(`pull image ${REGISTRY}/team/app:3: manifest unknown`)).toBeNull();
+    // compose's pulls (services) say it in the daemon's words.
+    expect(refusedPullRegistry(`docker compose pull failed (exit 18): web Error Head "https://${REGISTRY}/v2/team/app/manifests/3": unauthorized: authentication required`)).toBe(REGISTRY);
+    expect(refusedPullRegistry(`docker compose pull failed (exit 18): web Error Head "https://${REGISTRY}/v2/team/app/manifests/3": manifest unknown`)).toBeNull();
+    expect(refusedPullRegistry("container exited with code 1")).toBeNull();
     now = new Date("2026-11-27T07:00:00.000Z");
     expect(await t.instance.services.registries.pullUnauthorized(team.teamId, REGISTRY)).toBe(true);
     expect(fake.issued).toHaveLength(3);
@@ -128,6 +139,45 @@ describe("cloud_a: the vendor's token exchange, refreshed before expiry and afte
     const other = await t.newTeam();
     expect(await t.instance.services.registries.pullUnauthorized(other.teamId, REGISTRY)).toBe(false);
     expect(fake.issued).toHaveLength(3);
+  });
+
+  it("every job that pulls takes the same path: a pull the registry refused refreshes the token at once (application, build, database, service)", async () => {
+    const serverId = (await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: serverUuid } })).id;
+    const outcomes = outcomeMap(t.instance.services);
+    const engine = `image ${REGISTRY}/team/app:3 is not on this server and could not be pulled: pull image ${REGISTRY}/team/app:3: (HTTP code 500) server error - Head "https://${REGISTRY}/v2/team/app/manifests/3": no basic auth credentials`;
+    const build = `build failed: Head "https://${REGISTRY}/v2/team/base/manifests/1": unauthorized: authentication required`;
+    const compose = `docker compose pull failed (exit 18): web Error Head "https://${REGISTRY}/v2/team/app/manifests/3": no basic auth credentials`;
+    const kinds: [JobType, string][] = [
+      ["app.deploy", engine],
+      ["app.build", build],
+      ["app.action", engine],
+      ["db.deploy", engine],
+      ["db.action", engine],
+      ["service.deploy", compose],
+      ["service.action", compose],
+    ];
+    const ended = (type: JobType, status: string, error: string | null): EndedJob =>
+      ({ id: randomUUID(), serverId, type, payload: "null", status, attempt: 1, deadlineAt: now, result: null, error, finishedAt: now });
+    for (const [i, [type, reason]] of kinds.entries()) {
+      // Each a tick after the last refresh (a claim holds for one tick).
+      now = new Date(Date.parse("2026-11-27T08:00:00.000Z") + i * 2 * TOKEN_TICK_MS);
+      const before = fake.issued.length;
+      await outcomes[type]!(ended(type, "failed", reason) as never);
+      expect(fake.issued, `${type}: ${reason}`).toHaveLength(before + 1);
+      const job = await nextLogin();
+      expect(job.payload.password).toBe(fake.issued[before]);
+      // Not a refusal, or not a failure: nothing is exchanged.
+      now = new Date(now.getTime() + TOKEN_TICK_MS + 1000);
+      await outcomes[type]!(ended(type, "failed", `pull image ${REGISTRY}/team/app:3: manifest unknown`) as never);
+      await outcomes[type]!(ended(type, "succeeded", null) as never);
+      expect(fake.issued, type).toHaveLength(before + 1);
+    }
+    // Twice within a tick (a redelivered outcome, or two replicas): one exchange.
+    now = new Date("2026-11-27T09:00:00.000Z");
+    const before = fake.issued.length;
+    await Promise.all([outcomes["db.deploy"]!(ended("db.deploy", "failed", engine) as never), outcomes["service.deploy"]!(ended("service.deploy", "failed", compose) as never)]);
+    expect(fake.issued).toHaveLength(before + 1);
+    await nextLogin();
   });
 
   it("a wrong secret: the test and the sync say the vendor's reason, and nothing is dispatched", async () => {
@@ -144,9 +194,12 @@ describe("cloud_a: the vendor's token exchange, refreshed before expiry and afte
     expect(detail.body.servers[0]).toMatchObject({ sync_status: "failed", error: expect.stringMatching(/InvalidSignatureException/) });
   });
 
-  it("no response carried the secret access key or a token", () => {
-    const all = seen.join("\n");
-    expect(all).not.toContain(SECRET);
-    for (const token of fake.issued) expect(all).not.toContain(token);
+  it("no response and no line of the control plane's log (debug level) carried the secret access key or a token", () => {
+    const log = logLines.join("");
+    expect(log).toContain("/registries");
+    for (const all of [seen.join("\n"), log]) {
+      expect(all).not.toContain(SECRET);
+      for (const token of fake.issued) expect(all).not.toContain(token);
+    }
   });
 });

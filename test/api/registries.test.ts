@@ -35,6 +35,8 @@ const TOKEN_PASSWORD = `tk-${randomBytes(12).toString("hex")}`;
 const CLOUD_SECRET = `cs-${randomBytes(16).toString("hex")}`;
 const CLOUD_KEY_ID = `AKIA${randomBytes(8).toString("hex").toUpperCase()}`;
 const secrets = [PASSWORD, TOKEN_PASSWORD, CLOUD_SECRET, CLOUD_KEY_ID];
+/** The control plane's log (debug level) of this file's instance. */
+const logLines: string[] = [];
 
 const custom = (extra: Record<string, unknown> = {}) => ({
   name: "private",
@@ -50,7 +52,10 @@ beforeAll(async () => {
     startRegistry("token", { username: "bob", password: TOKEN_PASSWORD }),
   ]);
   // cloud_a's token API: a closed port (the exchange itself is in registries-cloud-a.test.ts).
-  t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true", PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: `http://127.0.0.1:${await freePort()}` });
+  t = await startTestInstance(
+    { PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true", PLATFORM_REGISTRY_CLOUD_A_ENDPOINT: `http://127.0.0.1:${await freePort()}` },
+    { logTo: { write: (line) => void logLines.push(line) } },
+  );
   strict = await startReplica(t, { allowPrivateEndpoints: false });
   team = await t.newTeam();
   await t.instance.admin.setTeamFeatures(team.teamId, { enable: ["REGISTRY_MANAGEMENT"] });
@@ -440,6 +445,42 @@ describe("server assignment, sync and logout (with scripted agents)", () => {
     expect(await logins()).toBe(before);
   });
 
+  it("a server assigned later waits (pending) and gets the login on its first sync; the servers already synced keep theirs", async () => {
+    const a = await serverWithAgent(team.api, "early");
+    const id = (await track(team.api.post("/registries", custom({ name: "later", url: basicRegistry.url, credentials: { username: "alice", password: PASSWORD } })))).body.data.id;
+    await track(team.api.patch(`/registries/${id}`, { server_ids: [a.uuid] }));
+    await track(team.api.post(`/registries/${id}/sync`));
+    const first = await nextRegistryJob(a.agent);
+    const fingerprint = (first.payload as { fingerprint: string }).fingerprint;
+    await a.agent.outcome({ id: first.id, attempt: first.attempt, ok: true, result: { registry: basicRegistry.host, fingerprint, status: "Login Succeeded" } });
+    await until(async () => (await team.api.get(`/registries/${id}`)).body.servers[0].sync_status === "synced");
+
+    // A server created afterwards joins the assignment: pending, nothing sent yet; the first keeps its login.
+    const late = await serverWithAgent(team.api, "late");
+    const joined = await track(team.api.patch(`/registries/${id}`, { server_ids: [a.uuid, late.uuid] }));
+    expect(joined.status, JSON.stringify(joined.body)).toBe(200);
+    expect(joined.body.data.servers.map((x: any) => [x.uuid, x.sync_status])).toEqual([
+      [a.uuid, "synced"],
+      [late.uuid, "pending"],
+    ]);
+    expect(late.agent.jobs.filter((j) => j.type.startsWith("registry."))).toEqual([]);
+    expect(a.agent.jobs.filter((j) => j.type === "registry.logout")).toEqual([]);
+
+    // Its first sync logs it in with the same login (same fingerprint) as the server already synced.
+    const sync = await track(team.api.post(`/registries/${id}/sync`));
+    expect(sync.body.count).toBe(2);
+    const [again, its] = [await nextRegistryJob(a.agent), await nextRegistryJob(late.agent)];
+    expect(its.type).toBe("registry.login");
+    expect(its.payload).toMatchObject({ registry: basicRegistry.host, username: "alice", password: PASSWORD, fingerprint });
+    for (const [agent, job] of [[a.agent, again], [late.agent, its]] as const) {
+      await agent.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { registry: basicRegistry.host, fingerprint: (job.payload as { fingerprint: string }).fingerprint, status: "Login Succeeded" } });
+    }
+    await until(async () => (await team.api.get(`/registries/${id}`)).body.servers.every((x: any) => x.sync_status === "synced"));
+    const detail = await team.api.get(`/registries/${id}`);
+    seen.push(JSON.stringify(detail.body));
+    expect(new Set(detail.body.servers.map((x: any) => x.fingerprint))).toEqual(new Set([fingerprint]));
+  });
+
   it("sync of a registry without servers dispatches nothing; cloud_a whose token API does not answer marks its servers failed saying why", async () => {
     const lone = (await track(team.api.post("/registries", custom({ name: "lone" })))).body.data.id;
     expect((await track(team.api.post(`/registries/${lone}/sync`))).body).toEqual({ message: "Sync dispatched for 0 server(s).", count: 0 });
@@ -460,5 +501,13 @@ describe("secrets", () => {
   it("no response of this file carried a password, secret key or an unmasked access key id", () => {
     const all = seen.join("\n");
     for (const secret of secrets) expect(all).not.toContain(secret);
+  });
+
+  it("the control plane's log (debug level) of every request, job and outcome of this file holds none of them", () => {
+    const log = logLines.join("");
+    // It did log this file's work (requests to the registry routes, the jobs).
+    expect(log).toContain("/registries");
+    const forms = [...secrets, ...[["alice", PASSWORD], ["bob", TOKEN_PASSWORD], ["ci", PASSWORD]].map(([u, p]) => Buffer.from(`${u}:${p}`).toString("base64"))];
+    for (const secret of forms) expect(log).not.toContain(secret);
   });
 });

@@ -33,8 +33,6 @@ export interface DeploymentServiceDeps {
   jobs: JobQueue;
   spec: DeploySpecDeps;
   settings: DeploySchedulerSettings;
-  /** registries (issue 18): a pull that answered 401 for `registry` (host[:port]); a cloud_a token is refreshed at once. */
-  pullUnauthorized?: (teamId: number, registry: string) => Promise<unknown>;
 }
 
 /**

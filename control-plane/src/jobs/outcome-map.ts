@@ -10,21 +10,25 @@ import { inTurn, type OutcomeMap } from "./outcomes.js";
  * created is active before the deployment reads as finished).
  */
 export function outcomeMap(services: Services): OutcomeMap {
-  const { applications, backups, databases, deployments, networks } = services;
+  const { applications, backups, databases, deployments, networks, registries } = services;
   // A deployment, an action's proxy sync or a database job that succeeded created the networks it was asked to ensure.
   const resourceNetworks = (job: Parameters<typeof networks.outcomes.afterResourceJob>[0]) => networks.outcomes.afterResourceJob(job);
+  // registries (issue 18): every job that pulls images; a pull the registry refused (401) refreshes a cloud_a token at once.
+  const refusedPull = async (job: Parameters<typeof registries.pullJobEnded>[0]): Promise<void> => {
+    await registries.pullJobEnded(job);
+  };
   return {
     "server.validate": null,
     "server.prepare": null,
     "containers.list": null,
     "container.ensure": null,
     "container.remove": null,
-    "app.deploy": inTurn(resourceNetworks, (job) => deployments.outcomes.jobEnded(job)),
-    "app.build": (job) => deployments.outcomes.jobEnded(job),
-    "app.action": inTurn(resourceNetworks, (job) => applications.actionEnded(job)),
+    "app.deploy": inTurn(resourceNetworks, (job) => deployments.outcomes.jobEnded(job), refusedPull),
+    "app.build": inTurn((job) => deployments.outcomes.jobEnded(job), refusedPull),
+    "app.action": inTurn(resourceNetworks, (job) => applications.actionEnded(job), refusedPull),
     "app.logs": null,
-    "db.deploy": inTurn(resourceNetworks, (job) => databases.deployEnded(job)),
-    "db.action": inTurn(resourceNetworks, (job) => databases.actionEnded(job)),
+    "db.deploy": inTurn(resourceNetworks, (job) => databases.deployEnded(job), refusedPull),
+    "db.action": inTurn(resourceNetworks, (job) => databases.actionEnded(job), refusedPull),
     "db.backup": (job) => backups.applyBackupEnd(job),
     "db.restore": (job) => backups.applyRestoreEnd(job),
     "backup.delete": (job) => backups.deleteEnded(job),
@@ -36,8 +40,8 @@ export function outcomeMap(services: Services): OutcomeMap {
     "registry.login": (job) => services.registries.loginEnded(job),
     "registry.logout": null,
     // services lifecycle (issue 17): the networks a start (or an action's proxy sync) created, then the components' statuses
-    "service.deploy": inTurn(resourceNetworks, (job) => services.services.jobEnded(job)),
-    "service.action": inTurn(resourceNetworks, (job) => services.services.jobEnded(job)),
+    "service.deploy": inTurn(resourceNetworks, (job) => services.services.jobEnded(job), refusedPull),
+    "service.action": inTurn(resourceNetworks, (job) => services.services.jobEnded(job), refusedPull),
     // clusters (issue 20): the caller waits for each answer
     "swarm.info": null,
     "swarm.nodes": null,

@@ -105,7 +105,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     // w5/dns: records follow an application's hostnames (one reconcile of the domains concerned).
     (teamId, fqdns) => dns.hostsChanged(teamId, fqdns),
   );
-  // registries (issue 18): made before deployments, whose failed pulls with a 401 refresh cloud_a tokens.
+  // registries (issue 18): failed pulls with a 401 (of every job that pulls) refresh cloud_a tokens (jobs/outcome-map.ts).
   const registries = new RegistryService(db, box, jobs, {
     allowPrivate: config.allowPrivateEndpoints,
     dialect: config.database.kind,
@@ -113,7 +113,6 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     cloudAEndpoint: config.registryCloudAEndpoint,
   });
   const deployments = new DeploymentService({
-    pullUnauthorized: (teamId, registry) => registries.pullUnauthorized(teamId, registry),
     db,
     reader,
     dialect: config.database.kind,

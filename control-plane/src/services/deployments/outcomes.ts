@@ -30,9 +30,6 @@ export class DeploymentOutcomes {
     if (!d) return;
     await this.settle(d.id, job);
     this.scheduler.kickTeam(d.teamId, d.serverId);
-    // A pull the registry refused (401): a cloud_a registry of that address gets a new token at once.
-    const refused = job.status === "failed" && job.error ? unauthorizedPull(job.error) : null;
-    if (refused && this.deps.pullUnauthorized) await this.deps.pullUnauthorized(d.teamId, refused).catch(() => {});
   }
 
   /** What a deployment does when its current job ended: the next phase after a build, or its end. */
@@ -74,15 +71,4 @@ export class DeploymentOutcomes {
     });
   }
 
-}
-
-/**
- * The registry (host[:port]) of a failed pull the registry refused for want of a valid login,
- * from the agent's reason ("pull image HOST/...: ... 401 / unauthorized / no basic auth
- * credentials"); null for any other failure.
- */
-export function unauthorizedPull(reason: string): string | null {
-  const m = /pull image ([^\s:/]+(?::\d+)?)\/\S+: (.*)$/m.exec(reason);
-  if (!m || !/\b401\b|unauthorized|no basic auth credentials|authentication required/i.test(m[2]!)) return null;
-  return m[1]!;
 }

@@ -20,6 +20,7 @@ import type { OutboundFetch } from "../../lib/outbound.js";
 import { shortReason } from "../s3-storages.js";
 import { registryHandshake, type HandshakeResult } from "./handshake.js";
 import { exchangeCloudAToken } from "./cloud-a.js";
+import { refusedPullRegistry } from "./refused-pull.js";
 
 type Window = { skip?: number; take?: number };
 const withServers = {
@@ -384,6 +385,23 @@ export class RegistryService {
     const claimed = await this.db.registry.updateMany({ where: { id: r.id, tokenClaimedAt: r.tokenClaimedAt }, data: { tokenClaimedAt: now } });
     if (claimed.count !== 1) return false;
     return (await this.dispatchLogins(r, { fresh: true })) > 0;
+  }
+
+  /**
+   * The end of any job that pulls images (application deploys and builds, database and service
+   * deploys and actions; jobs/outcome-map.ts): a pull the registry refused (refused-pull.ts) is
+   * pullUnauthorized for the team of the job's server. Never throws: the job's own outcome
+   * stands whatever the refresh does.
+   */
+  async pullJobEnded(job: { serverId: number; status: string; error: string | null }): Promise<boolean> {
+    const registry = job.status === "failed" && job.error ? refusedPullRegistry(job.error) : null;
+    if (!registry) return false;
+    try {
+      const server = await this.db.server.findUnique({ where: { id: job.serverId }, select: { teamId: true } });
+      return server ? await this.pullUnauthorized(server.teamId, registry) : false;
+    } catch {
+      return false;
+    }
   }
 
   /**
