@@ -54,7 +54,7 @@ describe.skipIf(!pgUrl)("cluster adapter on PostgreSQL", () => {
     let got: string | undefined;
     while (got === undefined && Date.now() < deadline) {
       a.io.of("/").serverSideEmit("capstan:test-big", big);
-      got = await Promise.race([heard, new Promise<undefined>((r) => setTimeout(r, 200))]);
+      got = await Promise.race([heard, new Promise<undefined>((r) => setTimeout(() => r(undefined), 200))]);
     }
     expect(got).toBe(big);
     const inserts = queries.filter((q) => q.sql.startsWith("INSERT INTO socket_io_attachments"));
