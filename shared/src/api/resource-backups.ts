@@ -12,7 +12,7 @@ import { BackupExecutionStatus, CronExpression, RestoreStatus } from "./backups.
 export const RESOURCE_BACKUP_RESOURCE_TYPES = ["application", "service", "database", "platform_instance"] as const;
 export const RESOURCE_BACKUP_TYPES = ["volume", "configuration", "full", "platform_instance"] as const;
 /** What this version runs (the rest of the spec's values answer 422). */
-export const SUPPORTED_RESOURCE_BACKUP = { resourceTypes: ["application"], backupTypes: ["volume"] } as const;
+export const SUPPORTED_RESOURCE_BACKUP = { resourceTypes: ["application", "platform_instance"], backupTypes: ["volume", "platform_instance"] } as const;
 
 /** The class-style resource_type of responses (spec section 2), as Coolify's API names them. */
 export const RESOURCE_CLASS = {

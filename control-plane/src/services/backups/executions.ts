@@ -39,6 +39,8 @@ export interface RunTarget {
 export class BackupExecutions {
   /** The run target of a resource backup schedule (resources.ts sets it; null: its resource is gone). */
   resourceTarget: ((schedule: ScheduleRow) => Promise<RunTarget | null>) | null = null;
+  /** A platform_instance schedule's tick (platform/index.ts: runs in the control plane, no agent job). */
+  platformRun: ((schedule: ScheduleRow, run: { trigger: "schedule"; scheduledFor: Date }) => Promise<{ kind: string }>) | null = null;
 
   constructor(private readonly lookups: BackupLookups) {}
 
@@ -232,6 +234,10 @@ export class BackupExecutions {
     let target: RunTarget | null = schedule.database ? this.databaseTarget(schedule, schedule.database) : null;
     // resource backups (issue 19)
     if (!target && schedule.applicationId !== null && this.resourceTarget) target = await this.resourceTarget(schedule);
+    if (!target && schedule.backupType === "platform_instance" && this.platformRun) {
+      const p = await this.platformRun(schedule, { trigger: "schedule", scheduledFor });
+      return p.kind === "started" || p.kind === "failed" || p.kind === "lost" ? p.kind : "skipped";
+    }
     if (!target) return "skipped";
     const r = await this.start(schedule, target, { trigger: "schedule", scheduledFor });
     return r.kind === "refused" ? "skipped" : r.kind;
