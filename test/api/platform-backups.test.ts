@@ -212,3 +212,68 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
     }
   });
 });
+
+/** Runs a platform backup on `inst` (the root team's token) and waits for its end; returns the execution. */
+async function backupNow(inst: TestInstance, body: Record<string, unknown>, token = inst.rootToken): Promise<{ id: number; execution: any }> {
+  const api = inst.api(token);
+  const created = await api.post("/resource-backups", { resource_type: "platform_instance", backup_type: "platform_instance", frequency: "0 4 * * *", ...body });
+  expect(created.status, JSON.stringify(created.body)).toBe(201);
+  const run = await api.post(`/resource-backups/${created.body.data.id}/execute`);
+  expect(run.status, JSON.stringify(run.body)).toBe(200);
+  let e: any;
+  await until(async () => {
+    e = (await api.get(`/resource-backups/${created.body.data.id}`)).body.executions.find((x: { id: number }) => x.id === run.body.execution_id);
+    return e && e.status !== "running";
+  }, 60_000);
+  expect(e, JSON.stringify(e)).toMatchObject({ status: "success" });
+  return { id: created.body.data.id, execution: e };
+}
+
+describe("platform_instance: one tick per minute across calls", () => {
+  it("a cron tick claims one run, however many times it is claimed", async () => {
+    const { id } = await backupNow(t, { keep_locally: true, number_of_backups_locally: 1 });
+    const minute = new Date(Date.UTC(2026, 10, 27, 4, 0, 0));
+    const results = await Promise.all([0, 1, 2].map(() => t.instance.services.backups.claimTick(id, minute)));
+    expect(results.filter((r) => r === "started")).toHaveLength(1);
+    expect(results.filter((r) => r === "lost")).toHaveLength(2);
+    const rows = await t.instance.database.prisma.backupExecution.findMany({ where: { scheduleId: id }, orderBy: { id: "asc" } });
+    await until(async () => (await t.instance.database.prisma.backupExecution.count({ where: { scheduleId: id, status: "running" } })) === 0, 60_000);
+    expect(rows.filter((r) => r.scheduledFor?.getTime() === minute.getTime())).toHaveLength(1);
+    // retention: number_of_backups_locally 1 keeps the newest file only
+    const done = await t.instance.database.prisma.backupExecution.findMany({ where: { scheduleId: id, status: "success" }, orderBy: { id: "asc" } });
+    expect(done.map((r) => r.localPath !== null)).toEqual([false, true]);
+  });
+});
+
+// Both directions between the databases: run with CAPSTAN_TEST_PG_URL (a PostgreSQL server is needed either way).
+describe.runIf(PG)("platform_instance across databases", () => {
+  it("restores a PostgreSQL instance's archive into SQLite, and a SQLite instance's into PostgreSQL", async () => {
+    // PostgreSQL -> SQLite: the archive written above
+    const intoSqlite = await target();
+    const r1 = await capstan(["restore", "--from", archiveFile, "--data-dir", intoSqlite.dir], { CAPSTAN_RESTORE_PASSPHRASE: passphrase });
+    expect(r1.code, r1.stderr).toBe(0);
+    const onSqlite = await startTestInstance({ PLATFORM_DATA_DIR: intoSqlite.dir, DATABASE_URL: `file:${join(intoSqlite.dir, "capstan.db")}` });
+    try {
+      const envs = items((await onSqlite.api(w.team.token).get(`/applications/${app.uuid}/envs`)).body) as { key: string; value: string }[];
+      expect(envs.find((e) => e.key === "API_SECRET")?.value).toBe(secret);
+      // SQLite -> PostgreSQL: a backup of the restored SQLite instance (unencrypted, local only)
+      const { execution: e } = await backupNow(onSqlite, { keep_locally: true }, t.rootToken);
+      expect(e.is_encrypted).toBe(false);
+      const [dir] = readdirSync(join(intoSqlite.dir, "backups", "platform"));
+      const file = join(intoSqlite.dir, "backups", "platform", dir!, e.filename);
+      const intoPg = await target();
+      const r2 = await capstan(["restore", "--from", file, "--data-dir", intoPg.dir], intoPg.env);
+      expect(r2.code, r2.stderr).toBe(0);
+      const onPg = await startTestInstance({ PLATFORM_DATA_DIR: intoPg.dir, ...intoPg.env });
+      try {
+        const again = items((await onPg.api(w.team.token).get(`/applications/${app.uuid}/envs`)).body) as { key: string; value: string }[];
+        expect(again.find((x) => x.key === "API_SECRET")?.value).toBe(secret);
+        expect((await ok(onPg.api(w.team.token).post("/projects", { name: "on pg" }), "project")).uuid).toBeTruthy();
+      } finally {
+        await onPg.close();
+      }
+    } finally {
+      await onSqlite.close();
+    }
+  });
+});
