@@ -201,9 +201,16 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
       const more = await ok(api2.post("/projects", { name: "after restore" }), "project after restore");
       expect(more.uuid).toBeTruthy();
       // the server's agent connects to the restored instance with its existing token
+      const row = () => t2.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: w.server.uuid } });
+      const restoredConnection = (await row()).agentConnection;
       const again = await connectAgent(t2.url, w.server.agentToken);
       agents.push(again);
       await again.hello();
+      // the new control plane greeted this very socket for the server (not a connection of the snapshot)
+      await until(async () => {
+        const s = await row();
+        return s.agentConnection !== null && s.agentConnection !== restoredConnection;
+      }, 20_000);
       await until(async () => (await api2.get(`/servers/${w.server.uuid}`)).body.status === "reachable", 20_000);
       // and a wrong token is still refused there
       await expect(connectAgent(t2.url, "cap_agent_" + "0".repeat(40)).then((a) => (agents.push(a), a.hello()))).rejects.toThrow();

@@ -8,13 +8,12 @@ import type { CreateResourceBackupBody } from "@capstan/shared";
 import { deleteS3, uploadS3 } from "@capstan/shared/s3";
 import { encryptStream } from "@capstan/shared/openpgp";
 import type { DatabaseConfig } from "../../../config.js";
-import { isUniqueViolation } from "../../../db/errors.js";
-import { lockInTransaction } from "../../../db/locks.js";
-import { Conflict, Forbidden } from "../../../domain/errors.js";
+import { Forbidden } from "../../../domain/errors.js";
 import type { TeamScope } from "../../../domain/scope.js";
 import { newUuid } from "../../../lib/ids.js";
 import { ensurePrivateDir } from "../../../lib/private-files.js";
 import { OPEN, backupKeyPrefix, type BackupLookups, type ScheduleRow } from "../common.js";
+import { claimFields, claimRun } from "../executions.js";
 import { platformBackupFilename } from "./archive.js";
 import { platformArchive } from "./export.js";
 
@@ -99,34 +98,19 @@ export class PlatformBackups {
     const encrypted = destination?.passphrase != null;
     const filename = platformBackupFilename(now, uuid, encrypted);
     let id = 0;
-    let claim: "claimed" | "lost" | { refused: string };
-    try {
-      claim = await this.db.$transaction(async (tx) => {
-        await lockInTransaction(tx, this.lookups.deps.dialect, "platformRuns", schedule.id);
-        if (run.scheduledFor) {
-          const taken = await tx.backupExecution.findUnique({ where: { scheduleId_scheduledFor: { scheduleId: schedule.id, scheduledFor: run.scheduledFor } }, select: { id: true } });
-          if (taken) return "lost";
-        }
-        if (!problem && (await tx.backupExecution.count({ where: { scheduleId: schedule.id, status: { in: OPEN } } }))) problem = "the previous backup of this schedule is still running";
-        if (problem && run.trigger === "manual") return { refused: `Cannot back up now: ${problem}.` };
-        const row = await tx.backupExecution.create({
-          data: {
-            uuid,
-            scheduleId: schedule.id,
-            trigger: run.trigger,
-            scheduledFor: run.scheduledFor,
-            createdAt: now,
-            ...(problem ? { status: "failed", reason: problem, finishedAt: now } : { status: "running", filename, isEncrypted: encrypted, s3StorageId: destination ? schedule.s3StorageId : null }),
-          },
-        });
-        id = row.id;
-        if (!problem) await tx.instanceSetting.create({ data: { key: heartbeatKey(row.id), value: now.toISOString() } });
-        return "claimed";
+    const claim: "claimed" | "lost" | { refused: string } = await claimRun(this.lookups, { kind: "platformRuns", id: schedule.id }, schedule.id, run.scheduledFor, async (tx) => {
+      if (!problem && (await tx.backupExecution.count({ where: { scheduleId: schedule.id, status: { in: OPEN } } }))) problem = "the previous backup of this schedule is still running";
+      if (problem && run.trigger === "manual") return { refused: `Cannot back up now: ${problem}.` };
+      const row = await tx.backupExecution.create({
+        data: {
+          ...claimFields(uuid, schedule.id, run, now),
+          ...(problem ? { status: "failed", reason: problem, finishedAt: now } : { status: "running", filename, isEncrypted: encrypted, s3StorageId: destination ? schedule.s3StorageId : null }),
+        },
       });
-    } catch (err) {
-      if (run.scheduledFor && isUniqueViolation(err)) return { kind: "lost" };
-      throw err;
-    }
+      id = row.id;
+      if (!problem) await tx.instanceSetting.create({ data: { key: heartbeatKey(row.id), value: now.toISOString() } });
+      return "claimed" as const;
+    });
     if (claim === "lost") return { kind: "lost" };
     if (typeof claim === "object") return { kind: "refused", reason: claim.refused };
     if (problem) return { kind: "failed", uuid, id };
