@@ -116,7 +116,15 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
     expect(schedule).toMatchObject({ resource_type: "App\\Models\\InstanceSettings", resource_id: null, backup_type: "platform_instance" });
     // members of the root team see no platform backup; its admins list it
     const member = await t.newMember(t.rootTeamId, "member");
-    expect((await t.api(member.token).get(`/resource-backups/${schedule.id}`)).status).toBe(403);
+    const asMember = t.api(member.token);
+    expect((await asMember.get(`/resource-backups/${schedule.id}`)).status).toBe(403);
+    expect((await asMember.put(`/resource-backups/${schedule.id}`, { enabled: false })).status).toBe(403);
+    expect((await asMember.post(`/resource-backups/${schedule.id}/execute`)).status).toBe(403);
+    expect((await asMember.delete(`/resource-backups/${schedule.id}`)).status).toBe(403);
+    expect(items((await asMember.get("/resource-backups")).body).map((b: { id: number }) => b.id)).not.toContain(schedule.id);
+    const refused = await root.put(`/resource-backups/${schedule.id}`, { stop_during_backup: true });
+    expect(refused.status).toBe(422);
+    expect(Object.keys(refused.body.errors)).toContain("stop_during_backup");
     expect(items((await root.get("/resource-backups")).body).map((b: { id: number }) => b.id)).toContain(schedule.id);
 
     const run = await root.post(`/resource-backups/${schedule.id}/execute`);
