@@ -4,10 +4,11 @@ import { fileURLToPath } from "node:url";
 const sharedSrc = fileURLToPath(new URL("./shared/src/index.ts", import.meta.url));
 // Subpath entries of @capstan/shared (package.json "exports"); listed before the package itself.
 const sharedS3 = fileURLToPath(new URL("./shared/src/s3/index.ts", import.meta.url));
+const sharedOpenpgp = fileURLToPath(new URL("./shared/src/openpgp/index.ts", import.meta.url));
 const sharedNet = fileURLToPath(new URL("./shared/src/net/address-guard.ts", import.meta.url));
 
 export default defineConfig({
-  resolve: { alias: { "@capstan/shared/s3": sharedS3, "@capstan/shared/net": sharedNet, "@capstan/shared": sharedSrc } },
+  resolve: { alias: { "@capstan/shared/s3": sharedS3, "@capstan/shared/net": sharedNet, "@capstan/shared/openpgp": sharedOpenpgp, "@capstan/shared": sharedSrc } },
   test: {
     projects: [
       {

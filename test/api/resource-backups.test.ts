@@ -135,7 +135,9 @@ describe("resource backups: the schedule", () => {
       [{ ...base, backup_type: "configuration" }, 422, "backup_type"],
       [{ ...base, backup_type: "full" }, 422, "backup_type"],
       [{ ...base, resource_type: "service" }, 422, "resource_type"],
-      [{ ...base, resource_type: "platform_instance", backup_type: "platform_instance", resource_id: undefined }, 422, "resource_type"],
+      // platform backups (w7/platform, test/api/platform-backups.test.ts): the root team's admins only
+      [{ ...base, resource_type: "platform_instance", backup_type: "platform_instance", resource_id: undefined }, 403],
+      [{ ...base, resource_type: "platform_instance" }, 422, "backup_type"],
       [{ ...base, resource_id: undefined }, 422, "resource_id"],
       [{ ...base, resource_id: 2_147_483_648 }, 422, "resource_id"],
       [{ ...base, resource_id: "1" }, 422, "resource_id"],

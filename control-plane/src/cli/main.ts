@@ -32,6 +32,11 @@ const USAGE = `usage: capstan <command> [options]
   token revoke --id ID
   local-agent-token                             ensures the root team's "localhost" server and
                                                 prints a fresh agent token for it
+  restore --from FILE|s3://BUCKET/KEY --data-dir DIR [--passphrase-stdin]
+                                                a fresh instance from a platform_instance backup
+                                                into an empty DIR (and an empty DATABASE_URL);
+                                                passphrase: CAPSTAN_RESTORE_PASSPHRASE or stdin;
+                                                S3: CAPSTAN_RESTORE_S3_* (docs/resource-backups.md)
 
 Configuration comes from the environment: PLATFORM_DATA_DIR, DATABASE_URL, ... (see README).`;
 
@@ -77,14 +82,18 @@ const out = (line: string) => process.stdout.write(line + "\n");
  * of the machine see argv in ps, shells keep it in their history).
  */
 async function readPasswordLine(): Promise<string> {
-  if (process.stdin.isTTY) process.stderr.write("password (input is shown): ");
+  return readSecretLine("password", "user password reads the password from standard input (one line)");
+}
+
+async function readSecretLine(what: string, missing: string): Promise<string> {
+  if (process.stdin.isTTY) process.stderr.write(`${what} (input is shown): `);
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) {
     chunks.push(chunk as Buffer);
     if (Buffer.concat(chunks).includes(10)) break;
   }
   const line = Buffer.concat(chunks).toString("utf8").split(/\r?\n/)[0] ?? "";
-  if (!line) throw new UsageError("user password reads the password from standard input (one line)");
+  if (!line) throw new UsageError(missing);
   return line;
 }
 
@@ -105,6 +114,32 @@ async function run(argv: string[]): Promise<number> {
   }
   if (group === "help" || group === "--help" || group === "-h") {
     out(USAGE);
+    return 0;
+  }
+  // platform restore (issue 19): before anything opens the (not yet existing) instance.
+  if (group === "restore") {
+    const { values: r } = parseArgs({
+      args: action ? [action, ...rest] : [],
+      options: { from: { type: "string" }, "data-dir": { type: "string" }, "passphrase-stdin": { type: "boolean" } },
+      strict: true,
+      allowPositionals: false,
+    });
+    const { restoreCommand, RestoreUsageError } = await import("./restore.js");
+    const { ArchiveError } = await import("../services/backups/platform/archive.js");
+    try {
+      await restoreCommand({
+        from: need(r, "from"),
+        dataDir: need(r, "data-dir"),
+        passphraseStdin: r["passphrase-stdin"] === true,
+        env: process.env,
+        readLine: () => readSecretLine("passphrase", "restore --passphrase-stdin reads the passphrase from standard input (one line)"),
+        out: (line) => process.stderr.write(line + "\n"),
+      });
+    } catch (err) {
+      if (err instanceof RestoreUsageError) throw new UsageError(err.message);
+      if (err instanceof ArchiveError) throw new CliError(`restore refused: ${err.message}`);
+      throw err;
+    }
     return 0;
   }
   const { values } = parseArgs({

@@ -29,6 +29,9 @@ export const LOCK = {
   // w6/svcproxy: a service's stored compose rendering
   /** A service's composeRendered: a PATCH of its compose file and a label-override PUT re-render one at a time. */
   serviceRender: 0x53524e44,
+  // ---- platform backups (issue 19, w7/platform) ----
+  /** A platform_instance backup schedule's runs (one at a time). */
+  platformRuns: 0x504c5452,
 } as const;
 
 /**

@@ -24,6 +24,7 @@ import { NetworkService } from "./networks/index.js";
 import type { NetworkPlanContext } from "./network-plan.js";
 import { S3StorageService } from "./s3-storages.js";
 import { BackupService } from "./backups/index.js";
+import { resolveInstanceKey } from "../crypto/instance-key.js";
 import { DatabaseService } from "./databases.js";
 import { LaunchService } from "./launch.js";
 import { TemplateSourceService } from "./template-sources/index.js";
@@ -121,7 +122,15 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     settings: { ...config.deploy, registry: config.buildRegistry },
   });
   const s3Storages = new S3StorageService(db, box, { allowPrivate: config.allowPrivateEndpoints, dialect: config.database.kind });
-  const backups = new BackupService({ db, dialect: config.database.kind, jobs, box, storages: s3Storages });
+  const backups = new BackupService({
+    db,
+    dialect: config.database.kind,
+    jobs,
+    box,
+    storages: s3Storages,
+    // platform_instance backups (issue 19): the key is read as the instance read it at start.
+    platform: { dataDir: config.dataDir, database: config.database, instanceKey: () => resolveInstanceKey(config.secretKey, config.dataDir) },
+  });
   const serviceTemplates = new ServiceTemplateService(db);
   const services = new ServiceService(db, reader, box, serviceTemplates, config.templateImageOverrides, {
     db,

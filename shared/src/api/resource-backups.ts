@@ -12,7 +12,7 @@ import { BackupExecutionStatus, CronExpression, RestoreStatus } from "./backups.
 export const RESOURCE_BACKUP_RESOURCE_TYPES = ["application", "service", "database", "platform_instance"] as const;
 export const RESOURCE_BACKUP_TYPES = ["volume", "configuration", "full", "platform_instance"] as const;
 /** What this version runs (the rest of the spec's values answer 422). */
-export const SUPPORTED_RESOURCE_BACKUP = { resourceTypes: ["application"], backupTypes: ["volume"] } as const;
+export const SUPPORTED_RESOURCE_BACKUP = { resourceTypes: ["application", "platform_instance"], backupTypes: ["volume", "platform_instance"] } as const;
 
 /** The class-style resource_type of responses (spec section 2), as Coolify's API names them. */
 export const RESOURCE_CLASS = {
@@ -35,9 +35,9 @@ const StopDuringBackup = z.boolean().meta({
 });
 
 export const CreateResourceBackupBody = requestBody({
-  resource_type: z.enum(RESOURCE_BACKUP_RESOURCE_TYPES).meta({ description: "application (this version), service, database, platform_instance" }),
+  resource_type: z.enum(RESOURCE_BACKUP_RESOURCE_TYPES).meta({ description: "application or platform_instance (this version; platform_instance: the root team's owners and admins only), service, database" }),
   resource_id: BodyId.optional().meta({ description: "The resource's integer id (the `id` of its detail); required except for platform_instance" }),
-  backup_type: z.enum(RESOURCE_BACKUP_TYPES).meta({ description: "volume (this version), configuration, full, platform_instance" }),
+  backup_type: z.enum(RESOURCE_BACKUP_TYPES).meta({ description: "volume or platform_instance (this version: the whole instance, with resource_type platform_instance), configuration, full" }),
   frequency: CronExpression,
   s3_storage_id: BodyId.nullable().optional().meta({ description: "An S3 storage of the team; absent or null: backups stay on the server only" }),
   enabled: z.boolean().default(true),

@@ -8,6 +8,7 @@ import type { Logger } from "../../lib/log.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
 import type { JobQueue } from "../../jobs/queue.js";
 import type { S3StorageService } from "../s3-storages.js";
+import type { PlatformBackupDeps } from "./platform/index.js";
 
 export type Window = { skip?: number; take?: number };
 
@@ -69,6 +70,8 @@ export interface BackupServiceDeps {
   box: SecretBox;
   storages: S3StorageService;
   log?: Pick<Logger, "error" | "warn">;
+  /** platform_instance backups (issue 19, platform/index.ts); absent: refused. */
+  platform?: PlatformBackupDeps;
 }
 
 export class PayloadError extends Error {}

@@ -32,6 +32,44 @@ export interface RunTarget {
 }
 
 /**
+ * The claim of a run in one transaction under its run lock: the tick's slot is looked up first,
+ * so a tick another replica (or another tick of this one) already took ends as "lost" without an
+ * error rather than a rollback. SQLite serialises transactions, so the lookup decides; on
+ * PostgreSQL two transactions can both find the slot free, and the unique (schedule, tick) index
+ * refuses the second insert (a clean rollback on its own connection), also "lost".
+ */
+export async function claimRun<T>(
+  lookups: BackupLookups,
+  lock: RunTarget["lock"],
+  scheduleId: number,
+  scheduledFor: Date | null,
+  body: (tx: Prisma.TransactionClient) => Promise<T>,
+): Promise<T | "lost"> {
+  try {
+    return await lookups.db.$transaction(async (tx) => {
+      await lockInTransaction(tx, lookups.deps.dialect, lock.kind, lock.id);
+      if (scheduledFor) {
+        const taken = await tx.backupExecution.findUnique({ where: { scheduleId_scheduledFor: { scheduleId, scheduledFor } }, select: { id: true } });
+        if (taken) return "lost" as const;
+      }
+      return body(tx);
+    });
+  } catch (err) {
+    if (scheduledFor && isUniqueViolation(err)) return "lost";
+    throw err;
+  }
+}
+
+/** The fields every execution row of a claim starts with. */
+export const claimFields = (uuid: string, scheduleId: number, run: { trigger: "schedule" | "manual"; scheduledFor: Date | null }, now: Date) => ({
+  uuid,
+  scheduleId,
+  trigger: run.trigger,
+  scheduledFor: run.scheduledFor,
+  createdAt: now,
+});
+
+/**
  * Runs of a schedule (executions): a run is an execution row plus a db.backup job on the
  * database's server, written in one transaction; scheduled runs claim their cron tick through
  * the unique (scheduleId, scheduledFor) index, so with several replicas exactly one writes it.
@@ -39,6 +77,8 @@ export interface RunTarget {
 export class BackupExecutions {
   /** The run target of a resource backup schedule (resources.ts sets it; null: its resource is gone). */
   resourceTarget: ((schedule: ScheduleRow) => Promise<RunTarget | null>) | null = null;
+  /** A platform_instance schedule's tick (platform/index.ts: runs in the control plane, no agent job). */
+  platformRun: ((schedule: ScheduleRow, run: { trigger: "schedule"; scheduledFor: Date }) => Promise<{ kind: string }>) | null = null;
 
   constructor(private readonly lookups: BackupLookups) {}
 
@@ -115,54 +155,35 @@ export class BackupExecutions {
     }
     if (problem && run.trigger === "manual") return { kind: "refused", reason: `Cannot back up now: ${problem}.` };
 
-    // The claim. Its slot is looked up first inside the transaction, so a tick another replica
-    // (or another tick of this one) already took ends without an error rather than a rollback.
-    // SQLite serialises transactions, so the lookup decides; on PostgreSQL two transactions can
-    // both find the slot free, and the unique index refuses the second insert (a clean rollback
-    // on its own connection). The database's run lock makes the check for a running backup or
-    // restore and this insert one step: a restore claimed since the check above is seen here.
-    let claim: "claimed" | "lost" | { refused: string } = "lost";
+    // The claim (claimRun). The run lock makes the check for a running backup or restore and
+    // this insert one step: a restore claimed since the check above is seen here.
     let rowId = 0;
-    try {
-      claim = await this.lookups.db.$transaction(async (tx) => {
-        await lockInTransaction(tx, this.lookups.deps.dialect, target.lock.kind, target.lock.id);
-        if (run.scheduledFor) {
-          const taken = await tx.backupExecution.findUnique({ where: { scheduleId_scheduledFor: { scheduleId: schedule.id, scheduledFor: run.scheduledFor } }, select: { id: true } });
-          if (taken) return "lost";
+    const claim: "claimed" | "lost" | { refused: string } = await claimRun(this.lookups, target.lock, schedule.id, run.scheduledFor, async (tx) => {
+      if (payload) {
+        const clash = await target.clash(tx);
+        if (clash && run.trigger === "manual") return { refused: `Cannot back up now: ${clash}.` };
+        if (clash) {
+          problem = clash;
+          payload = null;
         }
-        if (payload) {
-          const clash = await target.clash(tx);
-          if (clash && run.trigger === "manual") return { refused: `Cannot back up now: ${clash}.` };
-          if (clash) {
-            problem = clash;
-            payload = null;
-          }
-        }
-        const row = await tx.backupExecution.create({
-          data: {
-            uuid,
-            scheduleId: schedule.id,
-            trigger: run.trigger,
-            scheduledFor: run.scheduledFor,
-            createdAt: now,
-            // The storage is recorded with the claim: the schedule may move to another one before
-            // the object arrives, and a storage with a run on its way to it is not deleted.
-            ...(payload
-              ? { status: "queued", filename: payload.filename, isEncrypted: payload.isEncrypted, s3StorageId }
-              : { status: "failed", reason: problem, finishedAt: now }),
-          },
-        });
-        rowId = row.id;
-        if (payload) {
-          const jobId = await payload.enqueue(tx, target.serverId);
-          await tx.backupExecution.update({ where: { id: row.id }, data: { jobId } });
-        }
-        return "claimed";
+      }
+      const row = await tx.backupExecution.create({
+        data: {
+          ...claimFields(uuid, schedule.id, run, now),
+          // The storage is recorded with the claim: the schedule may move to another one before
+          // the object arrives, and a storage with a run on its way to it is not deleted.
+          ...(payload
+            ? { status: "queued", filename: payload.filename, isEncrypted: payload.isEncrypted, s3StorageId }
+            : { status: "failed", reason: problem, finishedAt: now }),
+        },
       });
-    } catch (err) {
-      if (run.scheduledFor && isUniqueViolation(err)) return { kind: "lost" };
-      throw err;
-    }
+      rowId = row.id;
+      if (payload) {
+        const jobId = await payload.enqueue(tx, target.serverId);
+        await tx.backupExecution.update({ where: { id: row.id }, data: { jobId } });
+      }
+      return "claimed" as const;
+    });
     if (claim === "lost") return { kind: "lost" };
     if (typeof claim === "object") return { kind: "refused", reason: claim.refused };
     if (payload) this.lookups.deps.jobs.nudge(target.serverId);
@@ -232,6 +253,10 @@ export class BackupExecutions {
     let target: RunTarget | null = schedule.database ? this.databaseTarget(schedule, schedule.database) : null;
     // resource backups (issue 19)
     if (!target && schedule.applicationId !== null && this.resourceTarget) target = await this.resourceTarget(schedule);
+    if (!target && schedule.backupType === "platform_instance" && this.platformRun) {
+      const p = await this.platformRun(schedule, { trigger: "schedule", scheduledFor });
+      return p.kind === "started" || p.kind === "failed" || p.kind === "lost" ? p.kind : "skipped";
+    }
     if (!target) return "skipped";
     const r = await this.start(schedule, target, { trigger: "schedule", scheduledFor });
     return r.kind === "refused" ? "skipped" : r.kind;

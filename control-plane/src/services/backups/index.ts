@@ -7,6 +7,7 @@ import { BackupRestores } from "./restore.js";
 import { BackupSchedules } from "./schedules.js";
 // resource backups (issue 19)
 import { ResourceBackups } from "./resources.js";
+import { PlatformBackups } from "./platform/index.js";
 
 export { volumeBackupFilename, RECENT_EXECUTIONS, type ResourceBackupView } from "./resources.js";
 export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
@@ -26,6 +27,8 @@ export class BackupService {
   private readonly outcomes: BackupOutcomes;
   /** Resource backups (spec 4.10, issue 19): the routes of /resource-backups use these. */
   readonly resources: ResourceBackups;
+  /** platform_instance backups (issue 19): run in the control plane. */
+  private readonly platform: PlatformBackups;
 
   constructor(deps: BackupServiceDeps) {
     this.lookups = new BackupLookups(deps);
@@ -33,7 +36,9 @@ export class BackupService {
     this.executions = new BackupExecutions(this.lookups);
     this.restores = new BackupRestores(this.lookups);
     this.outcomes = new BackupOutcomes(this.lookups);
-    this.resources = new ResourceBackups(this.lookups, this.executions);
+    const platform = new PlatformBackups(this.lookups, deps.platform ?? null);
+    this.platform = platform;
+    this.resources = new ResourceBackups(this.lookups, this.executions, platform);
   }
 
   /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */
@@ -69,5 +74,8 @@ export class BackupService {
   // Job outcomes and their repair
   applyBackupEnd: BackupOutcomes["applyBackupEnd"] = (...a) => this.outcomes.applyBackupEnd(...a);
   applyRestoreEnd: BackupOutcomes["applyRestoreEnd"] = (...a) => this.outcomes.applyRestoreEnd(...a);
-  repair: BackupOutcomes["repair"] = () => this.outcomes.repair();
+  repair: BackupOutcomes["repair"] = async () => {
+    await this.outcomes.repair();
+    await this.platform.repair();
+  };
 }

@@ -99,7 +99,8 @@ export class BackupOutcomes {
    */
   async repair(): Promise<void> {
     const open = await this.lookups.db.backupExecution.findMany({
-      where: { OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
+      // platform_instance runs have no job: platform/index.ts repairs them by their heartbeat.
+      where: { OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }], schedule: { OR: [{ backupType: null }, { backupType: { not: "platform_instance" } }] } },
       select: { id: true, status: true, jobId: true, restoreStatus: true, restoreJobId: true, createdAt: true },
     });
     for (const part of chunks(open)) {

@@ -12,6 +12,7 @@ import { Conflict, Invalid, NotFound } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import { BackupLookups, OPEN, PayloadError, backupKeyPrefix, cronErrors, type ExecutionRow, type ScheduleRow } from "./common.js";
 import type { BackupExecutions, PreparedRun, RunTarget } from "./executions.js";
+import { PlatformBackups } from "./platform/index.js";
 
 /** Executions shown in a resource backup's detail (newest first). */
 export const RECENT_EXECUTIONS = 20;
@@ -43,8 +44,10 @@ export class ResourceBackups {
   constructor(
     private readonly lookups: BackupLookups,
     private readonly executions: BackupExecutions,
+    private readonly platform: PlatformBackups,
   ) {
     executions.resourceTarget = (schedule) => this.targetOf(schedule);
+    executions.platformRun = (schedule, run) => platform.start(schedule, run);
   }
 
   private get db() {
@@ -52,8 +55,14 @@ export class ResourceBackups {
   }
 
   /** A resource backup of the team by id, its application checked for `need` (404 for another team's or an invisible one). */
-  private async find(scope: TeamScope, id: number, need: "view" | "deploy" | "manage"): Promise<{ row: ScheduleRow; app: { id: number; uuid: string } }> {
+  private async find(scope: TeamScope, id: number, need: "view" | "deploy" | "manage"): Promise<{ row: ScheduleRow }> {
     const row = await this.db.backupSchedule.findFirst({ where: { id, teamId: scope.teamId, backupType: { not: null } }, include: { application: { select: { id: true, uuid: true } } } });
+    // platform_instance (issue 19): the root team's owners and admins only, whatever the need.
+    if (row && PlatformBackups.is(row)) {
+      await this.platform.requireInstanceAdmin(scope);
+      const { application: _a, ...schedule } = row;
+      return { row: schedule };
+    }
     if (!row || !row.application) throw new NotFound("Resource backup");
     try {
       await scope.application(row.application.uuid, need);
@@ -61,8 +70,8 @@ export class ResourceBackups {
       if (err instanceof NotFound) throw new NotFound("Resource backup");
       throw err;
     }
-    const { application, ...schedule } = row;
-    return { row: schedule, app: application };
+    const { application: _app, ...schedule } = row;
+    return { row: schedule };
   }
 
   async list(scope: TeamScope, query: ResourceBackupQuery): Promise<ResourceBackupView[]> {
@@ -76,7 +85,12 @@ export class ResourceBackups {
     });
     const live = rows.filter((r) => r.application);
     const visible = await scope.canSeeEnvironments(live.map((r) => r.application!.environment));
-    return live.filter((_, i) => visible[i]).map(({ application: _a, ...row }) => this.view(row, null));
+    const shown = live.filter((_, i) => visible[i]).map(({ application: _a, ...row }) => this.view(row, null));
+    // platform_instance schedules (issue 19): listed without a filter, to the root team's owners and admins.
+    if (kind || query.resource_id !== undefined) return shown;
+    const platform = await this.db.backupSchedule.findMany({ where: { teamId: scope.teamId, backupType: "platform_instance" }, orderBy: { id: "asc" } });
+    if (!platform.length || !(await this.platform.requireInstanceAdmin(scope).then(() => true, () => false))) return shown;
+    return [...shown, ...platform.map((row) => this.view(row, null))].sort((a, b) => a.row.id - b.row.id);
   }
 
   async get(scope: TeamScope, id: number): Promise<ResourceBackupView> {
@@ -105,7 +119,20 @@ export class ResourceBackups {
       errors.backup_type = [`This version runs ${SUPPORTED_RESOURCE_BACKUP.backupTypes.join(", ")} backups; ${input.backup_type} is not supported yet.`];
     }
     if (input.resource_id === undefined && input.resource_type !== "platform_instance") errors.resource_id = ["Required for this resource_type."];
+    // platform_instance (issue 19): the backup type and the resource type go together, and no resource.
+    if ((input.backup_type === "platform_instance") !== (input.resource_type === "platform_instance")) errors.backup_type = ["platform_instance is both the resource_type and the backup_type of a platform backup."];
+    if (input.resource_type === "platform_instance" && input.resource_id !== undefined) errors.resource_id = ["A platform backup has no resource_id."];
+    if (input.resource_type === "platform_instance" && input.stop_during_backup) errors.stop_during_backup = ["A platform backup stops nothing."];
     if (Object.keys(errors).length) throw new Invalid(errors);
+    if (input.backup_type === "platform_instance") {
+      await this.platform.requireInstanceAdmin(scope);
+      const s3StorageId = input.s3_storage_id ?? null;
+      this.check({ frequency: input.frequency, s3StorageId, keepLocally: input.keep_locally, local: input.number_of_backups_locally });
+      if (s3StorageId !== null) await scope.s3Storage(s3StorageId);
+      const row = await this.platform.create(scope, input, s3StorageId);
+      this.lookups.watcher?.changed(row.id);
+      return this.view(row, null);
+    }
     const found = await this.db.application.findFirst({ where: { id: input.resource_id!, teamId: scope.teamId }, select: { uuid: true } });
     if (!found) throw new NotFound("Application");
     const app = await scope.application(found.uuid, "manage");
@@ -132,6 +159,7 @@ export class ResourceBackups {
 
   async update(scope: TeamScope, id: number, input: UpdateResourceBackupBody): Promise<ResourceBackupView> {
     const { row: current } = await this.find(scope, id, "manage");
+    if (PlatformBackups.is(current) && input.stop_during_backup) throw new Invalid({ stop_during_backup: ["A platform backup stops nothing."] });
     const next = {
       frequency: input.frequency ?? current.frequency,
       s3StorageId: input.s3_storage_id === undefined ? current.s3StorageId : input.s3_storage_id,
@@ -167,6 +195,12 @@ export class ResourceBackups {
   /** POST /resource-backups/{id}/execute: a run outside the cron schedule; returns the execution's id. */
   async execute(scope: TeamScope, id: number): Promise<number> {
     const { row } = await this.find(scope, id, "deploy");
+    if (PlatformBackups.is(row)) {
+      const started = await this.platform.start(row, { trigger: "manual", scheduledFor: null });
+      if (started.kind === "refused") throw new Conflict(started.reason);
+      if (started.kind === "lost") throw new Conflict("Cannot back up now: another run was just claimed.");
+      return started.id;
+    }
     const target = await this.targetOf(row);
     if (!target) throw new NotFound("Resource backup");
     const started = await this.executions.start(row, target, { trigger: "manual", scheduledFor: null });
@@ -226,7 +260,7 @@ export class ResourceBackups {
   private view(row: ScheduleRow, executions: ResourceBackupView["executions"]): ResourceBackupView {
     return {
       row,
-      resourceType: "application",
+      resourceType: PlatformBackups.is(row) ? "platform_instance" : "application",
       resourceId: row.applicationId,
       nextRunAt: row.enabled ? (this.lookups.watcher?.nextRun(row.id, row.frequency) ?? null) : null,
       executions,
