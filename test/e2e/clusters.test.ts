@@ -1,11 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
-import { gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { INSECURE_REGISTRIES, gatewayOf, loadImages, onHost, onHostWithInput, repo, sh, startHosts, startPrivateRegistry, stopHosts, until, type TestHost } from "./support/kit.js";
 
 /**
  * Issue 20: clusters on a REAL 3-node Docker Swarm. Three test hosts (each its own Docker
@@ -25,13 +24,10 @@ const servers: { uuid: string; host: TestHost }[] = [];
 const keys = new KeyFactory();
 let uuid: string;
 // ---- registry auth on scale (issue 20, w7): a private registry on the hosts' network ----
-const REGISTRY_IMAGE = "capstan-test/registry:latest";
 const REGISTRY_NAME = `${PREFIX}-registry`;
 const REG_USER = "swarm-puller";
 const REG_PASSWORD = `reg-${randomBytes(16).toString("hex")}`;
-const INSECURE = "--insecure-registry 172.16.0.0/12 --insecure-registry 192.168.0.0/16 --insecure-registry 10.0.0.0/8";
 let registryHost = "";
-const onHostWithInput = (host: string, input: string, ...argv: string[]) => sh("docker", ["exec", "-i", host, ...argv], { input });
 let authDir = "";
 
 const manager = () => hosts[0]!.name;
@@ -68,19 +64,10 @@ async function tasks(): Promise<{ node: string; state: string }[]> {
 beforeAll(async () => {
   await sh("bash", [`${repo}/deploy/agent/build-image.sh`], { env: { CAPSTAN_AGENT_REPO: "capstan-swarm/agent" } });
   await sh("bash", [join(repo, "test/kit/images.sh"), "registry"]);
-  hosts = await startHosts(3, PREFIX, { dockerdArgs: INSECURE });
+  hosts = await startHosts(3, PREFIX, { dockerdArgs: INSECURE_REGISTRIES });
   await Promise.all(hosts.map((h) => loadImages(h.name, AGENT, BUSYBOX)));
   // A private registry (htpasswd) holding an image no node has; the nodes log in to it only through the platform.
-  authDir = await mkdtemp(join(tmpdir(), "capstan-swarm-auth-"));
-  const line = await sh("docker", ["run", "--rm", "-i", "--label", "capstan.test=1", REGISTRY_IMAGE, "htpasswd", "-niB", REG_USER], { input: REG_PASSWORD });
-  await writeFile(join(authDir, "htpasswd"), `${line}\n`, { mode: 0o600 });
-  await sh("docker", [
-    "run", "-d", "--name", REGISTRY_NAME, "--network", `${PREFIX}-net`,
-    "--label", "capstan.test=1", "--label", `capstan.test.prefix=${PREFIX}`,
-    "-e", "REGISTRY_AUTH_HTPASSWD_REALM=capstan-test", "-e", "REGISTRY_AUTH_HTPASSWD_PATH=/auth/htpasswd",
-    "-v", `${authDir}:/auth:ro`, REGISTRY_IMAGE,
-  ]);
-  registryHost = `${await sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${PREFIX}-net").IPAddress}}`, REGISTRY_NAME])}:5000`;
+  ({ host: registryHost, authDir } = await startPrivateRegistry(PREFIX, REGISTRY_NAME, REG_USER, REG_PASSWORD));
   const [m, ...workers] = hosts as [TestHost, ...TestHost[]];
   const dockerfile = `FROM ${BUSYBOX}\nCMD ["sleep", "3600"]\n`;
   await onHostWithInput(m.name, dockerfile, "docker", "build", "-q", "-t", `${registryHost}/private/swarm:1`, "-");
