@@ -10,20 +10,23 @@
  * the next pull fails with the registry's reason.
  */
 import { randomBytes } from "node:crypto";
-import { rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
 import { scanProcesses } from "../support/process-scan.js";
-import { AGENT_IMAGE, INSECURE_REGISTRIES, gatewayOf, loadImages, onHost, onHostWithInput, repo, sh, startHosts, startPrivateRegistry, stopHosts, until, type TestHost } from "./support/kit.js";
+import { AGENT_IMAGE, gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
 import { deploymentEnd } from "./support/local-server.js";
 
 const PREFIX = "capregpull";
 const BUSYBOX = "capstan-test/busybox:latest";
+const REGISTRY_IMAGE = "capstan-test/registry:latest";
 const REGISTRY_NAME = `${PREFIX}-registry`;
 const USER = "team-puller";
 const PASSWORD = `reg-${randomBytes(16).toString("hex")}`;
+const INSECURE = "--insecure-registry 172.16.0.0/12 --insecure-registry 192.168.0.0/16 --insecure-registry 10.0.0.0/8";
 
 let t: TestInstance;
 let team: TeamFixture;
@@ -38,6 +41,9 @@ const apps: string[] = [];
 
 const image = (tag: string) => `${registryHost}/private/web:${tag}`;
 
+/** A command in a test host with `input` on its standard input (the test's own push login: never in argv). */
+const onHostWithInput = (host: string, input: string, ...argv: string[]) => sh("docker", ["exec", "-i", host, ...argv], { input });
+
 async function deploy(app: string) {
   const res = await team.api.post(`/applications/${app}/deploy`);
   expect(res.status, JSON.stringify(res.body)).toBe(200);
@@ -51,9 +57,19 @@ const detail = async () => (await team.api.get(`/registries/${registryId}`)).bod
 
 beforeAll(async () => {
   await sh("bash", [join(repo, "test/kit/images.sh"), "registry"]);
-  hosts = await startHosts(2, PREFIX, { dockerdArgs: INSECURE_REGISTRIES });
+  hosts = await startHosts(2, PREFIX, { dockerdArgs: INSECURE });
 
-  ({ host: registryHost, authDir } = await startPrivateRegistry(PREFIX, REGISTRY_NAME, USER, PASSWORD));
+  authDir = await mkdtemp(join(tmpdir(), "capstan-regpull-auth-"));
+  const line = await sh("docker", ["run", "--rm", "-i", "--label", "capstan.test=1", REGISTRY_IMAGE, "htpasswd", "-niB", USER], { input: PASSWORD });
+  await writeFile(join(authDir, "htpasswd"), `${line}\n`, { mode: 0o600 });
+  await sh("docker", [
+    "run", "-d", "--name", REGISTRY_NAME, "--network", `${PREFIX}-net`,
+    "--label", "capstan.test=1", "--label", `capstan.test.prefix=${PREFIX}`,
+    "-e", "REGISTRY_AUTH_HTPASSWD_REALM=capstan-test", "-e", "REGISTRY_AUTH_HTPASSWD_PATH=/auth/htpasswd",
+    "-v", `${authDir}:/auth:ro`, REGISTRY_IMAGE,
+  ]);
+  const ip = await sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${PREFIX}-net").IPAddress}}`, REGISTRY_NAME]);
+  registryHost = `${ip}:5000`;
 
   // A load into a busy host's engine fails now and then on this shared machine: tried again for up to 5 minutes.
   for (const h of hosts) await until(`images in ${h.name}`, () => loadImages(h.name, AGENT_IMAGE, "capstan/proxy:latest").then(() => true), 300_000, 1000);
