@@ -276,6 +276,13 @@ const NEEDS: Record<string, Need> = {
   "get /clusters/{uuid}/services": "team",
   "get /clusters/{uuid}/services/{serviceId}/tasks": "team",
   "post /clusters/{uuid}/services/{serviceId}/scale": "team-admin",
+  // ---- swarm secrets and configs (issue 20, w7) ----
+  "get /clusters/{uuid}/secrets": "team",
+  "post /clusters/{uuid}/secrets": "team-admin",
+  "delete /clusters/{uuid}/secrets/{secretId}": "team-admin",
+  "get /clusters/{uuid}/configs": "team",
+  "post /clusters/{uuid}/configs": "team-admin",
+  "delete /clusters/{uuid}/configs/{configId}": "team-admin",
 };
 
 // ---------------------------------------------------------------------------------------------

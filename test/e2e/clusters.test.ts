@@ -1,7 +1,10 @@
+import { randomBytes } from "node:crypto";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
-import { gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { INSECURE_REGISTRIES, gatewayOf, loadImages, onHost, onHostWithInput, repo, sh, startHosts, startPrivateRegistry, stopHosts, until, type TestHost } from "./support/kit.js";
 
 /**
  * Issue 20: clusters on a REAL 3-node Docker Swarm. Three test hosts (each its own Docker
@@ -20,6 +23,12 @@ let hosts: TestHost[];
 const servers: { uuid: string; host: TestHost }[] = [];
 const keys = new KeyFactory();
 let uuid: string;
+// ---- registry auth on scale (issue 20, w7): a private registry on the hosts' network ----
+const REGISTRY_NAME = `${PREFIX}-registry`;
+const REG_USER = "swarm-puller";
+const REG_PASSWORD = `reg-${randomBytes(16).toString("hex")}`;
+let registryHost = "";
+let authDir = "";
 
 const manager = () => hosts[0]!.name;
 const nodeIdOf = (host: string) => onHost(host, "docker", "info", "-f", "{{.Swarm.NodeID}}");
@@ -54,9 +63,21 @@ async function tasks(): Promise<{ node: string; state: string }[]> {
 
 beforeAll(async () => {
   await sh("bash", [`${repo}/deploy/agent/build-image.sh`], { env: { CAPSTAN_AGENT_REPO: "capstan-swarm/agent" } });
-  hosts = await startHosts(3, PREFIX);
+  await sh("bash", [join(repo, "test/kit/images.sh"), "registry"]);
+  hosts = await startHosts(3, PREFIX, { dockerdArgs: INSECURE_REGISTRIES });
   await Promise.all(hosts.map((h) => loadImages(h.name, AGENT, BUSYBOX)));
+  // A private registry (htpasswd) holding an image no node has; the nodes log in to it only through the platform.
+  ({ host: registryHost, authDir } = await startPrivateRegistry(PREFIX, REGISTRY_NAME, REG_USER, REG_PASSWORD));
   const [m, ...workers] = hosts as [TestHost, ...TestHost[]];
+  const dockerfile = `FROM ${BUSYBOX}\nCMD ["sleep", "3600"]\n`;
+  await onHostWithInput(m.name, dockerfile, "docker", "build", "-q", "-t", `${registryHost}/private/swarm:1`, "-");
+  await until("the registry to take the test's login", async () => {
+    await onHostWithInput(m.name, REG_PASSWORD, "docker", "login", "-u", REG_USER, "--password-stdin", registryHost);
+    return true;
+  }, 30_000, 500);
+  await onHost(m.name, "docker", "push", `${registryHost}/private/swarm:1`);
+  await onHost(m.name, "docker", "logout", registryHost);
+  await onHost(m.name, "docker", "rmi", `${registryHost}/private/swarm:1`);
   await onHost(m.name, "docker", "swarm", "init", "--advertise-addr", m.ip);
   const token = await onHost(m.name, "docker", "swarm", "join-token", "-q", "worker");
   await Promise.all(workers.map((w) => onHost(w.name, "docker", "swarm", "join", "--advertise-addr", w.ip, "--token", token, `${m.ip}:2377`)));
@@ -65,7 +86,7 @@ beforeAll(async () => {
   const port = await freePort();
   t = await startTestInstance({ PLATFORM_PUBLIC_URL: `http://${gw}:${port}`, PLATFORM_AGENT_IMAGE: AGENT }, { host: "0.0.0.0", port });
   team = await t.newTeam();
-  await t.instance.admin.setTeamFeatures(team.teamId, { enable: ["CLUSTER_MANAGEMENT"] });
+  await t.instance.admin.setTeamFeatures(team.teamId, { enable: ["CLUSTER_MANAGEMENT", "REGISTRY_MANAGEMENT"] });
   const key = await keys.generate("ed25519");
   const keyUuid = (await team.api.post("/security/keys", { name: "hosts", private_key: key.privateKey })).body.uuid;
   for (const host of hosts) {
@@ -81,7 +102,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await t?.close();
+  await sh("docker", ["rm", "-f", REGISTRY_NAME]).catch(() => {});
   await stopHosts(PREFIX).catch(() => {});
+  if (authDir) await rm(authDir, { recursive: true, force: true });
   keys.cleanup();
 });
 
@@ -244,6 +267,81 @@ describe("a real 3-node swarm", () => {
       expect(g).toMatchObject({ mode: "global", ports: [] });
     } finally {
       await onHost(manager(), "docker", "service", "rm", GLOBAL).catch(() => {});
+    }
+  });
+
+  // ---- swarm secrets and configs (issue 20, w7) ----
+  it("secrets and configs: create (a secret's value only on the engine), list, a secret a service mounts refused, delete", async () => {
+    const VALUE = "e2e-secret-value-7f3a";
+    const made = await team.api.post(`/clusters/${uuid}/secrets`, { name: "capswarm_db_pw", data: VALUE, labels: { "capstan.test": "1" } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    expect(JSON.stringify(made.body)).not.toContain(VALUE);
+    const secretId = made.body.data.id;
+    expect(await onHost(manager(), "docker", "secret", "inspect", "-f", "{{.ID}} {{.Spec.Name}}", "capswarm_db_pw")).toBe(`${secretId} capswarm_db_pw`);
+    expect((await team.api.post(`/clusters/${uuid}/secrets`, { name: "capswarm_db_pw", data: "x" })).status).toBe(409);
+    expect((await team.api.post(`/clusters/${uuid}/secrets`, { name: "bad name", data: "x" })).status).toBe(422);
+    const listed = (await team.api.get(`/clusters/${uuid}/secrets`)).body.data as any[];
+    expect(listed.find((x) => x.id === secretId)).toMatchObject({ name: "capswarm_db_pw", labels: { "capstan.test": "1" } });
+    expect(JSON.stringify(listed)).not.toContain(VALUE);
+    // No job row keeps the value (the payload is replaced once the job ended).
+    for (const r of await t.instance.database.prisma.job.findMany({ where: { type: "swarm.object.create" } })) expect(t.instance.box.open(r.payload)).not.toContain(VALUE);
+
+    const cfg = await team.api.post(`/clusters/${uuid}/configs`, { name: "capswarm.conf", data: "listen 80;\n" });
+    expect(cfg.status, JSON.stringify(cfg.body)).toBe(201);
+    expect(cfg.body.data).toMatchObject({ name: "capswarm.conf", data: "listen 80;\n" });
+    expect(((await team.api.get(`/clusters/${uuid}/configs`)).body.data as any[]).find((x) => x.id === cfg.body.data.id)).toMatchObject({ data: "listen 80;\n" });
+
+    // A service that mounts the secret: it reads the value the engine stored, and the delete is refused naming it.
+    const USER = "capswarm-secret-user";
+    await onHost(manager(), "docker", "service", "create", "--detach", "--name", USER, "--secret", "capswarm_db_pw", "--no-resolve-image", "--label", "capstan.test=1", BUSYBOX, "sleep", "3600");
+    try {
+      const refused = await team.api.delete(`/clusters/${uuid}/secrets/${secretId}`);
+      expect(refused.status, JSON.stringify(refused.body)).toBe(409);
+      expect(refused.body.message).toBe(`Refused: secret capswarm_db_pw is in use by service(s) ${USER}: remove it from them first`);
+    } finally {
+      await onHost(manager(), "docker", "service", "rm", USER).catch(() => {});
+    }
+    const del = await team.api.delete(`/clusters/${uuid}/secrets/${secretId}`);
+    expect(del.status, JSON.stringify(del.body)).toBe(200);
+    expect(await onHost(manager(), "docker", "secret", "ls", "-q", "--filter", "name=capswarm_db_pw")).toBe("");
+    expect((await team.api.delete(`/clusters/${uuid}/secrets/${secretId}`)).status).toBe(404);
+    expect((await team.api.delete(`/clusters/${uuid}/configs/${cfg.body.data.id}`)).status).toBe(200);
+    expect(await onHost(manager(), "docker", "config", "ls", "-q", "--filter", "name=capswarm.conf")).toBe("");
+  });
+
+  // ---- registry auth on scale (issue 20, w7) ----
+  it("scaling a service whose image is private passes the manager's registry login: every node pulls it", async () => {
+    const created = await team.api.post("/registries", { name: "private", type: "custom", url: `http://${registryHost}`, credentials: { username: REG_USER, password: REG_PASSWORD } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const registryId = created.body.data.id;
+    // Assigned to the manager server only: the workers never get a login of their own.
+    expect((await team.api.patch(`/registries/${registryId}`, { server_ids: [servers[0]!.uuid] })).status).toBe(200);
+    await team.api.post(`/registries/${registryId}/sync`);
+    await until("the manager synced", async () => {
+      const b = (await team.api.get(`/registries/${registryId}`)).body;
+      if (b.servers.some((x: { sync_status: string }) => x.sync_status === "failed")) throw new Error(JSON.stringify(b.servers));
+      return b.servers.length === 1 && b.servers[0].sync_status === "synced";
+    }, 120_000, 250);
+
+    const PRIV = "capswarm-private";
+    const IMAGE = `${registryHost}/private/swarm:1`;
+    // Created by hand without any login: no node can pull the image.
+    await onHost(manager(), "docker", "service", "create", "--detach", "--name", PRIV, "--replicas", "1", "--no-resolve-image", "--label", "capstan.test=1", IMAGE);
+    try {
+      const id = await onHost(manager(), "docker", "service", "inspect", "-f", "{{.ID}}", PRIV);
+      const all = async () => (await team.api.get(`/clusters/${uuid}/services/${id}/tasks`)).body.data as any[];
+      await until("a task failing to pull", async () => (await all()).some((x) => x.state === "rejected" || /No such image|denied|unauthorized/i.test(`${x.error ?? ""}`)), 90_000);
+      const scaled = await team.api.post(`/clusters/${uuid}/services/${id}/scale`, { replicas: 3 });
+      expect(scaled.status, JSON.stringify(scaled.body)).toBe(200);
+      const running = await until("3 running tasks, on every node", async () => {
+        const ts = (await all()).filter((x) => x.desired_state === "running" && x.state === "running");
+        return ts.length === 3 && new Set(ts.map((x) => x.node_id)).size === 3 && ts;
+      }, 120_000);
+      expect(new Set(running.map((x: any) => x.node_hostname))).toEqual(new Set(hosts.map((h) => h.name)));
+      // The workers pulled it (they have it now) with no login stored on them.
+      for (const w of hosts.slice(1)) expect(await onHost(w.name, "sh", "-c", "cat ~/.docker/config.json 2>/dev/null || true")).not.toContain(registryHost);
+    } finally {
+      await onHost(manager(), "docker", "service", "rm", PRIV).catch(() => {});
     }
   });
 

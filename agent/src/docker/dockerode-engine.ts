@@ -438,15 +438,34 @@ export class DockerodeEngine implements Engine {
     return this.call(`inspect service ${id}`, () => this.docker.getService(id).inspect());
   }
 
-  async updateService(id: string, version: number, spec: unknown, signal?: AbortSignal): Promise<void> {
+  async updateService(id: string, version: number, spec: unknown, signal?: AbortSignal, auth?: RegistryCredentials | null): Promise<void> {
     const service = this.docker.getService(id);
-    // As updateNode: _query is the query string (version), _body the whole spec.
+    // As updateNode: _query is the query string (version), _body the whole spec; authconfig
+    // becomes the X-Registry-Auth header (docker-modem), never part of the query or the body.
     const update = service.update as unknown as (this: Docker.Service, opts: unknown) => Promise<unknown>;
-    await this.call(`update service ${id}`, () => update.call(service, { _query: { version }, _body: spec, abortSignal: signal }));
+    await this.call(`update service ${id}`, () => update.call(service, { _query: { version }, _body: spec, abortSignal: signal, ...(auth ? { authconfig: { ...auth } } : {}) }));
   }
 
   async listTasks(filters: Record<string, string[]>, signal?: AbortSignal): Promise<unknown[]> {
     return (await this.call("list tasks", () => (this.docker.listTasks as unknown as (this: Docker, o: unknown) => Promise<unknown>).call(this.docker, { filters, abortSignal: signal }))) as unknown[];
+  }
+
+  // ---- swarm secrets and configs (issue 20, w7) ----
+  async listSwarmObjects(kind: "secret" | "config", signal?: AbortSignal): Promise<unknown[]> {
+    const list = (kind === "secret" ? this.docker.listSecrets : this.docker.listConfigs) as unknown as WithSignal<unknown>;
+    return (await this.call(`list ${kind}s`, () => list.call(this.docker, { abortSignal: signal }))) as unknown[];
+  }
+
+  async createSwarmObject(kind: "secret" | "config", spec: { Name: string; Labels: Record<string, string>; Data: string }, signal?: AbortSignal): Promise<string> {
+    signal?.throwIfAborted();
+    // The name only in the error text: the spec carries the data.
+    const made = (await this.call(`create ${kind} ${spec.Name}`, () => (kind === "secret" ? this.docker.createSecret(spec) : this.docker.createConfig(spec)))) as { id?: unknown };
+    return String(made?.id ?? "");
+  }
+
+  async removeSwarmObject(kind: "secret" | "config", id: string, signal?: AbortSignal): Promise<void> {
+    signal?.throwIfAborted();
+    await this.call(`remove ${kind} ${id}`, () => (kind === "secret" ? this.docker.getSecret(id).remove() : this.docker.getConfig(id).remove()));
   }
 
   async checkAuth(auth: RegistryCredentials, signal?: AbortSignal): Promise<{ status: string }> {

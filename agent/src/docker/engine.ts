@@ -149,10 +149,21 @@ export interface SwarmEngine {
   listServices(signal?: AbortSignal): Promise<unknown[]>;
   /** GET /services/{id}; throws EngineError 404 when there is none. */
   inspectService(id: string, signal?: AbortSignal): Promise<unknown>;
-  /** POST /services/{id}/update?version=N with the whole spec; "update out of sequence" as for nodes. */
-  updateService(id: string, version: number, spec: unknown, signal?: AbortSignal): Promise<void>;
+  /**
+   * POST /services/{id}/update?version=N with the whole spec; "update out of sequence" as for nodes.
+   * `auth` (w7): the registry login sent in X-Registry-Auth, which the swarm hands to every node
+   * that pulls the service's image (as `docker service update --with-registry-auth`).
+   */
+  updateService(id: string, version: number, spec: unknown, signal?: AbortSignal, auth?: RegistryCredentials | null): Promise<void>;
   /** GET /tasks with filters (e.g. service). */
   listTasks(filters: Record<string, string[]>, signal?: AbortSignal): Promise<unknown[]>;
+  // ---- swarm secrets and configs (issue 20, w7): the engine's objects as it answers them ----
+  /** GET /secrets or GET /configs (a secret's Spec.Data is never answered by the engine). */
+  listSwarmObjects(kind: "secret" | "config", signal?: AbortSignal): Promise<unknown[]>;
+  /** POST /secrets/create or /configs/create with {Name, Labels, Data (base64)}; the new id. EngineError 409 when the name is taken. */
+  createSwarmObject(kind: "secret" | "config", spec: { Name: string; Labels: Record<string, string>; Data: string }, signal?: AbortSignal): Promise<string>;
+  /** DELETE /secrets/{id} or /configs/{id}; EngineError 404 when gone, 400 "in use" when a service mounts it. */
+  removeSwarmObject(kind: "secret" | "config", id: string, signal?: AbortSignal): Promise<void>;
 }
 
 /** The engine's answer to an update naming a version that is no longer the object's. */

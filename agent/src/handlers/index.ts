@@ -16,7 +16,7 @@ import { registryLogin, registryLogout } from "./registries.js";
 // services lifecycle (issue 17)
 import { serviceAction, serviceDeploy } from "./services.js";
 // clusters (issue 20)
-import { swarmInfo, swarmNodeUpdate, swarmNodes, swarmServiceScale, swarmServices, swarmTasks } from "./swarm.js";
+import { swarmInfo, swarmNodeUpdate, swarmNodes, swarmObjectCreate, swarmObjectDelete, swarmObjects, swarmServiceScale, swarmServices, swarmTasks } from "./swarm.js";
 
 export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
 
@@ -60,6 +60,10 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     // ---- swarm services (issue 20) ----
     "swarm.services": swarmServices(engine),
     "swarm.tasks": swarmTasks(engine),
-    "swarm.service.scale": swarmServiceScale(engine),
+    "swarm.service.scale": swarmServiceScale(engine, { stateDir: app.stateDir }),
+    // ---- swarm secrets and configs (issue 20, w7) ----
+    "swarm.objects": swarmObjects(engine),
+    "swarm.object.create": swarmObjectCreate(engine),
+    "swarm.object.delete": swarmObjectDelete(engine),
   };
 }

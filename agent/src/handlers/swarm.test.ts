@@ -2,7 +2,11 @@ import { describe, expect, it } from "vitest";
 import { swarmNodeChangeRefusal, type SwarmNode } from "@capstan/shared";
 import { EngineError, type Engine, type SwarmNodeSpec } from "../docker/engine.js";
 import { swarmNodeOf } from "../docker/dockerode-engine.js";
-import { changedSpec, swarmInfo, swarmNodeUpdate, swarmServiceOf, swarmServiceScale, swarmTasks } from "./swarm.js";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { storeLogin } from "../registries/config.js";
+import { changedSpec, serviceRegistryAuth, swarmInfo, swarmNodeUpdate, swarmObjectCreate, swarmObjectDelete, swarmObjects, swarmServiceOf, swarmServiceScale, swarmTasks } from "./swarm.js";
 
 const ctx = () => {
   const lines: string[] = [];
@@ -178,7 +182,7 @@ describe("swarm services", () => {
   });
   const task = (id: string, state: string, over: Record<string, unknown> = {}) => ({ ID: id, ServiceID: "svc1", Slot: 1, NodeID: "n1", DesiredState: "running", Status: { State: state }, ...over });
   function engine(service: Record<string, unknown> | null, raceNext = 0) {
-    const updates: { version: number; spec: any }[] = [];
+    const updates: { version: number; spec: any; auth?: unknown }[] = [];
     let s = service;
     const e = {
       listServices: async () => (s ? [s] : []),
@@ -186,10 +190,10 @@ describe("swarm services", () => {
         if (!s) throw new EngineError("inspect service x: service x not found", 404);
         return s;
       },
-      updateService: async (_id: string, version: number, spec: any) => {
+      updateService: async (_id: string, version: number, spec: any, _signal?: AbortSignal, auth?: unknown) => {
         if (raceNext-- > 0) (s!.Version as { Index: number }).Index++;
         if (version !== (s!.Version as { Index: number }).Index) throw new EngineError("update service svc1: rpc error: code = Unknown desc = update out of sequence", 500);
-        updates.push({ version, spec });
+        updates.push({ version, spec, auth });
         s = { ...s, Version: { Index: version + 1 }, Spec: spec };
       },
       listTasks: async () => [task("t1", "running"), task("t2", "preparing", { Slot: 2 }), task("t3", "shutdown", { DesiredState: "shutdown" })],
@@ -221,6 +225,28 @@ describe("swarm services", () => {
     expect(lines.join("\n")).toMatch(/out of sequence; retrying/);
   });
 
+  // ---- registry auth on scale (issue 20, w7) ----
+  it("passes the manager's stored login of the image's registry with the update (X-Registry-Auth), none for an image of a registry it has no login of", async () => {
+    const stateDir = mkdtempSync(join(tmpdir(), "swarm-auth-"));
+    try {
+      await storeLogin(stateDir, "registry.example.com:5000", "robot", "pw-1");
+      const priv = engine(raw({ Spec: { Name: "web", Mode: { Replicated: { Replicas: 1 } }, TaskTemplate: { ContainerSpec: { Image: "registry.example.com:5000/team/web:2@sha256:abc123" } } } }));
+      const { c, lines } = ctx();
+      expect(await swarmServiceScale(priv.e, { stateDir })({ service_id: "svc1", replicas: 3 }, c)).toMatchObject({ outcome: "updated" });
+      expect(priv.updates[0]!.auth).toEqual({ username: "robot", password: "pw-1", serveraddress: "registry.example.com:5000" });
+      expect(lines.join("\n")).toMatch(/login of registry registry.example.com:5000 \(as robot\)/);
+      expect(lines.join("\n")).not.toMatch(/pw-1/);
+      // nginx:1 names no host: the hub's login, and this manager has none.
+      const pub = engine(raw());
+      await swarmServiceScale(pub.e, { stateDir })({ service_id: "svc1", replicas: 3 }, ctx().c);
+      expect(pub.updates[0]!.auth).toBeNull();
+      expect(await serviceRegistryAuth(stateDir, "registry.example.com:5000/x")).toMatchObject({ username: "robot" });
+      expect(await serviceRegistryAuth(stateDir, "other.example.com/x")).toBeNull();
+    } finally {
+      rmSync(stateDir, { recursive: true, force: true });
+    }
+  });
+
   it("a second conflict is reported, a global service refused, an unknown one missing", async () => {
     expect(await swarmServiceScale(engine(raw(), 2).e)({ service_id: "svc1", replicas: 3 }, ctx().c)).toMatchObject({ outcome: "conflict" });
     const global = engine(raw({ Spec: { Name: "agent", Mode: { Global: {} } } }));
@@ -228,5 +254,70 @@ describe("swarm services", () => {
     expect(global.updates).toEqual([]);
     expect(await swarmServiceScale(engine(null).e)({ service_id: "svc1", replicas: 3 }, ctx().c)).toEqual({ outcome: "missing" });
     expect(await swarmTasks(engine(null).e)({ service_id: "svc1" }, ctx().c)).toEqual({ found: false, tasks: [] });
+  });
+});
+
+// ---- swarm secrets and configs (issue 20, w7) ----
+describe("swarm secrets and configs", () => {
+  /** The engine's secret and config stores (Spec.Data base64, as the engine keeps it) and its services' mounts. */
+  function store() {
+    const objects: Record<"secret" | "config", { ID: string; Version: { Index: number }; CreatedAt: string; UpdatedAt: string; Spec: { Name: string; Labels: Record<string, string>; Data: string } }[]> = { secret: [], config: [] };
+    const services: unknown[] = [];
+    const removed: string[] = [];
+    let seq = 0;
+    /** The engine answers "in use" itself on the next remove (a service started using it in between). */
+    let raceInUse = false;
+    const e = {
+      // The engine never answers a secret's data in a list; a config's it does.
+      listSwarmObjects: async (kind: "secret" | "config") => objects[kind].map((o) => (kind === "secret" ? { ...o, Spec: { Name: o.Spec.Name, Labels: o.Spec.Labels } } : o)),
+      createSwarmObject: async (kind: "secret" | "config", spec: { Name: string; Labels: Record<string, string>; Data: string }) => {
+        if (objects[kind].some((o) => o.Spec.Name === spec.Name)) throw new EngineError(`create ${kind} ${spec.Name}: rpc error: code = AlreadyExists desc = ${kind} ${spec.Name} already exists`, 409);
+        const ID = `${kind}${++seq}`;
+        objects[kind].push({ ID, Version: { Index: 11 }, CreatedAt: "2026-01-01T00:00:00Z", UpdatedAt: "2026-01-01T00:00:00Z", Spec: spec });
+        return ID;
+      },
+      removeSwarmObject: async (kind: "secret" | "config", id: string) => {
+        if (raceInUse) throw new EngineError(`remove ${kind} ${id}: rpc error: code = InvalidArgument desc = ${kind} 'x' is in use by the following service: late`, 400);
+        if (!objects[kind].some((o) => o.ID === id)) throw new EngineError(`remove ${kind} ${id}: not found`, 404);
+        objects[kind] = objects[kind].filter((o) => o.ID !== id);
+        removed.push(id);
+      },
+      listServices: async () => services,
+    } as unknown as Engine;
+    return { e, objects, services, removed, setRace: (v: boolean) => (raceInUse = v) };
+  }
+
+  it("creates a secret with its data base64 to the engine only: neither the result nor a progress line carries it", async () => {
+    const s = store();
+    const { c, lines } = ctx();
+    const r = await swarmObjectCreate(s.e)({ kind: "secret", name: "db-password", data: "hunter2-très", labels: { app: "web" } }, c);
+    expect(r).toEqual({ outcome: "created", object: { id: "secret1", version: 11, name: "db-password", labels: { app: "web" }, data: null, created_at: "2026-01-01T00:00:00Z", updated_at: "2026-01-01T00:00:00Z" } });
+    expect(Buffer.from(s.objects.secret[0]!.Spec.Data, "base64").toString("utf8")).toBe("hunter2-très");
+    expect(JSON.stringify(r) + lines.join("\n")).not.toMatch(/hunter2/);
+    expect(await swarmObjectCreate(s.e)({ kind: "secret", name: "db-password", data: "other", labels: {} }, ctx().c)).toEqual({ outcome: "exists", reason: "a secret named db-password already exists in the swarm" });
+  });
+
+  it("lists configs with their data decoded and secrets without theirs, by name", async () => {
+    const s = store();
+    await swarmObjectCreate(s.e)({ kind: "config", name: "nginx.conf", data: "server {}\n", labels: {} }, ctx().c);
+    await swarmObjectCreate(s.e)({ kind: "config", name: "a.conf", data: "x", labels: {} }, ctx().c);
+    await swarmObjectCreate(s.e)({ kind: "secret", name: "s", data: "v", labels: {} }, ctx().c);
+    const configs = await swarmObjects(s.e)({ kind: "config" }, ctx().c);
+    expect(configs.objects.map((o) => [o.name, o.data])).toEqual([["a.conf", "x"], ["nginx.conf", "server {}\n"]]);
+    expect((await swarmObjects(s.e)({ kind: "secret" }, ctx().c)).objects.map((o) => [o.name, o.data])).toEqual([["s", null]]);
+  });
+
+  it("refuses to delete what a service mounts (naming it), deletes the rest, and answers missing for an unknown id", async () => {
+    const s = store();
+    await swarmObjectCreate(s.e)({ kind: "secret", name: "used", data: "v", labels: {} }, ctx().c);
+    await swarmObjectCreate(s.e)({ kind: "config", name: "free", data: "v", labels: {} }, ctx().c);
+    s.services.push({ Spec: { Name: "web", TaskTemplate: { ContainerSpec: { Secrets: [{ SecretID: "secret1", SecretName: "used" }], Configs: null } } } });
+    expect(await swarmObjectDelete(s.e)({ kind: "secret", id: "secret1" }, ctx().c)).toEqual({ outcome: "in_use", reason: "secret used is in use by service(s) web: remove it from them first", services: ["web"] });
+    expect(s.removed).toEqual([]);
+    expect(await swarmObjectDelete(s.e)({ kind: "config", id: "config2" }, ctx().c)).toEqual({ outcome: "deleted", name: "free" });
+    expect(await swarmObjectDelete(s.e)({ kind: "config", id: "config2" }, ctx().c)).toEqual({ outcome: "missing" });
+    s.services.length = 0;
+    s.setRace(true);
+    expect(await swarmObjectDelete(s.e)({ kind: "secret", id: "secret1" }, ctx().c)).toMatchObject({ outcome: "in_use", reason: expect.stringMatching(/in use by the following service: late/) });
   });
 });

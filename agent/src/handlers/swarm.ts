@@ -1,5 +1,6 @@
-import { SWARM_RESERVED_LABEL_PREFIX, swarmNodeChangeRefusal, type SwarmNodeChange, type SwarmService, type SwarmTask } from "@capstan/shared";
-import { type Engine, type SwarmNodeSpec, EngineError, isOutOfSequence } from "../docker/engine.js";
+import { SWARM_RESERVED_LABEL_PREFIX, swarmNodeChangeRefusal, type SwarmNodeChange, type SwarmService, type SwarmStoredObject, type SwarmStoreKind, type SwarmTask } from "@capstan/shared";
+import { type Engine, type RegistryCredentials, type SwarmNodeSpec, EngineError, isOutOfSequence } from "../docker/engine.js";
+import { hostOf, storedLogin } from "../registries/config.js";
 import type { Handler } from "../dispatch/types.js";
 
 /**
@@ -169,11 +170,25 @@ export function swarmTasks(engine: Engine): Handler<"swarm.tasks"> {
 }
 
 /**
+ * The login of the registry a service's image names (the hub's for an image naming no host), as
+ * the registries feature stored it on this manager (registry.login of the registries assigned to
+ * its server): sent with the service update so the swarm gives it to every node that pulls the
+ * image, workers without a login of their own too. Null when this manager has none (public image,
+ * or the auth the service was created with stays: the engine keeps it when no header is sent).
+ */
+export async function serviceRegistryAuth(stateDir: string, image: string): Promise<RegistryCredentials | null> {
+  if (!image) return null;
+  const registry = hostOf(image) ?? "docker.io";
+  const login = await storedLogin(stateDir, registry);
+  return login ? { ...login, serveraddress: registry } : null;
+}
+
+/**
  * swarm.service.scale: sets a replicated service's replicas at its version index (the whole spec
  * written back, as `docker service scale` does); a global-mode service is refused with the reason;
  * "update out of sequence" is retried once with the fresh version, a second one reported.
  */
-export function swarmServiceScale(engine: Engine): Handler<"swarm.service.scale"> {
+export function swarmServiceScale(engine: Engine, opts: { stateDir?: string } = {}): Handler<"swarm.service.scale"> {
   return async ({ service_id, replicas }, { signal, progress }) => {
     for (let attempt = 1; ; attempt++) {
       let raw: RawService & { Spec?: Record<string, unknown> };
@@ -189,8 +204,10 @@ export function swarmServiceScale(engine: Engine): Handler<"swarm.service.scale"
       }
       const version = raw.Version?.Index ?? 0;
       const spec = { ...raw.Spec, Mode: { Replicated: { Replicas: replicas } } };
+      const auth = opts.stateDir ? await serviceRegistryAuth(opts.stateDir, imageOf(raw)) : null;
+      if (auth && attempt === 1) progress(`service ${name}: passing the login of registry ${auth.serveraddress} (as ${auth.username}) so every node can pull ${imageOf(raw)}`);
       try {
-        await engine.updateService(service_id, version, spec, signal);
+        await engine.updateService(service_id, version, spec, signal, auth);
       } catch (err) {
         if (!isOutOfSequence(err)) throw err;
         if (attempt >= 2) return { outcome: "conflict", reason: `service ${name} changed while it was being scaled (twice in a row); read it again and retry` };
@@ -201,5 +218,90 @@ export function swarmServiceScale(engine: Engine): Handler<"swarm.service.scale"
       const [after, tasks] = await Promise.all([engine.inspectService(service_id, signal), engine.listTasks({ service: [service_id] }, signal)]);
       return { outcome: "updated", service: swarmServiceOf(after, tasks), attempts: attempt };
     }
+  };
+}
+
+// ---- swarm secrets and configs (issue 20, w7) ----
+
+type RawStored = { ID?: string; Version?: { Index?: number }; CreatedAt?: string; UpdatedAt?: string; Spec?: { Name?: string; Labels?: Record<string, string> | null; Data?: string } };
+
+/** A secret or config as the engine lists it; a config's data decoded (UTF-8), a secret's always null (never read). */
+export function swarmStoredOf(kind: SwarmStoreKind, raw: unknown): SwarmStoredObject {
+  const o = raw as RawStored;
+  return {
+    id: String(o.ID ?? ""),
+    version: typeof o.Version?.Index === "number" ? o.Version.Index : 0,
+    name: o.Spec?.Name ?? "",
+    labels: o.Spec?.Labels ?? {},
+    data: kind === "config" && typeof o.Spec?.Data === "string" ? Buffer.from(o.Spec.Data, "base64").toString("utf8") : null,
+    created_at: o.CreatedAt ?? null,
+    updated_at: o.UpdatedAt ?? null,
+  };
+}
+
+/** swarm.objects: every secret or config, by name. */
+export function swarmObjects(engine: Engine): Handler<"swarm.objects"> {
+  return async ({ kind }, { signal }) => ({
+    objects: (await engine.listSwarmObjects(kind, signal)).map((o) => swarmStoredOf(kind, o)).sort((a, b) => a.name.localeCompare(b.name)),
+  });
+}
+
+/**
+ * swarm.object.create: the data goes to the engine base64-encoded and nowhere else (no progress
+ * line or result carries it; the result is the object as listed back, a secret's data null).
+ * A taken name is answered exists with the engine's reason. Run again after a lost answer, it
+ * finds the name taken: the caller sees a conflict, never a second object.
+ */
+export function swarmObjectCreate(engine: Engine): Handler<"swarm.object.create"> {
+  return async ({ kind, name, data, labels }, { signal, progress }) => {
+    let id: string;
+    try {
+      id = await engine.createSwarmObject(kind, { Name: name, Labels: labels, Data: Buffer.from(data, "utf8").toString("base64") }, signal);
+    } catch (err) {
+      if (err instanceof EngineError && (err.statusCode === 409 || /already exists/i.test(err.message))) return { outcome: "exists", reason: `a ${kind} named ${name} already exists in the swarm` };
+      throw err;
+    }
+    progress(`${kind} ${name}: created`);
+    const listed = (await engine.listSwarmObjects(kind, signal)).map((o) => swarmStoredOf(kind, o));
+    const object = listed.find((o) => o.id === id) ?? listed.find((o) => o.name === name);
+    if (!object) throw new Error(`${kind} ${name} was created but is not listed`);
+    return { outcome: "created", object };
+  };
+}
+
+type RawRefs = { Spec?: { Name?: string; TaskTemplate?: { ContainerSpec?: { Secrets?: { SecretID?: string }[] | null; Configs?: { ConfigID?: string }[] | null } } } };
+
+/** The names of the services whose tasks mount the secret or config `id`. */
+export function servicesMounting(kind: SwarmStoreKind, id: string, services: unknown[]): string[] {
+  return (services as RawRefs[])
+    .filter((s) => {
+      const c = s.Spec?.TaskTemplate?.ContainerSpec;
+      return kind === "secret" ? (c?.Secrets ?? []).some((r) => r.SecretID === id) : (c?.Configs ?? []).some((r) => r.ConfigID === id);
+    })
+    .map((s) => s.Spec?.Name ?? "")
+    .sort();
+}
+
+/**
+ * swarm.object.delete: refuses (in_use, naming the services) a secret or config a service
+ * mounts, as the engine would (its own "in use" refusal, when a service started using it in
+ * between, is answered the same); missing when there is no such object.
+ */
+export function swarmObjectDelete(engine: Engine): Handler<"swarm.object.delete"> {
+  return async ({ kind, id }, { signal, progress }) => {
+    const [objects, services] = await Promise.all([engine.listSwarmObjects(kind, signal), engine.listServices(signal)]);
+    const found = objects.map((o) => swarmStoredOf(kind, o)).find((o) => o.id === id);
+    if (!found) return { outcome: "missing" };
+    const users = servicesMounting(kind, id, services);
+    if (users.length) return { outcome: "in_use", reason: `${kind} ${found.name} is in use by service(s) ${users.join(", ")}: remove it from them first`, services: users };
+    try {
+      await engine.removeSwarmObject(kind, id, signal);
+    } catch (err) {
+      if (isNotFound(err)) return { outcome: "missing" };
+      if (err instanceof EngineError && /in use/i.test(err.message)) return { outcome: "in_use", reason: err.message, services: [] };
+      throw err;
+    }
+    progress(`${kind} ${found.name}: removed`);
+    return { outcome: "deleted", name: found.name };
   };
 }

@@ -52,5 +52,9 @@ export function outcomeMap(services: Services): OutcomeMap {
     "swarm.services": null,
     "swarm.tasks": null,
     "swarm.service.scale": null,
+    // ---- swarm secrets and configs (issue 20, w7): the caller waits for each answer ----
+    "swarm.objects": null,
+    "swarm.object.create": null,
+    "swarm.object.delete": null,
   };
 }

@@ -138,6 +138,10 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "swarm.services": 30_000,
   "swarm.tasks": 30_000,
   "swarm.service.scale": 60_000,
+  // ---- swarm secrets and configs (issue 20, w7) ----
+  "swarm.objects": 30_000,
+  "swarm.object.create": 30_000,
+  "swarm.object.delete": 30_000,
 };
 
 /**
@@ -328,6 +332,18 @@ export class JobQueue {
     if (direct) this.send(row, parsed).catch((err: Error) => this.log.warn({ err: { message: err?.message }, job: row.id }, "job delivery failed; the pump retries"));
     else this.nudge(serverId);
     return finished;
+  }
+
+  /**
+   * Replaces an ended job's stored payload with `payload` (sealed like every payload): a job
+   * whose payload carried data that must not stay at rest once delivered (a swarm secret's
+   * value) keeps only what says what it did. A job still open is left as it is (it may be
+   * delivered again); false then.
+   */
+  async scrubPayload<T extends JobType>(id: string, type: T, payload: JobPayload<T>): Promise<boolean> {
+    const sealed = sealPayload(this.box, JOBS[type].payload.parse(payload));
+    const r = await this.db.job.updateMany({ where: { id, type, status: { in: ["succeeded", "failed", "cancelled"] } }, data: { payload: sealed } });
+    return r.count === 1;
   }
 
   /**

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { PaginationQuery, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
-import { SWARM_RESERVED_LABEL_PREFIX, SwarmLabelKey, SwarmObjectId } from "../protocol/swarm.js";
+import { multiline } from "../validation/text.js";
+import { SWARM_RESERVED_LABEL_PREFIX, SWARM_STORE_MAX_BYTES, SwarmLabelKey, SwarmLabels, SwarmObjectId, SwarmStoreName, utf8Bytes } from "../protocol/swarm.js";
 
 /**
  * Clusters (spec 4.12, issue 20, docs/clusters.md): Docker Swarms whose nodes are the team's
@@ -114,3 +115,42 @@ export const ClusterServiceParams = z.object({ uuid: resourceId("cluster", Uuid)
 /** POST .../scale: the replicas a replicated service should run (0 stops every task and keeps the service). */
 export const ClusterServiceScaleBody = requestBody({ replicas: z.number().int().min(0).max(10_000) });
 export type ClusterServiceScaleBody = z.infer<typeof ClusterServiceScaleBody>;
+
+// ---- swarm secrets and configs (issue 20, w7) ----
+const storedFields = {
+  id: z.string(),
+  name: z.string(),
+  labels: z.record(z.string(), z.string()),
+  version: z.number().int().meta({ description: "The object's version index" }),
+  created_at: z.string().nullable(),
+  updated_at: z.string().nullable(),
+};
+/** A swarm secret: its data is never returned (not even by create). */
+export const ClusterSecret = z.object(storedFields).meta({ id: "ClusterSecret" });
+/** A swarm config: its data is returned (configs hold no secrets; decoded as UTF-8). */
+export const ClusterConfig = z.object({ ...storedFields, data: z.string().meta({ description: "The config's data (UTF-8)" }) }).meta({ id: "ClusterConfig" });
+export const ClusterSecretList = z.object({ data: z.array(ClusterSecret) }).meta({ id: "ClusterSecretList" });
+export const ClusterConfigList = z.object({ data: z.array(ClusterConfig) }).meta({ id: "ClusterConfigList" });
+export const ClusterSecretMutation = z.object({ message: z.string(), data: ClusterSecret }).meta({ id: "ClusterSecretMutation" });
+export const ClusterConfigMutation = z.object({ message: z.string(), data: ClusterConfig }).meta({ id: "ClusterConfigMutation" });
+export const ClusterSecretParams = z.object({ uuid: resourceId("cluster", Uuid), secretId: resourceId("cluster_secret", SwarmObjectId) });
+export const ClusterConfigParams = z.object({ uuid: resourceId("cluster", Uuid), configId: resourceId("cluster_config", SwarmObjectId) });
+
+const storedBody = (kind: "secret" | "config") =>
+  requestBody({
+    name: SwarmStoreName,
+    // Multi-line (certificates, config files): tab, line feed and carriage return allowed.
+    data: multiline(
+      z
+        .string()
+        .min(1, "must not be empty")
+        .refine((d) => utf8Bytes(d) < SWARM_STORE_MAX_BYTES[kind], `must be under ${SWARM_STORE_MAX_BYTES[kind] / 1024} KiB (UTF-8)`),
+    ),
+    labels: SwarmLabels.refine((l) => Object.keys(l).length <= 100, "at most 100 labels").optional(),
+  });
+/** POST /clusters/{uuid}/secrets: name (the engine's rules), data (under 500 KiB), labels. */
+export const ClusterSecretBody = storedBody("secret");
+export type ClusterSecretBody = z.infer<typeof ClusterSecretBody>;
+/** POST /clusters/{uuid}/configs: name, data (under 1000 KiB), labels. */
+export const ClusterConfigBody = storedBody("config");
+export type ClusterConfigBody = z.infer<typeof ClusterConfigBody>;

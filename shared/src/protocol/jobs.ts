@@ -10,7 +10,7 @@ import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, Regis
 // services lifecycle (issue 17)
 import { ServiceActionPayload, ServiceActionResult, ServiceDeployPayload, ServiceDeployResult } from "./services.js";
 // clusters (issue 20)
-import { SwarmInfoResult, SwarmNode, SwarmNodeUpdatePayload, SwarmNodeUpdateResult, SwarmServiceScalePayload, SwarmServiceScaleResult, SwarmServicesResult, SwarmTasksPayload, SwarmTasksResult } from "./swarm.js";
+import { SwarmInfoResult, SwarmNode, SwarmNodeUpdatePayload, SwarmNodeUpdateResult, SwarmObjectCreatePayload, SwarmObjectCreateResult, SwarmObjectDeletePayload, SwarmObjectDeleteResult, SwarmObjectsPayload, SwarmObjectsResult, SwarmServiceScalePayload, SwarmServiceScaleResult, SwarmServicesResult, SwarmTasksPayload, SwarmTasksResult } from "./swarm.js";
 
 export { DockerName };
 const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
@@ -131,6 +131,13 @@ export const JOBS = {
   "swarm.tasks": { payload: SwarmTasksPayload, result: SwarmTasksResult },
   /** Sets a replicated service's replicas with its version index (one retry after out of sequence); refuses global mode. */
   "swarm.service.scale": { payload: SwarmServiceScalePayload, result: SwarmServiceScaleResult },
+  // ---- swarm secrets and configs (issue 20, w7) ----
+  /** Every secret or config of the swarm (GET /secrets, GET /configs); a secret's data is never read. */
+  "swarm.objects": { payload: SwarmObjectsPayload, result: SwarmObjectsResult },
+  /** Creates a secret or config; its data is in this payload only (sealed at rest), never in the result or the log. */
+  "swarm.object.create": { payload: SwarmObjectCreatePayload, result: SwarmObjectCreateResult },
+  /** Removes a secret or config unless a service mounts it (in_use with the services' names). */
+  "swarm.object.delete": { payload: SwarmObjectDeletePayload, result: SwarmObjectDeleteResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

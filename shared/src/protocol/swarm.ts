@@ -158,3 +158,60 @@ export const SwarmServiceScaleResult = z.discriminatedUnion("outcome", [
   z.object({ outcome: z.literal("missing") }),
 ]);
 export type SwarmServiceScaleResult = z.infer<typeof SwarmServiceScaleResult>;
+
+// ---- swarm secrets and configs (issue 20, w7) ----
+
+/** Secrets and configs: the two kinds of swarm-stored data services mount (GET /secrets, GET /configs). */
+export const SWARM_STORE_KINDS = ["secret", "config"] as const;
+export const SwarmStoreKind = z.enum(SWARM_STORE_KINDS);
+export type SwarmStoreKind = z.infer<typeof SwarmStoreKind>;
+
+/**
+ * A secret's or config's name as the engine takes it (swarmkit's controlapi): at most 64
+ * characters, alphanumerics with '-', '_' and '.' inside (never first or last).
+ */
+export const SWARM_STORE_NAME_RE = /^[a-zA-Z0-9]+(?:[a-zA-Z0-9-_.]*[a-zA-Z0-9])?$/;
+export const SwarmStoreName = z
+  .string()
+  .min(1)
+  .max(64, "at most 64 characters")
+  .regex(SWARM_STORE_NAME_RE, "letters, digits, '-', '_' and '.' (a letter or digit first and last)");
+
+/** The engine's data bounds (bytes, exclusive): secrets under 500 KiB, configs under 1000 KiB, neither empty. */
+export const SWARM_STORE_MAX_BYTES: Record<SwarmStoreKind, number> = { secret: 500 * 1024, config: 1000 * 1024 };
+
+/** Bytes of a string in UTF-8 (what the engine stores). */
+export const utf8Bytes = (s: string) => new TextEncoder().encode(s).length;
+
+/** A secret or config as the engine lists it; `data` is a config's (UTF-8) and always null for a secret. */
+export const SwarmStoredObject = z.object({
+  id: SwarmObjectId,
+  version: z.number().int().min(0),
+  name: z.string().max(255),
+  labels: z.record(z.string(), z.string()),
+  data: z.string().nullable(),
+  created_at: z.string().max(100).nullable(),
+  updated_at: z.string().max(100).nullable(),
+});
+export type SwarmStoredObject = z.infer<typeof SwarmStoredObject>;
+
+export const SwarmObjectsPayload = z.object({ kind: SwarmStoreKind });
+export const SwarmObjectsResult = z.object({ objects: z.array(SwarmStoredObject).max(100_000) });
+/** The data travels only here (the job payload, sealed at rest by the control plane); never in a result or a log line. */
+export const SwarmObjectCreatePayload = z
+  .object({ kind: SwarmStoreKind, name: SwarmStoreName, data: z.string().min(1), labels: SwarmLabels })
+  .refine((p) => utf8Bytes(p.data) < SWARM_STORE_MAX_BYTES[p.kind], { message: "data too large for the engine", path: ["data"] });
+/** created: the object as listed back (a secret's data null); exists: the name is taken (the engine's reason). */
+export const SwarmObjectCreateResult = z.discriminatedUnion("outcome", [
+  z.object({ outcome: z.literal("created"), object: SwarmStoredObject }),
+  z.object({ outcome: z.literal("exists"), reason: z.string().max(2000) }),
+]);
+export type SwarmObjectCreateResult = z.infer<typeof SwarmObjectCreateResult>;
+export const SwarmObjectDeletePayload = z.object({ kind: SwarmStoreKind, id: SwarmObjectId });
+/** deleted; in_use: services mount it (their names, the reason); missing: no such object. */
+export const SwarmObjectDeleteResult = z.discriminatedUnion("outcome", [
+  z.object({ outcome: z.literal("deleted"), name: z.string().max(255) }),
+  z.object({ outcome: z.literal("in_use"), reason: z.string().max(4000), services: z.array(z.string().max(255)).max(10_000) }),
+  z.object({ outcome: z.literal("missing") }),
+]);
+export type SwarmObjectDeleteResult = z.infer<typeof SwarmObjectDeleteResult>;

@@ -480,6 +480,9 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   environment_binding: { id: (f) => f.environmentBinding.id },
   // ---- swarm services (issue 20): service ids are the engine's (any well-formed id; the cluster decides the team) ----
   cluster_service: { id: (f) => f.cluster.nodeId },
+  // ---- swarm secrets and configs (issue 20, w7): engine ids, as cluster_service ----
+  cluster_secret: { id: (f) => f.cluster.nodeId },
+  cluster_config: { id: (f) => f.cluster.nodeId },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -489,6 +492,9 @@ export const UNOWNED_KINDS = new Set([
   "dns_resource_type",
   // ---- swarm services (issue 20): the engine's service id means something only in the cluster of the path (its manager answers 404 for another swarm's); the control plane stores none ----
   "cluster_service",
+  // ---- swarm secrets and configs (issue 20, w7): engine ids the control plane stores none of, as cluster_service ----
+  "cluster_secret",
+  "cluster_config",
 ]);
 
 export interface BodySpec {
@@ -598,6 +604,9 @@ export const BODIES: Record<string, BodySpec> = {
   "post /domains/{uuid}/environment-bindings": { valid: () => ({ environment_role: "staging", priority: 2 }), foreign: (a) => [{ environment_id: a.environment.id }] },
   // ---- swarm services (issue 20) ----
   "post /clusters/{uuid}/services/{serviceId}/scale": { valid: () => ({ replicas: 2 }) },
+  // ---- swarm secrets and configs (issue 20, w7) ----
+  "post /clusters/{uuid}/secrets": { valid: () => ({ name: "hijacked", data: "hijacked-value" }) },
+  "post /clusters/{uuid}/configs": { valid: () => ({ name: "hijacked", data: "hijacked-value" }) },
 };
 let domainSeq = 0;
 
@@ -771,6 +780,13 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "get /clusters/{uuid}/services": 503,
   "get /clusters/{uuid}/services/{serviceId}/tasks": 503,
   "post /clusters/{uuid}/services/{serviceId}/scale": 503,
+  // ---- swarm secrets and configs (issue 20, w7): the fixture cluster's manager server has no agent ----
+  "get /clusters/{uuid}/secrets": 503,
+  "post /clusters/{uuid}/secrets": 503,
+  "delete /clusters/{uuid}/secrets/{secretId}": 503,
+  "get /clusters/{uuid}/configs": 503,
+  "post /clusters/{uuid}/configs": 503,
+  "delete /clusters/{uuid}/configs/{configId}": 503,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {

@@ -1,4 +1,6 @@
 import { execFile } from "node:child_process";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { promisify } from "node:util";
 import { fileURLToPath } from "node:url";
 import { dirname, join } from "node:path";
@@ -86,3 +88,31 @@ export async function until<T>(what: string, fn: () => Promise<T | false | null 
   }
   throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ""}`);
 }
+
+// ---- private registry on the test hosts' network (issues 18 and 20) ----
+export const REGISTRY_IMAGE = "capstan-test/registry:latest";
+/** The engine flags that let test hosts pull from a registry at a private address over plain HTTP. */
+export const INSECURE_REGISTRIES = "--insecure-registry 172.16.0.0/12 --insecure-registry 192.168.0.0/16 --insecure-registry 10.0.0.0/8";
+
+/**
+ * Starts Debian's docker-registry (`capstan-test/registry`, test/kit/images.sh registry) as
+ * container `name` on `${prefix}-net`, with one htpasswd login (the password goes over stdin);
+ * labelled for the label cleanup. Answers its address (ip:5000) and the directory holding the
+ * htpasswd file (the caller removes it, and the container, when done).
+ */
+export async function startPrivateRegistry(prefix: string, name: string, user: string, password: string): Promise<{ host: string; authDir: string }> {
+  const authDir = await mkdtemp(join(tmpdir(), `capstan-${prefix}-auth-`));
+  const line = await sh("docker", ["run", "--rm", "-i", "--label", "capstan.test=1", REGISTRY_IMAGE, "htpasswd", "-niB", user], { input: password });
+  await writeFile(join(authDir, "htpasswd"), `${line}\n`, { mode: 0o600 });
+  await sh("docker", [
+    "run", "-d", "--name", name, "--network", `${prefix}-net`,
+    "--label", "capstan.test=1", "--label", `capstan.test.prefix=${prefix}`,
+    "-e", "REGISTRY_AUTH_HTPASSWD_REALM=capstan-test", "-e", "REGISTRY_AUTH_HTPASSWD_PATH=/auth/htpasswd",
+    "-v", `${authDir}:/auth:ro`, REGISTRY_IMAGE,
+  ]);
+  const ip = await sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${prefix}-net").IPAddress}}`, name]);
+  return { host: `${ip}:5000`, authDir };
+}
+
+/** Runs argv in a test host with `input` on its standard input (a password, a Dockerfile). */
+export const onHostWithInput = (host: string, input: string, ...argv: string[]) => sh("docker", ["exec", "-i", host, ...argv], { input });

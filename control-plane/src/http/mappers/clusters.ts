@@ -1,4 +1,4 @@
-import type { Cluster, ClusterNode, ClusterSwarmService, ClusterTask, DetectedCluster, SwarmNode, SwarmService, SwarmTask } from "@capstan/shared";
+import type { Cluster, ClusterConfig, ClusterNode, ClusterSecret, ClusterSwarmService, ClusterTask, DetectedCluster, SwarmNode, SwarmService, SwarmStoredObject, SwarmTask } from "@capstan/shared";
 import { clusterStatus, storedNodes, type ClusterRecord } from "../../services/clusters/index.js";
 import { iso } from "../dto.js";
 import type { Out } from "./types.js";
@@ -75,3 +75,15 @@ export const clusterTaskDto = (r: ClusterRecord, t: SwarmTask): Out<typeof Clust
   error: t.error,
   updated_at: t.updated_at,
 });
+
+// ---- swarm secrets and configs (issue 20, w7) ----
+/** A secret without its data (the agent never reads it; this never shows it). */
+export const clusterSecretDto = (o: SwarmStoredObject): Out<typeof ClusterSecret> => ({
+  id: o.id,
+  name: o.name,
+  labels: o.labels,
+  version: o.version,
+  created_at: o.created_at,
+  updated_at: o.updated_at,
+});
+export const clusterConfigDto = (o: SwarmStoredObject): Out<typeof ClusterConfig> => ({ ...clusterSecretDto(o), data: o.data ?? "" });

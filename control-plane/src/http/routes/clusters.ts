@@ -13,11 +13,20 @@ import {
   ClusterServiceList,
   ClusterServiceMutation,
   ClusterTaskList,
+  ClusterConfigBody,
+  ClusterConfigList,
+  ClusterConfigMutation,
+  ClusterConfigParams,
+  ClusterSecretBody,
+  ClusterSecretList,
+  ClusterSecretMutation,
+  ClusterSecretParams,
+  MessageBody,
 } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
-import { clusterDto, clusterNodeDto, clusterServiceDto, clusterTaskDto, detectedClusterDto } from "../mappers/clusters.js";
+import { clusterConfigDto, clusterDto, clusterNodeDto, clusterSecretDto, clusterServiceDto, clusterTaskDto, detectedClusterDto } from "../mappers/clusters.js";
 import { NODE_ACTIONS, type NodeAction } from "../../services/clusters/index.js";
 
 /** Clusters (spec 4.12, issue 20, docs/clusters.md): every route behind the paid feature CLUSTER_MANAGEMENT. */
@@ -42,6 +51,12 @@ const LIVE_READ_ERRORS = {
   404: ERR[404],
   502: { description: "The manager's agent failed to list them (the engine's reason)" },
   503: NODE_ERRORS[503],
+};
+
+/** Secrets and configs (issue 20, w7): read and changed live, as services. */
+const STORED_ERRORS = {
+  ...LIVE_READ_ERRORS,
+  502: { description: "The manager's agent failed (the engine's reason)" },
 };
 
 const ACTION_TEXT: Record<NodeAction, { summary: string; description: string; done: string }> = {
@@ -195,4 +210,71 @@ export const clusterRoutes = [
       return { body: { message: `Service ${svc.name} scaled to ${body.replicas}.`, data: clusterServiceDto(svc) } };
     },
   }),
+  // ---- swarm secrets and configs (issue 20, w7) ----
+  ...storedRoutes("secret"),
+  ...storedRoutes("config"),
 ];
+
+// ---- swarm secrets and configs (issue 20, w7) ----
+
+/** List, create and delete of the swarm's secrets or configs (docs/clusters.md). */
+function storedRoutes(kind: "secret" | "config") {
+  const Kind = kind === "secret" ? "Secret" : "Config";
+  const secret = kind === "secret";
+  const dto = secret ? clusterSecretDto : clusterConfigDto;
+  const dataNote = secret
+    ? "A secret's data is never returned (not by the list, not by create): the engine does not give it back and the platform keeps no copy."
+    : "A config's data is returned (configs are for data that is not secret; decoded as UTF-8).";
+  return [
+    route({
+      method: "get",
+      path: `/clusters/{uuid}/${kind}s`,
+      tag: TAG,
+      summary: `List a cluster's ${kind}s`,
+      description: `As a connected manager lists them now (never stored), by name. ${dataNote}`,
+      feature: FEATURE,
+      params: ClusterParams,
+      responses: { 200: { description: `${Kind}s`, schema: secret ? ClusterSecretList : ClusterConfigList }, ...STORED_ERRORS },
+      async handler({ scope, services, params }) {
+        return { body: { data: (await services.clusters.storedObjects(scope, params.uuid, kind)).map(dto) } };
+      },
+    }),
+    route({
+      method: "post",
+      path: `/clusters/{uuid}/${kind}s`,
+      tag: TAG,
+      summary: `Create a ${kind}`,
+      adminOnly: `create cluster ${kind}s`,
+      description: `Creates a swarm ${kind} through a connected manager's agent. The name follows the engine's rules (at most 64 characters: letters, digits, '-', '_' and '.', a letter or digit first and last); data is a UTF-8 string under ${secret ? "500" : "1000"} KiB. ${dataNote}${secret ? " The value travels to the agent in the job's payload only (sealed at rest, and replaced once the job ended)." : ""} A name already taken in the swarm is a 409.`,
+      feature: FEATURE,
+      params: ClusterParams,
+      body: secret ? ClusterSecretBody : ClusterConfigBody,
+      responses: {
+        201: { description: "Created", schema: secret ? ClusterSecretMutation : ClusterConfigMutation },
+        ...STORED_ERRORS,
+        409: ERR[409],
+        422: ERR[422],
+      },
+      async handler({ scope, services, params, body }) {
+        const o = await services.clusters.createStored(scope, params.uuid, kind, body);
+        return { status: 201, body: { message: `${Kind} ${o.name} created.`, data: dto(o) } };
+      },
+    }),
+    route({
+      method: "delete",
+      path: `/clusters/{uuid}/${kind}s/{${kind}Id}`,
+      tag: TAG,
+      summary: `Delete a ${kind}`,
+      adminOnly: `delete cluster ${kind}s`,
+      description: `Removes the swarm ${kind} (by its engine id). One that a service mounts is refused (409) naming the services; remove it from them first.`,
+      feature: FEATURE,
+      params: secret ? ClusterSecretParams : ClusterConfigParams,
+      responses: { 200: { description: "Deleted", schema: MessageBody }, ...STORED_ERRORS, 409: { description: `Refused: services use the ${kind} (named in the reason)` } },
+      async handler({ scope, services, params }) {
+        const id = (params as { secretId?: string; configId?: string })[`${kind}Id`]!;
+        const name = await services.clusters.deleteStored(scope, params.uuid, kind, id);
+        return { body: { message: `${Kind} ${name} deleted.` } };
+      },
+    }),
+  ];
+}

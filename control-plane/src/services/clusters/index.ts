@@ -1,4 +1,4 @@
-import { HostFacts, SwarmNode, type SwarmInfoResult, type SwarmNodeChange, type SwarmService, type SwarmTask } from "@capstan/shared";
+import { HostFacts, SwarmNode, type SwarmInfoResult, type SwarmNodeChange, type SwarmService, type SwarmStoredObject, type SwarmStoreKind, type SwarmTask } from "@capstan/shared";
 import { z } from "zod";
 import type { Db, Prisma } from "../../db/client.js";
 import type { TeamScope } from "../../domain/scope.js";
@@ -20,6 +20,8 @@ const UPDATE_WAIT_MS = 60_000;
 const DETECT_CONCURRENCY = 8;
 
 const StoredNodes = z.array(SwarmNode);
+/** What a create job's stored payload holds instead of the data once the job ended. */
+const SCRUBBED = "(removed)";
 
 export type ClusterStatus = "healthy" | "degraded" | "unreachable";
 
@@ -231,6 +233,45 @@ export class ClusterService {
     if (r.outcome === "missing") throw new NotFound("Service");
     if (r.outcome !== "updated") throw new Conflict(r.outcome === "refused" ? `Refused: ${r.reason}` : `The service changed concurrently: ${r.reason}`);
     return r.service;
+  }
+
+  // ---- swarm secrets and configs (issue 20, w7) ----
+
+  /** Every secret or config of the swarm as a connected manager lists it now (never stored). */
+  async storedObjects(scope: TeamScope, uuid: string, kind: SwarmStoreKind): Promise<SwarmStoredObject[]> {
+    const row = await this.get(scope, uuid);
+    const m = this.manager(row);
+    const job = await this.jobs.run(m.serverId, "swarm.objects", { kind }, INFO_WAIT_MS);
+    if (job.status !== "succeeded") throw new UpstreamFailed(`The manager ${m.server.name} could not list the ${kind}s: ${job.error}`);
+    return job.result.objects;
+  }
+
+  /**
+   * Creates a secret or config through a connected manager. The data travels in the job's
+   * payload only (sealed at rest like every payload) and, once the job ended, the stored payload
+   * is replaced by one without it: no job row keeps a secret's value. A taken name is a Conflict.
+   */
+  async createStored(scope: TeamScope, uuid: string, kind: SwarmStoreKind, input: { name: string; data: string; labels?: Record<string, string> }): Promise<SwarmStoredObject> {
+    const row = await this.get(scope, uuid);
+    const m = this.manager(row);
+    const payload = { kind, name: input.name, data: input.data, labels: input.labels ?? {} };
+    const job = await this.jobs.run(m.serverId, "swarm.object.create", payload, UPDATE_WAIT_MS);
+    await this.jobs.scrubPayload(job.id, "swarm.object.create", { ...payload, data: SCRUBBED });
+    if (job.status !== "succeeded") throw new UpstreamFailed(`The manager ${m.server.name} could not create the ${kind}: ${job.error}`);
+    if (job.result.outcome === "exists") throw new Conflict(`A ${kind} named ${input.name} already exists in this cluster.`);
+    return job.result.object;
+  }
+
+  /** Removes a secret or config; one a service mounts is a Conflict naming the services, an unknown one NotFound. */
+  async deleteStored(scope: TeamScope, uuid: string, kind: SwarmStoreKind, id: string): Promise<string> {
+    const row = await this.get(scope, uuid);
+    const m = this.manager(row);
+    const job = await this.jobs.run(m.serverId, "swarm.object.delete", { kind, id }, UPDATE_WAIT_MS);
+    if (job.status !== "succeeded") throw new UpstreamFailed(`The manager ${m.server.name} could not delete the ${kind}: ${job.error}`);
+    const r = job.result;
+    if (r.outcome === "missing") throw new NotFound(kind === "secret" ? "Secret" : "Config");
+    if (r.outcome === "in_use") throw new Conflict(`Refused: ${r.reason}`);
+    return r.name;
   }
 
   /** Linked servers that are managers (by the last list) with a connected agent: the leader's first. */
