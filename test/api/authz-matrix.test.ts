@@ -276,6 +276,8 @@ const NEEDS: Record<string, Need> = {
   "get /clusters/{uuid}/services": "team",
   "get /clusters/{uuid}/services/{serviceId}/tasks": "team",
   "post /clusters/{uuid}/services/{serviceId}/scale": "team-admin",
+  // ---- w7/svcroute: service applications' domains (issue 17) ----
+  "patch /service-applications/{uuid}": { environment: "manage" },
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ export const LOCK = {
   // w6/svcproxy: a service's stored compose rendering
   /** A service's composeRendered: a PATCH of its compose file and a label-override PUT re-render one at a time. */
   serviceRender: 0x53524e44,
+  // ---- w7/svcroute: domain claims (issue 17) ----
+  /** A team's domain claims: the host-rule check of a service application's fqdn and its write (the id is the team's). */
+  teamDomains: 0x54444d4e,
 } as const;
 
 /**
