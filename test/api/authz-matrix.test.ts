@@ -283,6 +283,8 @@ const NEEDS: Record<string, Need> = {
   "get /clusters/{uuid}/configs": "team",
   "post /clusters/{uuid}/configs": "team-admin",
   "delete /clusters/{uuid}/configs/{configId}": "team-admin",
+  // ---- w7/svcroute: service applications' domains (issue 17) ----
+  "patch /service-applications/{uuid}": { environment: "manage" },
 };
 
 // ---------------------------------------------------------------------------------------------

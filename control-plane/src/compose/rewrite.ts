@@ -76,6 +76,12 @@ export interface RewriteContext {
   resourceType?: "application" | "service";
   /** A service's component uuid per compose service name (label capstan.service.component: per-component status). */
   components?: Record<string, string>;
+  /**
+   * w7/svcroute: a service's routed compose services (its service applications with an fqdn),
+   * each with its own routes and port (null: its first exposed port). When given, these are
+   * the proxy's targets instead of the public service with `routes` and `port`.
+   */
+  routed?: Record<string, { routes: ProxyRoute[]; port: number | null }>;
 }
 
 /** What rewriteCompose writes under x-capstan, read back by the agent (shared's ComposeMeta). */
@@ -111,9 +117,22 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
 
   const extra = ctx.extraLabels ?? {};
   const owned = { ...extra, [LABELS.managed]: "true", [LABELS.uuid]: ctx.appUuid };
-  const port = ctx.port ?? firstTcpPort(public_);
-  if (ctx.routes.length > 0 && port === null) {
-    reasons.push(`services.${public_.name}: the public service exposes no port for the proxy; add expose: ["<port>"] or set ports_exposes`);
+  // The proxy's targets: the public service with the application's routes, or a service's routed components.
+  const targets = new Map<string, { routes: ProxyRoute[]; port: number | null }>();
+  if (ctx.routed) {
+    for (const s of doc.services) {
+      const r = ctx.routed[s.name];
+      if (!r || r.routes.length === 0) continue;
+      const port = r.port ?? firstTcpPort(s);
+      if (port === null) reasons.push(`services.${s.name}: it has a domain but exposes no port for the proxy; add expose: ["<port>"] or a SERVICE_URL_${s.name.toUpperCase()}_<port> variable`);
+      targets.set(s.name, { routes: r.routes, port });
+    }
+  } else {
+    const port = ctx.port ?? firstTcpPort(public_);
+    if (ctx.routes.length > 0 && port === null) {
+      reasons.push(`services.${public_.name}: the public service exposes no port for the proxy; add expose: ["<port>"] or set ports_exposes`);
+    }
+    targets.set(public_.name, { routes: ctx.routes, port });
   }
 
   const resolveAt = (where: string, template: string): string => {
@@ -136,7 +155,9 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
       if (problem && !reasons.some((r) => r.startsWith(`services.${s.name}.${what}:`))) reasons.push(`services.${s.name}: ${problem}`);
       return v;
     };
-    const isPublic = s === public_;
+    const target = targets.get(s.name);
+    // A service's components without a domain are no proxy target (and stay off the proxy network).
+    const isPublic = target !== undefined;
     const out: Record<string, unknown> = {
       image: checked("image", s.image),
       container_name: containerName(ctx.appUuid, s.name),
@@ -170,9 +191,9 @@ export function rewriteCompose(doc: ComposeDoc, ctx: RewriteContext): string {
       // Set on every service, empty on the others (not a proxy target): images can carry
       // labels, and the engine copies image labels onto containers unless the container sets
       // the key itself.
-      [LABELS.domains]: isPublic ? [...new Set(ctx.routes.map((r) => r.host))].join(",") : "",
-      [LABELS.routes]: isPublic ? JSON.stringify(ctx.routes) : "",
-      [LABELS.port]: isPublic && port !== null ? String(port) : "",
+      [LABELS.domains]: target ? [...new Set(target.routes.map((r) => r.host))].join(",") : "",
+      [LABELS.routes]: target ? JSON.stringify(target.routes) : "",
+      [LABELS.port]: target && target.port !== null ? String(target.port) : "",
       [LABELS.network]: userProxyNetwork ?? (isPublic ? (ctx.proxyNetwork ?? ctx.network) : ""),
     };
 

@@ -32,6 +32,9 @@ export const LOCK = {
   // ---- platform backups (issue 19, w7/platform) ----
   /** A platform_instance backup schedule's runs (one at a time). */
   platformRuns: 0x504c5452,
+  // ---- w7/svcroute: domain claims (issue 17) ----
+  /** A team's domain claims: the host-rule check of a service application's fqdn and its write (the id is the team's). */
+  teamDomains: 0x54444d4e,
 } as const;
 
 /**

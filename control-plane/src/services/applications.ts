@@ -29,6 +29,7 @@ import { assertMayAddBindMounts } from "./bind-mounts.js";
 import { ServerService } from "./servers.js";
 import { forgetAttachments } from "./network-plan.js";
 import { assertDomainsFree, hostsOnCreate, hostsOnUpdate } from "./domain-ownership.js";
+import { lockInTransaction } from "../db/locks.js";
 
 type Tx = Prisma.TransactionClient;
 
@@ -317,10 +318,26 @@ export class ApplicationService {
     const settings = this.settings(input) as Partial<Prisma.ApplicationUncheckedCreateInput>;
     const data: Prisma.ApplicationUncheckedCreateInput = { ...source, ...settings, name: input.name ?? defaultName };
     const environment = await this.db.environment.findUniqueOrThrow({ where: { id: where.environmentId }, select: { id: true, projectId: true } });
-    await assertDomainsFree(this.db, scope, { serverId: where.serverId, environment }, (data.fqdn as string | null | undefined) ?? null);
-    const app = await this.db.application.create({ data: { ...data, hosts: hostsOnCreate(data.fqdn ?? null) }, select: { uuid: true, name: true, fqdn: true } });
+    // w7/svcroute: the host rule's check and the write hold the team's domain lock (service applications' domains take it too).
+    const app = await this.withDomainLock(scope.teamId, data.fqdn ?? null, async (db) => {
+      await assertDomainsFree(db, scope, { serverId: where.serverId, environment }, (data.fqdn as string | null | undefined) ?? null);
+      return db.application.create({ data: { ...data, hosts: hostsOnCreate(data.fqdn ?? null) }, select: { uuid: true, name: true, fqdn: true } });
+    });
     if (app.fqdn) await this.hostsChanged(scope.teamId, [app.fqdn]);
     return app;
+  }
+
+  /**
+   * w7/svcroute: a write that claims domains (`fqdn` set) runs with its host-rule check in one
+   * transaction holding the team's domain lock (db/locks.ts teamDomains), which service
+   * applications' domain writes hold too: two claims of one host never both pass the check.
+   */
+  private async withDomainLock<T>(teamId: number, fqdn: string | null, write: (db: Db | Prisma.TransactionClient) => Promise<T>): Promise<T> {
+    if (!fqdn) return write(this.db);
+    return this.db.$transaction(async (tx) => {
+      await lockInTransaction(tx, this.reader.kind, "teamDomains", teamId);
+      return write(tx);
+    });
   }
 
   /** PATCH: only the fields given change; each must fit the application's source. */
@@ -358,8 +375,10 @@ export class ApplicationService {
     }
     if (Object.keys(errors).length) throw new Invalid(errors);
     await assertMayAddBindMounts(this.db, scope, addedBinds);
-    if (data.fqdn !== undefined) await assertDomainsFree(this.db, scope, { id: app.id, serverId: app.serverId, environment: ref.environment }, data.fqdn as string | null);
-    await this.db.application.update({ where: { id: app.id }, data: data.fqdn !== undefined ? { ...data, hosts: hostsOnUpdate(data.fqdn as string | null) } : data });
+    await this.withDomainLock(app.teamId, (data.fqdn as string | null | undefined) ?? null, async (db) => {
+      if (data.fqdn !== undefined) await assertDomainsFree(db, scope, { id: app.id, serverId: app.serverId, environment: ref.environment }, data.fqdn as string | null);
+      await db.application.update({ where: { id: app.id }, data: data.fqdn !== undefined ? { ...data, hosts: hostsOnUpdate(data.fqdn as string | null) } : data });
+    });
     if (data.fqdn !== undefined && data.fqdn !== app.fqdn) await this.hostsChanged(app.teamId, [app.fqdn, data.fqdn as string | null]);
   }
 

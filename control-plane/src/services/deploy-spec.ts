@@ -25,10 +25,10 @@ export async function proxySettings(
   ctx: NetworkPlanContext,
   serverId: number,
   proxy: Config["proxy"],
-  opts: { record?: boolean; planned?: PlannedEnvironmentNetwork; excluding?: number[] } = {},
+  opts: { record?: boolean; planned?: PlannedEnvironmentNetwork; excluding?: number[]; excludingServices?: number[] } = {},
 ): Promise<ProxySettings> {
   const { networks, ensure_networks } = await proxyNetworks(ctx, serverId, opts);
-  const ownership = await routeOwnership(ctx.db, serverId, { excluding: opts.excluding });
+  const ownership = await routeOwnership(ctx.db, serverId, { excluding: opts.excluding, excludingServices: opts.excludingServices });
   return ProxySettings.parse({ name: proxy.name, image: proxy.image, networks, ensure_networks, http_port: proxy.httpPort, https_port: proxy.httpsPort, ownership });
 }
 

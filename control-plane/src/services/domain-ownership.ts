@@ -30,11 +30,48 @@ const entriesOf = (fqdn: string | null): DomainEntry[] => {
 
 const spot = (e: { host: string; path: string }) => `${e.host}${e.path === "/" ? "" : e.path}`;
 
-/** The application claiming domains: its id (none yet on create), server and environment. */
+/**
+ * The resource claiming domains: an application (its id, none yet on create) or a service
+ * application (componentId: the ServiceComponent), its server and environment.
+ */
 export interface Claimant {
   id?: number;
+  /** w7/svcroute: a service application claims them (its ServiceComponent id). */
+  componentId?: number;
   serverId: number;
   environment: EnvironmentRef;
+}
+
+/** Another resource serving domains: an application or a service application (w7/svcroute). */
+interface OtherClaim {
+  what: "application" | "service application";
+  name: string;
+  serverId: number;
+  fqdn: string | null;
+  environment: EnvironmentRef & { project: { name: string } };
+}
+
+const ENV_SELECT = { select: { id: true, projectId: true, project: { select: { name: true } } } } as const;
+
+/**
+ * The team's other claims: its applications' and its service applications' domains (the host
+ * rule is one for both kinds: a host used by one cannot be taken by the other).
+ */
+async function otherClaims(db: Db | Tx, scope: TeamScope, app: Claimant): Promise<OtherClaim[]> {
+  const apps = await db.application.findMany({
+    where: { teamId: scope.teamId, fqdn: { not: null }, ...(app.id !== undefined ? { id: { not: app.id } } : {}) },
+    select: { id: true, name: true, serverId: true, fqdn: true, environment: ENV_SELECT },
+    orderBy: { id: "asc" },
+  });
+  const components = await db.serviceComponent.findMany({
+    where: { service: { teamId: scope.teamId }, fqdn: { not: null }, ...(app.componentId !== undefined ? { id: { not: app.componentId } } : {}) },
+    select: { name: true, fqdn: true, service: { select: { name: true, serverId: true, environment: ENV_SELECT } } },
+    orderBy: { id: "asc" },
+  });
+  return [
+    ...apps.map((a) => ({ what: "application" as const, name: a.name, serverId: a.serverId, fqdn: a.fqdn, environment: a.environment })),
+    ...components.map((c) => ({ what: "service application" as const, name: `${c.name} of service ${c.service.name}`, serverId: c.service.serverId, fqdn: c.fqdn, environment: c.service.environment })),
+  ];
 }
 
 /**
@@ -45,18 +82,14 @@ export interface Claimant {
 export async function assertDomainsFree(db: Db | Tx, scope: TeamScope, app: Claimant, fqdn: string | null): Promise<void> {
   const wanted = entriesOf(fqdn);
   if (!wanted.length) return;
-  const others = await db.application.findMany({
-    where: { teamId: scope.teamId, fqdn: { not: null }, ...(app.id !== undefined ? { id: { not: app.id } } : {}) },
-    select: { id: true, name: true, serverId: true, fqdn: true, environment: { select: { id: true, projectId: true, project: { select: { name: true } } } } },
-    orderBy: { id: "asc" },
-  });
+  const others = await otherClaims(db, scope, app);
   for (const other of others) {
     const theirs = entriesOf(other.fqdn);
     for (const w of wanted) {
       const hit = theirs.find((o) => hostsOverlap(o.host, w.host));
       if (!hit) continue;
       const visible = await scope.canSeeEnvironment(other.environment);
-      const who = visible ? `application ${other.name}` : "another resource";
+      const who = visible ? `${other.what} ${other.name}` : "another resource";
       const exact = theirs.find((o) => o.host === w.host && o.path === w.path);
       if (exact && other.serverId === app.serverId) {
         throw new Conflict(`${spot(w)} is already served by ${who} on this server.`);
@@ -64,7 +97,7 @@ export async function assertDomainsFree(db: Db | Tx, scope: TeamScope, app: Clai
       const what = hit.host === w.host ? w.host : `${w.host} (overlapping ${hit.host})`;
       if (other.environment.projectId !== app.environment.projectId) {
         throw new Conflict(
-          `${what} is already used by ${visible ? `application ${other.name} of project ${other.environment.project.name}` : "a resource of another project"}: ` +
+          `${what} is already used by ${visible ? `${other.what} ${other.name} of project ${other.environment.project.name}` : "a resource of another project"}: ` +
             "a host belongs to one project; choose another host.",
         );
       }
@@ -77,7 +110,7 @@ export async function assertDomainsFree(db: Db | Tx, scope: TeamScope, app: Clai
   }
 }
 
-/** The hosts `fqdn` names, once each: the ApplicationHost rows stored with it (see routeOwnership). */
+/** The hosts `fqdn` names, once each: the ApplicationHost (or ServiceComponentHost) rows stored with it (see routeOwnership). */
 function hostsOf(fqdn: string | null): string[] {
   return [...new Set(entriesOf(fqdn).map((e) => e.host))];
 }
@@ -88,6 +121,8 @@ export const hostsOnUpdate = (fqdn: string | null) => ({ deleteMany: {}, ...host
 
 interface Claim {
   host: string;
+  /** "a": an application's claim (id: the application); "s": a service application's (id: its service). */
+  kind: string;
   id: number;
   uuid: string;
   serverId: number;
@@ -97,42 +132,63 @@ interface Claim {
 /**
  * The ownership table of one server for its proxy (protocol/routing.ts): each host claimed on
  * the server goes to the project of the oldest application of the team claiming it (the only
- * one, unless records from before this rule disagree), with that project's applications on the
- * server. `excluding`: applications being removed (the table the proxy gets with their removal
- * is the one after it). undefined when the table would be too large to send (the proxy then routes by labels).
+ * one, unless records from before this rule disagree; applications' claims count before
+ * service applications', which came later), with that project's resources on the server:
+ * applications, and services (by the service's uuid, which its containers carry as
+ * capstan.resource.uuid). `excluding` / `excludingServices`: applications or services being
+ * removed (the table the proxy gets with their removal is the one after it). undefined when
+ * the table would be too large to send (the proxy then routes by labels).
  *
  * It runs on every deploy and action job, so it reads only what it needs, in one statement through
- * indexes (ApplicationHost's host index, Application's serverId index): the claims, by the
- * server's team, of the hosts claimed on the server. The team's other applications are not read
- * (test/api/domain-ownership.test.ts counts, and checks SQLite's plan). CROSS JOIN fixes SQLite's
- * join order (it means an inner join, planned freely, on PostgreSQL): without statistics SQLite
- * would start from every application of the team (the teamId index) and probe their hosts.
- * Claims of excluded applications come back too (so the statement stays one text without an id
- * list) and are skipped here.
+ * indexes (ApplicationHost's and ServiceComponentHost's host index, Application's and Service's
+ * serverId index): the claims, by the server's team, of the hosts claimed on the server. The
+ * team's other applications and services are not read (test/api/domain-ownership.test.ts
+ * counts, and checks SQLite's plan). CROSS JOIN fixes SQLite's join order (it means an inner
+ * join, planned freely, on PostgreSQL): without statistics SQLite would start from every
+ * application of the team (the teamId index) and probe their hosts. Claims of excluded
+ * resources come back too (so the statement stays one text without an id list) and are skipped here.
  */
-export async function routeOwnership(db: Db | Tx, serverId: number, opts: { excluding?: number[]; now?: number } = {}): Promise<RouteOwnership | undefined> {
+export async function routeOwnership(
+  db: Db | Tx,
+  serverId: number,
+  opts: { excluding?: number[]; excludingServices?: number[]; now?: number } = {},
+): Promise<RouteOwnership | undefined> {
   const now = opts.now ?? Date.now();
-  const excluded = new Set(opts.excluding ?? []);
+  const excluded = new Set((opts.excluding ?? []).map((id) => `a${id}`));
+  for (const id of opts.excludingServices ?? []) excluded.add(`s${id}`);
   const claims = await db.$queryRaw<Claim[]>`
-    SELECT h."host" AS "host", a."id" AS "id", a."uuid" AS "uuid", a."serverId" AS "serverId", e."projectId" AS "projectId"
+    SELECT h."host" AS "host", 'a' AS "kind", a."id" AS "id", a."uuid" AS "uuid", a."serverId" AS "serverId", e."projectId" AS "projectId"
       FROM "ApplicationHost" h CROSS JOIN "Application" a CROSS JOIN "Environment" e CROSS JOIN "Server" s
-     WHERE h."host" IN (SELECT h2."host" FROM "ApplicationHost" h2 JOIN "Application" a2 ON a2."id" = h2."applicationId" WHERE a2."serverId" = ${serverId})
+     WHERE h."host" IN (
+             SELECT h2."host" FROM "ApplicationHost" h2 JOIN "Application" a2 ON a2."id" = h2."applicationId" WHERE a2."serverId" = ${serverId}
+             UNION ALL
+             SELECT h3."host" FROM "Service" sv3 CROSS JOIN "ServiceComponent" c3 CROSS JOIN "ServiceComponentHost" h3
+              WHERE sv3."serverId" = ${serverId} AND c3."serviceId" = sv3."id" AND h3."componentId" = c3."id")
        AND a."id" = h."applicationId" AND e."id" = a."environmentId" AND s."id" = ${serverId} AND a."teamId" = s."teamId"
-     ORDER BY a."id", h."host"`;
+    UNION ALL
+    SELECT h."host", 's', sv."id", sv."uuid", sv."serverId", e."projectId"
+      FROM "ServiceComponentHost" h CROSS JOIN "ServiceComponent" c CROSS JOIN "Service" sv CROSS JOIN "Environment" e CROSS JOIN "Server" s
+     WHERE h."host" IN (
+             SELECT h2."host" FROM "ApplicationHost" h2 JOIN "Application" a2 ON a2."id" = h2."applicationId" WHERE a2."serverId" = ${serverId}
+             UNION ALL
+             SELECT h3."host" FROM "Service" sv3 CROSS JOIN "ServiceComponent" c3 CROSS JOIN "ServiceComponentHost" h3
+              WHERE sv3."serverId" = ${serverId} AND c3."serviceId" = sv3."id" AND h3."componentId" = c3."id")
+       AND c."id" = h."componentId" AND sv."id" = c."serviceId" AND e."id" = sv."environmentId" AND s."id" = ${serverId} AND sv."teamId" = s."teamId"
+     ORDER BY 2, 3, 1`;
   const ownerOf = new Map<string, number>(); // host -> project id (oldest claim wins)
   const here = new Set<string>(); // hosts claimed on this server
-  const resources = new Map<number, string[]>(); // project id -> its applications on this server
-  const listed = new Set<number>();
+  const resources = new Map<number, string[]>(); // project id -> its resources on this server
+  const listed = new Set<string>();
   for (const c of claims) {
     // Raw rows come as the driver gives them: Number() whatever the integer type.
-    const id = Number(c.id);
+    const key = `${c.kind}${Number(c.id)}`;
     const projectId = Number(c.projectId);
-    if (excluded.has(id)) continue;
+    if (excluded.has(key)) continue;
     if (!ownerOf.has(c.host)) ownerOf.set(c.host, projectId);
     if (Number(c.serverId) !== serverId) continue;
     here.add(c.host);
-    if (listed.has(id)) continue;
-    listed.add(id);
+    if (listed.has(key)) continue;
+    listed.add(key);
     const list = resources.get(projectId) ?? [];
     list.push(c.uuid);
     resources.set(projectId, list);

@@ -135,7 +135,9 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
   const services = new ServiceService(db, reader, box, serviceTemplates, config.templateImageOverrides, {
     db,
     jobs,
-    proxy: (serverId) => proxySettings(networkPlan, serverId, config.proxy),
+    // w7/svcroute: a deleted service's hosts leave the ownership table its removal job carries.
+    proxy: (serverId, opts) =>
+      proxySettings(networkPlan, serverId, config.proxy, { planned: opts?.planned, excludingServices: opts?.removingService !== undefined ? [opts.removingService] : undefined }),
     networkPlan,
     // w6/dnsres: records follow the components' hostnames.
     hostsChanged: (teamId, fqdns) => dns.hostsChanged(teamId, fqdns),

@@ -321,24 +321,37 @@ export async function clearProxyPhase(db: Db | Tx, serverId: number): Promise<vo
 /** Applications with an fqdn: the resources the proxy routes to. */
 const PUBLIC_APP = { AND: [{ fqdn: { not: null } }, { fqdn: { not: "" } }] } satisfies Prisma.ApplicationWhereInput;
 export const publicApplicationWhere = PUBLIC_APP;
+/** w7/svcroute: services with a service application with an fqdn (routed like applications). */
+const publicServiceWhere = (serverId: number) =>
+  ({ serverId, components: { some: { kind: "application", AND: [{ fqdn: { not: null } }, { fqdn: { not: "" } }] } } }) satisfies Prisma.ServiceWhereInput;
 
 /**
  * The networks the proxy reaches its upstreams on without the dedicated proxy network: the
  * server's destination networks, and (with isolation) every environment network of the server
- * that holds an application with an fqdn.
+ * that holds an application with an fqdn or a service with a routed service application.
  */
 export async function sharedProxyNetworks(ctx: NetworkPlanContext, serverId: number, planned?: PlannedEnvironmentNetwork): Promise<string[]> {
   const destinations = await ctx.db.destination.findMany({ where: { serverId }, orderBy: { id: "asc" }, select: { networkName: true } });
   const names = destinations.map((d) => d.networkName);
   if (ctx.network.management && ctx.network.isolation !== "none") {
     const envs = await ctx.db.network.findMany({
-      where: { serverId, scope: "environment", status: { in: LIVE_STATUSES }, environment: { applications: { some: { serverId, ...PUBLIC_APP } } } },
+      where: {
+        serverId,
+        scope: "environment",
+        status: { in: LIVE_STATUSES },
+        environment: { OR: [{ applications: { some: { serverId, ...PUBLIC_APP } } }, { services: { some: publicServiceWhere(serverId) } }] },
+      },
       orderBy: { id: "asc" },
       select: { name: true },
     });
     names.push(...envs.map((e) => e.name));
     // The deployment's own environment network, recorded only when its job is written.
-    if (planned && !names.includes(planned.name) && (await ctx.db.application.count({ where: { serverId, environmentId: planned.environmentId, ...PUBLIC_APP } })) > 0) {
+    if (
+      planned &&
+      !names.includes(planned.name) &&
+      ((await ctx.db.application.count({ where: { serverId, environmentId: planned.environmentId, ...PUBLIC_APP } })) > 0 ||
+        (await ctx.db.service.count({ where: { environmentId: planned.environmentId, ...publicServiceWhere(serverId) } })) > 0)
+    ) {
       names.push(planned.name);
     }
   }

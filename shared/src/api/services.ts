@@ -2,7 +2,7 @@ import { z } from "zod";
 import { EnvKey, EnvValue, MountPath } from "../validation/inputs.js";
 import { HostPath } from "../validation/host-path.js";
 import { MessageBody, PaginationQuery, QueryBoolean, Timestamp, Uuid, listOf, requestBody, resourceId } from "./common.js";
-import { ApplicationName, ComposeContent, MAX_ENVS, StorageName, bulkVariables } from "./applications.js";
+import { ApplicationName, ComposeContent, DomainList, MAX_ENVS, StorageName, bulkVariables } from "./applications.js";
 import { multiline } from "../validation/text.js";
 
 /**
@@ -180,3 +180,19 @@ export const ServiceActionResponse = z
     status: z.string().meta({ description: "The service's aggregated status after the action (or now, if it is still running)" }),
   })
   .meta({ id: "ServiceActionResponse" });
+
+// ---- w7/svcroute: a service application's domains (issue 17) ----
+
+/**
+ * PATCH /service-applications/{uuid} (beyond the spec, docs/decisions.md): the domains the proxy
+ * routes to one service application, as an application's fqdn (comma-separated URLs; a bare host
+ * name means https; "" or null: not routed). Takes effect on the service's next start or restart.
+ */
+export const UpdateServiceApplicationBody = requestBody({
+  fqdn: DomainList.nullable().meta({
+    description: "Comma-separated URLs: https://app.example.com,http://plain.example.com/api. A bare host name means https. Empty or null: not routed.",
+  }),
+});
+export type UpdateServiceApplicationBody = z.output<typeof UpdateServiceApplicationBody>;
+
+export const ServiceApplicationMutation = z.object({ message: z.string(), data: ServiceApplication.extend({ service_uuid: z.string() }) });

@@ -252,6 +252,8 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   ).data;
   // ---- dns resources (issue 21, w6) ----
   const environmentBinding = (await ok(api.post(`/domains/${domain.uuid}/environment-bindings`, { environment_role: "preview", priority: 1 }), "environment binding")).data;
+  // ---- w7/svcroute: service applications' domains (issue 17) ----
+  await ok(api.patch(`/service-applications/${serviceApplication.uuid}`, { fqdn: `https://${tag.toLowerCase()}-svc.example.com` }), "service application domain");
   return {
     tag,
     teamId: team.teamId,
@@ -420,6 +422,11 @@ export async function snapshot(f: Fixtures) {
     // ---- dns resources (issue 21, w6) ----
     environmentBindings: get(`/domains/${f.domain.uuid}/environment-bindings`),
     dnsPins: t.instance.database.prisma.dnsHostnamePin.findMany({ where: { teamId: f.teamId }, orderBy: { id: "asc" }, select: { hostname: true, dnsDomainId: true } }),
+    // ---- w7/svcroute: service applications' domains (issue 17) ----
+    serviceWithDb: get(`/services/${f.serviceWithDb.uuid}`),
+    serviceHosts: t.instance.database.prisma.serviceComponentHost
+      .findMany({ where: { component: { service: { teamId: f.teamId } } }, orderBy: [{ componentId: "asc" }, { host: "asc" }] })
+      .then((rows) => rows.map((r) => r.host)),
   });
 }
 
@@ -607,6 +614,8 @@ export const BODIES: Record<string, BodySpec> = {
   // ---- swarm secrets and configs (issue 20, w7) ----
   "post /clusters/{uuid}/secrets": { valid: () => ({ name: "hijacked", data: "hijacked-value" }) },
   "post /clusters/{uuid}/configs": { valid: () => ({ name: "hijacked", data: "hijacked-value" }) },
+  // ---- w7/svcroute: service applications' domains (issue 17) ----
+  "patch /service-applications/{uuid}": { valid: () => ({ fqdn: "https://hijacked.example.test" }) },
 };
 let domainSeq = 0;
 

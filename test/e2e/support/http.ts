@@ -1,4 +1,5 @@
 import http from "node:http";
+import https from "node:https";
 import { sh } from "./kit.js";
 
 export interface HttpAnswer {
@@ -6,10 +7,16 @@ export interface HttpAnswer {
   body: string;
 }
 
-/** One GET from the test process (loopback or a test host), bounded by `timeoutMs` of inactivity. */
-export function httpGet(target: { host: string; port: number; path?: string; headers?: Record<string, string>; timeoutMs?: number }): Promise<HttpAnswer> {
+/**
+ * One GET from the test process (loopback or a test host), bounded by `timeoutMs` of inactivity.
+ * `servername`: over HTTPS with that SNI, any certificate accepted (a test proxy's own CA).
+ */
+export function httpGet(target: { host: string; port: number; path?: string; headers?: Record<string, string>; timeoutMs?: number; servername?: string }): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
-    const req = http.get({ host: target.host, port: target.port, path: target.path ?? "/", headers: target.headers ?? {}, timeout: target.timeoutMs ?? 5_000 }, (res) => {
+    const options = { host: target.host, port: target.port, path: target.path ?? "/", headers: target.headers ?? {}, timeout: target.timeoutMs ?? 5_000 };
+    const get = (callback: (res: http.IncomingMessage) => void) =>
+      target.servername !== undefined ? https.get({ ...options, servername: target.servername, rejectUnauthorized: false }, callback) : http.get(options, callback);
+    const req = get((res) => {
       let body = "";
       res.setEncoding("utf8");
       res.on("data", (d: string) => (body += d));

@@ -104,6 +104,8 @@ export interface LocalStack {
   server: { uuid: string; destination: string };
   project: string;
   proxyPort: number;
+  /** The proxy's published HTTPS port (w7/svcroute). */
+  httpsPort: number;
   /** The local agent's state directory (its stored compose files are under compose/<uuid>/). */
   stateDir: string;
   close(): Promise<void>;
@@ -134,7 +136,7 @@ export async function startLocalStack(o: { name: string; deployTimeoutS: number;
     agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir, ...(o.agentLabels ? { labels: o.agentLabels } : {}) });
     await until("the agent to connect", async () => (await team.api.get(`/servers/${local.server.uuid}`)).body.status === "reachable", 60_000);
     const project = (await team.api.post("/projects", { name: `e2e-${o.name}` })).body.uuid as string;
-    return { t, team, server: local.server, project, proxyPort, stateDir, close };
+    return { t, team, server: local.server, project, proxyPort, httpsPort, stateDir, close };
   } catch (err) {
     await close();
     throw err;

@@ -1,7 +1,7 @@
 import type { LabelOverrides, Service, ServiceDetail, ServiceEnvVar, ServiceStorage } from "@capstan/shared";
 import type { Out } from "./types.js";
 import { iso } from "../dto.js";
-import type { LabelOverridesView, ServiceListItem, ServiceWithDetail } from "../../services/services/index.js";
+import type { LabelOverridesView, ServiceApplicationView, ServiceListItem, ServiceWithDetail } from "../../services/services/index.js";
 import type { EnvView } from "../../services/env-vars.js";
 
 export const serviceListDto = (s: ServiceListItem): Out<typeof Service> => ({
@@ -77,4 +77,17 @@ export const labelOverridesDto = (v: LabelOverridesView): Out<typeof LabelOverri
   yaml: v.yaml,
   labels: v.labels,
   dropped: v.dropped,
+});
+
+// ---- w7/svcroute: a service application's domains (issue 17) ----
+
+/** A service application after PATCH /service-applications/{uuid}. */
+export const serviceApplicationDto = (v: ServiceApplicationView) => ({
+  uuid: v.uuid,
+  name: v.name,
+  image: v.image,
+  status: v.status,
+  exclude_from_status: v.excludeFromStatus,
+  fqdn: v.fqdn,
+  service_uuid: v.serviceUuid,
 });

@@ -25,6 +25,7 @@ import { dnsRoutes } from "./dns.js";
 
 // label overrides (w5/svcextras, spec 4.15)
 import { labelOverrideRoutes } from "./label-overrides.js";
+import { serviceApplicationRoutes } from "./service-applications.js";
 // clusters (issue 20)
 import { clusterRoutes } from "./clusters.js";
 // resource backups (issue 19)
@@ -50,4 +51,6 @@ export const routes: AnyRoute[] = [...teamRoutes, ...projectRoutes, ...permissio
   ...clusterRoutes,
   // resource backups (issue 19)
   ...resourceBackupRoutes,
+  // ---- w7/svcroute: service applications' domains (issue 17) ----
+  ...serviceApplicationRoutes,
 ];

@@ -20,6 +20,8 @@ import {
   type Template,
 } from "../../templates/index.js";
 import { assertMayAddBindMounts } from "../bind-mounts.js";
+import { assertDomainsFree, hostsOnUpdate } from "../domain-ownership.js";
+import { routesOf } from "../deploy-spec.js";
 import { forgetAttachments } from "../network-plan.js";
 import type { EnvOwnerResolver } from "../env-vars.js";
 import { BUILT_IN, type ServiceTemplateService } from "../service-templates.js";
@@ -317,7 +319,8 @@ export class ServiceService {
       const current = byName.get(s.name);
       // A component that stops being an application loses its route; one that becomes one has none yet.
       const data = { kind: s.kind, image, excludeFromStatus: s.excludeFromStatus, ...(s.kind !== "application" ? { fqdn: null } : {}) };
-      if (current) await tx.serviceComponent.update({ where: { id: current.id }, data });
+      // w7/svcroute: its stored hosts go with its fqdn.
+      if (current) await tx.serviceComponent.update({ where: { id: current.id }, data: { ...data, ...(s.kind !== "application" ? { hosts: { deleteMany: {} } } : {}) } });
       else await tx.serviceComponent.create({ data: { uuid: newUuid(), serviceId, name: s.name, ...data } });
     }
     const components = await tx.serviceComponent.findMany({ where: { serviceId }, select: { status: true, excludeFromStatus: true } });
@@ -384,7 +387,7 @@ export class ServiceService {
    */
   async remove(scope: TeamScope, uuid: string, flags: ServiceDeleteFlags): Promise<void> {
     const ref = await scope.service(uuid, "delete", { components: { select: { fqdn: true } } });
-    const proxy = await this.runtime.proxy(ref.serverId);
+    const proxy = await this.runtime.proxy(ref.serverId, { removingService: ref.id });
     let cancelled: CancelledJob[] = [];
     await this.db.$transaction(async (tx) => {
       cancelled = await this.runtime.jobs.cancelWithin(
@@ -472,16 +475,23 @@ export class ServiceService {
     const ref = await scope.service(uuid, "deploy", { components: { orderBy: { id: "asc" } } });
     const rows = await this.db.envVar.findMany({ where: { serviceId: ref.id, isPreview: false }, orderBy: { id: "asc" } });
     const stored = Object.fromEntries(rows.map((r) => [r.key, this.box.open(r.value)]));
-    const domains = Object.fromEntries(ref.components.filter((c) => c.fqdn).map((c) => [c.name, c.fqdn!]));
+    // SERVICE_FQDN_/SERVICE_URL_ name one URL: a component's first domain (w7/svcroute; the proxy routes them all).
+    const domains = Object.fromEntries(ref.components.filter((c) => c.fqdn).map((c) => [c.name, c.fqdn!.split(",")[0]!]));
     const template = this.composeTemplate(ref.composeRaw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
     // The start deploys what the file says now, with the components' label overrides (spec 4.15).
     const { generated, compose } = this.render(template, stored, { domains, labelOverrides: await this.storedOverrides(ref.id) });
     if (generated.missing.length) {
       throw new Conflict(`The service needs values for ${generated.missing.slice(0, 10).join(", ")} before it can start: set them with PATCH /services/${ref.uuid}/envs.`);
     }
+    // w7/svcroute: each service application with an fqdn is routed, to the template's port for it (else its first exposed port).
+    const routed = Object.fromEntries(
+      ref.components
+        .filter((c) => c.kind === "application" && c.fqdn)
+        .map((c) => [c.name, { routes: routesOf(c.fqdn), port: template.services.find((s) => s.name === c.name)?.port ?? null }]),
+    );
     let payload;
     try {
-      payload = await buildServicePayload(this.runtime, { service: ref, compose, env: stored, pull: opts.pull, recreate: opts.recreate });
+      payload = await buildServicePayload(this.runtime, { service: ref, compose, env: stored, pull: opts.pull, recreate: opts.recreate, routed });
     } catch (err) {
       if (err instanceof ServicePayloadError) throw new Conflict(err.message);
       throw err;
@@ -619,6 +629,31 @@ export class ServiceService {
   }
 
   // -------------------------------------------------------------------------------------------
+  // w7/svcroute: a service application's domains (issue 17)
+
+  /**
+   * PATCH /service-applications/{uuid} {fqdn}: the domains the proxy routes to one service
+   * application, under the host rule applications follow (domain-ownership.ts: one rule for
+   * both kinds, a host one uses cannot be taken by the other). The check and the write (the
+   * fqdn and its ServiceComponentHost rows, in one transaction) hold the team's domain lock.
+   * Takes effect on the service's next start or restart, as its SERVICE_FQDN_/SERVICE_URL_ values do.
+   */
+  async setApplicationFqdn(scope: TeamScope, uuid: string, fqdn: string | null): Promise<ServiceApplicationView> {
+    const component = await scope.serviceComponent("application", uuid, "manage");
+    const claimant = { componentId: component.id, serverId: component.service.serverId, environment: component.service.environment };
+    await this.db.$transaction(async (tx) => {
+      await lockInTransaction(tx, this.runtime.networkPlan.dialect, "teamDomains", scope.teamId);
+      await assertDomainsFree(tx, scope, claimant, fqdn);
+      const n = await tx.serviceComponent.updateMany({ where: { id: component.id, kind: "application" }, data: { fqdn } });
+      if (n.count === 0) throw removedMeanwhile("Service application");
+      await tx.serviceComponent.update({ where: { id: component.id }, data: { hosts: hostsOnUpdate(fqdn) } });
+    });
+    // w6/dnsres: records follow the hostnames it gave up and the ones it took.
+    await this.runtime.hostsChanged?.(component.service.teamId, [component.fqdn, fqdn]);
+    return { uuid: component.uuid, name: component.name, image: component.image, status: component.status, excludeFromStatus: component.excludeFromStatus, fqdn, serviceUuid: component.service.uuid };
+  }
+
+  // -------------------------------------------------------------------------------------------
   // w5/svcextras: label overrides (spec 4.15, docs/proxy-labels.md)
 
   /** The overrides of the service's components by compose service name (stored YAML that no longer passes counts as none). */
@@ -685,6 +720,17 @@ export class ServiceService {
       await this.storeCreated(tx, serviceId, generated.created, generated.values, ServiceService.generatedKeys(template));
     });
   }
+}
+
+/** A service application after PATCH /service-applications/{uuid} (http/mappers/services.ts). */
+export interface ServiceApplicationView {
+  uuid: string;
+  name: string;
+  image: string;
+  status: string;
+  excludeFromStatus: boolean;
+  fqdn: string | null;
+  serviceUuid: string;
 }
 
 /** A component's label overrides as stored and as they apply (http/mappers/services.ts labelOverridesDto). */

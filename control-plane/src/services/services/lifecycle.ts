@@ -1,10 +1,10 @@
-import { ServiceDeployPayload, type ProxySettings } from "@capstan/shared";
+import { ServiceDeployPayload, type ProxyRoute, type ProxySettings } from "@capstan/shared";
 import type { Db } from "../../db/client.js";
 import { Invalid } from "../../domain/errors.js";
 import { parseCompose, rewriteCompose, type ComposeDoc, type ExtraNetwork } from "../../compose/index.js";
 import type { JobQueue } from "../../jobs/queue.js";
 import { newUuid } from "../../lib/ids.js";
-import { NetworkLimitError, resourceNetworks, type NetworkPlanContext } from "../network-plan.js";
+import { NetworkLimitError, environmentNetworkName, resourceNetworks, type NetworkPlanContext, type PlannedEnvironmentNetwork } from "../network-plan.js";
 
 /**
  * What starting a service needs besides its records (issue 17): the durable job queue, the
@@ -13,7 +13,8 @@ import { NetworkLimitError, resourceNetworks, type NetworkPlanContext } from "..
 export interface ServiceRuntime {
   db: Db;
   jobs: JobQueue;
-  proxy(serverId: number): Promise<ProxySettings>;
+  /** `removingService`: a service being deleted (its hosts leave the ownership table sent with its removal). */
+  proxy(serverId: number, opts?: { removingService?: number; planned?: PlannedEnvironmentNetwork }): Promise<ProxySettings>;
   networkPlan: NetworkPlanContext;
   /** w6/dnsres: records follow the components' hostnames (DnsService.hostsChanged). */
   hostsChanged?: (teamId: number, fqdns: (string | null)[]) => Promise<void>;
@@ -69,7 +70,15 @@ async function withStorages(db: Db, serviceId: number, doc: ComposeDoc): Promise
  */
 export async function buildServicePayload(
   rt: ServiceRuntime,
-  input: { service: ServiceForStart; compose: string; env: Record<string, string>; pull: boolean; recreate: boolean },
+  input: {
+    service: ServiceForStart;
+    compose: string;
+    env: Record<string, string>;
+    pull: boolean;
+    recreate: boolean;
+    /** w7/svcroute: the routed components (service applications with an fqdn) by compose service name: routes and port. */
+    routed?: Record<string, { routes: ProxyRoute[]; port: number | null }>;
+  },
 ): Promise<ServiceDeployPayload> {
   const { service } = input;
   const placement = await rt.db.service.findUnique({
@@ -87,8 +96,8 @@ export async function buildServicePayload(
         environment: placement.environment,
         destinationNetwork: placement.destination.networkName,
         resource: { type: "service", id: service.id },
-        // Routing of service applications is not part of this increment: no component is public.
-        isPublic: false,
+        // w7/svcroute: a service with a routed component joins the proxy's network (that component alone).
+        isPublic: Object.keys(input.routed ?? {}).length > 0,
       },
       { record: false },
     );
@@ -109,6 +118,7 @@ export async function buildServicePayload(
       proxyNetwork: plan.proxy_network,
       routes: [],
       port: null,
+      routed: input.routed ?? {},
       // The rendered file has its values already (every `$` escaped): nothing is left to resolve.
       env: {},
       rollout: Date.now(),
@@ -129,7 +139,8 @@ export async function buildServicePayload(
     pull: input.pull,
     recreate: input.recreate,
     run: { env: input.env, network: plan.network, networks: plan.networks, ensure_networks: plan.ensure_networks },
-    proxy: await rt.proxy(service.serverId),
+    // The proxy joins the service's environment network before it is recorded (recorded with the job).
+    proxy: await rt.proxy(service.serverId, { planned: { environmentId: placement.environment.id, name: environmentNetworkName(placement.environment.uuid) } }),
   });
   if (!parsed.success) {
     const problems = parsed.error.issues.slice(0, 5).map((i) => `${i.path.join(".") || "payload"}: ${i.message}`);
