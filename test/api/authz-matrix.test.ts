@@ -276,6 +276,8 @@ const NEEDS: Record<string, Need> = {
   "get /clusters/{uuid}/services": "team",
   "get /clusters/{uuid}/services/{serviceId}/tasks": "team",
   "post /clusters/{uuid}/services/{serviceId}/scale": "team-admin",
+  // ---- resource restores (issue 19, w7/restore) ----
+  "post /resource-backups/{id}/executions/{execution_id}/restore": { environment: "manage" },
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -138,6 +138,8 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "swarm.services": 30_000,
   "swarm.tasks": 30_000,
   "swarm.service.scale": 60_000,
+  // ---- resource restores (issue 19, w7/restore) ----
+  "resource.restore": 6 * 3_600_000,
 };
 
 /**

@@ -101,6 +101,9 @@ export interface Fixtures {
   appHost: string;
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
+  // ---- resource restores (issue 19, w7/restore) ----
+  /** An execution of the resource backup: a cron tick without an agent, so failed (nothing to restore). */
+  resourceBackupExecution: { id: number };
 }
 
 export async function ok<T = any>(res: Promise<ApiResponse<T>>, what: string): Promise<T> {
@@ -252,6 +255,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   ).data;
   // ---- dns resources (issue 21, w6) ----
   const environmentBinding = (await ok(api.post(`/domains/${domain.uuid}/environment-bindings`, { environment_role: "preview", priority: 1 }), "environment binding")).data;
+  // ---- resource restores (issue 19, w7/restore) ----
+  await t.instance.backupScheduler.fire(resourceBackup.id, new Date("2026-01-01T04:00:00Z"));
+  const resourceBackupExecution = (await ok(api.get(`/resource-backups/${resourceBackup.id}`), "resource backup detail")).executions[0] as { id: number };
   return {
     tag,
     teamId: team.teamId,
@@ -335,6 +341,8 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       // label overrides (w5/svcextras)
       serviceWithDb.uuid,
     ],
+    // ---- resource restores (issue 19, w7/restore) ----
+    resourceBackupExecution: { id: resourceBackupExecution.id },
   };
 }
 
@@ -480,6 +488,8 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   environment_binding: { id: (f) => f.environmentBinding.id },
   // ---- swarm services (issue 20): service ids are the engine's (any well-formed id; the cluster decides the team) ----
   cluster_service: { id: (f) => f.cluster.nodeId },
+  // ---- resource restores (issue 19, w7/restore) ----
+  resource_backup_execution: { id: (f) => f.resourceBackupExecution.id },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -598,6 +608,8 @@ export const BODIES: Record<string, BodySpec> = {
   "post /domains/{uuid}/environment-bindings": { valid: () => ({ environment_role: "staging", priority: 2 }), foreign: (a) => [{ environment_id: a.environment.id }] },
   // ---- swarm services (issue 20) ----
   "post /clusters/{uuid}/services/{serviceId}/scale": { valid: () => ({ replicas: 2 }) },
+  // ---- resource restores (issue 19, w7/restore) ----
+  "post /resource-backups/{id}/executions/{execution_id}/restore": { valid: () => ({}) },
 };
 let domainSeq = 0;
 
@@ -771,6 +783,8 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "get /clusters/{uuid}/services": 503,
   "get /clusters/{uuid}/services/{serviceId}/tasks": 503,
   "post /clusters/{uuid}/services/{serviceId}/scale": 503,
+  // ---- resource restores (issue 19, w7/restore): the fixture execution (a failed tick) has nothing to restore ----
+  "post /resource-backups/{id}/executions/{execution_id}/restore": 409,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {

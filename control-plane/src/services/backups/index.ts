@@ -7,6 +7,8 @@ import { BackupRestores } from "./restore.js";
 import { BackupSchedules } from "./schedules.js";
 // resource backups (issue 19)
 import { ResourceBackups } from "./resources.js";
+// ---- resource restores (issue 19, w7/restore) ----
+import { ResourceRestores } from "./resource-restore.js";
 
 export { volumeBackupFilename, RECENT_EXECUTIONS, type ResourceBackupView } from "./resources.js";
 export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
@@ -26,6 +28,8 @@ export class BackupService {
   private readonly outcomes: BackupOutcomes;
   /** Resource backups (spec 4.10, issue 19): the routes of /resource-backups use these. */
   readonly resources: ResourceBackups;
+  /** Restores of resource backups (POST /resource-backups/{id}/executions/{execution_id}/restore). */
+  readonly resourceRestores: ResourceRestores;
 
   constructor(deps: BackupServiceDeps) {
     this.lookups = new BackupLookups(deps);
@@ -34,6 +38,7 @@ export class BackupService {
     this.restores = new BackupRestores(this.lookups);
     this.outcomes = new BackupOutcomes(this.lookups);
     this.resources = new ResourceBackups(this.lookups, this.executions);
+    this.resourceRestores = new ResourceRestores(this.lookups);
   }
 
   /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */
