@@ -1,4 +1,3 @@
-import { createHash } from "node:crypto";
 import { createWriteStream } from "node:fs";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -7,8 +6,8 @@ import { VolumeManifest } from "@capstan/shared";
 import { decryptStream, looksLikeGzip, looksLikeOpenPgp } from "./crypto.js";
 import { BackupToolError } from "./exec.js";
 import { peek } from "./restore.js";
-import { TAR_END, entryHeaders, readTar, tarPadding } from "./tar.js";
-import { MANIFEST_NAME, VOLUMES_DIR } from "./volumes.js";
+import { TAR_END, entryHeaders, readTar } from "./tar.js";
+import { MANIFEST_NAME, VOLUMES_DIR, regularEntry } from "./volumes.js";
 
 // ---- resource restores (issue 19, w7/restore): the check half of a volume restore (volume-restore.ts runs it) ----
 
@@ -77,17 +76,9 @@ export async function stageVolumeArchive(tar: Readable, expectedVolumes: string[
       if (volume === null || name.split("/").includes("..")) throw new BackupToolError(`the archive has an entry outside its volumes: ${JSON.stringify(header.name)}`);
       if (!expectedVolumes.includes(volume)) throw new BackupToolError(`the archive has a volume this resource does not have: ${volume}`);
       if (header.type === "0" || header.type === "\0" || header.type === "7") {
-        for (const b of entryHeaders({ name, type: "0", size: header.size, mode: header.mode, uid: header.uid, gid: header.gid, mtime: header.mtime ?? 0 })) yield b;
-        const hash = createHash("sha256");
-        let size = 0;
-        for await (const c of body) {
-          hash.update(c);
-          size += c.length;
-          yield c;
-        }
-        yield tarPadding(size);
-        seen.set(name, { size, sha256: hash.digest("hex") });
-        bytes += size;
+        const got = yield* regularEntry({ name, size: header.size, mode: header.mode, uid: header.uid, gid: header.gid, mtime: header.mtime ?? 0 }, body);
+        seen.set(name, { size: got.size, sha256: got.sha256 });
+        bytes += got.size;
       } else if (header.type === "5" || header.type === "2" || header.type === "1") {
         for (const b of entryHeaders({ name: header.type === "5" ? `${name}/` : name, type: header.type, size: 0, mode: header.mode, uid: header.uid, gid: header.gid, mtime: header.mtime ?? 0, linkname: header.linkname ?? "" })) yield b;
       } else throw new BackupToolError(`the archive has an entry of an unexpected type ${JSON.stringify(header.type)}: ${JSON.stringify(header.name)}`);

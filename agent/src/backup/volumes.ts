@@ -53,16 +53,7 @@ export async function* volumeArchive(
       }
       const common = { mode: header.mode, uid: header.uid, gid: header.gid, mtime: header.mtime ?? 0 };
       if (header.type === "0" || header.type === "\0" || header.type === "7") {
-        for (const b of entryHeaders({ ...common, name, type: "0", size: header.size })) yield b;
-        const hash = createHash("sha256");
-        let size = 0;
-        for await (const chunk of body) {
-          hash.update(chunk);
-          size += chunk.length;
-          yield chunk;
-        }
-        yield tarPadding(size);
-        files.push({ path: name, size, sha256: hash.digest("hex") });
+        files.push(yield* regularEntry({ ...common, name, size: header.size }, body));
         count++;
       } else if (header.type === "5") {
         for (const b of entryHeaders({ ...common, name: `${name}/`, type: "5", size: 0 })) yield b;
@@ -92,6 +83,23 @@ export async function* volumeArchive(
   yield bytes;
   yield tarPadding(bytes.length);
   yield TAR_END;
+}
+
+/** One regular file as a tar entry (header, body passed through, padding), hashed on the way: its manifest line. */
+export async function* regularEntry(
+  h: { name: string; size: number; mode: number; uid: number; gid: number; mtime: number },
+  body: AsyncIterable<Buffer>,
+): AsyncGenerator<Buffer, VolumeManifest["files"][number]> {
+  for (const b of entryHeaders({ ...h, type: "0" })) yield b;
+  const hash = createHash("sha256");
+  let size = 0;
+  for await (const chunk of body) {
+    hash.update(chunk);
+    size += chunk.length;
+    yield chunk;
+  }
+  yield tarPadding(size);
+  return { path: h.name, size, sha256: hash.digest("hex") };
 }
 
 export interface VolumeBackupOptions {
