@@ -109,7 +109,7 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
       extraLabels: config.extraLabels,
       stateDir: config.stateDir,
       // resource restores (w7/restore): the helper container that empties volumes runs the agent's own image.
-      helperImage: async () => process.env.CAPSTAN_AGENT_HELPER_IMAGE || (await engine.ownImage()),
+      helperImage: async () => config.helperImage ?? (await engine.ownImage()),
     }),
     // With the registry logins' fingerprints: the control plane tells drift from them.
     gatherFacts: async () => {
