@@ -15,7 +15,7 @@ import { startVolumeAppKit, type VolumeAppKit } from "./support/volume-app.js";
  * byte-identical, what was added since is gone, and the application runs again with its data.
  * A tampered encrypted archive and a truncated one fail with the reason before anything is
  * stopped, and leave the volumes as they were. (The 409 of a restore asked for during a
- * deployment is the control plane's: test/api/resource-restore.test.ts.)
+ * deployment is the control plane's: test/api/resource-backups.test.ts, "resource restores".)
  */
 let kit: VolumeAppKit;
 
