@@ -54,4 +54,11 @@ describe("loadConfig", () => {
   it("requires URL and token", () => {
     expect(() => loadConfig({})).toThrow(/CAPSTAN_URL: is required[\s\S]*CAPSTAN_AGENT_TOKEN: is required/);
   });
+
+  // resource restores (w7/restore)
+  it("takes the helper image of volume restores, checked as an image reference", () => {
+    expect(loadConfig({ ...base, CAPSTAN_AGENT_HELPER_IMAGE: "capstan/agent:1.2.3" }).helperImage).toBe("capstan/agent:1.2.3");
+    expect(loadConfig({ ...base, CAPSTAN_AGENT_HELPER_IMAGE: "" }).helperImage).toBeUndefined();
+    expect(() => loadConfig({ ...base, CAPSTAN_AGENT_HELPER_IMAGE: "bad image; rm -rf /" })).toThrow(/CAPSTAN_AGENT_HELPER_IMAGE/);
+  });
 });

@@ -56,6 +56,13 @@ const EnvSchema = z.object({
         ),
       ),
   ),
+  // resource restores (w7/restore): the image of resource.restore's helper container (default: the agent's own container's)
+  CAPSTAN_AGENT_HELPER_IMAGE: optional(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._:/@-]{0,254}$/, "must be an image reference (name[:tag] or id) present on this server")
+      .optional(),
+  ),
 });
 
 export interface AgentConfig {
@@ -67,6 +74,8 @@ export interface AgentConfig {
   logLevel: LogLevel;
   /** Extra labels on everything the agent creates (e.g. owner=ops, or capstan.test=1 in tests). */
   extraLabels: Record<string, string>;
+  /** (resource restores, w7/restore) resource.restore's helper image; absent: the agent's own container's image */
+  helperImage?: string;
 }
 
 export class ConfigError extends Error {}
@@ -87,5 +96,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): AgentConfig {
     dockerSocket: e.DOCKER_SOCKET ?? e.DOCKER_HOST ?? "/var/run/docker.sock",
     logLevel: e.CAPSTAN_AGENT_LOG_LEVEL,
     extraLabels: Object.fromEntries(e.CAPSTAN_AGENT_LABELS.map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)])),
+    ...(e.CAPSTAN_AGENT_HELPER_IMAGE ? { helperImage: e.CAPSTAN_AGENT_HELPER_IMAGE } : {}),
   };
 }

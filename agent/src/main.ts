@@ -105,7 +105,12 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
     agentVersion: AGENT_VERSION,
     log,
     store,
-    handlers: createHandlers(engine, { extraLabels: config.extraLabels, stateDir: config.stateDir }),
+    handlers: createHandlers(engine, {
+      extraLabels: config.extraLabels,
+      stateDir: config.stateDir,
+      // resource restores (w7/restore): the helper container that empties volumes runs the agent's own image.
+      helperImage: async () => config.helperImage ?? (await engine.ownImage()),
+    }),
     // With the registry logins' fingerprints: the control plane tells drift from them.
     gatherFacts: async () => {
       const [facts, registries] = await Promise.all([gatherFacts(engine, log), loginStates(config.stateDir).catch(() => null)]);

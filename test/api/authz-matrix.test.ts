@@ -285,6 +285,8 @@ const NEEDS: Record<string, Need> = {
   "delete /clusters/{uuid}/configs/{configId}": "team-admin",
   // ---- w7/svcroute: service applications' domains (issue 17) ----
   "patch /service-applications/{uuid}": { environment: "manage" },
+  // ---- resource restores (issue 19, w7/restore) ----
+  "post /resource-backups/{id}/executions/{execution_id}/restore": { environment: "manage" },
 };
 
 // ---------------------------------------------------------------------------------------------

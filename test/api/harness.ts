@@ -119,6 +119,9 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
   const sockets = new Set<Socket>();
   const listen = async (port: number) => {
     const server: Server = createServer(instance.app);
+    // As control-plane/src/server.ts: an idle keep-alive connection outlives a slow client's pause
+    // (w7/restore: the route fuzz's pooled sockets were reset while a fixture round was built under load).
+    server.keepAliveTimeout = 65_000;
     server.on("connection", (sock) => {
       sockets.add(sock);
       sock.once("close", () => sockets.delete(sock));

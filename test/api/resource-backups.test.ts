@@ -290,6 +290,133 @@ describe("resource backups: stop_during_backup (beyond the spec)", () => {
   });
 });
 
+// ---- resource restores (issue 19, w7/restore) ----
+describe("resource restores: POST /resource-backups/{id}/executions/{execution_id}/restore", () => {
+  /** A successful execution of a new resource backup of w's application (the agent's job answered). */
+  async function succeeded(w: World, body: Record<string, unknown> = {}) {
+    const s = await create(w, body);
+    const queued = await track(w.api.post(`/resource-backups/${s.id}/execute`));
+    const job = await w.agent!.nextJob(10_000);
+    await w.agent!.outcome({ id: job.id, attempt: job.attempt, ok: true, result: result(job) });
+    await until(async () => (await detail(w, s.id)).executions[0]?.status === "success");
+    return { s, executionId: queued.body.execution_id as number, backupJob: job };
+  }
+  const restorePath = (id: number, executionId: number) => `/resource-backups/${id}/executions/${executionId}/restore`;
+
+  it("202 with the restore status; resource.restore carries the volumes, the file's places and the storage's passphrase; the outcome lands on the execution", async () => {
+    const w = await world();
+    const { s, executionId, backupJob } = await succeeded(w);
+    const r = await track(w.api.post(restorePath(s.id, executionId), {}));
+    expect(r.status, JSON.stringify(r.body)).toBe(202);
+    expect(r.body).toEqual({ message: "Restore queued.", execution_id: executionId, restore_status: "queued" });
+    const job = await w.agent!.nextJob(10_000);
+    expect(job.type).toBe("resource.restore");
+    const p = JOBS["resource.restore"].payload.parse(job.payload);
+    const b = JOBS["resource.backup"].payload.parse(backupJob.payload);
+    expect(p).toMatchObject({ resource: { kind: "application", uuid: w.app.uuid }, volumes: b.volumes, passphrase: w.storage.passphrase });
+    expect(p.from.local_path).toBe(result(backupJob).local_path);
+    expect(p.from.s3?.key).toBe(`${b.s3!.prefix}${b.filename}`);
+    // While it runs: a second restore and a backup of the application are refused.
+    const again = await track(w.api.post(restorePath(s.id, executionId), {}));
+    expect(again.status).toBe(409);
+    expect(again.body.message).toMatch(/already being restored/);
+    const backup = await track(w.api.post(`/resource-backups/${s.id}/execute`));
+    expect(backup.status).toBe(409);
+    expect(backup.body.message).toMatch(/restore of this application is running/);
+    expect((await detail(w, s.id)).executions[0]).toMatchObject({ id: executionId, restore_status: expect.stringMatching(/^(queued|running)$/), restore_reason: null });
+    await w.agent!.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { files: 12, bytes: 3456, volumes: ["site", "uploads"] } });
+    await until(async () => (await detail(w, s.id)).executions[0]?.restore_status === "success");
+
+    // A failed restore shows the agent's reason.
+    expect((await track(w.api.post(restorePath(s.id, executionId), {}))).status).toBe(202);
+    const failing = await w.agent!.nextJob(10_000);
+    await w.agent!.outcome({ id: failing.id, attempt: failing.attempt, ok: false, error: "volumes/site/index.html does not match its sha256 in the manifest" });
+    await until(async () => (await detail(w, s.id)).executions[0]?.restore_status === "failed");
+    expect((await detail(w, s.id)).executions[0]).toMatchObject({ restore_status: "failed", restore_reason: expect.stringMatching(/sha256/) });
+  });
+
+  it("409 while a deployment of the application runs, for an execution that did not succeed, and while the agent is away; 422 for target_uuid and bad input; 404 for another team's", async () => {
+    const w = await world();
+    const { s, executionId } = await succeeded(w);
+    // An execution that failed has nothing to restore.
+    await track(w.api.post(`/resource-backups/${s.id}/execute`));
+    const job = await w.agent!.nextJob(10_000);
+    await w.agent!.outcome({ id: job.id, attempt: job.attempt, ok: false, error: "upload failed" });
+    await until(async () => (await detail(w, s.id)).executions[0]?.status === "failed");
+    const failedId = (await detail(w, s.id)).executions[0].id as number;
+    const notOk = await track(w.api.post(restorePath(s.id, failedId), {}));
+    expect(notOk.status).toBe(409);
+    expect(notOk.body.message).toMatch(/Only a successful backup can be restored/);
+
+    const target = await track(w.api.post(restorePath(s.id, executionId), { target_uuid: w.app.uuid }));
+    expect(target.status).toBe(422);
+    expect(target.body.errors.target_uuid[0]).toMatch(/not supported yet/);
+    for (const body of [{ passphrase: "" }, { passphrase: 5 }, { other: 1 }]) expect((await track(w.api.post(restorePath(s.id, executionId), body))).status, JSON.stringify(body)).toBe(422);
+    expect((await track(w.api.post(restorePath(s.id, executionId + 100000), {}))).status).toBe(404);
+    expect((await track(w.api.post(`/resource-backups/${s.id}/executions/x/restore`, {}))).status).toBe(422);
+
+    // A deployment queued or running: the restore waits for it to end.
+    const deploy = await track(w.api.post(`/applications/${w.app.uuid}/deploy`));
+    expect(deploy.status, JSON.stringify(deploy.body)).toBeLessThan(300);
+    const during = await track(w.api.post(restorePath(s.id, executionId), {}));
+    expect(during.status).toBe(409);
+    expect(during.body.message).toMatch(/deployment of this application is running/);
+    await t.instance.database.prisma.deployment.updateMany({ where: { application: { uuid: w.app.uuid } }, data: { status: "failed" } });
+
+    // Another team: 404 for its backup, its execution under our backup is not found either.
+    const other = await world({ agent: false });
+    expect((await track(other.api.post(restorePath(s.id, executionId), {}))).status).toBe(404);
+    const otherBackup = await create(other);
+    expect((await track(w.api.post(restorePath(otherBackup.id, executionId), {}))).status).toBe(404);
+
+    // The agent away: refused with the reason; nothing was queued by any refusal above.
+    await t.instance.database.prisma.server.updateMany({ where: { uuid: w.server.uuid }, data: { status: "unreachable" } });
+    const away = await track(w.api.post(restorePath(s.id, executionId), {}));
+    expect(away.status).toBe(409);
+    expect(away.body.message).toMatch(/not reachable/);
+    expect(await t.instance.database.prisma.job.count({ where: { type: "resource.restore", server: { uuid: w.server.uuid } } })).toBe(0);
+  });
+});
+
+// ---- resource restores (issue 19, w7/restore): deleting the application ----
+describe("deleting an application cancels its resource backup and restore jobs", () => {
+  it("a running resource.backup and a running resource.restore are cancelled; the removal is queued", async () => {
+    const w = await world();
+    const a = await create(w);
+    const b = await create(w, { frequency: "0 5 * * *" });
+    // b: a successful backup, then its restore left running.
+    await track(w.api.post(`/resource-backups/${b.id}/execute`));
+    const done = await w.agent!.nextJob(10_000);
+    await w.agent!.outcome({ id: done.id, attempt: done.attempt, ok: true, result: result(done) });
+    await until(async () => (await detail(w, b.id)).executions[0]?.status === "success");
+    expect((await track(w.api.post(`/resource-backups/${b.id}/executions/${(await detail(w, b.id)).executions[0].id}/restore`, {}))).status).toBe(202);
+    const restore = await w.agent!.nextJob(10_000);
+    expect(restore.type).toBe("resource.restore");
+    // a: a backup queued behind it is refused while the restore runs; a backup of a other world's app is untouched.
+    expect((await track(w.api.post(`/resource-backups/${a.id}/execute`))).status).toBe(409);
+    const bystander = await world();
+    const c = await create(bystander);
+    await track(bystander.api.post(`/resource-backups/${c.id}/execute`));
+    const other = await bystander.agent!.nextJob(10_000);
+
+    expect((await track(w.api.delete(`/applications/${w.app.uuid}`))).status).toBeLessThan(300);
+    const job = (id: string) => t.instance.database.prisma.job.findUniqueOrThrow({ where: { id } });
+    expect(await job(restore.id)).toMatchObject({ status: "cancelled", error: "the application was deleted" });
+    expect((await job(other.id)).status).not.toBe("cancelled");
+    expect(await t.instance.database.prisma.job.count({ where: { type: "app.action", server: { uuid: w.server.uuid } } })).toBe(1);
+    expect((await track(w.api.get(`/resource-backups/${b.id}`))).status).toBe(404);
+
+    // A backup running when its application is deleted is cancelled too.
+    const w2 = await world();
+    const d = await create(w2);
+    await track(w2.api.post(`/resource-backups/${d.id}/execute`));
+    const running = await w2.agent!.nextJob(10_000);
+    expect(running.type).toBe("resource.backup");
+    expect((await track(w2.api.delete(`/applications/${w2.app.uuid}`))).status).toBeLessThan(300);
+    expect(await job(running.id)).toMatchObject({ status: "cancelled", error: "the application was deleted" });
+  });
+});
+
 describe("secrets", () => {
   it("no response carried a storage secret or passphrase", () => {
     const all = seen.join("\n");

@@ -1,74 +1,27 @@
 import { createHash, randomBytes, randomUUID } from "node:crypto";
-import { mkdtemp, readFile, readdir, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { readFile, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { VolumeManifest, type ResourceBackupPayload, type S3Target } from "@capstan/shared";
+import { VolumeManifest, type S3Target } from "@capstan/shared";
 import { decryptStream } from "../../agent/src/backup/crypto.js";
 import { readTar } from "../../agent/src/backup/tar.js";
-import { DockerodeEngine } from "../../agent/src/docker/dockerode-engine.js";
-import type { JobContext } from "../../agent/src/dispatch/types.js";
-import { createHandlers } from "../../agent/src/handlers/index.js";
-import { startS3Server, type S3Server } from "../support/s3-server.js";
-import { removeLabelled, sh } from "./support/kit.js";
+import { sh } from "./support/kit.js";
+import { startVolumeAppKit, type VolumeAppKit } from "./support/volume-app.js";
 
 /**
  * resource.backup (issue 19, volume backups of applications) on the real local engine and a
  * real S3-compatible server: an application container (busybox, labelled as the agent labels
  * an application's) with two named volumes; the handler runs in this process, as a host-process
  * agent would run it. The archive is read back from S3 (decrypted, gunzipped, untarred) and
- * compared with what the container holds. Restores are the next increment of issue 19.
+ * compared with what the container holds (setup: support/volume-app.ts; restores:
+ * resource-restore.test.ts).
  */
-const RUN = randomBytes(4).toString("hex");
-const LABELS = { "capstan.test": "1", "capstan.test.run": RUN };
-const engine = new DockerodeEngine();
-let handlers: ReturnType<typeof createHandlers>;
-let stateDir: string;
-let s3: S3Server;
-let target: S3Target;
-
-function job(): JobContext & { lines: string[] } {
-  const lines: string[] = [];
-  return { signal: AbortSignal.timeout(120_000), progress: (l) => void lines.push(l), job: { id: `job-${randomUUID()}`, attempt: 1 }, lines };
-}
-
-/** An application's container with volumes <uuid>-site at /srv/site and <uuid>-uploads at /data/uploads, filled by `script`. */
-async function app(uuid: string, script: string): Promise<void> {
-  const labels = Object.entries(LABELS).flatMap(([k, v]) => ["--label", `${k}=${v}`]);
-  for (const v of ["site", "uploads"]) await sh("docker", ["volume", "create", ...labels, `${uuid}-${v}`]);
-  await sh("docker", [
-    "run", "-d", "--name", `${uuid}-app`, ...labels, "--label", "capstan.managed=true", "--label", `capstan.resource.uuid=${uuid}`,
-    "-v", `${uuid}-site:/srv/site`, "-v", `${uuid}-uploads:/data/uploads`,
-    "capstan-test/busybox", "sh", "-c", `${script} && sleep 3600`,
-  ]);
-  // The script has run once the marker exists.
-  for (let i = 0; i < 100; i++) {
-    if ((await sh("docker", ["exec", `${uuid}-app`, "sh", "-c", "test -f /srv/site/.ready && echo yes"]).catch(() => "")).trim() === "yes") return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error("the application container did not get ready");
-}
-
-function payload(uuid: string, opts: { passphrase?: string | null; s3?: S3Target | null; keepLocally?: number } = {}): ResourceBackupPayload {
-  const execution = randomUUID();
-  const passphrase = opts.passphrase ?? null;
-  return {
-    resource: { kind: "application", uuid, name: `app ${uuid.slice(0, 8)}` },
-    volumes: [
-      { name: "site", mount_path: "/srv/site" },
-      { name: "uploads", mount_path: "/data/uploads" },
-    ],
-    schedule_uuid: "schedule-1",
-    execution_uuid: execution,
-    filename: `volume-20260301T030000Z-${execution.slice(0, 8)}.tar.gz${passphrase ? ".gpg" : ""}`,
-    keep_locally: opts.keepLocally ?? 3,
-    s3: opts.s3 === null ? null : { target: opts.s3 ?? target, prefix: `capstan/${uuid}/`, keep_remote: null },
-    passphrase,
-    stop_during_backup: false,
-  };
-}
+let kit: VolumeAppKit;
+const job = () => kit.job();
+const app = (uuid: string, script: string) => kit.app(uuid, script);
+const payload = (uuid: string, opts?: Parameters<VolumeAppKit["payload"]>[1]) => kit.payload(uuid, opts);
 
 /** The archive's files (path -> bytes) and its manifest. */
 async function unpack(bytes: Buffer, passphrase: string | null): Promise<{ files: Map<string, Buffer>; types: Map<string, string>; manifest: VolumeManifest }> {
@@ -90,16 +43,11 @@ async function unpack(bytes: Buffer, passphrase: string | null): Promise<{ files
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
 
 beforeAll(async () => {
-  stateDir = await mkdtemp(join(tmpdir(), "capstan-agent-state-"));
-  s3 = await startS3Server({ buckets: ["capstan-backups"] });
-  target = { endpoint: s3.endpoint, region: "us-east-1", bucket: s3.bucket, path_style: true, access_key: s3.accessKey, secret_key: s3.secretKey, allow_private: true };
-  handlers = createHandlers(engine, { extraLabels: LABELS, stateDir, db: { pollMs: 100, stopTimeoutS: 10 } });
+  kit = await startVolumeAppKit();
 }, 120_000);
 
 afterAll(async () => {
-  await removeLabelled(RUN);
-  await s3?.stop();
-  if (stateDir) await rm(stateDir, { recursive: true, force: true });
+  await kit?.stop();
 }, 120_000);
 
 describe("resource.backup: volumes of an application", () => {
@@ -113,17 +61,17 @@ describe("resource.backup: volumes of an application", () => {
     const passphrase = `pass-${randomBytes(8).toString("hex")}`;
     const p = payload(uuid, { passphrase });
     const ctx = job();
-    const r = await handlers["resource.backup"](p, ctx);
+    const r = await kit.handlers["resource.backup"](p, ctx);
     expect(r).toEqual({
       filename: p.filename,
       size: expect.any(Number),
       is_encrypted: true,
-      local_path: join(stateDir, "backups", uuid, "schedule-1", p.filename),
+      local_path: join(kit.stateDir, "backups", uuid, "schedule-1", p.filename),
       s3_key: `capstan/${uuid}/${p.filename}`,
       removed_local: [],
       removed_remote: [],
     });
-    const object = await s3.read(r.s3_key!);
+    const object = await kit.s3.read(r.s3_key!);
     expect(object.length).toBe(r.size);
     expect(object.equals(await readFile(r.local_path!))).toBe(true);
     expect(ctx.lines.join("\n")).not.toContain(passphrase);
@@ -142,7 +90,7 @@ describe("resource.backup: volumes of an application", () => {
 
     // Stopped: the engine's archive still reads the volumes (a backup never needs the app running).
     await sh("docker", ["stop", "-t", "1", `${uuid}-app`]);
-    const plain = await handlers["resource.backup"](payload(uuid, { s3: null }), job());
+    const plain = await kit.handlers["resource.backup"](payload(uuid, { s3: null }), job());
     expect(plain.is_encrypted).toBe(false);
     const again = await unpack(await readFile(plain.local_path!), null);
     expect(again.files.get("volumes/site/index.html")?.toString()).toBe("<h1>hello</h1>\n");
@@ -152,9 +100,9 @@ describe("resource.backup: volumes of an application", () => {
   it("a failed upload fails the run with the storage's reason and leaves no file; no container fails with a reason", async () => {
     const uuid = randomUUID();
     await app(uuid, "echo x > /srv/site/f && touch /srv/site/.ready");
-    const dead: S3Target = { ...target, endpoint: "http://127.0.0.1:9" };
-    await expect(handlers["resource.backup"](payload(uuid, { s3: dead }), job())).rejects.toThrow(/ECONNREFUSED|connect|refused/i);
-    expect(await readdir(join(stateDir, "backups", uuid, "schedule-1"))).toEqual([]);
-    await expect(handlers["resource.backup"](payload(randomUUID()), job())).rejects.toThrow(/has no container on this server/);
+    const dead: S3Target = { ...kit.target, endpoint: "http://127.0.0.1:9" };
+    await expect(kit.handlers["resource.backup"](payload(uuid, { s3: dead }), job())).rejects.toThrow(/ECONNREFUSED|connect|refused/i);
+    expect(await readdir(join(kit.stateDir, "backups", uuid, "schedule-1"))).toEqual([]);
+    await expect(kit.handlers["resource.backup"](payload(randomUUID()), job())).rejects.toThrow(/has no container on this server/);
   });
 });

@@ -1,7 +1,7 @@
 import { createReadStream } from "node:fs";
 import { Readable } from "node:stream";
 import { createGunzip } from "node:zlib";
-import type { DbRestorePayload } from "@capstan/shared";
+import type { BackupLocation, DbRestorePayload } from "@capstan/shared";
 import { downloadS3 } from "@capstan/shared/s3";
 import type { Engine } from "../docker/engine.js";
 import { decryptStream, looksLikeGzip, looksLikeOpenPgp } from "./crypto.js";
@@ -16,7 +16,7 @@ interface Ctx {
 }
 
 /** The first bytes of a stream, and the stream again from its start. */
-async function peek(src: AsyncIterable<Buffer | Uint8Array>, n: number): Promise<{ head: Buffer; rest: Readable }> {
+export async function peek(src: AsyncIterable<Buffer | Uint8Array>, n: number): Promise<{ head: Buffer; rest: Readable }> {
   const it = src[Symbol.asyncIterator]();
   const chunks: Buffer[] = [];
   let len = 0;
@@ -47,8 +47,8 @@ async function peek(src: AsyncIterable<Buffer | Uint8Array>, n: number): Promise
   return { head, rest };
 }
 
-/** The backup's bytes: the local file when it is still on this server, else the S3 object. */
-async function openSource(p: DbRestorePayload, stateDir: string, signal: AbortSignal, progress: (l: string) => void): Promise<Readable> {
+/** The backup's bytes: the local file when it is still on this server, else the S3 object (db.restore and resource.restore). */
+export async function openSource(p: { from: BackupLocation }, stateDir: string, signal: AbortSignal, progress: (l: string) => void): Promise<Readable> {
   if (p.from.local_path) {
     const real = await containedBackupFile(stateDir, p.from.local_path);
     if (real) {

@@ -53,16 +53,7 @@ export async function* volumeArchive(
       }
       const common = { mode: header.mode, uid: header.uid, gid: header.gid, mtime: header.mtime ?? 0 };
       if (header.type === "0" || header.type === "\0" || header.type === "7") {
-        for (const b of entryHeaders({ ...common, name, type: "0", size: header.size })) yield b;
-        const hash = createHash("sha256");
-        let size = 0;
-        for await (const chunk of body) {
-          hash.update(chunk);
-          size += chunk.length;
-          yield chunk;
-        }
-        yield tarPadding(size);
-        files.push({ path: name, size, sha256: hash.digest("hex") });
+        files.push(yield* regularEntry({ ...common, name, size: header.size }, body));
         count++;
       } else if (header.type === "5") {
         for (const b of entryHeaders({ ...common, name: `${name}/`, type: "5", size: 0 })) yield b;
@@ -92,6 +83,23 @@ export async function* volumeArchive(
   yield bytes;
   yield tarPadding(bytes.length);
   yield TAR_END;
+}
+
+/** One regular file as a tar entry (header, body passed through, padding), hashed on the way: its manifest line. */
+export async function* regularEntry(
+  h: { name: string; size: number; mode: number; uid: number; gid: number; mtime: number },
+  body: AsyncIterable<Buffer>,
+): AsyncGenerator<Buffer, VolumeManifest["files"][number]> {
+  for (const b of entryHeaders({ ...h, type: "0" })) yield b;
+  const hash = createHash("sha256");
+  let size = 0;
+  for await (const chunk of body) {
+    hash.update(chunk);
+    size += chunk.length;
+    yield chunk;
+  }
+  yield tarPadding(size);
+  return { path: h.name, size, sha256: hash.digest("hex") };
 }
 
 export interface VolumeBackupOptions {
@@ -125,24 +133,36 @@ export async function runVolumeBackup(engine: Engine, p: ResourceBackupPayload, 
       await write(volumeArchive(p.resource, p.volumes, source, progress));
     });
   if (!p.stop_during_backup) return store();
-  return stoppedDuring(engine, p, opts, ctx, all.filter((c) => c.state === "running"), store);
+  return stoppedDuring(engine, { stateDir: opts.stateDir, resourceUuid: p.resource.uuid, journalKey: p.execution_uuid, label: "stop_during_backup", doneNote: "the backup was stored, but " }, ctx, all.filter((c) => c.state === "running"), store);
+}
+
+/** Whose containers stoppedDuring stops, under which journal key, and how its lines and failures read. */
+export interface StopRun {
+  stateDir: string;
+  resourceUuid: string;
+  /** the stop journal entry's key (a backup's or restore's execution) */
+  journalKey: string;
+  /** the progress lines' prefix */
+  label: string;
+  /** said before "starting the containers again failed" when `fn` itself succeeded */
+  doneNote: string;
 }
 
 /** Seconds a container gets to stop before the engine kills it (as for an application's stop). */
 const STOP_TIMEOUT_S = 30;
 
 /** Runs `fn` with `running` stopped (journalled first), then starts them again, also when `fn` fails. */
-async function stoppedDuring<T>(engine: Engine, p: ResourceBackupPayload, opts: VolumeBackupOptions, ctx: Ctx, running: { id: string; name: string }[], fn: () => Promise<T>): Promise<T> {
+export async function stoppedDuring<T>(engine: Engine, run: StopRun, ctx: Ctx, running: { id: string; name: string }[], fn: () => Promise<T>): Promise<T> {
   const { progress } = ctx;
   if (running.length === 0) {
-    progress("stop_during_backup: no container of the resource is running; nothing to stop");
+    progress(`${run.label}: no container of the resource is running; nothing to stop`);
     return fn();
   }
   const containers = running.map((c) => ({ id: c.id, name: c.name }));
-  await writeStopJournal(opts.stateDir, { resource_uuid: p.resource.uuid, execution_uuid: p.execution_uuid, containers, at: new Date().toISOString() });
+  await writeStopJournal(run.stateDir, { resource_uuid: run.resourceUuid, execution_uuid: run.journalKey, containers, at: new Date().toISOString() });
   let outcome: { ok: true; value: T } | { ok: false; err: unknown };
   try {
-    progress(`stop_during_backup: stopping ${containers.map((c) => c.name).join(", ")}`);
+    progress(`${run.label}: stopping ${containers.map((c) => c.name).join(", ")}`);
     // Not under the job's signal: a cancelled backup still stops and starts as a whole.
     for (const c of containers) await engine.stopContainer(c.id, STOP_TIMEOUT_S);
     outcome = { ok: true, value: await fn() };
@@ -159,11 +179,11 @@ async function stoppedDuring<T>(engine: Engine, p: ResourceBackupPayload, opts: 
   }
   if (failed.length) {
     // The entry stays: the agent's next start-up tries again.
-    const stored = outcome.ok ? "the backup was stored, but " : "";
+    const stored = outcome.ok ? run.doneNote : "";
     throw new BackupToolError(`${stored}starting the resource's containers again failed (${failed.join("; ")}); the agent tries again at its next start`);
   }
-  await removeStopJournal(opts.stateDir, p.execution_uuid);
-  progress(`stop_during_backup: started ${containers.map((c) => c.name).join(", ")} again`);
+  await removeStopJournal(run.stateDir, run.journalKey);
+  progress(`${run.label}: started ${containers.map((c) => c.name).join(", ")} again`);
   if (!outcome.ok) throw outcome.err;
   return outcome.value;
 }

@@ -1,10 +1,12 @@
 import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { hostname } from "node:os";
 import Docker from "dockerode";
 import type { SwarmNode, SwarmRole } from "@capstan/shared";
 import {
   type BuildImageOptions,
   type ContainerDetails,
+  type ContainerMount,
   type ContainerLogsQuery,
   type ContainerSummary,
   type CreateContainerSpec,
@@ -195,7 +197,22 @@ export class DockerodeEngine implements Engine {
       health: health && health !== "none" ? health : null,
       labels: c.Config.Labels ?? {},
       networks: Object.keys(c.NetworkSettings?.Networks ?? {}),
+      mounts: (c.Mounts ?? []).flatMap((m): ContainerMount[] => {
+        if (m.Type === "volume" && m.Name) return [{ type: "volume", source: m.Name, target: m.Destination }];
+        if (m.Type === "bind" && m.Source) return [{ type: "bind", source: m.Source, target: m.Destination }];
+        return [];
+      }),
     };
+  }
+
+  /** (resource restores, w7/restore) The image of the container this process runs in (its hostname is the container's id), null outside one. */
+  async ownImage(): Promise<string | null> {
+    try {
+      const c = await this.docker.getContainer(hostname()).inspect();
+      return c.Image || null;
+    } catch {
+      return null;
+    }
   }
 
   async imageExists(ref: string, signal?: AbortSignal): Promise<boolean> {
@@ -215,6 +232,7 @@ export class DockerodeEngine implements Engine {
         name: spec.name,
         Image: spec.image,
         Cmd: spec.cmd,
+        Entrypoint: spec.entrypoint,
         Env: spec.env ? Object.entries(spec.env).map(([k, v]) => `${k}=${v}`) : undefined,
         Labels: spec.labels,
         ExposedPorts: exposedPortsOf(spec),

@@ -321,12 +321,16 @@ export interface ContainerDetails {
   healthOutput?: string | null;
   /** Names of the networks it is attached to. */
   networks?: string[];
+  /** (resource restores, w7/restore) its volume and bind mounts: what a restore's helper container mounts */
+  mounts?: ContainerMount[];
 }
 
 export interface CreateContainerSpec {
   name: string;
   image: string;
   cmd?: string[];
+  /** (resource restores, w7/restore) replaces the image's entrypoint (a helper container's shell) */
+  entrypoint?: string[];
   env?: Record<string, string>;
   labels: Record<string, string>;
   network?: string;

@@ -3,6 +3,7 @@ import { runBackup } from "../backup/backup.js";
 import { deleteBackup } from "../backup/delete.js";
 import { runRestore } from "../backup/restore.js";
 import { runVolumeBackup } from "../backup/volumes.js";
+import { runVolumeRestore } from "../backup/volume-restore.js";
 import type { Handler, JobContext } from "../dispatch/types.js";
 import type { Engine } from "../docker/engine.js";
 import { createMasker, type Masker } from "../deploy/mask.js";
@@ -16,6 +17,9 @@ export interface BackupOptions {
   stateDir: string;
   /** How often a database restarted by a restore (Redis-like engines) is polled for health. */
   pollMs: number;
+  /** (resource restores, w7/restore) the image of resource.restore's helper container; null: none */
+  helperImage?: () => Promise<string | null>;
+  extraLabels?: Record<string, string>;
 }
 
 /** The values no job output or failure may show. */
@@ -82,5 +86,20 @@ export function resourceBackup(engine: Engine, opts: BackupOptions, locks: Keyed
       const mask = createMasker(secrets(null, payload.passphrase, payload.s3?.target));
       const run = () => masked(mask, ctx, (job) => runVolumeBackup(engine, payload, opts, job));
       return payload.stop_during_backup ? locks.run(appLockKey(payload.resource.uuid), run) : run();
+    });
+}
+
+// ---- resource restores (issue 19, w7/restore) ----
+/**
+ * resource.restore (backup/volume-restore.ts); holds the application's lock for the whole run: no
+ * deploy, stop or start interleaves with the check, the stop, the swap and the start again.
+ */
+export function resourceRestore(engine: Engine, opts: BackupOptions, locks: KeyedMutex): Handler<"resource.restore"> {
+  return (payload, ctx) =>
+    locks.run(appLockKey(payload.resource.uuid), () => {
+      ctx.signal.throwIfAborted();
+      const mask = createMasker(secrets(null, payload.passphrase, payload.from.s3?.target));
+      const helperImage = opts.helperImage ?? (async () => null);
+      return masked(mask, ctx, (job) => runVolumeRestore(engine, payload, { stateDir: opts.stateDir, helperImage, extraLabels: opts.extraLabels, pollMs: opts.pollMs }, job));
     });
 }

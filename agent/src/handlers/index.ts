@@ -8,7 +8,7 @@ import { type AppHandlerOptions, resolveAppOptions } from "./app-options.js";
 import { containerEnsure, containerRemove, containersList } from "./containers.js";
 import { KeyedMutex } from "../mutex.js";
 import { dbAction, dbDeploy, type DbHandlerOptions, resolveDbOptions } from "./db.js";
-import { backupDelete, dbBackup, dbRestore, resourceBackup } from "./backup.js";
+import { backupDelete, dbBackup, dbRestore, resourceBackup, resourceRestore } from "./backup.js";
 import { networkConnect, networkEnsure, networkRemove, networksList } from "./networks.js";
 import { type HandlerOptions as BaseHandlerOptions, serverPrepare, serverValidate } from "./server.js";
 // registries (issue 18)
@@ -18,7 +18,10 @@ import { serviceAction, serviceDeploy } from "./services.js";
 // clusters (issue 20)
 import { swarmInfo, swarmNodeUpdate, swarmNodes, swarmObjectCreate, swarmObjectDelete, swarmObjects, swarmServiceScale, swarmServices, swarmTasks } from "./swarm.js";
 
-export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
+export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions & {
+  /** (resource restores, w7/restore) the image of resource.restore's helper container (the agent's own; null: none) */
+  helperImage?: () => Promise<string | null>;
+};
 
 /** The agent's job handlers: one per job type (the HandlerMap type makes that exhaustive). */
 export function createHandlers(engine: Engine, opts: HandlerOptions = {}): HandlerMap {
@@ -65,5 +68,7 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     "swarm.objects": swarmObjects(engine),
     "swarm.object.create": swarmObjectCreate(engine),
     "swarm.object.delete": swarmObjectDelete(engine),
+    // ---- resource restores (issue 19, w7/restore) ----
+    "resource.restore": resourceRestore(engine, { ...backup, helperImage: opts.helperImage, extraLabels: opts.extraLabels }, locks),
   };
 }

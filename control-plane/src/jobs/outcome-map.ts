@@ -1,3 +1,4 @@
+import { ResourceRestoreResult } from "@capstan/shared";
 import type { Services } from "../services/index.js";
 import { networkRemovalEnded } from "../services/network-removal.js";
 import { inTurn, type OutcomeMap } from "./outcomes.js";
@@ -56,5 +57,7 @@ export function outcomeMap(services: Services): OutcomeMap {
     "swarm.objects": null,
     "swarm.object.create": null,
     "swarm.object.delete": null,
+    // ---- resource restores (issue 19, w7/restore): the execution's restore fields, as db.restore's ----
+    "resource.restore": (job) => backups.applyRestoreEnd(job, ResourceRestoreResult),
   };
 }

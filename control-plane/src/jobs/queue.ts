@@ -142,6 +142,8 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "swarm.objects": 30_000,
   "swarm.object.create": 30_000,
   "swarm.object.delete": 30_000,
+  // ---- resource restores (issue 19, w7/restore) ----
+  "resource.restore": 6 * 3_600_000,
 };
 
 /**

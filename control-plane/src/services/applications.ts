@@ -480,11 +480,19 @@ export class ApplicationService {
     const app = await scope.application(uuid, "delete");
     await this.assertNoOpenDeployment([app.id]);
     const proxy = await this.proxy(app.serverId, [app.id]);
-    await this.db.$transaction(async (tx) => {
+    const backupJobs = await this.db.$transaction(async (tx) => {
       await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, flags, proxy), REMOVE_TIMEOUT_MS);
       await forgetAttachments(tx, "application", [app.id]);
+      // resource restores (w7/restore): the open resource.backup / resource.restore jobs of its resource backups (their rows go with it).
+      const open = await tx.backupExecution.findMany({
+        where: { schedule: { applicationId: app.id }, OR: [{ status: { in: ["queued", "running"] } }, { restoreStatus: { in: ["queued", "running"] } }] },
+        select: { jobId: true, status: true, restoreJobId: true, restoreStatus: true },
+      });
       await tx.application.delete({ where: { id: app.id } });
+      return open.flatMap((e) => [e.status === "queued" || e.status === "running" ? e.jobId : null, e.restoreStatus === "queued" || e.restoreStatus === "running" ? e.restoreJobId : null]);
     });
+    // After the commit: the agent stops them (a stopped application's containers are started again; its removal waits for the application's lock).
+    for (const id of backupJobs) if (id) await this.jobs.cancel(id, "the application was deleted");
     this.jobs.nudge(app.serverId);
     if (app.fqdn) await this.hostsChanged(app.teamId, [app.fqdn]);
   }

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { BodyId, IntId, Timestamp, listOf, requestBody, resourceId } from "./common.js";
-import { BackupExecutionStatus, CronExpression, RestoreStatus } from "./backups.js";
+import { BackupExecutionStatus, CronExpression, RestoreBackupBody, RestoreStatus } from "./backups.js";
 
 /**
  * Resource backups (spec 4.10, issue 19): cron-scheduled backups of a resource, by integer id.
@@ -112,3 +112,22 @@ export const ResourceBackupList = listOf(ResourceBackup);
 export const ResourceBackupMutation = z.object({ message: z.string(), data: ResourceBackup });
 export const ResourceBackupParams = z.object({ id: resourceId("resource_backup", IntId) });
 export const ResourceBackupQueued = z.object({ message: z.string(), execution_id: z.number().int() });
+
+// ---- resource restores (issue 19, w7/restore) ----
+export const ResourceBackupExecutionParams = z.object({
+  id: resourceId("resource_backup", IntId),
+  execution_id: resourceId("resource_backup_execution", IntId),
+});
+/**
+ * POST /resource-backups/{id}/executions/{execution_id}/restore. target_uuid (a clone into another
+ * resource of the same kind) is in the schema so that a client sending it is told it is not
+ * supported yet (422) rather than having it ignored (docs/decisions.md).
+ */
+export const RestoreResourceBackupBody = requestBody({
+  passphrase: RestoreBackupBody.shape.passphrase,
+  target_uuid: z.string().max(64).optional().meta({ description: "Not supported yet (422): a restore goes into the backup's own resource" }),
+});
+export type RestoreResourceBackupBody = z.output<typeof RestoreResourceBackupBody>;
+export const ResourceRestoreQueued = z
+  .object({ message: z.string(), execution_id: z.number().int(), restore_status: RestoreStatus })
+  .meta({ id: "ResourceRestoreQueued" });

@@ -124,3 +124,30 @@ export const VolumeManifest = z.object({
   files: z.array(z.object({ path: z.string(), size: z.number().int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) })),
 });
 export type VolumeManifest = z.infer<typeof VolumeManifest>;
+
+// ---- resource restores (issue 19, w7/restore) ----
+/**
+ * resource.restore (backup_type volume): one stored volume backup (local or S3) streamed back,
+ * decrypted (OpenPGP AEAD) and gunzipped, its volume entries staged in a tar on the agent's disk
+ * and checked against the archive's manifest (paths, sizes, sha256) before anything is touched;
+ * then the resource's running containers are stopped (stop journal), each volume's contents are
+ * replaced with the staged ones through a helper container, and the containers are started again.
+ */
+export const ResourceRestorePayload = z.object({
+  resource: ResourceBackupPayload.shape.resource,
+  /** the resource's storages now: every volume of the archive must be one of them */
+  volumes: ResourceBackupPayload.shape.volumes,
+  /** the execution restored (the stop journal's and staging file's key) */
+  execution_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
+  from: BackupLocation,
+  /** the file is OpenPGP-encrypted with this passphrase */
+  passphrase: z.string().min(1).max(1024).nullable(),
+});
+export type ResourceRestorePayload = z.infer<typeof ResourceRestorePayload>;
+export const ResourceRestoreResult = z.object({
+  /** regular files restored (checked against the manifest) and their bytes */
+  files: z.number().int().min(0),
+  bytes: z.number().int().min(0),
+  volumes: z.array(z.string()),
+});
+export type ResourceRestoreResult = z.infer<typeof ResourceRestoreResult>;

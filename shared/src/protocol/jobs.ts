@@ -3,7 +3,7 @@ import { AppActionPayload, AppActionResult, AppLogsPayload, AppLogsResult, Build
 
 import { DockerName } from "./names.js";
 import { DbActionPayload, DbActionResult, DbDeployPayload, DbDeployResult } from "./databases.js";
-import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, BackupDeletePayload, BackupDeleteResult, ResourceBackupPayload, ResourceBackupResult } from "./backups.js";
+import { DbBackupPayload, DbBackupResult, DbRestorePayload, DbRestoreResult, BackupDeletePayload, BackupDeleteResult, ResourceBackupPayload, ResourceBackupResult, ResourceRestorePayload, ResourceRestoreResult } from "./backups.js";
 import { EngineNetwork, NetworkSpec } from "./networks.js";
 // registries (issue 18)
 import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, RegistryLogoutResult } from "./registries.js";
@@ -138,6 +138,9 @@ export const JOBS = {
   "swarm.object.create": { payload: SwarmObjectCreatePayload, result: SwarmObjectCreateResult },
   /** Removes a secret or config unless a service mounts it (in_use with the services' names). */
   "swarm.object.delete": { payload: SwarmObjectDeletePayload, result: SwarmObjectDeleteResult },
+  // ---- resource restores (issue 19, w7/restore) ----
+  /** Restores a volume backup into the resource's volumes: checked in staging first, then stop, swap, start again. */
+  "resource.restore": { payload: ResourceRestorePayload, result: ResourceRestoreResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

@@ -101,6 +101,9 @@ export interface Fixtures {
   appHost: string;
   /** Strings that identify this team's objects; no other team may ever see one of them. */
   markers: string[];
+  // ---- resource restores (issue 19, w7/restore) ----
+  /** An execution of the resource backup: a cron tick without an agent, so failed (nothing to restore). */
+  resourceBackupExecution: { id: number };
 }
 
 export async function ok<T = any>(res: Promise<ApiResponse<T>>, what: string): Promise<T> {
@@ -254,6 +257,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   const environmentBinding = (await ok(api.post(`/domains/${domain.uuid}/environment-bindings`, { environment_role: "preview", priority: 1 }), "environment binding")).data;
   // ---- w7/svcroute: service applications' domains (issue 17) ----
   await ok(api.patch(`/service-applications/${serviceApplication.uuid}`, { fqdn: `https://${tag.toLowerCase()}-svc.example.com` }), "service application domain");
+  // ---- resource restores (issue 19, w7/restore) ----
+  await t.instance.backupScheduler.fire(resourceBackup.id, new Date("2026-01-01T04:00:00Z"));
+  const resourceBackupExecution = (await ok(api.get(`/resource-backups/${resourceBackup.id}`), "resource backup detail")).executions[0] as { id: number };
   return {
     tag,
     teamId: team.teamId,
@@ -337,6 +343,8 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       // label overrides (w5/svcextras)
       serviceWithDb.uuid,
     ],
+    // ---- resource restores (issue 19, w7/restore) ----
+    resourceBackupExecution: { id: resourceBackupExecution.id },
   };
 }
 
@@ -490,6 +498,8 @@ export const RESOURCE_VALUES: Record<string, Record<string, (f: Fixtures) => str
   // ---- swarm secrets and configs (issue 20, w7): engine ids, as cluster_service ----
   cluster_secret: { id: (f) => f.cluster.nodeId },
   cluster_config: { id: (f) => f.cluster.nodeId },
+  // ---- resource restores (issue 19, w7/restore) ----
+  resource_backup_execution: { id: (f) => f.resourceBackupExecution.id },
 };
 
 /** Kinds whose path values are the same for every team (they name no object): never "team A's". */
@@ -616,6 +626,8 @@ export const BODIES: Record<string, BodySpec> = {
   "post /clusters/{uuid}/configs": { valid: () => ({ name: "hijacked", data: "hijacked-value" }) },
   // ---- w7/svcroute: service applications' domains (issue 17) ----
   "patch /service-applications/{uuid}": { valid: () => ({ fqdn: "https://hijacked.example.test" }) },
+  // ---- resource restores (issue 19, w7/restore) ----
+  "post /resource-backups/{id}/executions/{execution_id}/restore": { valid: () => ({}) },
 };
 let domainSeq = 0;
 
@@ -796,6 +808,8 @@ export const OWN_STATUS: Record<string, number | "found"> = {
   "get /clusters/{uuid}/configs": 503,
   "post /clusters/{uuid}/configs": 503,
   "delete /clusters/{uuid}/configs/{configId}": 503,
+  // ---- resource restores (issue 19, w7/restore): the fixture execution (a failed tick) has nothing to restore ----
+  "post /resource-backups/{id}/executions/{execution_id}/restore": 409,
 };
 
 export function expectOwnStatus(key: string, res: ApiResponse) {

@@ -8,6 +8,10 @@ import {
   ResourceBackupQuery,
   ResourceBackupQueued,
   UpdateResourceBackupBody,
+  // ---- resource restores (issue 19, w7/restore) ----
+  ResourceBackupExecutionParams,
+  ResourceRestoreQueued,
+  RestoreResourceBackupBody,
 } from "@capstan/shared";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
@@ -95,6 +99,29 @@ export const resourceBackupRoutes = [
     async handler({ scope, services, params }) {
       const id = await services.backups.resources.execute(scope, params.id);
       return { body: { message: "Backup queued.", execution_id: id } };
+    },
+  }),
+  // ---- resource restores (issue 19, w7/restore) ----
+  route({
+    method: "post",
+    path: `${ONE}/executions/{execution_id}/restore`,
+    tag: TAG,
+    summary: "Restore a volume backup into its application (extension)",
+    description:
+      "Replaces the application's volume contents with the backup's: the agent streams the archive back (from the server or S3), decrypts it, and checks every file against the archive's manifest in a staging area before it stops the application's containers, swaps the volumes' contents and starts them again. Needs full access. Asynchronous (202): follow restore_status and restore_reason on the execution in GET /resource-backups/{id}. 409 while a deployment, a backup or a restore of the application runs, when the execution did not succeed, when its file is gone, or when the server's agent is not connected. passphrase: only for backups encrypted with an earlier passphrase of the storage. target_uuid (a restore into another resource) is not supported yet: 422.",
+    params: ResourceBackupExecutionParams,
+    body: RestoreResourceBackupBody,
+    responses: {
+      202: { description: "Restore queued", schema: ResourceRestoreQueued },
+      401: ERR[401],
+      403: ERR[403],
+      404: ERR[404],
+      409: { description: "Cannot restore now (reason in message)" },
+      422: ERR[422],
+    },
+    async handler({ scope, services, params, body }) {
+      const r = await services.backups.resourceRestores.restore(scope, params.id, params.execution_id, body);
+      return { status: 202, body: { message: "Restore queued.", execution_id: r.executionId, restore_status: r.restoreStatus } };
     },
   }),
 ];

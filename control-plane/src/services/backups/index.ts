@@ -8,6 +8,8 @@ import { BackupSchedules } from "./schedules.js";
 // resource backups (issue 19)
 import { ResourceBackups } from "./resources.js";
 import { PlatformBackups } from "./platform/index.js";
+// ---- resource restores (issue 19, w7/restore) ----
+import { ResourceRestores } from "./resource-restore.js";
 
 export { volumeBackupFilename, RECENT_EXECUTIONS, type ResourceBackupView } from "./resources.js";
 export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
@@ -29,6 +31,8 @@ export class BackupService {
   readonly resources: ResourceBackups;
   /** platform_instance backups (issue 19): run in the control plane. */
   private readonly platform: PlatformBackups;
+  /** Restores of resource backups (POST /resource-backups/{id}/executions/{execution_id}/restore). */
+  readonly resourceRestores: ResourceRestores;
 
   constructor(deps: BackupServiceDeps) {
     this.lookups = new BackupLookups(deps);
@@ -39,6 +43,7 @@ export class BackupService {
     const platform = new PlatformBackups(this.lookups, deps.platform ?? null);
     this.platform = platform;
     this.resources = new ResourceBackups(this.lookups, this.executions, platform);
+    this.resourceRestores = new ResourceRestores(this.lookups);
   }
 
   /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */

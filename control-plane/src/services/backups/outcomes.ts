@@ -1,5 +1,5 @@
 import { basename } from "node:path";
-import { DbBackupResult, DbRestoreResult } from "@capstan/shared";
+import { DbBackupResult, DbRestoreResult, ResourceRestoreResult } from "@capstan/shared";
 import { chunks } from "../../db/chunks.js";
 import type { JobRow } from "../../jobs/queue.js";
 import { BackupLookups, OPEN, isOpen, CLAIM_STALE_MS, safeJson } from "./common.js";
@@ -79,11 +79,12 @@ export class BackupOutcomes {
     }
   }
 
-  async applyRestoreEnd(job: Pick<JobRow, "id" | "status" | "result" | "error"> & { finishedAt?: Date | null }): Promise<void> {
+  /** db.restore or (resource restores, w7/restore) resource.restore ended: the execution's restore fields. */
+  async applyRestoreEnd(job: Pick<JobRow, "id" | "status" | "result" | "error"> & { finishedAt?: Date | null }, result: typeof DbRestoreResult | typeof ResourceRestoreResult = DbRestoreResult): Promise<void> {
     if (job.status !== "succeeded" && job.status !== "failed" && job.status !== "cancelled") return;
     const finishedAt = job.finishedAt ?? new Date();
     const where = { restoreJobId: job.id, restoreStatus: { in: OPEN } };
-    if (job.status === "succeeded" && DbRestoreResult.safeParse(safeJson(job.result)).success) {
+    if (job.status === "succeeded" && result.safeParse(safeJson(job.result)).success) {
       await this.lookups.db.backupExecution.updateMany({ where, data: { restoreStatus: "success", restoreReason: null, restoredAt: finishedAt } });
     } else {
       const reason = job.status === "succeeded" ? "the agent sent an invalid restore result" : (job.error ?? job.status);

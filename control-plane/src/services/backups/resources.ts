@@ -221,7 +221,12 @@ export class ResourceBackups {
       lock: { kind: "applicationRuns", id: app.id },
       serverId: app.serverId,
       server: app.server,
-      clash: async (tx) => ((await tx.backupExecution.count({ where: { scheduleId: schedule.id, status: { in: OPEN } } })) ? "the previous backup of this schedule is still running" : null),
+      clash: async (tx) => {
+        if (await tx.backupExecution.count({ where: { scheduleId: schedule.id, status: { in: OPEN } } })) return "the previous backup of this schedule is still running";
+        // resource restores (w7/restore): no backup while a restore of the application runs.
+        if (await tx.backupExecution.count({ where: { schedule: { applicationId: app.id }, restoreStatus: { in: OPEN } } })) return "a restore of this application is running";
+        return null;
+      },
       prepare: (executionUuid, at) => this.prepare(schedule, app, executionUuid, at),
     };
   }
