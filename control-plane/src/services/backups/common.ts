@@ -8,7 +8,7 @@ import type { Logger } from "../../lib/log.js";
 import type { SecretBox } from "../../crypto/secret-box.js";
 import type { JobQueue } from "../../jobs/queue.js";
 import type { S3StorageService } from "../s3-storages.js";
-import type { PlatformBackupDeps } from "./platform/index.js";
+import type { DatabaseConfig } from "../../config.js";
 
 export type Window = { skip?: number; take?: number };
 
@@ -62,6 +62,14 @@ export type ScheduleRow = Prisma.BackupScheduleGetPayload<object>;
 export type ExecutionRow = Prisma.BackupExecutionGetPayload<object>;
 
 export const iso = (d: Date | null) => (d ? d.toISOString() : null);
+
+/** What platform_instance backups need beyond the other kinds (services/backups/platform). */
+export interface PlatformBackupDeps {
+  dataDir: string;
+  database: DatabaseConfig;
+  /** The instance key (it seals every secret; the archive carries it). */
+  instanceKey(): Buffer;
+}
 
 export interface BackupServiceDeps {
   db: Db;

@@ -7,23 +7,16 @@ import { createGzip } from "node:zlib";
 import type { CreateResourceBackupBody } from "@capstan/shared";
 import { deleteS3, uploadS3 } from "@capstan/shared/s3";
 import { encryptStream } from "@capstan/shared/openpgp";
-import type { DatabaseConfig } from "../../../config.js";
 import { Forbidden } from "../../../domain/errors.js";
 import type { TeamScope } from "../../../domain/scope.js";
 import { newUuid } from "../../../lib/ids.js";
 import { ensurePrivateDir } from "../../../lib/private-files.js";
-import { OPEN, backupKeyPrefix, type BackupLookups, type ScheduleRow } from "../common.js";
+import { OPEN, backupKeyPrefix, type BackupLookups, type PlatformBackupDeps, type ScheduleRow } from "../common.js";
 import { claimFields, claimRun } from "../executions.js";
 import { platformBackupFilename } from "./archive.js";
 import { platformArchive } from "./export.js";
 
 /** What platform backups need of the instance (services/index.ts). */
-export interface PlatformBackupDeps {
-  dataDir: string;
-  database: DatabaseConfig;
-  /** The instance key (it seals every secret; the archive carries it). */
-  instanceKey(): Buffer;
-}
 
 export const PLATFORM_BACKUP = "platform_instance";
 /** A run refreshes its heartbeat this often; one silent for HEARTBEAT_STALE_MS died with its control plane. */
