@@ -276,6 +276,8 @@ const NEEDS: Record<string, Need> = {
   "get /clusters/{uuid}/services": "team",
   "get /clusters/{uuid}/services/{serviceId}/tasks": "team",
   "post /clusters/{uuid}/services/{serviceId}/scale": "team-admin",
+  // ---- connectivity history (dashboard, issue 22) ----
+  "get /servers/{uuid}/connectivity": "team",
 };
 
 // ---------------------------------------------------------------------------------------------
