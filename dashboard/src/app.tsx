@@ -152,7 +152,7 @@ function Shell(props: { session: SessionView; onChange: (v: SessionView | null) 
       )}
       <main>
         {/* Keyed by team: switching teams starts the page afresh with the new team's token. */}
-        {page === "fleet" && <Fleet key={session.team.id} />}
+        {page === "fleet" && <Fleet key={session.team.id} role={session.team.role} />}
         {page === "team" && <Team key={session.team.id} />}
         {page === "storages" && <Storages key={session.team.id} session={session} />}
         {page === "tokens" && <Tokens key={session.team.id} session={session} />}

@@ -1,7 +1,8 @@
 import { useEffect, useState } from "preact/hooks";
 import { io } from "socket.io-client";
-import type { ServerListItem, ServerStatus, ServerStatusEvent } from "@capstan/shared";
+import type { ConnectivityHistory, ServerListItem, ServerStatus, ServerStatusEvent, TeamRole } from "@capstan/shared";
 import { apiGet, apiToken } from "./api.js";
+import { canAddServers, EmptyFleet, JoinPanel, ShowJoinCommand, type JoinCommand } from "./join.js";
 
 interface ServerRow {
   uuid: string;
@@ -31,6 +32,54 @@ function ago(iso: string | null, now: number): string {
   return `${Math.floor(s / 86_400)} d ago`;
 }
 
+/** A length of time in the largest units that matter: "45 s", "3 min 20 s", "2 h 5 min", "3 d 4 h". */
+export function span(seconds: number): string {
+  const s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min${s % 60 ? ` ${s % 60} s` : ""}`;
+  if (s < 86_400) return `${Math.floor(s / 3600)} h${Math.floor((s % 3600) / 60) ? ` ${Math.floor((s % 3600) / 60)} min` : ""}`;
+  return `${Math.floor(s / 86_400)} d${Math.floor((s % 86_400) / 3600) ? ` ${Math.floor((s % 86_400) / 3600)} h` : ""}`;
+}
+
+const when = (iso: string) => new Date(iso).toLocaleString(undefined, { dateStyle: "medium", timeStyle: "medium" });
+
+/**
+ * A server's connectivity history (GET /servers/{uuid}/connectivity): when its agent connected
+ * and dropped, for how long, newest first. Read again when the server's status changes (`version`).
+ */
+function History({ uuid, name, version }: { uuid: string; name: string; version: string }) {
+  const [periods, setPeriods] = useState<ConnectivityHistory["data"] | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let gone = false;
+    apiGet<ConnectivityHistory>(`/servers/${encodeURIComponent(uuid)}/connectivity?limit=20`).then(
+      (h) => !gone && (setPeriods(h.data), setError(null)),
+      (err: Error) => !gone && setError(err.message),
+    );
+    return () => {
+      gone = true;
+    };
+  }, [uuid, version]);
+  if (error) return <p class="error" role="alert">{error}</p>;
+  if (!periods) return <p>Loading history…</p>;
+  if (periods.length === 0) return <p class="muted">No connectivity recorded yet: the history starts when the agent first connects.</p>;
+  return (
+    <ol class="history" aria-label={`Connectivity history of ${name}`}>
+      {periods.map((p) => (
+        <li key={`${p.since} ${p.state}`} data-state={p.state}>
+          <span class={`badge ${p.state}`}>{CONNECTIVITY[p.state]}</span>{" "}
+          <span class="period">
+            {p.until === null ? "since" : "from"} <time dateTime={p.since}>{when(p.since)}</time>
+            {p.until === null ? ", " : " for "}
+            <span class="duration">{span(p.duration_seconds)}</span>
+            {p.until === null ? " so far" : ""}
+          </span>
+        </li>
+      ))}
+    </ol>
+  );
+}
+
 /** The team's servers with everything the page shows, in one read (GET /servers carries it: docs/decisions.md). */
 async function loadRows(): Promise<ServerRow[]> {
   const list = await apiGet<{ data: ServerListItem[] }>("/servers");
@@ -56,11 +105,21 @@ async function detail(uuid: string): Promise<Partial<ServerRow>> {
  * stream (server:status) without reloading. After a reconnect of the stream the list is read
  * again: events sent while it was away are not replayed.
  */
-export function Fleet() {
+export function Fleet({ role }: { role: TeamRole }) {
   const [rows, setRows] = useState<ServerRow[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   const [live, setLive] = useState(false);
   const [now, setNow] = useState(Date.now());
+  const [open, setOpen] = useState<Set<string>>(new Set());
+  /** A join command just issued: for a card's server (uuid), or for the server just added. */
+  const [join, setJoin] = useState<(JoinCommand & { uuid?: string }) | null>(null);
+  const [reload, setReload] = useState(0);
+  const toggle = (uuid: string) =>
+    setOpen((cur) => {
+      const next = new Set(cur);
+      if (!next.delete(uuid)) next.add(uuid);
+      return next;
+    });
 
   useEffect(() => {
     let gone = false;
@@ -120,6 +179,12 @@ export function Fleet() {
     };
   }, []);
 
+  // A server just added (the empty state's form): list it without waiting for its agent.
+  useEffect(() => {
+    if (!reload) return;
+    loadRows().then(setRows, (err: Error) => setError(err.message));
+  }, [reload]);
+
   return (
     <section aria-labelledby="fleet-title">
       <div class="heading">
@@ -134,14 +199,15 @@ export function Fleet() {
         </p>
       )}
       {rows === null && !error && <p>Loading servers…</p>}
+      {join && !join.uuid && <JoinPanel join={join} onDone={() => setJoin(null)} />}
       {rows !== null && rows.length === 0 && (
-        <div class="empty">
-          <p>No servers yet.</p>
-          <p>
-            Add one with <code>POST /api/v1/servers</code>: it returns the command that starts the agent on the machine (see the API
-            reference at <a href="/docs">/docs</a>). The server shows up here as soon as its agent connects.
-          </p>
-        </div>
+        <EmptyFleet
+          role={role}
+          onJoined={(j) => {
+            setJoin(j);
+            setReload((n) => n + 1);
+          }}
+        />
       )}
       {rows !== null && rows.length > 0 && (
         <ul class="servers" aria-label="Servers">
@@ -163,6 +229,21 @@ export function Fleet() {
                 <dt>Resources</dt>
                 <dd class="resources">{r.resources}</dd>
               </dl>
+              {r.status === "pending" && canAddServers(role) && (
+                <div class="join-row">
+                  {join?.uuid === r.uuid ? (
+                    <JoinPanel join={join} onDone={() => setJoin(null)} />
+                  ) : (
+                    <ShowJoinCommand uuid={r.uuid} name={r.name} onJoined={(j) => setJoin({ ...j, uuid: r.uuid })} />
+                  )}
+                </div>
+              )}
+              <button type="button" class="plain history-toggle" aria-expanded={open.has(r.uuid)} aria-controls={`history-${r.uuid}`} onClick={() => toggle(r.uuid)}>
+                {open.has(r.uuid) ? "Hide history" : "History"}
+              </button>
+              <div id={`history-${r.uuid}`} hidden={!open.has(r.uuid)}>
+                {open.has(r.uuid) && <History uuid={r.uuid} name={r.name} version={`${r.status} ${r.lastSeenAt ?? ""}`} />}
+              </div>
             </li>
           ))}
         </ul>

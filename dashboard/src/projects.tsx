@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import type { SessionView } from "@capstan/shared";
-import { apiGet, apiPost, followEvents } from "./api.js";
+import { apiGet, apiGetAll, apiPost, followEvents } from "./api.js";
 
 /** Projects → environments → resources (issue 22), all through the public API. */
 
@@ -50,8 +50,8 @@ export function Projects() {
   const [items, setItems] = useState<ProjectItem[] | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    apiGet<{ data: ProjectItem[] }>("/projects?per_page=100").then(
-      (r) => setItems(r.data),
+    apiGetAll<ProjectItem>("/projects").then(
+      (r) => setItems(r),
       (e: Error) => setError(e.message),
     );
   }, []);
@@ -111,7 +111,9 @@ export function Project(props: { uuid: string }) {
                 <a href={`#/projects/${p.uuid}/${enc(e.name)}`}>{e.name}</a>
               </h2>
               <p class="muted">
-                {e.resource_counts.applications} applications, {e.resource_counts.databases} databases, {e.resource_counts.services} services
+                {e.resource_counts.total === 0
+                  ? "Empty: open it to see how to add resources."
+                  : `${e.resource_counts.applications} applications, ${e.resource_counts.databases} databases, ${e.resource_counts.services} services`}
               </p>
             </li>
           ))}
@@ -153,10 +155,10 @@ export function Environment(props: { session: SessionView; project: string; envi
   const [deployment, setDeployment] = useState<Running | null>(null);
 
   const load = async () => {
-    const d = await apiGet<EnvironmentDetail>(`/projects/${enc(props.project)}/${enc(props.environment)}`);
-    const s = await apiGet<{ data: Resource[] }>("/services?per_page=100");
+    // GET /services has no environment filter: every page of the team's services, this environment's kept.
+    const [d, s] = await Promise.all([apiGet<EnvironmentDetail>(`/projects/${enc(props.project)}/${enc(props.environment)}`), apiGetAll<Resource>("/services")]);
     setEnv(d);
-    setServices(s.data.filter((x) => x.project_uuid === props.project && x.environment_name === d.name));
+    setServices(s.filter((x) => x.project_uuid === props.project && x.environment_name === d.name));
     return d;
   };
   useEffect(() => {
@@ -234,6 +236,9 @@ export function Environment(props: { session: SessionView; project: string; envi
       <Failure error={error} />
       {notice && <p role="status">{notice}</p>}
       {deployment && <DeploymentLog key={deployment.uuid} uuid={deployment.uuid} app={deployment.app} canCancel={canAct} onEnd={() => void load()} />}
+      {env && env.applications.length + env.databases.length + services.length === 0 && level && (
+        <EmptyEnvironment project={props.project} environment={env.name} canCreate={level === "full_access"} />
+      )}
       {env && (
         <>
           {group("Applications", "applications", env.applications, (r) => (r as EnvironmentDetail["applications"][number]).fqdn ?? (r as EnvironmentDetail["applications"][number]).build_pack)}
@@ -242,6 +247,37 @@ export function Environment(props: { session: SessionView; project: string; envi
         </>
       )}
     </section>
+  );
+}
+
+/** An environment with nothing in it: how to put something there (the API's create calls), then deploy it here. */
+function EmptyEnvironment(props: { project: string; environment: string; canCreate: boolean }) {
+  return (
+    <div class="empty">
+      <h2>Nothing here yet</h2>
+      {props.canCreate ? (
+        <>
+          <p>
+            Create resources in this environment through the API (reference at <a href="/docs">/docs</a>) with{" "}
+            <code>project_uuid</code> <code>{props.project}</code> and <code>environment_name</code> <code>{props.environment}</code>:
+          </p>
+          <ul>
+            <li>
+              an application: <code>POST /api/v1/applications/dockerimage</code> (an image), <code>/applications/public</code> (a git repository)…
+            </li>
+            <li>
+              a database: <code>POST /api/v1/databases/postgresql</code> (or another engine);
+            </li>
+            <li>
+              a service from a template: <code>POST /api/v1/services</code>.
+            </li>
+          </ul>
+          <p>They show up here: deploy an application, start a database or service with its buttons, and follow the deployment's log.</p>
+        </>
+      ) : (
+        <p>Resources appear here once someone with full access to this environment creates them; ask a team admin.</p>
+      )}
+    </div>
   );
 }
 

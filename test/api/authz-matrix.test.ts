@@ -287,6 +287,8 @@ const NEEDS: Record<string, Need> = {
   "patch /service-applications/{uuid}": { environment: "manage" },
   // ---- resource restores (issue 19, w7/restore) ----
   "post /resource-backups/{id}/executions/{execution_id}/restore": { environment: "manage" },
+  // ---- connectivity history (dashboard, issue 22) ----
+  "get /servers/{uuid}/connectivity": "team",
 };
 
 // ---------------------------------------------------------------------------------------------

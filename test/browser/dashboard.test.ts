@@ -29,7 +29,7 @@ const EMAIL = "operator@example.test";
 const PASSWORD = "a password for the browser";
 
 const card = (uuid: string) => page.locator(`li.server[data-uuid="${uuid}"]`);
-const badge = (uuid: string) => card(uuid).locator(".badge");
+const badge = (uuid: string) => card(uuid).locator(".server-head .badge");
 
 async function signIn(): Promise<void> {
   await page.goto(t.url + "/");
@@ -69,6 +69,7 @@ describe("dashboard in Chromium", () => {
     await page.getByRole("heading", { name: "Sign in to Capstan" }).waitFor();
     await screenshot(page, "sign-in");
     expect(await accessibilityProblems(page)).toEqual([]);
+    expect(await page.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(360);
     await page.getByLabel("Email").fill(EMAIL);
     await page.getByLabel("Password").fill("not the password");
     await page.getByRole("button", { name: "Sign in" }).click();
@@ -115,6 +116,31 @@ describe("dashboard in Chromium", () => {
     await expect.poll(() => badge(w.server.uuid).textContent(), { timeout: 10_000 }).toBe("unreachable");
     expect(await badge(dbServer.uuid).textContent()).toBe("never seen");
     expect(await page.evaluate("window.mark")).toBe(42);
+  });
+
+  it("a server's connectivity history shows when its agent dropped and for how long (stop the agent, start it)", async () => {
+    const history = card(w.server.uuid).locator("ol.history li");
+    await card(w.server.uuid).getByRole("button", { name: "History" }).click();
+    // The test above: connected, dropped, connected, dropped (now).
+    await expect.poll(() => history.evaluateAll((els) => els.map((e) => e.getAttribute("data-state")))).toEqual(["unreachable", "reachable", "unreachable", "reachable"]);
+    const stopped = Date.now();
+    await expect.poll(() => Date.now() - stopped > 1500, { timeout: 5000 }).toBe(true);
+    const again = await connectServerAgentAgain();
+    // Read again when the server's connectivity changes: the drop that just ended has its length.
+    await expect.poll(() => history.first().getAttribute("data-state"), { timeout: 10_000 }).toBe("reachable");
+    expect(await history.first().textContent()).toContain("so far");
+    const drop = history.nth(1);
+    expect(await drop.getAttribute("data-state")).toBe("unreachable");
+    const api = (await w.api.get(`/servers/${w.server.uuid}/connectivity?limit=2`)).body as { data: { state: string; duration_seconds: number }[] };
+    expect(api.data[1]!.duration_seconds).toBeGreaterThanOrEqual(1);
+    expect(await drop.locator(".duration").textContent()).toBe(`${api.data[1]!.duration_seconds} s`);
+    expect(await drop.textContent()).toMatch(/^unreachable from .+ for \d+ s$/);
+    await screenshot(page, "fleet-history-360");
+    expect(await accessibilityProblems(page)).toEqual([]);
+    expect(await page.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(360);
+    again.close();
+    await expect.poll(() => badge(w.server.uuid).textContent(), { timeout: 10_000 }).toBe("unreachable");
+    await card(w.server.uuid).getByRole("button", { name: "Hide history" }).click();
   });
 
   it("fits 360 px: nothing wider than the viewport", async () => {
@@ -199,6 +225,7 @@ describe("dashboard in Chromium", () => {
     expect(value).toMatch(/^cap_[0-9A-Za-z]{40}$/);
     await screenshot(page, "tokens-360");
     expect(await accessibilityProblems(page)).toEqual([]);
+    expect(await page.evaluate<number>("document.documentElement.scrollWidth")).toBeLessThanOrEqual(360);
     const api = t.api(value);
     expect((await api.get("/teams/current")).body.id).toBe(w.team.teamId);
     expect((await api.post("/projects", { name: "not allowed" })).status).toBe(403); // no write

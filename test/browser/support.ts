@@ -68,3 +68,12 @@ export async function accessibilityProblems(page: Page): Promise<string[]> {
       .filter((v) => v.impact === "serious" || v.impact === "critical")
       .flatMap((v) => v.nodes.map((n) => v.id + ": " + n.target.join(" "))))`);
 }
+
+/** Signs in on the dashboard's sign-in page and waits for the Fleet page. */
+export async function signInAs(page: Page, origin: string, email: string, password: string): Promise<void> {
+  await page.goto(origin + "/");
+  await page.getByLabel("Email").fill(email);
+  await page.getByLabel("Password").fill(password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Fleet" }).waitFor({ timeout: 10_000 });
+}

@@ -104,6 +104,13 @@ function refusedAddress(host: string, address: string): string {
 }
 
 /** Servers of a team (spec 4.3): records, agent credentials and live checks through the agent. */
+/** One period of a server's agent connectivity: a state from `since` until the next one began (null: now). */
+export interface ConnectivityView {
+  state: string;
+  since: Date;
+  until: Date | null;
+}
+
 export class ServerService {
   private agents: AgentLink | null = null;
   /** How long the resource and domain lists wait for the engine's view (tests shorten it). */
@@ -143,6 +150,18 @@ export class ServerService {
 
   get(scope: TeamScope, uuid: string): Promise<ServerWithDetail> {
     return scope.server(uuid, withDetail);
+  }
+
+  /**
+   * GET /servers/{uuid}/connectivity (dashboard, issue 22): the newest `limit` transitions of
+   * the server's agent connectivity, each with when the next one began (null for the current
+   * state). The rows are written by a database trigger on the server's status (migration
+   * 20261127035553_server_connectivity), the newest 200 per server kept.
+   */
+  async connectivity(scope: TeamScope, uuid: string, limit: number): Promise<ConnectivityView[]> {
+    const server = await scope.server(uuid);
+    const rows = await this.db.serverConnectivity.findMany({ where: { serverId: server.id }, orderBy: { id: "desc" }, take: limit, select: { state: true, at: true } });
+    return rows.map((r, i) => ({ state: r.state, since: r.at, until: i === 0 ? null : rows[i - 1]!.at }));
   }
 
   /** GET /servers/{uuid}: the server with its proxy (the spec's "proxy configuration"). */

@@ -185,3 +185,27 @@ export type ServerListItem = z.infer<typeof ServerListItem>;
 export const ServerList = listOf(ServerListItem);
 export const ServerResourceList = listOf(ServerResource);
 export const ServerDomainList = listOf(ServerDomain);
+
+// ---- connectivity history (dashboard, issue 22) ----
+/** The agent connectivity states a server's history records (its status after each transition). */
+export const ConnectivityState = z.enum(["reachable", "unreachable"]).meta({ id: "ConnectivityState" });
+export type ConnectivityState = z.infer<typeof ConnectivityState>;
+
+/** GET /servers/{uuid}/connectivity?limit= (beyond the spec, docs/decisions.md): the newest transitions first. */
+export const ConnectivityQuery = z.object({
+  limit: z.coerce.number().int().min(1).max(200).optional().meta({ description: "How many periods, newest first (1 to 200; default 50)" }),
+});
+export type ConnectivityQuery = z.infer<typeof ConnectivityQuery>;
+
+export const ConnectivityPeriod = z
+  .object({
+    state: ConnectivityState,
+    since: Timestamp.meta({ description: "When the server entered this state (its agent's hello; for a drop, the last time the agent was seen)" }),
+    until: Timestamp.nullable().meta({ description: "When the next state began; null for the current one" }),
+    duration_seconds: z.number().int().min(0).meta({ description: "until - since, or now - since for the current state, in whole seconds" }),
+  })
+  .meta({ id: "ConnectivityPeriod" });
+export type ConnectivityPeriod = z.infer<typeof ConnectivityPeriod>;
+
+export const ConnectivityHistory = z.object({ data: z.array(ConnectivityPeriod) }).meta({ id: "ConnectivityHistory" });
+export type ConnectivityHistory = z.infer<typeof ConnectivityHistory>;

@@ -881,6 +881,8 @@ export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes",
   "resource_type",
   // ---- dns resources (issue 21, w6) ----
   "dry_run",
+  // ---- connectivity history (dashboard, issue 22): GET /servers/{uuid}/connectivity?limit= ----
+  "limit",
 ]);
 
 /** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */

@@ -1,10 +1,11 @@
-import type { Server, ServerDetail, ServerDomain, ServerListItem, ServerResource } from "@capstan/shared";
+import type { ConnectivityPeriod, Server, ServerDetail, ServerDomain, ServerListItem, ServerResource } from "@capstan/shared";
 import type { Out } from "./types.js";
 import {
+  ConnectivityState,
   ServerStatus,
 } from "@capstan/shared";
 import { iso } from "../dto.js";
-import { ServerService, type ServerProxyView, type ServerWithDetail } from "../../services/servers.js";
+import { ServerService, type ConnectivityView, type ServerProxyView, type ServerWithDetail } from "../../services/servers.js";
 import type { ServerDomainView, ServerResourceView } from "../../services/server-resources.js";
 
 export type ServerRecord = {
@@ -112,4 +113,13 @@ export const domainDto = (d: ServerDomainView): Out<typeof ServerDomain> => ({
   routed: d.routed,
   stale: d.stale,
   last_seen_at: d.lastSeenAt ? iso(d.lastSeenAt) : null,
+});
+
+// ---- connectivity history (dashboard, issue 22) ----
+/** A period of GET /servers/{uuid}/connectivity; the current one's duration runs to `now`. */
+export const connectivityPeriodDto = (p: ConnectivityView, now: Date): Out<typeof ConnectivityPeriod> => ({
+  state: ConnectivityState.parse(p.state),
+  since: iso(p.since),
+  until: p.until ? iso(p.until) : null,
+  duration_seconds: Math.max(0, Math.floor(((p.until ?? now).getTime() - p.since.getTime()) / 1000)),
 });

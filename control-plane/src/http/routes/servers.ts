@@ -1,5 +1,7 @@
 import {
   AgentCredentials,
+  ConnectivityHistory,
+  ConnectivityQuery,
   CreatedServer,
   CreateServerBody,
   MessageBody,
@@ -16,7 +18,7 @@ import { z } from "zod";
 import { paginate, paginateArray } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
-import { serverListItemDto, serverDetailDto, resourceDto, domainDto } from "../mappers/servers.js";
+import { serverListItemDto, serverDetailDto, resourceDto, domainDto, connectivityPeriodDto } from "../mappers/servers.js";
 
 /** Coolify's server fields this API accepts and ignores, with the reason (docs/compatibility.md). */
 const SERVER_COMPATIBLE_FIELDS = {
@@ -181,6 +183,25 @@ export const serverRoutes = [
     },
     async handler({ scope, services, params, query }) {
       return { body: await paginateArray(query, (await services.servers.domains(scope, params.uuid)).map(domainDto)) };
+    },
+  }),
+  // ---- connectivity history (dashboard, issue 22) ----
+  route({
+    method: "get",
+    path: "/servers/{uuid}/connectivity",
+    tag: "Servers",
+    summary: "The server's agent connectivity history: when it connected and dropped, and for how long (beyond the spec)",
+    description:
+      "Newest first, at most `limit` periods (default 50, at most 200). Each period is a state the server's agent was in (`reachable`, or " +
+      "`unreachable` after it dropped), from `since` until the next began (`until`, null for the current state), and its length in whole " +
+      "seconds (to now for the current one). A drop's `since` is the last time the agent was seen. The newest 200 transitions of each server are kept.",
+    params: ServerParams,
+    query: ConnectivityQuery,
+    responses: { 200: { description: "Connectivity periods", schema: ConnectivityHistory }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ scope, services, params, query }) {
+      const periods = await services.servers.connectivity(scope, params.uuid, query.limit ?? 50);
+      const now = new Date();
+      return { body: { data: periods.map((p) => connectivityPeriodDto(p, now)) } };
     },
   }),
   route({
