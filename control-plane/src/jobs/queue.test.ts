@@ -206,6 +206,43 @@ describe("job queue: the hot path", () => {
     expect(delivered.filter((d) => d.id === queued!.id).map((d) => d.attempt)).toEqual([1]);
   });
 
+  for (const backlog of [0, 1001]) it(`the pump delivers a job waiting for a server now connected here${backlog ? ", also behind a backlog larger than one read (chunked by connected servers)" : " (one read of the waiting jobs)"}`, async () => {
+    // The backlog: jobs waiting for a server whose agent is connected nowhere.
+    const far = new Date(Date.now() + 3_600_000);
+    for (let i = 0; i < backlog; i += 500) {
+      await database.prisma.job.createMany({
+        data: Array.from({ length: Math.min(500, backlog - i) }, () => ({ id: randomUUID(), serverId: otherServerId, type: "containers.list", payload: "{}", status: "queued", attempt: 0, deadlineAt: far })),
+      });
+    }
+    try {
+      let connected = false;
+      const delivered: JobEnvelope[] = [];
+      const queue = new JobQueue(db, pino({ level: "silent" }), { box, dialect: database.kind, reader });
+      queue.attachDispatcher({
+        canDeliver: (id) => connected && id === serverId,
+        deliverable: () => (connected ? [serverId] : []),
+        deliver: async (_id, env) => {
+          delivered.push(env);
+          setImmediate(() => void queue.applyOutcome(serverId, { id: env.id, attempt: env.attempt, ok: true, result: { containers: [] } }));
+          return { accepted: true };
+        },
+        cancel: () => {},
+      });
+      const running = queue.run(serverId, "containers.list", {});
+      let queued: { id: string } | undefined;
+      for (const end = Date.now() + 5000; !queued && Date.now() < end; await new Promise((r) => setTimeout(r, 10))) {
+        [queued] = await database.prisma.job.findMany({ where: { serverId, status: "queued" } });
+      }
+      expect(queued).toBeDefined();
+      connected = true;
+      await queue.tick();
+      expect(await running).toMatchObject({ id: queued!.id, status: "succeeded" });
+      expect(delivered.map((d) => d.id)).toEqual([queued!.id]);
+    } finally {
+      await database.prisma.job.deleteMany({ where: { serverId: otherServerId, status: "queued" } });
+    }
+  });
+
   it("cancel tells the agent through the dispatcher and wakes the waiter; outcome handlers get the row", async () => {
     const ended: { id: string; status: string; payload: string }[] = [];
     const { queue, cancelled } = agents(() => ({}));
