@@ -283,6 +283,8 @@ const NEEDS: Record<string, Need> = {
   "get /clusters/{uuid}/configs": "team",
   "post /clusters/{uuid}/configs": "team-admin",
   "delete /clusters/{uuid}/configs/{configId}": "team-admin",
+  // ---- cluster events (issue 20, w7/events) ----
+  "get /clusters/{uuid}/events": "team",
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import { registryLogin, registryLogout } from "./registries.js";
 // services lifecycle (issue 17)
 import { serviceAction, serviceDeploy } from "./services.js";
 // clusters (issue 20)
-import { swarmInfo, swarmNodeUpdate, swarmNodes, swarmObjectCreate, swarmObjectDelete, swarmObjects, swarmServiceScale, swarmServices, swarmTasks } from "./swarm.js";
+import { swarmInfo, swarmNodeUpdate, swarmNodes, swarmObjectCreate, swarmObjectDelete, swarmObjects, swarmEvents, swarmServiceScale, swarmServices, swarmTasks } from "./swarm.js";
 
 export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions;
 
@@ -65,5 +65,7 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     "swarm.objects": swarmObjects(engine),
     "swarm.object.create": swarmObjectCreate(engine),
     "swarm.object.delete": swarmObjectDelete(engine),
+    // ---- swarm events (issue 20, w7/events) ----
+    "swarm.events": swarmEvents(engine),
   };
 }

@@ -56,5 +56,7 @@ export function outcomeMap(services: Services): OutcomeMap {
     "swarm.objects": null,
     "swarm.object.create": null,
     "swarm.object.delete": null,
+    // ---- swarm events (issue 20, w7/events): the events stored once per cluster ----
+    "swarm.events": (job) => services.clusters.eventsEnded(job),
   };
 }

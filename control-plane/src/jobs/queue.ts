@@ -142,6 +142,8 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "swarm.objects": 30_000,
   "swarm.object.create": 30_000,
   "swarm.object.delete": 30_000,
+  // ---- swarm events (issue 20, w7/events) ----
+  "swarm.events": 30_000,
 };
 
 /**

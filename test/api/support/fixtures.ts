@@ -858,6 +858,8 @@ export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes",
   "resource_type",
   // ---- dns resources (issue 21, w6) ----
   "dry_run",
+  // ---- cluster events (issue 20, w7/events): GET /clusters/{uuid}/events?since=&limit= ----
+  "limit",
 ]);
 
 /** Coolify's /deploy?uuid=: another team's application or database, alone or after one of the caller's own. */
