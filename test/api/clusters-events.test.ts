@@ -4,6 +4,7 @@ import { startTestInstance, type TeamFixture, type TestInstance } from "./harnes
 import { KeyFactory } from "./support/ssh.js";
 import { connectAgent, type ScriptedAgent } from "./support/fake-agent.js";
 import { sampleHostFacts } from "../support/host-facts.js";
+import { until } from "./support/deployments.js";
 import { EVENTS_KEPT, pruneEvents } from "../../control-plane/src/services/clusters/events.js";
 
 /**
@@ -67,14 +68,6 @@ async function manager(id: string) {
   agents[id] = agent;
 }
 
-const until = async (what: string, fn: () => Promise<boolean>, ms = 10_000) => {
-  const end = Date.now() + ms;
-  while (Date.now() < end) {
-    if (await fn()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`${what}: not in time`);
-};
 const db = () => t.instance.database.prisma;
 /** The next GET collects again (as once the last collection is a few seconds old). */
 const stale = () => db().cluster.updateMany({ where: { uuid }, data: { eventsAt: null } });
@@ -129,7 +122,7 @@ describe("GET /clusters/{uuid}/events", () => {
     expect(await stored()).toBe(3);
     // The leader's agent gone: the other manager reports the same events, and one new one.
     agents.nodea!.close();
-    await until("nodea disconnected", async () => (await team.api.get(`/servers/${serverIds.nodea}`)).body.status !== "reachable");
+    await until(async () => (await team.api.get(`/servers/${serverIds.nodea}`)).body.status !== "reachable", 10_000, "nodea disconnected");
     kept.push({ type: "secret", action: "create", actor_id: "sec1", attributes: { name: "db_password" }, time_nano: at(3) });
     const manyAt = (BASE + 5n).toString();
     kept.push({ type: "config", action: "create", actor_id: "cfg1", attributes: { name: "app.conf" }, time_nano: manyAt });
