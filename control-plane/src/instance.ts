@@ -78,6 +78,8 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
   const repairSweep = new RepairSweep(jobs, [
     { name: "deployments", run: () => services.deployments.scheduler.repair() },
     { name: "backups", run: () => services.backups.repair() },
+    // clusters (issue 20, w7/events): periodic event collection and retention
+    { name: "cluster events", run: () => services.clusters.eventsSweep() },
   ], log);
   const limiter = await createRateLimiter(config.database, config.rateLimitPerMinute);
   const app = createApp({

@@ -289,6 +289,8 @@ const NEEDS: Record<string, Need> = {
   "post /resource-backups/{id}/executions/{execution_id}/restore": { environment: "manage" },
   // ---- connectivity history (dashboard, issue 22) ----
   "get /servers/{uuid}/connectivity": "team",
+  // ---- cluster events (issue 20, w7/events) ----
+  "get /clusters/{uuid}/events": "team",
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -29,6 +29,8 @@ const REG_USER = "swarm-puller";
 const REG_PASSWORD = `reg-${randomBytes(16).toString("hex")}`;
 let registryHost = "";
 let authDir = "";
+// ---- cluster events (issue 20, w7/events): taken before the first change the tests make ----
+let eventsSince = "";
 
 const manager = () => hosts[0]!.name;
 const nodeIdOf = (host: string) => onHost(host, "docker", "info", "-f", "{{.Swarm.NodeID}}");
@@ -110,6 +112,7 @@ afterAll(async () => {
 
 describe("a real 3-node swarm", () => {
   it("detect finds the swarm with 1 manager and 2 workers and links the three servers; it is healthy", async () => {
+    eventsSince = new Date().toISOString();
     const res = await team.api.post("/clusters/detect");
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     const swarmId = await onHost(manager(), "docker", "info", "-f", "{{.Swarm.Cluster.ID}}");
@@ -343,6 +346,53 @@ describe("a real 3-node swarm", () => {
     } finally {
       await onHost(manager(), "docker", "service", "rm", PRIV).catch(() => {});
     }
+  });
+
+  // ---- cluster events (issue 20, w7/events) ----
+  it("events after since list the node (promote, drain, labels), service (create, scale) and secret/config changes made above, chronologically", async () => {
+    type Ev = { time: string; time_nano: string; type: string; action: string; actor_id: string; attributes: Record<string, string> };
+    const promotedId = await nodeIdOf(hosts[1]!.name);
+    const drainedId = await nodeIdOf(hosts[2]!.name);
+    /** Every event after since, paging on with the last one's time (limit 100). */
+    const all = async () => {
+      const out: Ev[] = [];
+      let since = eventsSince;
+      for (;;) {
+        const res = await team.api.get(`/clusters/${uuid}/events?since=${encodeURIComponent(since)}&limit=100`);
+        expect(res.status, JSON.stringify(res.body)).toBe(200);
+        out.push(...res.body.data);
+        if (res.body.data.length < 100) return out;
+        since = res.body.data[res.body.data.length - 1].time;
+      }
+    };
+    const has = (evs: Ev[], type: string, action: string, pred: (e: Ev) => boolean = () => true) => evs.some((e) => e.type === type && e.action === action && pred(e));
+    const events = await until("the changes made above in the events", async () => {
+      const evs = await all();
+      return (
+        has(evs, "node", "update", (e) => e.actor_id === promotedId && e.attributes["role.new"] === "manager") &&
+        has(evs, "node", "update", (e) => e.actor_id === promotedId && e.attributes["role.new"] === "worker") &&
+        has(evs, "node", "update", (e) => e.actor_id === drainedId && e.attributes["availability.new"] === "drain") &&
+        has(evs, "service", "create", (e) => e.attributes.name === SERVICE) &&
+        has(evs, "service", "update", (e) => e.attributes.name === "capswarm-api" && e.attributes["replicas.new"] === "3") &&
+        has(evs, "service", "update", (e) => e.attributes.name === "capswarm-api" && e.attributes["replicas.new"] === "0") &&
+        has(evs, "secret", "create", (e) => e.attributes.name === "capswarm_db_pw") &&
+        has(evs, "config", "remove", (e) => e.attributes.name === "capswarm.conf") &&
+        evs
+      );
+    }, 60_000, 1000);
+    // The labels change is a node update of that node too.
+    expect(events.filter((e) => e.type === "node" && e.action === "update" && e.actor_id === promotedId).length).toBeGreaterThanOrEqual(3);
+    const nanos = events.map((e) => BigInt(e.time_nano));
+    expect(nanos.every((n, i) => i === 0 || n >= nanos[i - 1]!)).toBe(true);
+    expect(nanos[0]! > BigInt(Date.parse(eventsSince)) * 1_000_000n).toBe(true);
+    expect(new Set(events.map((e) => e.type))).toEqual(new Set(["node", "service", "secret", "config"]));
+    // Each once, however many collections ran.
+    expect(new Set(events.map((e) => JSON.stringify(e))).size).toBe(events.length);
+    console.log(`cluster events since the start: ${events.length} (${[...new Set(events.map((e) => `${e.type} ${e.action}`))].join(", ")})`);
+    // limit: the latest ones, chronological.
+    const latest = (await team.api.get(`/clusters/${uuid}/events?limit=2`)).body.data as Ev[];
+    expect(latest).toHaveLength(2);
+    expect(BigInt(latest[0]!.time_nano) <= BigInt(latest[1]!.time_nano)).toBe(true);
   });
 
   it("a worker host dropping off turns the cluster degraded within 10 s; the manager's agent stopping makes it unreachable; both recover", async () => {

@@ -486,6 +486,26 @@ export class DockerodeEngine implements Engine {
     await this.call(`remove ${kind} ${id}`, () => (kind === "secret" ? this.docker.getSecret(id).remove() : this.docker.getConfig(id).remove()));
   }
 
+  async swarmEvents(window: { since: string; until: string; types: readonly string[] }, signal?: AbortSignal): Promise<Record<string, unknown>[]> {
+    const what = "read events";
+    const stream = await this.call(what, () =>
+      new Promise<NodeJS.ReadableStream>((resolve, reject) =>
+        this.docker.modem.dial(
+          {
+            path: "/events?",
+            method: "GET",
+            isStream: true,
+            abortSignal: signal,
+            statusCodes: { 200: true, 400: "bad parameter", 500: "server error" },
+            options: { since: window.since, until: window.until, filters: JSON.stringify({ type: window.types }) },
+          } as unknown as Parameters<Docker["modem"]["dial"]>[0],
+          (err: unknown, data: unknown) => (err ? reject(err) : resolve(data as NodeJS.ReadableStream)),
+        ),
+      ),
+    );
+    return this.call(what, () => readEventLines(stream, EVENTS_MAX_BYTES, signal));
+  }
+
   async checkAuth(auth: RegistryCredentials, signal?: AbortSignal): Promise<{ status: string }> {
     const res = (await this.call(`log in to ${auth.serveraddress}`, () => this.docker.checkAuth({ ...auth, abortSignal: signal }))) as { Status?: unknown } | undefined;
     return { status: typeof res?.Status === "string" ? res.Status : "Login Succeeded" };
@@ -892,4 +912,34 @@ export function networkDetailsOf(n: Docker.NetworkInspectInfo): NetworkDetails {
     gateway: ipv4?.Gateway ?? null,
     containers,
   };
+}
+
+/** A bound on one events answer (the engine keeps a few hundred events; each well under 4 KiB). */
+const EVENTS_MAX_BYTES = 16 * 1024 * 1024;
+
+/** The engine's newline-delimited JSON events, timeNano kept as its exact decimal text; ends at the stream's end. */
+export async function readEventLines(stream: NodeJS.ReadableStream, maxBytes: number, signal?: AbortSignal): Promise<Record<string, unknown>[]> {
+  const out: Record<string, unknown>[] = [];
+  let rest = "";
+  let bytes = 0;
+  const take = (line: string) => {
+    if (!line.trim()) return;
+    const parsed = JSON.parse(line) as Record<string, unknown>;
+    const nano = /"timeNano"\s*:\s*(\d+)/.exec(line);
+    out.push({ ...parsed, timeNano: nano ? nano[1] : String(parsed.timeNano ?? "") });
+  };
+  for await (const chunk of stream as AsyncIterable<Buffer | string>) {
+    signal?.throwIfAborted();
+    const text = typeof chunk === "string" ? chunk : chunk.toString("utf8");
+    bytes += Buffer.byteLength(text);
+    if (bytes > maxBytes) {
+      (stream as unknown as { destroy?: () => void }).destroy?.();
+      throw new Error(`the events answer exceeded ${maxBytes} bytes`);
+    }
+    const lines = (rest + text).split("\n");
+    rest = lines.pop() ?? "";
+    lines.forEach(take);
+  }
+  take(rest);
+  return out;
 }

@@ -164,6 +164,13 @@ export interface SwarmEngine {
   createSwarmObject(kind: "secret" | "config", spec: { Name: string; Labels: Record<string, string>; Data: string }, signal?: AbortSignal): Promise<string>;
   /** DELETE /secrets/{id} or /configs/{id}; EngineError 404 when gone, 400 "in use" when a service mounts it. */
   removeSwarmObject(kind: "secret" | "config", id: string, signal?: AbortSignal): Promise<void>;
+  // ---- swarm events (issue 20, w7/events) ----
+  /**
+   * GET /events?since=&until=&filters={"type":[...]}: finite (the engine answers what it keeps
+   * between the two and ends at until). Each event as the engine wrote it, but timeNano as the
+   * exact decimal text (a JSON number that large loses digits when parsed).
+   */
+  swarmEvents(window: { since: string; until: string; types: readonly string[] }, signal?: AbortSignal): Promise<Record<string, unknown>[]>;
 }
 
 /** The engine's answer to an update naming a version that is no longer the object's. */

@@ -16,7 +16,7 @@ import { registryLogin, registryLogout } from "./registries.js";
 // services lifecycle (issue 17)
 import { serviceAction, serviceDeploy } from "./services.js";
 // clusters (issue 20)
-import { swarmInfo, swarmNodeUpdate, swarmNodes, swarmObjectCreate, swarmObjectDelete, swarmObjects, swarmServiceScale, swarmServices, swarmTasks } from "./swarm.js";
+import { swarmInfo, swarmNodeUpdate, swarmNodes, swarmObjectCreate, swarmObjectDelete, swarmObjects, swarmEvents, swarmServiceScale, swarmServices, swarmTasks } from "./swarm.js";
 
 export type HandlerOptions = BaseHandlerOptions & AppHandlerOptions & DbHandlerOptions & {
   /** (resource restores, w7/restore) the image of resource.restore's helper container (the agent's own; null: none) */
@@ -70,5 +70,7 @@ export function createHandlers(engine: Engine, opts: HandlerOptions = {}): Handl
     "swarm.object.delete": swarmObjectDelete(engine),
     // ---- resource restores (issue 19, w7/restore) ----
     "resource.restore": resourceRestore(engine, { ...backup, helperImage: opts.helperImage, extraLabels: opts.extraLabels }, locks),
+    // ---- swarm events (issue 20, w7/events) ----
+    "swarm.events": swarmEvents(engine),
   };
 }

@@ -1,4 +1,4 @@
-import { SWARM_RESERVED_LABEL_PREFIX, swarmNodeChangeRefusal, type SwarmNodeChange, type SwarmService, type SwarmStoredObject, type SwarmStoreKind, type SwarmTask } from "@capstan/shared";
+import { SWARM_EVENT_TYPES, SWARM_RESERVED_LABEL_PREFIX, type SwarmEvent, swarmNodeChangeRefusal, type SwarmNodeChange, type SwarmService, type SwarmStoredObject, type SwarmStoreKind, type SwarmTask } from "@capstan/shared";
 import { type Engine, type RegistryCredentials, type SwarmNodeSpec, EngineError, isOutOfSequence } from "../docker/engine.js";
 import { hostOf, storedLogin } from "../registries/config.js";
 import type { Handler } from "../dispatch/types.js";
@@ -303,5 +303,46 @@ export function swarmObjectDelete(engine: Engine): Handler<"swarm.object.delete"
     }
     progress(`${kind} ${found.name}: removed`);
     return { outcome: "deleted", name: found.name };
+  };
+}
+
+// ---- swarm events (issue 20, w7/events) ----
+
+/** Nanoseconds (decimal text) as the engine's since/until timestamps take them: seconds.nanoseconds. */
+export function engineTimestamp(nano: string): string {
+  const n = BigInt(nano);
+  return `${n / 1_000_000_000n}.${(n % 1_000_000_000n).toString().padStart(9, "0")}`;
+}
+
+const MAX_EVENTS = 10_000;
+const isEventType = (t: unknown): t is SwarmEvent["type"] => typeof t === "string" && (SWARM_EVENT_TYPES as readonly string[]).includes(t);
+
+/** One engine event as the job answers it, or null when it is not a node/service/secret/config event the engine wrote whole. */
+export function swarmEventOf(raw: Record<string, unknown>): SwarmEvent | null {
+  const actor = (raw.Actor ?? {}) as { ID?: unknown; Attributes?: unknown };
+  const action = typeof raw.Action === "string" ? raw.Action.slice(0, 100) : "";
+  const nano = typeof raw.timeNano === "string" && /^\d{1,20}$/.test(raw.timeNano) ? raw.timeNano : null;
+  if (!isEventType(raw.Type) || !action || !nano) return null;
+  const attributes: Record<string, string> = {};
+  if (actor.Attributes && typeof actor.Attributes === "object") {
+    for (const [k, v] of Object.entries(actor.Attributes as Record<string, unknown>)) {
+      if (k.length <= 255 && typeof v === "string") attributes[k] = v.slice(0, 4096);
+    }
+  }
+  return { type: raw.Type, action, actor_id: typeof actor.ID === "string" ? actor.ID.slice(0, 255) : "", attributes, time_nano: nano };
+}
+
+/**
+ * swarm.events: what the engine keeps of its node, service, secret and config events from
+ * since_nano until now (GET /events with until: the answer ends, no stream stays open), oldest
+ * first, at most 10,000 (the next collection goes on from the last one the control plane stored).
+ */
+export function swarmEvents(engine: Engine, now: () => number = Date.now): Handler<"swarm.events"> {
+  return async (payload, { signal }) => {
+    const untilNano = (BigInt(now()) * 1_000_000n).toString();
+    const raw = await engine.swarmEvents({ since: engineTimestamp(payload.since_nano), until: engineTimestamp(untilNano), types: SWARM_EVENT_TYPES }, signal);
+    const events = raw.map(swarmEventOf).filter((e): e is SwarmEvent => e !== null);
+    events.sort((a, b) => (BigInt(a.time_nano) < BigInt(b.time_nano) ? -1 : BigInt(a.time_nano) > BigInt(b.time_nano) ? 1 : 0));
+    return { events: events.slice(0, MAX_EVENTS), until_nano: untilNano };
   };
 }

@@ -59,5 +59,7 @@ export function outcomeMap(services: Services): OutcomeMap {
     "swarm.object.delete": null,
     // ---- resource restores (issue 19, w7/restore): the execution's restore fields, as db.restore's ----
     "resource.restore": (job) => backups.applyRestoreEnd(job, ResourceRestoreResult),
+    // ---- swarm events (issue 20, w7/events): the events stored once per cluster ----
+    "swarm.events": (job) => services.clusters.eventsEnded(job),
   };
 }

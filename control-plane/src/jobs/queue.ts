@@ -146,6 +146,8 @@ const DEFAULT_TIMEOUT_MS: Record<JobType, number> = {
   "swarm.object.delete": 30_000,
   // ---- resource restores (issue 19, w7/restore) ----
   "resource.restore": 6 * 3_600_000,
+  // ---- swarm events (issue 20, w7/events) ----
+  "swarm.events": 30_000,
 };
 
 /**

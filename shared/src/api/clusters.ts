@@ -154,3 +154,70 @@ export type ClusterSecretBody = z.infer<typeof ClusterSecretBody>;
 /** POST /clusters/{uuid}/configs: name, data (under 1000 KiB), labels. */
 export const ClusterConfigBody = storedBody("config");
 export type ClusterConfigBody = z.infer<typeof ClusterConfigBody>;
+
+// ---- cluster events (issue 20, w7/events) ----
+
+export const CLUSTER_EVENTS_LIMIT = { default: 50, max: 500 } as const;
+
+const RFC3339 = /^(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?([Zz]|[+-]\d{2}:\d{2})$/;
+const UNIX_SECONDS = /^(\d{1,11})(?:\.(\d{1,9}))?$/;
+
+/**
+ * A `since` of GET /clusters/{uuid}/events as nanoseconds since the epoch (20 zero-padded digits,
+ * ordered as text like the stored events), or null when it is neither RFC 3339 nor Unix seconds.
+ */
+export function sinceToNano(since: string): string | null {
+  let seconds: bigint;
+  let fraction: string | undefined;
+  const unix = UNIX_SECONDS.exec(since);
+  if (unix) {
+    seconds = BigInt(unix[1]!);
+    fraction = unix[2];
+  } else {
+    const m = RFC3339.exec(since);
+    if (!m) return null;
+    const ms = Date.parse(`${m[1]}T${m[2]}${m[4]!.toUpperCase()}`);
+    if (!Number.isFinite(ms) || ms < 0) return null;
+    // Date.parse accepts 2026-02-31; a date that does not round-trip is refused.
+    if (new Date(Date.parse(`${m[1]}T00:00:00Z`)).toISOString().slice(0, 10) !== m[1]) return null;
+    seconds = BigInt(Math.floor(ms / 1000));
+    fraction = m[3];
+  }
+  const nanos = seconds * 1_000_000_000n + BigInt((fraction ?? "").padEnd(9, "0") || "0");
+  return nanos.toString().padStart(20, "0");
+}
+
+export const ClusterEventsQuery = z.object({
+  since: z
+    .string()
+    .max(64)
+    .refine((s) => sinceToNano(s) !== null, "Must be an RFC 3339 time (e.g. 2026-11-27T10:00:00Z) or Unix seconds.")
+    .optional()
+    .meta({ description: "Only events after this time (exclusive): RFC 3339 with up to nanoseconds, or Unix seconds (fraction allowed). Without it, the latest events." }),
+  limit: z
+    .string()
+    .regex(/^[0-9]+$/, "Must be a positive integer.")
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(CLUSTER_EVENTS_LIMIT.max))
+    .optional()
+    .meta({ description: `At most this many events (default ${CLUSTER_EVENTS_LIMIT.default}, max ${CLUSTER_EVENTS_LIMIT.max})` }),
+});
+export type ClusterEventsQuery = z.infer<typeof ClusterEventsQuery>;
+
+export const ClusterEvent = z
+  .object({
+    time: z.string().meta({ description: "RFC 3339 with nanoseconds (UTC)" }),
+    time_nano: z.string().meta({ description: "Nanoseconds since the epoch, decimal (exact; the engine's timeNano)" }),
+    type: z.enum(["node", "service", "secret", "config"]),
+    action: z.string().meta({ description: "The engine's action: create, update, remove" }),
+    actor_id: z.string().meta({ description: "The engine's id of the node, service, secret or config" }),
+    attributes: z.record(z.string(), z.string()).meta({ description: "The engine's attributes (name; for updates the changed fields' old and new values)" }),
+  })
+  .meta({ id: "ClusterEvent" });
+export type ClusterEvent = z.infer<typeof ClusterEvent>;
+export const ClusterEventList = z
+  .object({
+    data: z.array(ClusterEvent),
+    collected_at: Timestamp.nullable().meta({ description: "When a manager last answered for the events (null: never); a request collects first when that is older than a few seconds" }),
+  })
+  .meta({ id: "ClusterEventList" });

@@ -10,7 +10,7 @@ import { RegistryLoginPayload, RegistryLoginResult, RegistryLogoutPayload, Regis
 // services lifecycle (issue 17)
 import { ServiceActionPayload, ServiceActionResult, ServiceDeployPayload, ServiceDeployResult } from "./services.js";
 // clusters (issue 20)
-import { SwarmInfoResult, SwarmNode, SwarmNodeUpdatePayload, SwarmNodeUpdateResult, SwarmObjectCreatePayload, SwarmObjectCreateResult, SwarmObjectDeletePayload, SwarmObjectDeleteResult, SwarmObjectsPayload, SwarmObjectsResult, SwarmServiceScalePayload, SwarmServiceScaleResult, SwarmServicesResult, SwarmTasksPayload, SwarmTasksResult } from "./swarm.js";
+import { SwarmInfoResult, SwarmNode, SwarmNodeUpdatePayload, SwarmNodeUpdateResult, SwarmObjectCreatePayload, SwarmObjectCreateResult, SwarmObjectDeletePayload, SwarmObjectDeleteResult, SwarmObjectsPayload, SwarmObjectsResult, SwarmEventsPayload, SwarmEventsResult, SwarmServiceScalePayload, SwarmServiceScaleResult, SwarmServicesResult, SwarmTasksPayload, SwarmTasksResult } from "./swarm.js";
 
 export { DockerName };
 const LabelMap = z.record(z.string().regex(/^[a-z0-9][a-z0-9._-]{0,127}$/), z.string().max(4096));
@@ -141,6 +141,9 @@ export const JOBS = {
   // ---- resource restores (issue 19, w7/restore) ----
   /** Restores a volume backup into the resource's volumes: checked in staging first, then stop, swap, start again. */
   "resource.restore": { payload: ResourceRestorePayload, result: ResourceRestoreResult },
+  // ---- swarm events (issue 20, w7/events) ----
+  /** The engine's node, service, secret and config events from since_nano to now (a finite GET /events?since&until). */
+  "swarm.events": { payload: SwarmEventsPayload, result: SwarmEventsResult },
 } as const;
 
 export type JobType = keyof typeof JOBS;

@@ -215,3 +215,25 @@ export const SwarmObjectDeleteResult = z.discriminatedUnion("outcome", [
   z.object({ outcome: z.literal("missing") }),
 ]);
 export type SwarmObjectDeleteResult = z.infer<typeof SwarmObjectDeleteResult>;
+
+// ---- swarm events (issue 20, w7/events) ----
+
+/** The engine's event types collected for a cluster (GET /events filters type=...). */
+export const SWARM_EVENT_TYPES = ["node", "service", "secret", "config"] as const;
+export const SwarmEventType = z.enum(SWARM_EVENT_TYPES);
+/** A Unix time in nanoseconds as decimal digits (the engine's timeNano exceeds a double's exact integers). */
+export const NanoTime = z.string().regex(/^\d{1,20}$/, "nanoseconds since the epoch, decimal");
+export const SwarmEvent = z.object({
+  type: SwarmEventType,
+  action: z.string().min(1).max(100),
+  actor_id: z.string().max(255),
+  /** The actor's attributes as the engine gave them (name, and for updates e.g. replicas.old/new). */
+  attributes: z.record(z.string().max(255), z.string().max(4096)),
+  time_nano: NanoTime,
+});
+export type SwarmEvent = z.infer<typeof SwarmEvent>;
+/** since_nano: events after it (the engine's since, inclusive: the control plane stores each once). */
+export const SwarmEventsPayload = z.object({ since_nano: NanoTime });
+/** until_nano: the end of the window the engine was asked for (the agent's clock). */
+export const SwarmEventsResult = z.object({ events: z.array(SwarmEvent).max(10_000), until_nano: NanoTime });
+export type SwarmEventsResult = z.infer<typeof SwarmEventsResult>;

@@ -882,6 +882,7 @@ export const QUERY_OPTIONS = new Set(["delete_configurations", "delete_volumes",
   // ---- dns resources (issue 21, w6) ----
   "dry_run",
   // ---- connectivity history (dashboard, issue 22): GET /servers/{uuid}/connectivity?limit= ----
+  // ---- cluster events (issue 20, w7/events): GET /clusters/{uuid}/events?since=&limit= ----
   "limit",
 ]);
 

@@ -1,6 +1,7 @@
-import type { Cluster, ClusterConfig, ClusterNode, ClusterSecret, ClusterSwarmService, ClusterTask, DetectedCluster, SwarmNode, SwarmService, SwarmStoredObject, SwarmTask } from "@capstan/shared";
+import type { Cluster, ClusterConfig, ClusterEvent, ClusterNode, ClusterSecret, ClusterSwarmService, ClusterTask, DetectedCluster, SwarmNode, SwarmService, SwarmStoredObject, SwarmTask } from "@capstan/shared";
 import { clusterStatus, storedNodes, type ClusterRecord } from "../../services/clusters/index.js";
 import { iso } from "../dto.js";
+import { nanoToRfc3339 } from "../../services/clusters/events.js";
 import type { Out } from "./types.js";
 
 /** A cluster as responses show it: counts and status from the last node list and the servers' agents. */
@@ -87,3 +88,22 @@ export const clusterSecretDto = (o: SwarmStoredObject): Out<typeof ClusterSecret
   updated_at: o.updated_at,
 });
 export const clusterConfigDto = (o: SwarmStoredObject): Out<typeof ClusterConfig> => ({ ...clusterSecretDto(o), data: o.data ?? "" });
+
+// ---- cluster events (issue 20, w7/events) ----
+const EVENT_TYPES = ["node", "service", "secret", "config"] as const;
+export const clusterEventDto = (e: { timeNano: string; type: string; action: string; actorId: string; attributes: string }): Out<typeof ClusterEvent> => {
+  let attributes: Record<string, string> = {};
+  try {
+    attributes = JSON.parse(e.attributes) as Record<string, string>;
+  } catch {
+    // a row written by an older shape reads as no attributes
+  }
+  return {
+    time: nanoToRfc3339(e.timeNano),
+    time_nano: BigInt(e.timeNano).toString(),
+    type: EVENT_TYPES.find((t) => t === e.type) ?? "node",
+    action: e.action,
+    actor_id: e.actorId,
+    attributes,
+  };
+};

@@ -22,11 +22,14 @@ import {
   ClusterSecretMutation,
   ClusterSecretParams,
   MessageBody,
+  ClusterEventList,
+  ClusterEventsQuery,
+  sinceToNano,
 } from "@capstan/shared";
 import { paginate } from "../pagination.js";
 import { route } from "../route.js";
 import { ERR } from "../dto.js";
-import { clusterConfigDto, clusterDto, clusterNodeDto, clusterSecretDto, clusterServiceDto, clusterTaskDto, detectedClusterDto } from "../mappers/clusters.js";
+import { clusterConfigDto, clusterDto, clusterNodeDto, clusterSecretDto, clusterServiceDto, clusterTaskDto, detectedClusterDto, clusterEventDto } from "../mappers/clusters.js";
 import { NODE_ACTIONS, type NodeAction } from "../../services/clusters/index.js";
 
 /** Clusters (spec 4.12, issue 20, docs/clusters.md): every route behind the paid feature CLUSTER_MANAGEMENT. */
@@ -213,6 +216,23 @@ export const clusterRoutes = [
   // ---- swarm secrets and configs (issue 20, w7) ----
   ...storedRoutes("secret"),
   ...storedRoutes("config"),
+  // ---- cluster events (issue 20, w7/events) ----
+  route({
+    method: "get",
+    path: "/clusters/{uuid}/events",
+    tag: TAG,
+    summary: "List a cluster's events",
+    description:
+      "The swarm's node, service, secret and config events (the engine's create / update / remove with its attributes), as the control plane collected them from a manager and stored them once each (kept 7 days, at most the newest 10,000 per cluster: docs/clusters.md). Chronological. With since: the first `limit` events after it (exclusive: pass the last event's time, RFC 3339 with nanoseconds, to page on); without: the latest `limit`. When the last collection started more than a few seconds ago and a manager's agent is connected, the request collects first (waiting at most 5 s).",
+    feature: FEATURE,
+    params: ClusterParams,
+    query: ClusterEventsQuery,
+    responses: { 200: { description: "Events", schema: ClusterEventList }, 401: ERR[401], 402: PAID[402], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
+    async handler({ scope, services, params, query }) {
+      const { row, events } = await services.clusters.events(scope, params.uuid, { sinceNano: query.since === undefined ? undefined : sinceToNano(query.since)!, limit: query.limit });
+      return { body: { data: events.map(clusterEventDto), collected_at: row.eventsAt ? row.eventsAt.toISOString() : null } };
+    },
+  }),
 ];
 
 // ---- swarm secrets and configs (issue 20, w7) ----

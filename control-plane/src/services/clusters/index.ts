@@ -1,4 +1,4 @@
-import { HostFacts, SwarmNode, type SwarmInfoResult, type SwarmNodeChange, type SwarmService, type SwarmStoredObject, type SwarmStoreKind, type SwarmTask } from "@capstan/shared";
+import { HostFacts, SwarmEventsResult, SwarmNode, CLUSTER_EVENTS_LIMIT, type SwarmInfoResult, type SwarmNodeChange, type SwarmService, type SwarmStoredObject, type SwarmStoreKind, type SwarmTask } from "@capstan/shared";
 import { z } from "zod";
 import type { Db, Prisma } from "../../db/client.js";
 import type { TeamScope } from "../../domain/scope.js";
@@ -6,6 +6,8 @@ import { Conflict, NotFound, Unavailable, UpstreamFailed } from "../../domain/er
 import type { JobQueue } from "../../jobs/queue.js";
 import { newUuid } from "../../lib/ids.js";
 import { ServerService } from "../servers.js";
+import type { EndedJob } from "../../jobs/outcomes.js";
+import { COLLECT_EVERY_MS, FIRST_WINDOW_MS, FRESH_MS, FRESH_WAIT_MS, msToNano, pruneEvents, storeEvents } from "./events.js";
 
 type Window = { skip?: number; take?: number };
 const withServers = {
@@ -272,6 +274,86 @@ export class ClusterService {
     if (r.outcome === "missing") throw new NotFound(kind === "secret" ? "Secret" : "Config");
     if (r.outcome === "in_use") throw new Conflict(`Refused: ${r.reason}`);
     return r.name;
+  }
+
+  // ---- cluster events (issue 20, w7/events) ----
+
+  /**
+   * A cluster's stored events, chronological (docs/clusters.md "Events"): with `since` (20-digit
+   * nanoseconds, exclusive) the first `limit` after it, else the latest `limit`. When the last
+   * collection started more than a few seconds ago and a manager's agent is connected, one is
+   * run first and waited for at most FRESH_WAIT_MS (then what is stored is answered; the job's
+   * outcome stores its events whenever it ends).
+   */
+  async events(scope: TeamScope, uuid: string, q: { sinceNano?: string; limit?: number }) {
+    let row = await this.get(scope, uuid);
+    if (this.managers(row).length && (await this.claimCollection(row.id, FRESH_MS))) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.collect(row).catch(() => {}), new Promise<void>((r) => (timer = setTimeout(r, FRESH_WAIT_MS)))]);
+      clearTimeout(timer);
+      row = await this.get(scope, uuid);
+    }
+    const limit = q.limit ?? CLUSTER_EVENTS_LIMIT.default;
+    const order = (dir: "asc" | "desc") => [{ timeNano: dir }, { id: dir }];
+    const events = q.sinceNano
+      ? await this.db.clusterEvent.findMany({ where: { clusterId: row.id, timeNano: { gt: q.sinceNano } }, orderBy: order("asc"), take: limit })
+      : (await this.db.clusterEvent.findMany({ where: { clusterId: row.id }, orderBy: order("desc"), take: limit })).reverse();
+    return { row, events };
+  }
+
+  /**
+   * Starts a collection when the last one started longer ago than `olderThanMs`: one conditional
+   * statement, so concurrent requests and replicas start one between them.
+   */
+  private async claimCollection(id: number, olderThanMs: number): Promise<boolean> {
+    const now = new Date();
+    const r = await this.db.cluster.updateMany({ where: { id, OR: [{ eventsAt: null }, { eventsAt: { lt: new Date(now.getTime() - olderThanMs) } }] }, data: { eventsAt: now } });
+    return r.count === 1;
+  }
+
+  /** Asks a connected manager for the events since the last stored one (or the last hour); the job's outcome stores them (eventsEnded). */
+  private async collect(row: ClusterRecord): Promise<void> {
+    const m = this.managers(row)[0];
+    if (!m) return;
+    const last = await this.db.clusterEvent.findFirst({ where: { clusterId: row.id }, orderBy: { timeNano: "desc" }, select: { timeNano: true } });
+    await this.jobs.run(m.serverId, "swarm.events", { since_nano: last?.timeNano ?? msToNano(Date.now() - FIRST_WINDOW_MS) });
+  }
+
+  /** swarm.events ended (outcome map): its events stored in the cluster its server is a node of, each once. */
+  async eventsEnded(job: EndedJob<"swarm.events">): Promise<void> {
+    if (job.status !== "succeeded" || !job.result) return;
+    const parsed = SwarmEventsResult.safeParse(JSON.parse(job.result));
+    if (!parsed.success) return;
+    const link = await this.db.clusterServer.findUnique({ where: { serverId: job.serverId }, select: { clusterId: true } });
+    if (link) await storeEvents(this.db, link.clusterId, parsed.data.events);
+  }
+
+  private lastPrune = 0;
+  private lastCollectPass = 0;
+
+  /**
+   * The repair sweep's step: every cluster with a connected manager whose last collection
+   * started COLLECT_EVERY_MS ago or more gets one (not waited for), and once a minute a bounded
+   * retention pass (events.ts).
+   */
+  async eventsSweep(now = Date.now()): Promise<void> {
+    if (now - this.lastCollectPass >= 5_000) {
+      this.lastCollectPass = now;
+      const due = await this.db.cluster.findMany({
+        where: { OR: [{ eventsAt: null }, { eventsAt: { lt: new Date(now - COLLECT_EVERY_MS) } }], servers: { some: { server: { status: "reachable" } } } },
+        include: withServers,
+        orderBy: { id: "asc" },
+        take: 100,
+      });
+      for (const row of due) {
+        if (!this.managers(row).length || !(await this.claimCollection(row.id, COLLECT_EVERY_MS))) continue;
+        this.collect(row).catch(() => {});
+      }
+    }
+    if (now - this.lastPrune >= 60_000) {
+      this.lastPrune = now;
+      await pruneEvents(this.db, now);
+    }
   }
 
   /** Linked servers that are managers (by the last list) with a connected agent: the leader's first. */
