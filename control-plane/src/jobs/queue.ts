@@ -62,6 +62,9 @@ export interface JobRow {
   error: string | null;
 }
 
+/** A job waiting for delivery, as the pump reads it. */
+type WaitingJob = JobRow & { createdAt: Date };
+
 /** A job cancelled by cancelWithin. */
 export interface CancelledJob {
   id: string;
@@ -399,7 +402,7 @@ export class JobQueue {
 
   /** The jobs of these servers in these states, oldest first (at most `limit`). */
   /** Jobs in these statuses, oldest first: of these servers, or (null) of every server. */
-  private async jobsOf(serverIds: number[] | null, statuses: JobStatus[], limit?: number): Promise<JobRow[]> {
+  private async jobsOf(serverIds: number[] | null, statuses: JobStatus[], limit?: number): Promise<WaitingJob[]> {
     if (!this.reader) {
       return this.db.job.findMany({
         where: { ...(serverIds ? { serverId: { in: serverIds } } : {}), status: { in: statuses } },
@@ -409,7 +412,7 @@ export class JobQueue {
     }
     const { list, values } = serverIds ? paddedIn(serverIds, -1) : { list: "", values: [] as number[] };
     const rows = await this.reader.all<Record<string, unknown>>(
-      `SELECT "id", "serverId", "type", "payload", "status", "attempt", "deadlineAt", "result", "error" FROM "Job"
+      `SELECT "id", "serverId", "type", "payload", "status", "attempt", "deadlineAt", "result", "error", "createdAt" FROM "Job"
         WHERE ${serverIds ? `"serverId" IN (${list}) AND ` : ""}"status" IN (${statuses.map((st) => `'${st}'`).join(", ")}) ORDER BY "createdAt"${limit ? ` LIMIT ${Math.floor(limit)}` : ""}`,
       values,
     );
@@ -423,6 +426,7 @@ export class JobQueue {
       deadlineAt: toDate(r.deadlineAt),
       result: r.result === null || r.result === undefined ? null : String(r.result),
       error: r.error === null || r.error === undefined ? null : String(r.error),
+      createdAt: toDate(r.createdAt),
     }));
   }
 
@@ -818,10 +822,16 @@ export class JobQueue {
     }
   }
 
-  /** Delivers waiting jobs; a delivery still waiting for its ack is sent again after 10 s. */
-  private async pump(pending: readonly JobRow[]): Promise<void> {
+  /**
+   * Delivers waiting jobs; a delivery still waiting for its ack is sent again after 10 s. A
+   * dispatched row this replica has no delivery of is left alone for 10 s after it was written
+   * too: it may be one run() here is sending right now (the read can see the row before run()
+   * hears its INSERT committed) or one whose outcome just ended it, and claiming it would only
+   * fence out that delivery and send the job twice.
+   */
+  private async pump(pending: readonly WaitingJob[]): Promise<void> {
     for (const job of pending) {
-      if (job.status === "dispatched" && Date.now() - (this.delivered.get(job.id)?.at ?? 0) < 10_000) continue;
+      if (job.status === "dispatched" && Date.now() - (this.delivered.get(job.id)?.at ?? job.createdAt.getTime()) < 10_000) continue;
       await this.dispatch(job);
     }
   }
