@@ -180,10 +180,14 @@ describe("job queue: the hot path", () => {
     expect((await Promise.all([held1, held2])).map((r) => r.status)).toEqual(["cancelled", "cancelled"]);
   });
 
-  for (const via of ["Prisma", "the plain read path"] as const) it(`run() for an agent not connected here writes the job queued; the hello's redelivery (read through ${via}) claims and sends it`, async () => {
+  /**
+   * run() to serverId while its agent is connected nowhere: the job is written queued. connect()
+   * makes the agent reachable here; it then answers every delivery at once.
+   */
+  async function queuedRun(withReader: boolean) {
     let connected = false;
     const delivered: JobEnvelope[] = [];
-    const queue = new JobQueue(db, pino({ level: "silent" }), { box, dialect: database.kind, ...(via === "Prisma" ? {} : { reader }) });
+    const queue = new JobQueue(db, pino({ level: "silent" }), { box, dialect: database.kind, ...(withReader ? { reader } : {}) });
     queue.attachDispatcher({
       canDeliver: (id) => connected && id === serverId,
       deliverable: () => (connected ? [serverId] : []),
@@ -199,8 +203,13 @@ describe("job queue: the hot path", () => {
     for (const end = Date.now() + 5000; !queued && Date.now() < end; await new Promise((r) => setTimeout(r, 10))) {
       [queued] = await database.prisma.job.findMany({ where: { serverId, status: "queued" } });
     }
+    return { queue, running, queued, delivered, connect: () => void (connected = true) };
+  }
+
+  for (const via of ["Prisma", "the plain read path"] as const) it(`run() for an agent not connected here writes the job queued; the hello's redelivery (read through ${via}) claims and sends it`, async () => {
+    const { queue, running, queued, delivered, connect } = await queuedRun(via !== "Prisma");
     expect(queued).toMatchObject({ attempt: 0 });
-    connected = true;
+    connect();
     await queue.redeliver(new Map([[serverId, Date.now()]]));
     expect(await running).toMatchObject({ id: queued!.id, status: "succeeded" });
     expect(delivered.filter((d) => d.id === queued!.id).map((d) => d.attempt)).toEqual([1]);
@@ -215,26 +224,9 @@ describe("job queue: the hot path", () => {
       });
     }
     try {
-      let connected = false;
-      const delivered: JobEnvelope[] = [];
-      const queue = new JobQueue(db, pino({ level: "silent" }), { box, dialect: database.kind, reader });
-      queue.attachDispatcher({
-        canDeliver: (id) => connected && id === serverId,
-        deliverable: () => (connected ? [serverId] : []),
-        deliver: async (_id, env) => {
-          delivered.push(env);
-          setImmediate(() => void queue.applyOutcome(serverId, { id: env.id, attempt: env.attempt, ok: true, result: { containers: [] } }));
-          return { accepted: true };
-        },
-        cancel: () => {},
-      });
-      const running = queue.run(serverId, "containers.list", {});
-      let queued: { id: string } | undefined;
-      for (const end = Date.now() + 5000; !queued && Date.now() < end; await new Promise((r) => setTimeout(r, 10))) {
-        [queued] = await database.prisma.job.findMany({ where: { serverId, status: "queued" } });
-      }
+      const { queue, running, queued, delivered, connect } = await queuedRun(true);
       expect(queued).toBeDefined();
-      connected = true;
+      connect();
       await queue.tick();
       expect(await running).toMatchObject({ id: queued!.id, status: "succeeded" });
       expect(delivered.map((d) => d.id)).toEqual([queued!.id]);
