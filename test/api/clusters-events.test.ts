@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FEATURES, type JobEnvelope, type SwarmEvent, type SwarmNode } from "@capstan/shared";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
+import { swarmNode } from "./support/swarm.js";
 import { connectAgent, type ScriptedAgent } from "./support/fake-agent.js";
 import { sampleHostFacts } from "../support/host-facts.js";
 import { until } from "./support/deployments.js";
@@ -23,19 +24,7 @@ const serverIds: Record<string, string> = {};
 let uuid: string;
 
 const SWARM = "swarm0000000000000000000c3";
-const mgr = (id: string, leader: boolean): SwarmNode => ({
-  id,
-  version: 3,
-  hostname: id,
-  role: "manager",
-  availability: "active",
-  status: "ready",
-  addr: "10.0.0.9",
-  engine_version: "20.10.24",
-  labels: {},
-  reachability: "reachable",
-  leader,
-});
+const mgr = (id: string, leader: boolean): SwarmNode => swarmNode(id, id, { version: 3, role: "manager", reachability: "reachable", leader });
 const NODES = [mgr("nodea", true), mgr("nodeb", false)];
 
 /** A minute ago, in nanoseconds, with digits a double would lose. */

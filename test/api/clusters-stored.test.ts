@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { FEATURES, type JobEnvelope, type SwarmNode, type SwarmStoredObject } from "@capstan/shared";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
+import { swarmNode } from "./support/swarm.js";
 import { connectAgent, type ScriptedAgent } from "./support/fake-agent.js";
 import { sampleHostFacts } from "../support/host-facts.js";
 
@@ -18,19 +19,7 @@ let agent: ScriptedAgent;
 let uuid: string;
 
 const SWARM = "swarm0000000000000000000b2";
-const manager: SwarmNode = {
-  id: "nodem",
-  version: 3,
-  hostname: "mgr",
-  role: "manager",
-  availability: "active",
-  status: "ready",
-  addr: "10.0.0.9",
-  engine_version: "20.10.24",
-  labels: {},
-  reachability: "reachable",
-  leader: true,
-};
+const manager: SwarmNode = swarmNode("nodem", "mgr", { version: 3, role: "manager", reachability: "reachable", leader: true });
 /** The swarm's stores as the scripted manager keeps them (data kept for configs only, as the engine answers). */
 const stores: Record<"secret" | "config", (SwarmStoredObject & { mountedBy?: string })[]> = { secret: [], config: [] };
 const jobs: JobEnvelope[] = [];

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EV, FEATURES, type JobEnvelope, type SwarmNode } from "@capstan/shared";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
+import { swarmNode } from "./support/swarm.js";
 import { connectAgent, type JobAnswer, type ScriptedAgent } from "./support/fake-agent.js";
 import { sampleHostFacts } from "../support/host-facts.js";
 
@@ -18,24 +19,10 @@ const keys = new KeyFactory();
 const agents: ScriptedAgent[] = [];
 
 const SWARM = "swarm0000000000000000000a1";
-const node = (id: string, hostname: string, over: Partial<SwarmNode> = {}): SwarmNode => ({
-  id,
-  version: 10,
-  hostname,
-  role: "worker",
-  availability: "active",
-  status: "ready",
-  addr: "10.0.0.9",
-  engine_version: "20.10.24",
-  labels: {},
-  reachability: null,
-  leader: false,
-  ...over,
-});
 /** The swarm as the engine would list it; tests change it to script what the manager sees. */
 let nodes: SwarmNode[] = [];
 const resetNodes = () => {
-  nodes = [node("nodem", "mgr", { role: "manager", reachability: "reachable", leader: true }), node("nodew1", "wk1"), node("nodew2", "wk2")];
+  nodes = [swarmNode("nodem", "mgr", { role: "manager", reachability: "reachable", leader: true }), swarmNode("nodew1", "wk1"), swarmNode("nodew2", "wk2")];
 };
 /** How the manager answers the next node updates (default: applies the change). */
 let updateScript: ((job: JobEnvelope) => JobAnswer) | null = null;
