@@ -8,26 +8,23 @@
  * with the registry's reason.
  */
 import { randomBytes } from "node:crypto";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, startTestInstance, type TeamFixture, type TestInstance } from "../api/harness.js";
 import { KeyFactory } from "../api/support/ssh.js";
-import { gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost, AGENT_IMAGE } from "./support/kit.js";
+import { AGENT_IMAGE, INSECURE_REGISTRIES, gatewayOf, htpasswdLine, loadImages, onHost, repo, sh, startHosts, startPrivateRegistry, stopHosts, until, type TestHost } from "./support/kit.js";
 import { deploymentEnd } from "./support/local-server.js";
 import { httpGet, viaProxyAt } from "./support/http.js";
 
 const PREFIX = "capbuildsrv";
 const BUSYBOX = "capstan-test/busybox:latest";
-const REGISTRY_IMAGE = "capstan-test/registry:latest";
 const REGISTRY_NAME = `${PREFIX}-registry`;
 const REGISTRY_USER = "capstan-push";
 const REGISTRY_PASSWORD = randomBytes(12).toString("hex");
 const PROXY_HTTP_PORT = 8081;
 const DOMAIN = "built.e2e.test";
 // Inner engines talk plain HTTP to the test registry (on the hosts' network): a private range only.
-const INSECURE = "--insecure-registry 172.16.0.0/12 --insecure-registry 192.168.0.0/16 --insecure-registry 10.0.0.0/8";
 
 let t: TestInstance;
 let team: TeamFixture;
@@ -37,11 +34,6 @@ let authDir = "";
 let project = "";
 const keys = new KeyFactory();
 const servers: { uuid: string; id: number; destination: string; host: TestHost }[] = [];
-
-/** An htpasswd (bcrypt) line for the registry, made by apache2-utils' htpasswd with the password on stdin. */
-async function htpasswdLine(user: string, password: string): Promise<string> {
-  return sh("docker", ["run", "--rm", "-i", "--label", "capstan.test=1", REGISTRY_IMAGE, "htpasswd", "-niB", user], { input: password });
-}
 
 async function registryAnswers(): Promise<void> {
   await until(
@@ -68,18 +60,12 @@ async function deploy(app: string): Promise<string> {
 
 beforeAll(async () => {
   await sh("bash", [join(repo, "test/kit/images.sh"), "registry"]);
-  hosts = await startHosts(2, PREFIX, { dockerdArgs: INSECURE });
+  hosts = await startHosts(2, PREFIX, { dockerdArgs: INSECURE_REGISTRIES });
   const [builderHost, appHost] = hosts as [TestHost, TestHost];
 
-  authDir = await mkdtemp(join(tmpdir(), "capstan-registry-auth-"));
-  await writeFile(join(authDir, "htpasswd"), `${await htpasswdLine(REGISTRY_USER, REGISTRY_PASSWORD)}\n`, { mode: 0o600 });
-  await sh("docker", [
-    "run", "-d", "--name", REGISTRY_NAME, "--network", `${PREFIX}-net`,
-    "--label", "capstan.test=1", "--label", `capstan.test.prefix=${PREFIX}`,
-    "-e", "REGISTRY_AUTH_HTPASSWD_REALM=capstan-test", "-e", "REGISTRY_AUTH_HTPASSWD_PATH=/auth/htpasswd",
-    "-v", `${authDir}:/auth:ro`, REGISTRY_IMAGE,
-  ]);
-  registryIp = await sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${PREFIX}-net").IPAddress}}`, REGISTRY_NAME]);
+  let registryHost: string;
+  ({ host: registryHost, authDir } = await startPrivateRegistry(PREFIX, REGISTRY_NAME, REGISTRY_USER, REGISTRY_PASSWORD));
+  registryIp = registryHost.replace(/:5000$/, "");
   await registryAnswers();
 
   // The base image only on the build server; the proxy only where the application runs.

@@ -26,19 +26,17 @@ import { freePort, startTestInstance, type TeamFixture, type TestInstance } from
 import { KeyFactory } from "../api/support/ssh.js";
 import { scanProcesses } from "../support/process-scan.js";
 import { startTokenServer, TOKEN_ISSUER, TOKEN_SERVICE, type TokenServer } from "../support/registry-server.js";
-import { AGENT_IMAGE, gatewayOf, loadImages, onHost, repo, sh, startHosts, stopHosts, until, type TestHost } from "./support/kit.js";
+import { AGENT_IMAGE, INSECURE_REGISTRIES, REGISTRY_IMAGE, gatewayOf, loadImages, onHost, repo, sh, startHosts, startPrivateRegistry, stopHosts, until, type TestHost } from "./support/kit.js";
 import { deploymentEnd } from "./support/local-server.js";
 
 const PREFIX = "capregpull";
 const BUSYBOX = "capstan-test/busybox:latest";
-const REGISTRY_IMAGE = "capstan-test/registry:latest";
 const REGISTRY_NAME = `${PREFIX}-registry`;
 const USER = "team-puller";
 const PASSWORD = `reg-${randomBytes(16).toString("hex")}`;
 const TOKEN_REGISTRY_NAME = `${PREFIX}-token-registry`;
 const TOKEN_USER = "token-puller";
 const TOKEN_PASSWORD = `tok-${randomBytes(16).toString("hex")}`;
-const INSECURE = "--insecure-registry 172.16.0.0/12 --insecure-registry 192.168.0.0/16 --insecure-registry 10.0.0.0/8";
 
 let t: TestInstance;
 let team: TeamFixture;
@@ -168,19 +166,9 @@ async function deletedThenRefused(id: number, uuids: string[], ref: string, refu
 
 beforeAll(async () => {
   await sh("bash", [join(repo, "test/kit/images.sh"), "registry"]);
-  hosts = await startHosts(2, PREFIX, { dockerdArgs: INSECURE });
+  hosts = await startHosts(2, PREFIX, { dockerdArgs: INSECURE_REGISTRIES });
 
-  authDir = await mkdtemp(join(tmpdir(), "capstan-regpull-auth-"));
-  const line = await sh("docker", ["run", "--rm", "-i", "--label", "capstan.test=1", REGISTRY_IMAGE, "htpasswd", "-niB", USER], { input: PASSWORD });
-  await writeFile(join(authDir, "htpasswd"), `${line}\n`, { mode: 0o600 });
-  await sh("docker", [
-    "run", "-d", "--name", REGISTRY_NAME, "--network", `${PREFIX}-net`,
-    "--label", "capstan.test=1", "--label", `capstan.test.prefix=${PREFIX}`,
-    "-e", "REGISTRY_AUTH_HTPASSWD_REALM=capstan-test", "-e", "REGISTRY_AUTH_HTPASSWD_PATH=/auth/htpasswd",
-    "-v", `${authDir}:/auth:ro`, REGISTRY_IMAGE,
-  ]);
-  const ip = await sh("docker", ["inspect", "-f", `{{(index .NetworkSettings.Networks "${PREFIX}-net").IPAddress}}`, REGISTRY_NAME]);
-  registryHost = `${ip}:5000`;
+  ({ host: registryHost, authDir } = await startPrivateRegistry(PREFIX, REGISTRY_NAME, USER, PASSWORD));
 
   // The token-auth registry: its realm is the token server on the gateway of the hosts' network.
   tokens = await startTokenServer({ username: TOKEN_USER, password: TOKEN_PASSWORD }, { host: await gatewayOf(`${PREFIX}-net`) });

@@ -94,6 +94,10 @@ export const REGISTRY_IMAGE = "capstan-test/registry:latest";
 /** The engine flags that let test hosts pull from a registry at a private address over plain HTTP. */
 export const INSECURE_REGISTRIES = "--insecure-registry 172.16.0.0/12 --insecure-registry 192.168.0.0/16 --insecure-registry 10.0.0.0/8";
 
+/** An htpasswd (bcrypt) line for the registry, made by apache2-utils' htpasswd with the password on stdin. */
+export const htpasswdLine = (user: string, password: string): Promise<string> =>
+  sh("docker", ["run", "--rm", "-i", "--label", "capstan.test=1", REGISTRY_IMAGE, "htpasswd", "-niB", user], { input: password });
+
 /**
  * Starts Debian's docker-registry (`capstan-test/registry`, test/kit/images.sh registry) as
  * container `name` on `${prefix}-net`, with one htpasswd login (the password goes over stdin);
@@ -102,8 +106,7 @@ export const INSECURE_REGISTRIES = "--insecure-registry 172.16.0.0/12 --insecure
  */
 export async function startPrivateRegistry(prefix: string, name: string, user: string, password: string): Promise<{ host: string; authDir: string }> {
   const authDir = await mkdtemp(join(tmpdir(), `capstan-${prefix}-auth-`));
-  const line = await sh("docker", ["run", "--rm", "-i", "--label", "capstan.test=1", REGISTRY_IMAGE, "htpasswd", "-niB", user], { input: password });
-  await writeFile(join(authDir, "htpasswd"), `${line}\n`, { mode: 0o600 });
+  await writeFile(join(authDir, "htpasswd"), `${await htpasswdLine(user, password)}\n`, { mode: 0o600 });
   await sh("docker", [
     "run", "-d", "--name", name, "--network", `${prefix}-net`,
     "--label", "capstan.test=1", "--label", `capstan.test.prefix=${prefix}`,
