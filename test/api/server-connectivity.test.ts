@@ -101,3 +101,36 @@ describe("server connectivity history", () => {
     expect(await prisma.serverConnectivity.count({ where: { serverId: { notIn: (await prisma.server.findMany({ select: { id: true } })).map((x) => x.id) } } })).toBe(0);
   });
 });
+
+describe("liveness by replica lease (agents/replica-lease.ts)", () => {
+  it("a connected server is seen until its replica's last beat; its row is not stamped by the heartbeat", async () => {
+    const world = await appWorld(t, keys);
+    agents.push(await connectServerAgent(t, world));
+    const prisma = t.instance.database.prisma;
+    const row = await prisma.server.findUniqueOrThrow({ where: { uuid: world.server.uuid } });
+    expect(row.gatewayReplica).toEqual(expect.any(String));
+    const lease = await prisma.gatewayReplica.findUniqueOrThrow({ where: { id: row.gatewayReplica! } });
+    // A beat later than the hello: the server's last_seen_at follows it, in the list and the detail.
+    const beat = new Date(Math.max(Date.now(), lease.beatAt.getTime()) + 5_000);
+    await prisma.gatewayReplica.update({ where: { id: lease.id }, data: { beatAt: beat } });
+    const detail = (await world.api.get(`/servers/${world.server.uuid}`)).body;
+    expect(detail.agent.last_seen_at).toBe(beat.toISOString());
+    const listed = (await world.api.get(`/servers`)).body.data.find((x: { uuid: string }) => x.uuid === world.server.uuid);
+    expect(listed.agent.last_seen_at).toBe(beat.toISOString());
+    expect((await prisma.server.findUniqueOrThrow({ where: { uuid: world.server.uuid } })).lastSeenAt).toEqual(row.lastSeenAt);
+  });
+
+  it("a replica whose lease lapsed: its servers become unreachable, seen last at its last beat, and its row goes", async () => {
+    const s = await newServer(w.api, w.keyUuid, "orphaned");
+    const prisma = t.instance.database.prisma;
+    const lastBeat = new Date(Date.now() - 60_000);
+    await prisma.gatewayReplica.create({ data: { id: "replica-that-died", beatAt: lastBeat } });
+    await prisma.server.update({ where: { uuid: s.uuid }, data: { status: "reachable", isUsable: true, lastSeenAt: new Date(Date.now() - 120_000), gatewayReplica: "replica-that-died", agentConnection: "gone" } });
+    // The next heartbeat of the running replica (every 10 s) sweeps it.
+    await until(async () => (await status(s.uuid)) === "unreachable", 25_000);
+    const after = await prisma.server.findUniqueOrThrow({ where: { uuid: s.uuid } });
+    expect(after).toMatchObject({ isUsable: false, agentConnection: null, gatewayReplica: null, lastSeenAt: lastBeat });
+    expect(await prisma.gatewayReplica.count({ where: { id: "replica-that-died" } })).toBe(0);
+    expect((await history(s.uuid))[0]).toMatchObject({ state: "unreachable", since: lastBeat.toISOString(), until: null });
+  }, 40_000);
+});

@@ -15,7 +15,7 @@ import {
   type OutcomeAck,
   type ServerStatusEvent,
 } from "@capstan/shared";
-import type { Db } from "../db/client.js";
+import type { Db, Prisma } from "../db/client.js";
 import { paddedIn, toInt, type SqlReader } from "../db/reader.js";
 import type { Logger } from "../lib/log.js";
 import type { JobQueue } from "../jobs/queue.js";
@@ -32,6 +32,7 @@ import { markReachable, markUnreachable, type HelloWrite, type ServerStatusRow }
 import { openGatewayDoor, type GatewayDoor } from "./door.js";
 import { isUsableFacts, reprepareFailed } from "./server-facts.js";
 import { ThrottledBatch } from "./throttled-batch.js";
+import { ReplicaLease } from "./replica-lease.js";
 
 export { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "./door.js";
 const ACK_TIMEOUT_MS = 5000;
@@ -116,6 +117,8 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   sweeper.unref();
 
   const sockets = new Map<number, Socket>();
+  const lease = new ReplicaLease(db);
+  await lease.beat();
   // The heartbeat's and the disconnects' grouped writes of server rows run one at a time (two at
   // once could deadlock on PostgreSQL: group-writer.ts, Serial). Hellos write each server of a
   // group in id order, as the heartbeat does; a deadlock PostgreSQL still finds fails one
@@ -232,7 +235,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
     // In server id order: the heartbeat locks rows in the same order.
     const live = group.filter((h) => h.socket.connected && sockets.get(h.write.serverId) === h.socket).sort((a, b) => a.write.serverId - b.write.serverId);
     if (!live.length) return;
-    const rows = await markReachable(db, opts.dialect, live.map((h) => h.write));
+    const rows = await markReachable(db, opts.dialect, live.map((h) => h.write), lease.id);
     const greetedAt = Date.now();
     for (const h of live) {
       if (typeof h.ack === "function") h.ack({ ok: h.ok });
@@ -330,30 +333,39 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
     });
   });
 
-  // Liveness across replicas: each replica vouches for its own agents; a server nobody
-  // vouched for recently (its replica died) is marked unreachable by whichever replica looks.
+  // Liveness across replicas (replica-lease.ts): each replica renews its lease, which vouches
+  // for every server it holds; the servers of a replica whose lease lapsed (it died) are marked
+  // unreachable by whichever replica looks first, as are servers this replica holds in the
+  // database but no longer has a socket for (a disconnect whose write failed).
+  const markGone = (where: Prisma.ServerWhereInput, lastSeenAt?: Date) =>
+    serverWrites.run(() =>
+      db.server.updateManyAndReturn({
+        where: { ...where, status: "reachable" },
+        data: { status: "unreachable", isUsable: false, agentConnection: null, gatewayReplica: null, ...(lastSeenAt ? { lastSeenAt } : {}) },
+        select: statusSelect,
+      }),
+    );
+  const publishGone = (rows: ServerStatusRow[]) => {
+    if (rows.length && fleet.listened) fleet.publishServers(rows.map(statusEvent));
+  };
   const heartbeat = setInterval(async () => {
     try {
       const now = new Date();
-      for (const ids of chunks([...sockets.keys()])) {
-        await serverWrites.run(() => db.server.updateMany({ where: { id: { in: ids } }, data: { lastSeenAt: now } }));
-        await new Promise((r) => setImmediate(r)); // a chunk per turn: pings and jobs go on meanwhile
+      await lease.beat(now);
+      const cutoff = new Date(now.getTime() - STALE_AFTER_MS);
+      for (const dead of await lease.lapsed(cutoff)) {
+        // Seen last when its replica last vouched for it (the connectivity history's `at`).
+        publishGone(await markGone({ gatewayReplica: dead.id }, dead.beatAt));
+        await lease.forget(dead.id, cutoff);
       }
-      // Local servers were just stamped, so they cannot match; the check below is a guard.
-      const stale = await db.server.findMany({
-        where: { status: "reachable", lastSeenAt: { lt: new Date(now.getTime() - STALE_AFTER_MS) } },
-        select: { id: true },
-      });
-      for (const ids of chunks(stale.map((s) => s.id).filter((id) => !sockets.has(id)))) {
-        const rows = await serverWrites.run(() =>
-          db.server.updateManyAndReturn({
-            where: { id: { in: ids }, status: "reachable" },
-            data: { status: "unreachable", isUsable: false, agentConnection: null },
-            select: statusSelect,
-          }),
-        );
-        if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
-        await new Promise((r) => setImmediate(r));
+      // Rows reachable without a replica (written before leases, or by hand) keep the old rule.
+      publishGone(await markGone({ gatewayReplica: null, lastSeenAt: { lt: cutoff } }));
+      // Cheap check first: a count; the ids are read only when some row has no socket here.
+      const held = await db.server.count({ where: { status: "reachable", gatewayReplica: lease.id } });
+      if (held > sockets.size) {
+        const rows = await db.server.findMany({ where: { status: "reachable", gatewayReplica: lease.id }, select: { id: true } });
+        const orphans = rows.map((r) => r.id).filter((id) => !sockets.has(id));
+        for (const ids of chunks(orphans)) publishGone(await markGone({ id: { in: ids }, gatewayReplica: lease.id }, now));
       }
     } catch (err) {
       log.error({ err }, "agent heartbeat failed");

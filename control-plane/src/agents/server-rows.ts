@@ -32,19 +32,20 @@ const DISCONNECTS_PER_STATEMENT = 400;
 const RETURNING = ["id", "uuid", "name", "teamId", "status", "lastSeenAt", "agentVersion"];
 
 /**
- * Marks the servers of these hellos reachable, in one UPDATE per 200 hellos (a fleet
- * reconnecting after a restart says hello 10,000 times within seconds), and answers the rows
+ * Marks the servers of these hellos reachable and held by this replica (replica-lease.ts), in
+ * one UPDATE per 190 hellos (a fleet reconnecting after a restart says hello 10,000 times within
+ * seconds), and answers the rows
  * as stored. Written per dialect over a VALUES list (jobs/sql.ts); `updatedAt` is set here as
  * Prisma would.
  */
-export async function markReachable(db: Db, dialect: Dialect, hellos: HelloWrite[]): Promise<ServerStatusRow[]> {
+export async function markReachable(db: Db, dialect: Dialect, hellos: HelloWrite[], replica: string): Promise<ServerStatusRow[]> {
   const out: ServerStatusRow[] = [];
   for (let i = 0; i < hellos.length; i += HELLOS_PER_STATEMENT) {
     const part = hellos.slice(i, i + HELLOS_PER_STATEMENT);
     const params: unknown[] = [];
     for (const h of part) params.push(h.serverId, h.facts, h.usable, h.agentVersion, h.connection);
     const now = new Date();
-    params.push(now, now); // lastSeenAt, updatedAt
+    params.push(now, now, replica); // lastSeenAt, updatedAt, gatewayReplica
     out.push(...rowsOf(await db.$queryRawUnsafe<Record<string, unknown>[]>(markReachableSql(dialect, part.length), ...params)));
   }
   return out;
@@ -84,14 +85,15 @@ function markReachableSql(dialect: Dialect, n: number): string {
   const values = valuesList(dialect, n, ["int", "text", "boolean", "text", "text"]);
   const seen = param(dialect, n * 5 + 1, "timestamp(3)");
   const updated = param(dialect, n * 5 + 2, "timestamp(3)");
+  const replica = param(dialect, n * 5 + 3, "text");
   if (dialect === "sqlite") {
     return `WITH "v"("id", "facts", "usable", "agentVersion", "agentConnection") AS (VALUES ${values})
-      UPDATE "Server" SET "status" = 'reachable', "lastSeenAt" = ${seen}, "updatedAt" = ${updated},
+      UPDATE "Server" SET "status" = 'reachable', "lastSeenAt" = ${seen}, "updatedAt" = ${updated}, "gatewayReplica" = ${replica},
         "agentVersion" = "v"."agentVersion", "agentConnection" = "v"."agentConnection", "facts" = COALESCE("v"."facts", "Server"."facts"), "isUsable" = COALESCE("v"."usable", "Server"."isUsable")
       FROM "v" WHERE "Server"."id" = "v"."id"
       RETURNING ${RETURNING.map((c) => `"${c}"`).join(", ")}`;
   }
-  return `UPDATE "Server" AS "s" SET "status" = 'reachable', "lastSeenAt" = ${seen}, "updatedAt" = ${updated},
+  return `UPDATE "Server" AS "s" SET "status" = 'reachable', "lastSeenAt" = ${seen}, "updatedAt" = ${updated}, "gatewayReplica" = ${replica},
       "agentVersion" = "v"."agentVersion", "agentConnection" = "v"."agentConnection", "facts" = COALESCE("v"."facts", "s"."facts"), "isUsable" = COALESCE("v"."usable", "s"."isUsable")
     FROM (VALUES ${values}) AS "v"("id", "facts", "usable", "agentVersion", "agentConnection")
     WHERE "s"."id" = "v"."id"
@@ -102,7 +104,7 @@ function markUnreachableSql(dialect: Dialect, n: number): string {
   const values = valuesList(dialect, n, ["int", "text"]);
   const seen = param(dialect, n * 2 + 1, "timestamp(3)");
   const updated = param(dialect, n * 2 + 2, "timestamp(3)");
-  const set = `"status" = 'unreachable', "isUsable" = false, "agentConnection" = NULL, "lastSeenAt" = ${seen}, "updatedAt" = ${updated}`;
+  const set = `"status" = 'unreachable', "isUsable" = false, "agentConnection" = NULL, "gatewayReplica" = NULL, "lastSeenAt" = ${seen}, "updatedAt" = ${updated}`;
   if (dialect === "sqlite") {
     return `WITH "v"("id", "agentConnection") AS (VALUES ${values})
       UPDATE "Server" SET ${set}

@@ -1,3 +1,4 @@
+import { replicaBeats, seenAt } from "../domain/server-seen.js";
 import { lookup as dnsLookup } from "node:dns/promises";
 import { isIP } from "node:net";
 import { ProxyIsolationPhase, engineUsability, type HostFacts, type ProxyIsolationState } from "@capstan/shared";
@@ -143,13 +144,24 @@ export class ServerService {
 
   /** A page of the team's servers, each with how many resources on it the caller may see (one statement for the page). */
   async list(scope: TeamScope, window: Window) {
-    const servers = await this.db.server.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window });
+    const servers = await this.withSeen(await this.db.server.findMany({ where: scope.inTeam, orderBy: { id: "asc" }, ...window }));
     const counts = await storedResourceCounts(this.reader, scope, servers.map((s) => s.id));
     return servers.map((s) => ({ ...s, resourceCount: counts.get(s.id) ?? 0 }));
   }
 
-  get(scope: TeamScope, uuid: string): Promise<ServerWithDetail> {
-    return scope.server(uuid, withDetail);
+  async get(scope: TeamScope, uuid: string): Promise<ServerWithDetail> {
+    const [server] = await this.withSeen([await scope.server(uuid, withDetail)]);
+    return server!;
+  }
+
+  /**
+   * The servers with lastSeenAt as the API shows it (domain/server-seen.ts): for a reachable
+   * server, the last beat of the replica holding its agent when that is later than its row's.
+   */
+  private async withSeen<S extends { status: string; lastSeenAt: Date | null; gatewayReplica: string | null }>(servers: S[]): Promise<S[]> {
+    if (!servers.some((s) => s.status === "reachable" && s.gatewayReplica)) return servers;
+    const beats = await replicaBeats(this.db);
+    return servers.map((s) => ({ ...s, lastSeenAt: seenAt(s, beats) }));
   }
 
   /**
