@@ -346,13 +346,17 @@ serveParent({
       }
       return performance.now() - t;
     };
-    // The same statements the gateway heartbeat and the queue pump run (ids in chunks).
+    // The statements of one gateway heartbeat (agents/replica-lease.ts: renew this replica's
+    // lease, look for lapsed ones, count the rows it holds) and of the queue pump (ids in chunks).
+    const replica = (await db.server.findFirst({ where: { status: "reachable", gatewayReplica: { not: null } }, select: { gatewayReplica: true } }))?.gatewayReplica ?? "none";
     const heartbeatUpdateMs = await time(async () => {
-      for (const part of chunks(ids)) await db.server.updateMany({ where: { id: { in: part } }, data: { lastSeenAt: new Date() } });
+      await db.gatewayReplica.updateMany({ where: { id: replica }, data: { beatAt: new Date() } });
+      await db.server.count({ where: { status: "reachable", gatewayReplica: replica } });
     });
-    const heartbeatStaleMs = await time(() =>
-      db.server.findMany({ where: { status: "reachable", lastSeenAt: { lt: new Date(Date.now() - 35_000) } }, select: { id: true } }),
-    );
+    const heartbeatStaleMs = await time(async () => {
+      await db.gatewayReplica.findMany({ where: { beatAt: { lt: new Date(Date.now() - 35_000) }, id: { not: replica } }, select: { id: true, beatAt: true } });
+      await db.server.findMany({ where: { status: "reachable", gatewayReplica: null, lastSeenAt: { lt: new Date(Date.now() - 35_000) } }, select: { id: true } });
+    });
     const pumpPendingMs = await time(async () => {
       for (const part of chunks(ids)) {
         await db.job.findMany({ where: { serverId: { in: part }, status: { in: ["queued", "dispatched"] } }, orderBy: { createdAt: "asc" }, take: 500 });
