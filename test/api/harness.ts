@@ -26,9 +26,12 @@ export interface TestInstance {
   newTeam(name?: string): Promise<TeamFixture>;
   /** Adds a user with the role to the team and gives it a token with the scopes. */
   newMember(teamId: number, role: TeamRole, scopes?: TokenScope[]): Promise<{ userId: number; token: string }>;
-  /** Stops the control plane (connections dropped, like a crash of the process) and starts it again on the same port and database. */
-  /** Stops and starts the instance on the same database; `env` changes settings for the new start. */
-  restart(downMs?: number, env?: Record<string, string>): Promise<void>;
+  /**
+   * Stops the control plane (connections dropped, like a crash of the process) and starts it
+   * again on the same port; `env` changes settings for the new start (another PLATFORM_DATA_DIR
+   * and DATABASE_URL: another instance at the same address); `whileDown` runs while it is stopped.
+   */
+  restart(downMs?: number, env?: Record<string, string>, whileDown?: () => Promise<void>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -163,9 +166,10 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
       return { teamId, ownerId: owner.userId, token: owner.token, api: client(url + "/api/v1", owner.token) };
     },
     newMember,
-    async restart(downMs = 0, env = {}) {
+    async restart(downMs = 0, env = {}, whileDown) {
       await stop();
       await new Promise((r) => setTimeout(r, downMs));
+      await whileDown?.();
       config = loadConfig({ ...baseEnv, ...env });
       result.config = config;
       instance = await createInstance(config, logger());

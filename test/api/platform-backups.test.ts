@@ -1,8 +1,6 @@
-import { execFile } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,14 +10,13 @@ import { appWorld, connectServerAgent, createImageApp, ok, until, type AppWorld 
 import { connectAgent, type ScriptedAgent } from "./support/fake-agent.js";
 import { freshPostgresDatabase } from "./support/database.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
+import { buildControlPlane, runCapstan } from "../support/capstan-cli.js";
 
 /**
  * platform_instance backups (issue 19) through the real API on this run's database (SQLite, or
  * PostgreSQL with CAPSTAN_TEST_PG_URL), restored by the real `capstan restore` into a new data
  * directory (and a new PostgreSQL database), then served by a new control plane.
  */
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
-const BIN = join(ROOT, "control-plane/bin/capstan.js");
 const PG = process.env.CAPSTAN_TEST_PG_URL;
 
 let t: TestInstance;
@@ -28,16 +25,6 @@ const keys = new KeyFactory();
 const agents: ScriptedAgent[] = [];
 const dirs: string[] = [];
 const dbs: { drop(): Promise<void> }[] = [];
-
-function capstan(args: string[], env: Record<string, string>, stdin?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("PLATFORM_") && k !== "DATABASE_URL" && !k.startsWith("CAPSTAN_RESTORE_")));
-  return new Promise((resolve) => {
-    const child = execFile(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...base, PLATFORM_LOG_LEVEL: "silent", ...env }, timeout: 120_000 }, (err, stdout, stderr) =>
-      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr }),
-    );
-    child.stdin?.end(stdin ?? "");
-  });
-}
 
 /** A new target: an empty data directory path (not created) and, on PostgreSQL, a new empty database. */
 async function target(): Promise<{ dir: string; env: Record<string, string>; url: string | null }> {
@@ -75,9 +62,7 @@ beforeAll(async () => {
   s3 = await startS3Server({ buckets: ["capstan-platform"] });
   t = await startTestInstance({ PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true" });
   // The CLI runs from control-plane/dist, as operators run it.
-  await new Promise<void>((resolve, reject) =>
-    execFile("npx", ["tsc", "-b", "control-plane"], { cwd: ROOT, timeout: 180_000 }, (err, stdout, stderr) => (err ? reject(new Error(`${stdout}${stderr}`)) : resolve())),
-  );
+  await buildControlPlane();
   w = await appWorld(t, keys);
   agent = await connectServerAgent(t, w);
   agents.push(agent);
@@ -158,7 +143,7 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
       const to = await target();
       const file = join(dirname(to.dir), `${name}.gpg`);
       writeFileSync(file, data);
-      const r = await capstan(["restore", "--from", file, "--data-dir", to.dir], { ...to.env, CAPSTAN_RESTORE_PASSPHRASE: passphrase });
+      const r = await runCapstan(["restore", "--from", file, "--data-dir", to.dir], { ...to.env, CAPSTAN_RESTORE_PASSPHRASE: passphrase });
       expect(r.code, `${name}: ${r.stderr}`).toBe(1);
       expect(r.stderr, name).toMatch(reason);
       expect(existsSync(to.dir), name).toBe(false);
@@ -167,11 +152,11 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
     const to = await target();
     mkdirSync(to.dir);
     writeFileSync(join(to.dir, "something"), "x");
-    const r = await capstan(["restore", "--from", archiveFile, "--data-dir", to.dir], { ...to.env, CAPSTAN_RESTORE_PASSPHRASE: passphrase });
+    const r = await runCapstan(["restore", "--from", archiveFile, "--data-dir", to.dir], { ...to.env, CAPSTAN_RESTORE_PASSPHRASE: passphrase });
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/not empty/);
     const wrong = await target();
-    const bad = await capstan(["restore", "--from", archiveFile, "--data-dir", wrong.dir, "--passphrase-stdin"], wrong.env, "not-the-passphrase\n");
+    const bad = await runCapstan(["restore", "--from", archiveFile, "--data-dir", wrong.dir, "--passphrase-stdin"], wrong.env, "not-the-passphrase\n");
     expect(bad.code).toBe(1);
     expect(bad.stderr).toMatch(/restore refused: wrong passphrase/);
     expect(existsSync(wrong.dir)).toBe(false);
@@ -179,7 +164,7 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
 
   it("restores from S3 into a new instance: same teams, tokens, resources, schedules and secrets; the agent reconnects with its token", async () => {
     const to = await target();
-    const r = await capstan(["restore", "--from", `s3://${s3.bucket}/${execution.s3_key}`, "--data-dir", to.dir, "--passphrase-stdin"], {
+    const r = await runCapstan(["restore", "--from", `s3://${s3.bucket}/${execution.s3_key}`, "--data-dir", to.dir, "--passphrase-stdin"], {
       ...to.env,
       PLATFORM_ALLOW_PRIVATE_ENDPOINTS: "true",
       CAPSTAN_RESTORE_S3_ENDPOINT: s3.endpoint,
@@ -202,6 +187,9 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
       expect(items((await api2.get("/applications")).body)).toEqual(before.apps);
       expect(items((await api2.get("/servers")).body).map((s: { uuid: string; name: string }) => [s.uuid, s.name])).toEqual(before.servers);
       expect(items((await t2.api(t.rootToken).get("/resource-backups")).body).map((b: { id: number }) => b.id)).toEqual(before.backups);
+      // the run that wrote the archive was open in its snapshot: restored, it is the success it was
+      const runs = (await t2.api(t.rootToken).get(`/resource-backups/${schedule.id}`)).body.executions;
+      expect(runs.find((e: { id: number }) => e.id === execution.id)).toMatchObject({ status: "success", size: execution.size, s3_key: execution.s3_key, stored_locally: false, reason: null });
       // sealed secrets open with the restored key
       const envs = items((await api2.get(`/applications/${app.uuid}/envs`)).body) as { key: string; value: string }[];
       expect(envs.find((e) => e.key === "API_SECRET")?.value).toBe(secret);
@@ -265,7 +253,7 @@ describe.runIf(PG)("platform_instance across databases", () => {
   it("restores a PostgreSQL instance's archive into SQLite, and a SQLite instance's into PostgreSQL", async () => {
     // PostgreSQL -> SQLite: the archive written above
     const intoSqlite = await target();
-    const r1 = await capstan(["restore", "--from", archiveFile, "--data-dir", intoSqlite.dir], { CAPSTAN_RESTORE_PASSPHRASE: passphrase });
+    const r1 = await runCapstan(["restore", "--from", archiveFile, "--data-dir", intoSqlite.dir], { CAPSTAN_RESTORE_PASSPHRASE: passphrase });
     expect(r1.code, r1.stderr).toBe(0);
     const onSqlite = await startTestInstance({ PLATFORM_DATA_DIR: intoSqlite.dir, DATABASE_URL: `file:${join(intoSqlite.dir, "capstan.db")}` });
     try {
@@ -277,7 +265,7 @@ describe.runIf(PG)("platform_instance across databases", () => {
       const [dir] = readdirSync(join(intoSqlite.dir, "backups", "platform"));
       const file = join(intoSqlite.dir, "backups", "platform", dir!, e.filename);
       const intoPg = await target();
-      const r2 = await capstan(["restore", "--from", file, "--data-dir", intoPg.dir], intoPg.env);
+      const r2 = await runCapstan(["restore", "--from", file, "--data-dir", intoPg.dir], intoPg.env);
       expect(r2.code, r2.stderr).toBe(0);
       const onPg = await startTestInstance({ PLATFORM_DATA_DIR: intoPg.dir, ...intoPg.env });
       try {

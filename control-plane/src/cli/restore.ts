@@ -1,5 +1,5 @@
 import { createReadStream, existsSync } from "node:fs";
-import { resolve } from "node:path";
+import { basename, resolve } from "node:path";
 import type { Readable } from "node:stream";
 import { S3Target } from "@capstan/shared";
 import { downloadS3 } from "@capstan/shared/s3";
@@ -52,16 +52,19 @@ export async function restoreCommand(o: RestoreOptions): Promise<void> {
   // The instance's own settings (DATABASE_URL, PLATFORM_ALLOW_PRIVATE_ENDPOINTS) with the new data directory.
   const config = loadConfig({ ...o.env, PLATFORM_DATA_DIR: dataDir });
   let open: () => Promise<Readable>;
+  let archiveName: string;
   if (o.from.startsWith("s3://")) {
     const { target, key } = s3Source(o.from, o.env, config.allowPrivateEndpoints);
     open = () => downloadS3(target, key);
+    archiveName = key.slice(key.lastIndexOf("/") + 1);
   } else {
     const file = resolve(o.from);
     if (!existsSync(file)) throw new RestoreUsageError(`--from: ${file} does not exist`);
     open = async () => createReadStream(file);
+    archiveName = basename(file);
   }
   const passphrase = o.passphraseStdin ? await o.readLine() : o.env.CAPSTAN_RESTORE_PASSPHRASE || null;
-  const r = await restorePlatform({ open, passphrase, dataDir, database: config.database, progress: (line) => o.out(line) });
+  const r = await restorePlatform({ open, passphrase, archiveName, dataDir, database: config.database, progress: (line) => o.out(line) });
   o.out(`restored ${r.rows} rows of ${r.tables} tables (archive of ${r.header.created_at}, from ${r.header.source}) into ${dataDir}`);
   if (config.secretKey) o.out("note: PLATFORM_SECRET_KEY is set; unset it (the restored data directory holds the archive's key) or set it to that key before starting");
 }

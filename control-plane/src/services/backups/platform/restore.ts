@@ -1,12 +1,13 @@
 import { existsSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Readable } from "node:stream";
+import { Readable } from "node:stream";
 import type { DatabaseConfig } from "../../../config.js";
-import { openDatabase } from "../../../db/client.js";
+import { openDatabase, type Prisma } from "../../../db/client.js";
 import { migrate } from "../../../db/migrate.js";
 import { ensurePrivateDir } from "../../../lib/private-files.js";
 import { ArchiveError, KEY_FILE_NAME, readArchive, type ArchiveHeader, type FieldType } from "./archive.js";
 import { databaseIsEmpty, fromPortable, modelTables, resetSequences } from "./database.js";
+import { backupKeyPrefix, OPEN } from "../common.js";
 import { knownMigrations } from "./export.js";
 import { PLATFORM_BACKUP } from "./index.js";
 
@@ -14,6 +15,11 @@ export interface PlatformRestoreInput {
   /** Opens the archive from its start (called twice: the check, then the import). */
   open(): Promise<Readable>;
   passphrase: string | null;
+  /**
+   * The archive's file name (the last segment of its path or S3 key): the run of the snapshot
+   * that wrote it, open in the snapshot, is recorded as the success it was (restore.ts).
+   */
+  archiveName?: string;
   dataDir: string;
   database: DatabaseConfig;
   progress?(line: string): void;
@@ -40,7 +46,18 @@ export async function restorePlatform(input: PlatformRestoreInput): Promise<{ ta
   if (!(await databaseIsEmpty(input.database))) throw new ArchiveError("the target PostgreSQL database already has tables: restore into a new, empty database");
 
   progress("checking the archive (manifest, sha256" + (input.passphrase ? ", AEAD" : "") + ")");
-  const checked = await readArchive(await input.open(), input.passphrase, (line) => {
+  // The stored archive's bytes (what its execution's size counts), counted as the check reads them.
+  let archiveBytes = 0;
+  const counted = (source: Readable) =>
+    Readable.from(
+      (async function* () {
+        for await (const chunk of source as AsyncIterable<Buffer>) {
+          archiveBytes += chunk.length;
+          yield chunk;
+        }
+      })(),
+    );
+  const checked = await readArchive(counted(await input.open()), input.passphrase, (line) => {
     if (line.kind === "header") checkHeader(line.header, input.database.kind);
     if (line.kind === "file" && line.name === KEY_FILE_NAME && Buffer.from(line.data.toString("utf8").trim(), "base64").length !== 32) throw new ArchiveError("the archive's instance key is not a 32-byte key");
   });
@@ -88,8 +105,7 @@ export async function restorePlatform(input: PlatformRestoreInput): Promise<{ ta
             }
           });
           await resetSequences(tx, input.database.kind, [...specs].map(([table, f]) => ({ table, fields: [...f] })));
-          // The platform backup that wrote this archive was running in it: it ended (here) when its file did.
-          await tx.backupExecution.updateMany({ where: { status: { in: ["queued", "running"] }, schedule: { backupType: PLATFORM_BACKUP } }, data: { status: "failed", reason: "this run was in progress in the snapshot this instance was restored from", finishedAt: new Date() } });
+          await endOpenPlatformRuns(tx, input.archiveName ?? null, archiveBytes);
           await tx.instanceSetting.deleteMany({ where: { key: { startsWith: "platform_backup_heartbeat:" } } });
         },
         { timeout: 6 * 3600_000, maxWait: 60_000 },
@@ -106,4 +122,30 @@ export async function restorePlatform(input: PlatformRestoreInput): Promise<{ ta
     throw err;
   }
   return { tables: Object.keys(checked.manifest.tables).length, rows, header: checked.header };
+}
+
+/**
+ * The platform backups that were running in the snapshot (the one that wrote this archive, and
+ * any other running at that moment) cannot end on this instance. The run whose file this archive
+ * is (its file name) did end, with this very archive: it is a success of the archive's size, kept
+ * in S3 under its key when its schedule had a storage, not on this instance's disk. The others
+ * are failed with the reason.
+ */
+async function endOpenPlatformRuns(tx: Prisma.TransactionClient, archiveName: string | null, archiveBytes: number): Promise<void> {
+  const open = await tx.backupExecution.findMany({
+    where: { status: { in: [...OPEN] }, schedule: { backupType: PLATFORM_BACKUP } },
+    select: { id: true, filename: true, s3StorageId: true },
+  });
+  const now = new Date();
+  for (const e of open) {
+    if (archiveName !== null && e.filename === archiveName) {
+      const storage = e.s3StorageId === null ? null : await tx.s3Storage.findUnique({ where: { id: e.s3StorageId }, select: { pathPrefix: true } });
+      await tx.backupExecution.update({
+        where: { id: e.id },
+        data: { status: "success", size: BigInt(archiveBytes), localPath: null, s3Key: storage ? `${backupKeyPrefix(storage.pathPrefix, "platform-instance")}${e.filename}` : null, reason: null, finishedAt: now },
+      });
+    } else {
+      await tx.backupExecution.update({ where: { id: e.id }, data: { status: "failed", reason: "this run was in progress in the snapshot this instance was restored from", finishedAt: now } });
+    }
+  }
 }
