@@ -5,6 +5,7 @@ import { join, posix } from "node:path";
 import type { ResourceRestorePayload, ResourceRestoreResult } from "@capstan/shared";
 import { appContainers, servingContainer } from "../deploy/app-containers.js";
 import type { ContainerMount, Engine } from "../docker/engine.js";
+import { checkConfiguration } from "./configuration.js";
 import { BackupToolError } from "./exec.js";
 import { ensurePrivateDir } from "./paths.js";
 import { openSource } from "./restore.js";
@@ -47,6 +48,8 @@ const HELPER_TIMEOUT_MS = 10 * 60_000;
  * they are.
  */
 export async function runVolumeRestore(engine: Engine, p: ResourceRestorePayload, opts: VolumeRestoreOptions, ctx: Ctx): Promise<ResourceRestoreResult> {
+  // (w8/rbconfig) a configuration restore touches no container: the document is checked and handed back.
+  if (p.backup_type === "configuration") return configurationRestore(p, opts, ctx);
   const { signal, progress } = ctx;
   const all = await appContainers(engine, p.resource.uuid, signal);
   const serving = servingContainer(all);
@@ -67,6 +70,8 @@ export async function runVolumeRestore(engine: Engine, p: ResourceRestorePayload
     } finally {
       source.destroy();
     }
+    // (w8/rbconfig) full: the configuration document is checked too before anything is stopped.
+    const configuration = p.backup_type === "full" ? checkConfiguration(staged.configuration) : null;
     const names = staged.manifest.volumes.map((v) => v.name);
     const unknown = names.filter((n) => !p.volumes.some((v) => v.name === n));
     if (unknown.length) throw new BackupToolError(`the backup has storages this application does not have now: ${unknown.join(", ")}`);
@@ -86,7 +91,32 @@ export async function runVolumeRestore(engine: Engine, p: ResourceRestorePayload
       running,
       () => swap(engine, image, targets, staging, opts, ctx, p.execution_uuid),
     );
-    return { files: staged.files, bytes: staged.bytes, volumes: names };
+    return { files: staged.files, bytes: staged.bytes, volumes: names, configuration };
+  } finally {
+    await rm(staging, { force: true });
+  }
+}
+
+/**
+ * (w8/rbconfig) resource.restore of a configuration backup: the archive is read and checked
+ * against its manifest like a volume archive (it has no volume entries), its document against the
+ * shared schema; the control plane applies it when the job has succeeded (its outcome).
+ */
+async function configurationRestore(p: ResourceRestorePayload, opts: VolumeRestoreOptions, ctx: Ctx): Promise<ResourceRestoreResult> {
+  const { signal, progress } = ctx;
+  await ensurePrivateDir(stagingDir(opts.stateDir));
+  const staging = join(stagingDir(opts.stateDir), `${p.execution_uuid}.tar`);
+  try {
+    const source = await openSource(p, opts.stateDir, signal, progress);
+    let staged: Awaited<ReturnType<typeof stageVolumeArchive>>;
+    try {
+      staged = await stageVolumeArchive(await openVolumeArchive(source, p.passphrase), [], staging);
+    } finally {
+      source.destroy();
+    }
+    const configuration = checkConfiguration(staged.configuration);
+    progress(`the archive checked out against its manifest: the configuration document (${Buffer.byteLength(configuration)} bytes)`);
+    return { files: 0, bytes: 0, volumes: [], configuration };
   } finally {
     await rm(staging, { force: true });
   }
