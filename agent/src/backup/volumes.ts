@@ -122,9 +122,10 @@ export interface VolumeBackupOptions {
 export async function runVolumeBackup(engine: Engine, p: ResourceBackupPayload, opts: VolumeBackupOptions, ctx: Ctx): Promise<ResourceBackupResult> {
   const { signal, progress } = ctx;
   const spec = { stateDir: opts.stateDir, ownerUuid: p.resource.uuid, scheduleUuid: p.schedule_uuid, filename: p.filename, keepLocally: p.keep_locally, s3: p.s3, passphrase: p.passphrase };
-  const extra = { backupType: p.backup_type, configuration: p.configuration };
+  // Payloads are parsed with their defaults; callers that build one by hand (tests, benches) may leave these out.
+  const extra = { backupType: p.backup_type ?? "volume", configuration: p.configuration ?? null };
   // (w8/rbconfig) a configuration backup reads no volume: no container is needed, nothing is stopped.
-  if (p.backup_type === "configuration") {
+  if (extra.backupType === "configuration") {
     return storeBackup(spec, ctx, async (write) => {
       progress(`archiving the configuration of ${p.resource.name}${p.passphrase ? " (tar, gzip, OpenPGP encrypted)" : " (tar, gzip)"}`);
       const noVolume: ArchiveSource = async (path) => {
