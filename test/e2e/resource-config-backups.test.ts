@@ -17,7 +17,7 @@ import { applicationCreator, buildHelloImage, deployFinished, startLocalStack, t
 const RUN = randomBytes(3).toString("hex");
 const DEPLOY_TIMEOUT_S = 240;
 const HELLO_IMAGE = "capstan-test/e2e-hello:latest";
-const PASSPHRASE = `pass-${RUN}`;
+const PASSPHRASE = `passphrase-${RUN}-e2e`;
 
 let stack: LocalStack;
 let s3: S3Server;
