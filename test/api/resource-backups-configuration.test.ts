@@ -183,6 +183,10 @@ describe("configuration restores: the outcome applies the document", () => {
     expect(source.restore_reason).toMatch(/source of an application does not change/);
     const unreadable = await restore(x, id, executionId, JSON.stringify({ ...document, format: "something-else/1" }));
     expect(unreadable.restore_reason).toMatch(/not one this version reads/);
+    // Values the API would refuse (a document is only authenticated when the archive is encrypted).
+    const forged = { ...document, envs: [{ ...document.envs[0]!, key: "BAD KEY;rm" }], storages: [{ uuid: "v-1", name: "etc", mount_path: "relative", host_path: null }] };
+    const refusedValues = await restore(x, id, executionId, JSON.stringify(forged));
+    expect(refusedValues.restore_reason).toMatch(/values the API does not accept: variable "BAD KEY;rm", storage etc/);
 
     expect({ settings: await settings(x), envs: await envs(x) }).toEqual(current);
   });

@@ -4,6 +4,11 @@ import {
   CONFIGURATION_MAX_BYTES,
   ResourceRestorePayload,
   ResourceRestoreResult,
+  EnvKey,
+  HostPath,
+  ImageRef,
+  MountPath,
+  PortList,
   hostsOverlap,
   parseDomains,
 } from "@capstan/shared";
@@ -14,7 +19,8 @@ import { Forbidden } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import { openPayload } from "../../jobs/payload.js";
 import type { JobRow } from "../../jobs/queue.js";
-import { bindSources, parseCompose } from "../../compose/index.js";
+import { parseCompose } from "../../compose/index.js";
+import { storedBindSources } from "../applications.js";
 import { assertMayAddBindMounts } from "../bind-mounts.js";
 import { hostsOnUpdate } from "../domain-ownership.js";
 import { BackupLookups, OPEN, PayloadError, safeJson } from "./common.js";
@@ -55,16 +61,6 @@ const documentSelect = {
   envs: { orderBy: { id: "asc" }, select: { uuid: true, key: true, value: true, isBuildTime: true, isPreview: true, isGenerated: true } },
   volumes: { orderBy: { id: "asc" }, select: { uuid: true, name: true, mountPath: true, hostPath: true } },
 } satisfies Prisma.ApplicationSelect;
-
-/** Bind sources of a compose file (one that no longer parses binds nothing), as ApplicationService counts them. */
-function composeBinds(raw: string | null): string[] {
-  if (!raw) return [];
-  try {
-    return bindSources(parseCompose(raw));
-  } catch {
-    return [];
-  }
-}
 
 const hostsOf = (fqdn: string | null): string[] => {
   if (!fqdn) return [];
@@ -218,7 +214,22 @@ export class ConfigurationRestores {
     if (doc.application.source !== app.source) {
       throw new ConfigurationRefused(`the configuration is of a ${doc.application.source} application and this one is ${app.source}: the source of an application does not change`);
     }
+    // What the API would refuse is refused here too: a document can be written by whoever can write the archive (only an encrypted one is authenticated).
     if (doc.application.fqdn !== null && "errors" in parseDomains(doc.application.fqdn)) throw new ConfigurationRefused("the configuration's domains are not valid");
+    const bad = [
+      ...doc.envs.filter((e) => !EnvKey.safeParse(e.key).success).map((e) => `variable ${JSON.stringify(e.key.slice(0, 64))}`),
+      ...doc.storages.filter((s) => !MountPath.safeParse(s.mount_path).success || (s.host_path !== null && !HostPath.safeParse(s.host_path).success)).map((s) => `storage ${s.name}`),
+      ...(PortList.safeParse(doc.application.ports_exposes).success ? [] : ["ports_exposes"]),
+      ...(doc.application.docker_registry_image_name === null || ImageRef.safeParse(doc.application.docker_registry_image_name).success ? [] : ["docker_registry_image_name"]),
+    ];
+    if (bad.length) throw new ConfigurationRefused(`the configuration has values the API does not accept: ${bad.slice(0, 5).join(", ")}`);
+    if (doc.application.docker_compose_raw !== null && doc.application.docker_compose_raw !== app.composeRaw) {
+      try {
+        parseCompose(doc.application.docker_compose_raw);
+      } catch {
+        throw new ConfigurationRefused("the configuration's compose file is not one this version accepts");
+      }
+    }
     for (const e of doc.envs) {
       try {
         this.lookups.deps.box.open(e.value_sealed);
@@ -227,8 +238,8 @@ export class ConfigurationRestores {
       }
     }
     // Bind mounts the application does not have now need the right to add them (bind-mounts.ts), as a PATCH would.
-    const nowBinds = new Set([...composeBinds(app.composeRaw), ...app.volumes.flatMap((v) => (v.hostPath ? [v.hostPath] : []))]);
-    const added = [...composeBinds(doc.application.docker_compose_raw), ...doc.storages.flatMap((s) => (s.host_path ? [s.host_path] : []))].filter((p) => !nowBinds.has(p));
+    const nowBinds = new Set([...storedBindSources(app.composeRaw), ...app.volumes.flatMap((v) => (v.hostPath ? [v.hostPath] : []))]);
+    const added = [...storedBindSources(doc.application.docker_compose_raw), ...doc.storages.flatMap((s) => (s.host_path ? [s.host_path] : []))].filter((p) => !nowBinds.has(p));
     if (added.length && !rights.mayAddBindMounts) {
       throw new ConfigurationRefused(`the configuration adds bind mounts of server directories (${[...new Set(added)].slice(0, 5).join(", ")}), which only team owners and admins can add`);
     }
