@@ -146,6 +146,8 @@ async function main(): Promise<void> {
           s3: s3on ? { target, prefix: `bench/${uuid}/`, keep_remote: null } : null,
           passphrase: null,
           stop_during_backup: false,
+          backup_type: "volume",
+          configuration: null,
         };
       };
       for (const [label, s3on] of [["local", false], ["s3", true]] as const) {

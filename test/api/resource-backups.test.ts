@@ -132,8 +132,8 @@ describe("resource backups: the schedule", () => {
     const other = await world({ agent: false });
     const base = { resource_type: "application", resource_id: w.app.id, backup_type: "volume", frequency: "0 3 * * *" };
     const cases: [Record<string, unknown>, number, string?][] = [
-      [{ ...base, backup_type: "configuration" }, 422, "backup_type"],
-      [{ ...base, backup_type: "full" }, 422, "backup_type"],
+      // configuration and full backups (w8/rbconfig): a configuration backup stops nothing
+      [{ ...base, backup_type: "configuration", stop_during_backup: true }, 422, "stop_during_backup"],
       [{ ...base, resource_type: "service" }, 422, "resource_type"],
       // platform backups (w7/platform, test/api/platform-backups.test.ts): the root team's admins only
       [{ ...base, resource_type: "platform_instance", backup_type: "platform_instance", resource_id: undefined }, 403],

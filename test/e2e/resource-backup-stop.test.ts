@@ -55,6 +55,8 @@ function payload(uuid: string): ResourceBackupPayload {
     s3: null,
     passphrase: null,
     stop_during_backup: true,
+    backup_type: "volume",
+    configuration: null,
   };
 }
 

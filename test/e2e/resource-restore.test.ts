@@ -53,6 +53,8 @@ function restorePayload(uuid: string, from: ResourceRestorePayload["from"], pass
     execution_uuid: randomUUID(),
     from,
     passphrase,
+    backup_type: "volume",
+    apply: null,
   };
 }
 
@@ -72,7 +74,7 @@ describe("resource.restore: volumes of an application", () => {
 
     const ctx = kit.job();
     const r = await kit.handlers["resource.restore"](restorePayload(uuid, { local_path: null, s3: { target: kit.target, key: backup.s3_key! } }, passphrase), ctx);
-    expect(r).toEqual({ files: 6, bytes: expect.any(Number), volumes: ["site", "uploads"] });
+    expect(r).toEqual({ files: 6, bytes: expect.any(Number), volumes: ["site", "uploads"], configuration: null });
     expect(r.bytes).toBeGreaterThan(3_000_000);
     expect(ctx.lines.join("\n")).not.toContain(passphrase);
     // The archive was checked before the application was stopped.

@@ -5,11 +5,11 @@ import { deleteS3, listS3 } from "@capstan/shared/s3";
 
 /**
  * Names the control plane gives backups: `<engine>-<UTC yyyymmddThhmmssZ>-<8 of the execution>.<ext>`
- * (resource backups: `volume-...`).
+ * (resource backups: `volume-...`, and (w8/rbconfig) `configuration-...`, `full-...`).
  * Retention only ever removes files and objects named like this: anything else a user keeps
  * beside them (or the connection test's objects) is left alone.
  */
-const BACKUP_NAME = new RegExp(`^(${[...DATABASE_ENGINES, "volume"].join("|")})-\\d{8}T\\d{6}Z-[a-z0-9-]{1,64}\\.[A-Za-z0-9.]+$`);
+const BACKUP_NAME = new RegExp(`^(${[...DATABASE_ENGINES, "volume", "configuration", "full"].join("|")})-\\d{8}T\\d{6}Z-[a-z0-9-]{1,64}\\.[A-Za-z0-9.]+$`);
 export const isBackupName = (name: string) => BACKUP_NAME.test(name);
 
 interface Candidate {

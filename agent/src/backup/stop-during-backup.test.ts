@@ -53,6 +53,8 @@ function setup(opts: { archiveFails?: boolean; startFails?: boolean } = {}) {
     s3: null,
     passphrase: null,
     stop_during_backup: true,
+    backup_type: "volume",
+    configuration: null,
   };
   const lines: string[] = [];
   const ctx = { signal: AbortSignal.timeout(30_000), progress: (l: string) => void lines.push(l) };

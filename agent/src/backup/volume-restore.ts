@@ -5,10 +5,11 @@ import { join, posix } from "node:path";
 import type { ResourceRestorePayload, ResourceRestoreResult } from "@capstan/shared";
 import { appContainers, servingContainer } from "../deploy/app-containers.js";
 import type { ContainerMount, Engine } from "../docker/engine.js";
+import { checkConfiguration } from "./configuration.js";
 import { BackupToolError } from "./exec.js";
 import { ensurePrivateDir } from "./paths.js";
 import { openSource } from "./restore.js";
-import { openVolumeArchive, stageVolumeArchive } from "./volume-stage.js";
+import { openVolumeArchive, stageVolumeArchive, type StagedVolumes } from "./volume-stage.js";
 import { VOLUMES_DIR, stoppedDuring } from "./volumes.js";
 
 // ---- resource restores (issue 19, w7/restore) ----
@@ -47,6 +48,8 @@ const HELPER_TIMEOUT_MS = 10 * 60_000;
  * they are.
  */
 export async function runVolumeRestore(engine: Engine, p: ResourceRestorePayload, opts: VolumeRestoreOptions, ctx: Ctx): Promise<ResourceRestoreResult> {
+  // (w8/rbconfig) a configuration restore touches no container: the document is checked and handed back.
+  if (p.backup_type === "configuration") return configurationRestore(p, opts, ctx);
   const { signal, progress } = ctx;
   const all = await appContainers(engine, p.resource.uuid, signal);
   const serving = servingContainer(all);
@@ -56,17 +59,11 @@ export async function runVolumeRestore(engine: Engine, p: ResourceRestorePayload
   const image = await opts.helperImage();
   if (!image) throw new BackupToolError("no helper image to empty the volumes with (the agent does not run in a container: set CAPSTAN_AGENT_HELPER_IMAGE)");
 
-  await ensurePrivateDir(stagingDir(opts.stateDir));
-  const staging = join(stagingDir(opts.stateDir), `${p.execution_uuid}.tar`);
+  const staging = await stagingFile(opts.stateDir, p.execution_uuid);
   try {
-    const source = await openSource(p, opts.stateDir, signal, progress);
-    let staged: Awaited<ReturnType<typeof stageVolumeArchive>>;
-    try {
-      const tar = await openVolumeArchive(source, p.passphrase);
-      staged = await stageVolumeArchive(tar, p.volumes.map((v) => v.name), staging);
-    } finally {
-      source.destroy();
-    }
+    const staged = await stage(p, opts.stateDir, p.volumes.map((v) => v.name), staging, ctx);
+    // (w8/rbconfig) full: the configuration document is checked too before anything is stopped.
+    const configuration = p.backup_type === "full" ? checkConfiguration(staged.configuration) : null;
     const names = staged.manifest.volumes.map((v) => v.name);
     const unknown = names.filter((n) => !p.volumes.some((v) => v.name === n));
     if (unknown.length) throw new BackupToolError(`the backup has storages this application does not have now: ${unknown.join(", ")}`);
@@ -86,9 +83,42 @@ export async function runVolumeRestore(engine: Engine, p: ResourceRestorePayload
       running,
       () => swap(engine, image, targets, staging, opts, ctx, p.execution_uuid),
     );
-    return { files: staged.files, bytes: staged.bytes, volumes: names };
+    return { files: staged.files, bytes: staged.bytes, volumes: names, configuration };
   } finally {
     await rm(staging, { force: true });
+  }
+}
+
+/**
+ * (w8/rbconfig) resource.restore of a configuration backup: the archive is read and checked
+ * against its manifest like a volume archive (it has no volume entries), its document against the
+ * shared schema; the control plane applies it when the job has succeeded (its outcome).
+ */
+async function configurationRestore(p: ResourceRestorePayload, opts: VolumeRestoreOptions, ctx: Ctx): Promise<ResourceRestoreResult> {
+  const staging = await stagingFile(opts.stateDir, p.execution_uuid);
+  try {
+    const staged = await stage(p, opts.stateDir, [], staging, ctx);
+    const configuration = checkConfiguration(staged.configuration);
+    ctx.progress(`the archive checked out against its manifest: the configuration document (${Buffer.byteLength(configuration)} bytes)`);
+    return { files: 0, bytes: 0, volumes: [], configuration };
+  } finally {
+    await rm(staging, { force: true });
+  }
+}
+
+/** The private staging file of a restore: `<state dir>/restore-staging/<execution>.tar`. */
+async function stagingFile(stateDir: string, executionUuid: string): Promise<string> {
+  await ensurePrivateDir(stagingDir(stateDir));
+  return join(stagingDir(stateDir), `${executionUuid}.tar`);
+}
+
+/** The stored backup streamed (server or S3), opened and staged, checked against its manifest (volume-stage.ts). */
+async function stage(p: ResourceRestorePayload, stateDir: string, volumes: string[], staging: string, ctx: Ctx): Promise<StagedVolumes> {
+  const source = await openSource(p, stateDir, ctx.signal, ctx.progress);
+  try {
+    return await stageVolumeArchive(await openVolumeArchive(source, p.passphrase), volumes, staging);
+  } finally {
+    source.destroy();
   }
 }
 

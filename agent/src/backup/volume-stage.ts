@@ -2,7 +2,8 @@ import { createWriteStream } from "node:fs";
 import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGunzip } from "node:zlib";
-import { VolumeManifest } from "@capstan/shared";
+import { CONFIGURATION_FILE, VolumeManifest } from "@capstan/shared";
+import { readConfigurationEntry } from "./configuration.js";
 import { decryptStream, looksLikeGzip, looksLikeOpenPgp } from "./crypto.js";
 import { BackupToolError } from "./exec.js";
 import { peek } from "./restore.js";
@@ -35,6 +36,8 @@ export interface StagedVolumes {
   /** regular files checked against the manifest */
   files: number;
   bytes: number;
+  /** (w8/rbconfig) the archive's configuration.json (checked against the manifest, not staged), null without one */
+  configuration: string | null;
 }
 
 /**
@@ -48,6 +51,7 @@ export interface StagedVolumes {
 export async function stageVolumeArchive(tar: Readable, expectedVolumes: string[], stagingFile: string): Promise<StagedVolumes> {
   const seen = new Map<string, { size: number; sha256: string }>();
   let manifest: VolumeManifest | null = null;
+  let configuration: string | null = null;
   let bytes = 0;
   const volumeOf = (name: string) => (name.startsWith(`${VOLUMES_DIR}/`) ? name.slice(VOLUMES_DIR.length + 1).split("/")[0]! : null);
   const entries = async function* (): AsyncGenerator<Buffer> {
@@ -72,6 +76,13 @@ export async function stageVolumeArchive(tar: Readable, expectedVolumes: string[
         continue;
       }
       const name = header.name.replace(/\/+$/, "");
+      // (w8/rbconfig) the configuration document: read (bounded) and hashed, not staged.
+      if (name === CONFIGURATION_FILE && (header.type === "0" || header.type === "\0") && configuration === null) {
+        const got = await readConfigurationEntry(body);
+        seen.set(name, { size: got.size, sha256: got.sha256 });
+        configuration = got.text;
+        continue;
+      }
       const volume = volumeOf(name);
       if (volume === null || name.split("/").includes("..")) throw new BackupToolError(`the archive has an entry outside its volumes: ${JSON.stringify(header.name)}`);
       if (!expectedVolumes.includes(volume)) throw new BackupToolError(`the archive has a volume this resource does not have: ${volume}`);
@@ -107,5 +118,6 @@ export async function stageVolumeArchive(tar: Readable, expectedVolumes: string[
     if (want.sha256 !== got.sha256) throw new BackupToolError(`${path} does not match its sha256 in the manifest`);
   }
   for (const path of listed.keys()) if (!seen.has(path)) throw new BackupToolError(`${path} is in the manifest but not in the archive: it is truncated`);
-  return { manifest: m, files: seen.size, bytes };
+  const configurationFiles = configuration === null ? 0 : 1;
+  return { manifest: m, files: seen.size - configurationFiles, bytes, configuration };
 }

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
-import type { ResourceBackupPayload, ResourceBackupResult, VolumeManifest } from "@capstan/shared";
+import type { ResourceBackupPayload, ResourceBackupResult, ResourceJobBackupType, VolumeManifest } from "@capstan/shared";
+import { configurationEntry } from "./configuration.js";
 import { appContainers, servingContainer } from "../deploy/app-containers.js";
 import type { Engine } from "../docker/engine.js";
 import { BackupToolError } from "./exec.js";
@@ -32,6 +33,8 @@ export async function* volumeArchive(
   volumes: ResourceBackupPayload["volumes"],
   source: ArchiveSource,
   progress: (line: string) => void,
+  /** (w8/rbconfig) configuration and full backups: the type, and the configuration document added as a file */
+  extra: { backupType: ResourceJobBackupType; configuration: string | null } = { backupType: "volume", configuration: null },
 ): AsyncGenerator<Buffer> {
   const files: VolumeManifest["files"] = [];
   for (const v of volumes) {
@@ -72,9 +75,11 @@ export async function* volumeArchive(
     }
     progress(`volume ${v.name} (${v.mount_path}): ${count} file(s)`);
   }
+  if (extra.configuration !== null) files.push(yield* configurationEntry(extra.configuration));
   const manifest: VolumeManifest = {
     format: "capstan-volume-backup/1",
     resource: { kind: resource.kind, uuid: resource.uuid },
+    ...(extra.backupType !== "volume" ? { backup_type: extra.backupType } : {}),
     volumes: volumes.map((v) => ({ name: v.name, mount_path: v.mount_path })),
     files,
   };
@@ -116,10 +121,22 @@ export interface VolumeBackupOptions {
  */
 export async function runVolumeBackup(engine: Engine, p: ResourceBackupPayload, opts: VolumeBackupOptions, ctx: Ctx): Promise<ResourceBackupResult> {
   const { signal, progress } = ctx;
+  const spec = { stateDir: opts.stateDir, ownerUuid: p.resource.uuid, scheduleUuid: p.schedule_uuid, filename: p.filename, keepLocally: p.keep_locally, s3: p.s3, passphrase: p.passphrase };
+  // Payloads are parsed with their defaults; callers that build one by hand (tests, benches) may leave these out.
+  const extra = { backupType: p.backup_type ?? "volume", configuration: p.configuration ?? null };
+  // (w8/rbconfig) a configuration backup reads no volume: no container is needed, nothing is stopped.
+  if (extra.backupType === "configuration") {
+    return storeBackup(spec, ctx, async (write) => {
+      progress(`archiving the configuration of ${p.resource.name}${p.passphrase ? " (tar, gzip, OpenPGP encrypted)" : " (tar, gzip)"}`);
+      const noVolume: ArchiveSource = async (path) => {
+        throw new BackupToolError(`a configuration backup reads no volume (${path})`);
+      };
+      await write(volumeArchive(p.resource, [], noVolume, progress, extra));
+    });
+  }
   const all = await appContainers(engine, p.resource.uuid, signal);
   const container = servingContainer(all);
   if (!container) throw new BackupToolError(`the application ${p.resource.name} has no container on this server; deploy it first`);
-  const spec = { stateDir: opts.stateDir, ownerUuid: p.resource.uuid, scheduleUuid: p.schedule_uuid, filename: p.filename, keepLocally: p.keep_locally, s3: p.s3, passphrase: p.passphrase };
   const store = () =>
     storeBackup(spec, ctx, async (write) => {
       progress(`archiving ${p.volumes.length} volume(s) of ${p.resource.name} from container ${container.name}${p.passphrase ? " (tar, gzip, OpenPGP encrypted)" : " (tar, gzip)"}`);
@@ -130,7 +147,7 @@ export async function runVolumeBackup(engine: Engine, p: ResourceBackupPayload, 
           throw new BackupToolError(`reading ${path} of container ${container.name} failed: ${(err as Error).message}`);
         }
       };
-      await write(volumeArchive(p.resource, p.volumes, source, progress));
+      await write(volumeArchive(p.resource, p.volumes, source, progress, extra));
     });
   if (!p.stop_during_backup) return store();
   return stoppedDuring(engine, { stateDir: opts.stateDir, resourceUuid: p.resource.uuid, journalKey: p.execution_uuid, label: "stop_during_backup", doneNote: "the backup was stored, but " }, ctx, all.filter((c) => c.state === "running"), store);

@@ -1,4 +1,3 @@
-import { ResourceRestoreResult } from "@capstan/shared";
 import type { Services } from "../services/index.js";
 import { networkRemovalEnded } from "../services/network-removal.js";
 import { inTurn, type OutcomeMap } from "./outcomes.js";
@@ -58,7 +57,8 @@ export function outcomeMap(services: Services): OutcomeMap {
     "swarm.object.create": null,
     "swarm.object.delete": null,
     // ---- resource restores (issue 19, w7/restore): the execution's restore fields, as db.restore's ----
-    "resource.restore": (job) => backups.applyRestoreEnd(job, ResourceRestoreResult),
+    // (w8/rbconfig) configuration and full restores: the document the job hands back is applied first
+    "resource.restore": (job) => backups.applyResourceRestoreEnd(job),
     // ---- swarm events (issue 20, w7/events): the events stored once per cluster ----
     "swarm.events": (job) => services.clusters.eventsEnded(job),
   };

@@ -119,6 +119,16 @@ function repoName(url: string): string {
   return last.replace(/\.git$/, "") || "application";
 }
 
+/** Bind sources of a stored compose file (one that no longer parses binds nothing that counts as approved). */
+export function storedBindSources(raw: string | null): string[] {
+  if (!raw) return [];
+  try {
+    return bindSources(parseCompose(raw));
+  } catch {
+    return [];
+  }
+}
+
 /** The clone URL of `owner/name` on a git app's host. */
 export function gitAppCloneUrl(htmlUrl: string, slug: string): string {
   return `${htmlUrl}/${slug.replace(/\.git$/, "")}.git`;
@@ -247,15 +257,6 @@ export class ApplicationService {
     return bindSources(parseCompose(raw));
   }
 
-  /** Bind sources of a stored compose file (one that no longer parses binds nothing that counts as approved). */
-  private storedBindSources(raw: string | null): string[] {
-    if (!raw) return [];
-    try {
-      return bindSources(parseCompose(raw));
-    } catch {
-      return [];
-    }
-  }
 
   private image(name: string, tag: string | undefined): string {
     const r = imageReference(name, tag);
@@ -369,7 +370,7 @@ export class ApplicationService {
     let addedBinds: string[] = [];
     if (only("docker_compose_raw", ["dockercompose"], "applications created from a compose file")) {
       // Binds the stored file already had were approved when it was stored; only new ones need the right.
-      const before = new Set(this.storedBindSources(app.composeRaw));
+      const before = new Set(storedBindSources(app.composeRaw));
       addedBinds = this.checkCompose(input.docker_compose_raw!).filter((p) => !before.has(p));
       data.composeRaw = input.docker_compose_raw!;
     }

@@ -130,6 +130,8 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     storages: s3Storages,
     // platform_instance backups (issue 19): the key is read as the instance read it at start.
     platform: { dataDir: config.dataDir, database: config.database, instanceKey: () => resolveInstanceKey(config.secretKey, config.dataDir) },
+    // (w8/rbconfig) a configuration restore that changes domains
+    hostsChanged: (teamId, fqdns) => dns.hostsChanged(teamId, fqdns),
   });
   const serviceTemplates = new ServiceTemplateService(db);
   const services = new ServiceService(db, reader, box, serviceTemplates, config.templateImageOverrides, {

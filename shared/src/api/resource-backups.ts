@@ -4,15 +4,16 @@ import { BackupExecutionStatus, CronExpression, RestoreBackupBody, RestoreStatus
 
 /**
  * Resource backups (spec 4.10, issue 19): cron-scheduled backups of a resource, by integer id.
- * This version backs up the named volumes of applications (backup_type volume); the other
- * resource and backup types of the spec are refused with a 422 naming what is supported
+ * This version backs up applications: their named volumes (backup_type volume), their
+ * configuration document (configuration, w8/rbconfig) or both in one archive (full); the other
+ * resource types of the spec are refused with a 422 naming what is supported
  * (docs/resource-backups.md). `resource_type` is sent as the spec's plain word and answered as
  * the class-style string (RESOURCE_CLASS).
  */
 export const RESOURCE_BACKUP_RESOURCE_TYPES = ["application", "service", "database", "platform_instance"] as const;
 export const RESOURCE_BACKUP_TYPES = ["volume", "configuration", "full", "platform_instance"] as const;
 /** What this version runs (the rest of the spec's values answer 422). */
-export const SUPPORTED_RESOURCE_BACKUP = { resourceTypes: ["application", "platform_instance"], backupTypes: ["volume", "platform_instance"] } as const;
+export const SUPPORTED_RESOURCE_BACKUP = { resourceTypes: ["application", "platform_instance"], backupTypes: ["volume", "configuration", "full", "platform_instance"] } as const;
 
 /** The class-style resource_type of responses (spec section 2), as Coolify's API names them. */
 export const RESOURCE_CLASS = {
@@ -31,13 +32,17 @@ export function resourceKindOf(value: string): ResourceBackupKind | null {
 const LocalCount = z.number().int().min(0).max(1000);
 /** Beyond the spec (docs/resource-backups.md): stop the resource's containers for the archive, start them again after. */
 const StopDuringBackup = z.boolean().meta({
-  description: "Beyond the spec: stop the resource's running containers while its volumes are archived (a consistent copy), and start them again afterwards, also after an agent crash. Default false: the backup runs live",
+  description:
+    "Beyond the spec: stop the resource's running containers while its volumes are archived (a consistent copy), and start them again afterwards, also after an agent crash. Default false: the backup runs live. Not with backup_type configuration (nothing is stopped)",
 });
 
 export const CreateResourceBackupBody = requestBody({
   resource_type: z.enum(RESOURCE_BACKUP_RESOURCE_TYPES).meta({ description: "application or platform_instance (this version; platform_instance: the root team's owners and admins only), service, database" }),
   resource_id: BodyId.optional().meta({ description: "The resource's integer id (the `id` of its detail); required except for platform_instance" }),
-  backup_type: z.enum(RESOURCE_BACKUP_TYPES).meta({ description: "volume or platform_instance (this version: the whole instance, with resource_type platform_instance), configuration, full" }),
+  backup_type: z.enum(RESOURCE_BACKUP_TYPES).meta({
+    description:
+      "volume (the resource's persistent storages), configuration (its settings, variables with their values sealed, storages: everything needed to recreate it), full (both in one archive), or platform_instance (the whole instance, with resource_type platform_instance)",
+  }),
   frequency: CronExpression,
   s3_storage_id: BodyId.nullable().optional().meta({ description: "An S3 storage of the team; absent or null: backups stay on the server only" }),
   enabled: z.boolean().default(true),

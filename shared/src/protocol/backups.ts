@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { DatabaseEngine, DbCredentials, DbRef } from "./databases.js";
+import { CONFIGURATION_MAX_BYTES, ResourceJobBackupType, hasConfiguration, hasVolumes } from "./configuration.js";
 
 /**
  * Where a backup goes in S3 (or any S3-compatible server). Keys travel only inside sealed job
@@ -100,7 +101,7 @@ export const ResourceBackupPayload = z.object({
         mount_path: z.string().min(2).max(1024).regex(/^\/[^\0]*$/),
       }),
     )
-    .min(1)
+    // configuration backups (w8/rbconfig) archive no volume: the refinement below says which types need them.
     .max(64),
   schedule_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
   execution_uuid: z.string().regex(/^[a-z0-9-]{1,64}$/),
@@ -110,6 +111,15 @@ export const ResourceBackupPayload = z.object({
   passphrase: z.string().min(1).max(1024).nullable(),
   /** stop the resource's running containers for the archive and start them again (agent journal: backup/stop-journal.ts) */
   stop_during_backup: z.boolean().default(false),
+  // ---- configuration and full backups (issue 19, w8/rbconfig) ----
+  /** volume: the volumes; configuration: the configuration document only; full: both in one archive */
+  backup_type: ResourceJobBackupType.default("volume"),
+  /** the configuration document (protocol/configuration.ts) as the JSON text the archive holds */
+  configuration: z.string().max(CONFIGURATION_MAX_BYTES).nullable().default(null),
+}).superRefine((p, ctx) => {
+  if (hasVolumes(p.backup_type) && p.volumes.length === 0) ctx.addIssue({ code: "custom", path: ["volumes"], message: `a ${p.backup_type} backup needs at least one volume` });
+  if (hasConfiguration(p.backup_type) !== (p.configuration !== null)) ctx.addIssue({ code: "custom", path: ["configuration"], message: `a ${p.backup_type} backup ${hasConfiguration(p.backup_type) ? "needs" : "has no"} configuration document` });
+  if (!hasVolumes(p.backup_type) && p.stop_during_backup) ctx.addIssue({ code: "custom", path: ["stop_during_backup"], message: "a configuration backup stops nothing" });
 });
 export type ResourceBackupPayload = z.infer<typeof ResourceBackupPayload>;
 /** As db.backup's: the stored file and what retention removed. */
@@ -120,6 +130,8 @@ export type ResourceBackupResult = z.infer<typeof ResourceBackupResult>;
 export const VolumeManifest = z.object({
   format: z.literal("capstan-volume-backup/1"),
   resource: z.object({ kind: z.string(), uuid: z.string() }),
+  /** (w8/rbconfig) absent in volume archives written before configuration backups */
+  backup_type: ResourceJobBackupType.optional(),
   volumes: z.array(z.object({ name: z.string(), mount_path: z.string() })),
   files: z.array(z.object({ path: z.string(), size: z.number().int().min(0), sha256: z.string().regex(/^[0-9a-f]{64}$/) })),
 });
@@ -142,6 +154,15 @@ export const ResourceRestorePayload = z.object({
   from: BackupLocation,
   /** the file is OpenPGP-encrypted with this passphrase */
   passphrase: z.string().min(1).max(1024).nullable(),
+  // ---- configuration and full restores (issue 19, w8/rbconfig) ----
+  /**
+   * the backup's type: volume restores volumes; configuration reads and checks the archive's
+   * configuration document and hands it back (the control plane applies it; nothing is stopped);
+   * full does both, the document checked before anything is stopped
+   */
+  backup_type: ResourceJobBackupType.default("volume"),
+  /** read by the control plane's outcome, not by the agent: what the restore's caller may change (bind mounts the document adds) */
+  apply: z.object({ may_add_bind_mounts: z.boolean() }).nullable().default(null),
 });
 export type ResourceRestorePayload = z.infer<typeof ResourceRestorePayload>;
 export const ResourceRestoreResult = z.object({
@@ -149,5 +170,7 @@ export const ResourceRestoreResult = z.object({
   files: z.number().int().min(0),
   bytes: z.number().int().min(0),
   volumes: z.array(z.string()),
+  /** (w8/rbconfig) configuration and full: the archive's configuration document, checked against its manifest */
+  configuration: z.string().max(CONFIGURATION_MAX_BYTES).nullable().default(null),
 });
 export type ResourceRestoreResult = z.infer<typeof ResourceRestoreResult>;

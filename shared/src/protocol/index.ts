@@ -7,6 +7,7 @@ export * from "./labels.js";
 export * from "./names.js";
 export * from "./databases.js";
 export * from "./backups.js";
+export * from "./configuration.js";
 export * from "./networks.js";
 export * from "./routing.js";
 // registries (issue 18)

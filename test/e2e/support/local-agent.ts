@@ -7,7 +7,7 @@ import { repo } from "./kit.js";
  * control plane at `url`. Everything it creates carries `labels` (CAPSTAN_AGENT_LABELS), so
  * cleanup by label finds it. Its stderr tail is printed when it exits with an error.
  */
-export function spawnLocalAgent(opts: { url: string; token: string; stateDir: string; labels?: string }): ChildProcess {
+export function spawnLocalAgent(opts: { url: string; token: string; stateDir: string; labels?: string; env?: Record<string, string> }): ChildProcess {
   const child = spawn(process.execPath, [join(repo, "agent/bin/capstan-agent.js")], {
     env: {
       PATH: process.env.PATH,
@@ -16,6 +16,8 @@ export function spawnLocalAgent(opts: { url: string; token: string; stateDir: st
       CAPSTAN_AGENT_STATE_DIR: opts.stateDir,
       CAPSTAN_AGENT_LABELS: opts.labels ?? "capstan.test=1",
       CAPSTAN_AGENT_LOG_LEVEL: "warn",
+      // (w8/rbconfig) e.g. CAPSTAN_AGENT_HELPER_IMAGE for resource restores
+      ...opts.env,
     },
     stdio: ["ignore", "ignore", "pipe"],
   });

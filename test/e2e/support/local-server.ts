@@ -111,7 +111,7 @@ export interface LocalStack {
   close(): Promise<void>;
 }
 
-export async function startLocalStack(o: { name: string; deployTimeoutS: number; env?: Record<string, string>; agentLabels?: string }): Promise<LocalStack> {
+export async function startLocalStack(o: { name: string; deployTimeoutS: number; env?: Record<string, string>; agentLabels?: string; agentEnv?: Record<string, string> }): Promise<LocalStack> {
   const proxyName = `capstan-proxy-e2e-${o.name}`;
   const keys = new KeyFactory();
   const proxyPort = await freePort();
@@ -133,7 +133,7 @@ export async function startLocalStack(o: { name: string; deployTimeoutS: number;
     const team = await t.newTeam();
     const local = await registerLocalServer(team, keys, `capstan-e2e-${o.name}-`);
     stateDir = local.stateDir;
-    agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir, ...(o.agentLabels ? { labels: o.agentLabels } : {}) });
+    agent = spawnLocalAgent({ url: `http://127.0.0.1:${port}`, token: local.agentToken, stateDir, ...(o.agentLabels ? { labels: o.agentLabels } : {}), ...(o.agentEnv ? { env: o.agentEnv } : {}) });
     await until("the agent to connect", async () => (await team.api.get(`/servers/${local.server.uuid}`)).body.status === "reachable", 60_000);
     const project = (await team.api.post("/projects", { name: `e2e-${o.name}` })).body.uuid as string;
     return { t, team, server: local.server, project, proxyPort, httpsPort, stateDir, close };

@@ -86,6 +86,8 @@ export async function startVolumeAppKit(): Promise<VolumeAppKit> {
         s3: opts.s3 === null ? null : { target: opts.s3 ?? target, prefix: `capstan/${uuid}/`, keep_remote: null },
         passphrase,
         stop_during_backup: false,
+        backup_type: "volume",
+        configuration: null,
       };
     },
     async stop() {

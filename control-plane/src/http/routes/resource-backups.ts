@@ -41,7 +41,7 @@ export const resourceBackupRoutes = [
     tag: TAG,
     summary: "Create a resource backup",
     description:
-      "This version backs up the persistent storages of applications (resource_type application, backup_type volume); the spec's other types answer 422. Needs full access to the application's environment. resource_id: the application's integer id (404 when it is not one of the team's). s3_storage_id: an S3 storage of the team (404 when it is not one); backups to a storage with an encryption passphrase are OpenPGP-encrypted. keep_locally false needs an S3 storage.",
+      "This version backs up applications (resource_type application): their persistent storages (backup_type volume), their configuration document (configuration: settings, environment variables with their values sealed with the instance key, storages) or both in one archive (full); platform_instance backs up the whole instance; the other resource types answer 422. stop_during_backup is refused (422) for configuration backups. Needs full access to the application's environment. resource_id: the application's integer id (404 when it is not one of the team's). s3_storage_id: an S3 storage of the team (404 when it is not one); backups to a storage with an encryption passphrase are OpenPGP-encrypted. keep_locally false needs an S3 storage.",
     body: CreateResourceBackupBody,
     responses: { 201: { description: "Created", schema: ResourceBackupMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, body }) {
@@ -106,9 +106,9 @@ export const resourceBackupRoutes = [
     method: "post",
     path: `${ONE}/executions/{execution_id}/restore`,
     tag: TAG,
-    summary: "Restore a volume backup into its application (extension)",
+    summary: "Restore a volume, configuration or full backup into its application (extension)",
     description:
-      "Replaces the application's volume contents with the backup's: the agent streams the archive back (from the server or S3), decrypts it, and checks every file against the archive's manifest in a staging area before it stops the application's containers, swaps the volumes' contents and starts them again. Needs full access. Asynchronous (202): follow restore_status and restore_reason on the execution in GET /resource-backups/{id}. 409 while a deployment, a backup or a restore of the application runs, when the execution did not succeed, when its file is gone, or when the server's agent is not connected. passphrase: only for backups encrypted with an earlier passphrase of the storage. target_uuid (a restore into another resource) is not supported yet: 422.",
+      "Replaces the application's volume contents with the backup's: the agent streams the archive back (from the server or S3), decrypts it, and checks every file against the archive's manifest in a staging area before it stops the application's containers, swaps the volumes' contents and starts them again. A configuration backup resets the application's settings, environment variables and storages to its configuration document (nothing is stopped; redeploy to run with them); a full backup does both. Needs full access. Asynchronous (202): follow restore_status and restore_reason on the execution in GET /resource-backups/{id}. 409 while a deployment, a backup or a restore of the application runs, when the execution did not succeed, when its file is gone, or when the server's agent is not connected. passphrase: only for backups encrypted with an earlier passphrase of the storage. target_uuid (a restore into another resource) is not supported yet: 422.",
     params: ResourceBackupExecutionParams,
     body: RestoreResourceBackupBody,
     responses: {

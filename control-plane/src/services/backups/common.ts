@@ -80,6 +80,8 @@ export interface BackupServiceDeps {
   log?: Pick<Logger, "error" | "warn">;
   /** platform_instance backups (issue 19, platform/index.ts); absent: refused. */
   platform?: PlatformBackupDeps;
+  /** (w8/rbconfig) told when a configuration restore changed an application's domains (DNS, as ApplicationService does) */
+  hostsChanged?: (teamId: number, fqdns: (string | null)[]) => Promise<void>;
 }
 
 export class PayloadError extends Error {}

@@ -10,6 +10,9 @@ import { ResourceBackups } from "./resources.js";
 import { PlatformBackups } from "./platform/index.js";
 // ---- resource restores (issue 19, w7/restore) ----
 import { ResourceRestores } from "./resource-restore.js";
+// ---- configuration and full backups (issue 19, w8/rbconfig) ----
+import { ConfigurationRestores } from "./configuration.js";
+import { ResourceRestoreResult } from "@capstan/shared";
 
 export { volumeBackupFilename, RECENT_EXECUTIONS, type ResourceBackupView } from "./resources.js";
 export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
@@ -33,6 +36,8 @@ export class BackupService {
   private readonly platform: PlatformBackups;
   /** Restores of resource backups (POST /resource-backups/{id}/executions/{execution_id}/restore). */
   readonly resourceRestores: ResourceRestores;
+  /** (w8/rbconfig) the configuration document a configuration or full restore hands back, applied by its outcome. */
+  private readonly configurationRestores: ConfigurationRestores;
 
   constructor(deps: BackupServiceDeps) {
     this.lookups = new BackupLookups(deps);
@@ -44,6 +49,13 @@ export class BackupService {
     this.platform = platform;
     this.resources = new ResourceBackups(this.lookups, this.executions, platform);
     this.resourceRestores = new ResourceRestores(this.lookups);
+    this.configurationRestores = new ConfigurationRestores(this.lookups, deps.hostsChanged ?? (async () => undefined));
+  }
+
+  /** Outcome of resource.restore: a configuration document it hands back is applied (configuration.ts), else the restore fields as db.restore's. */
+  async applyResourceRestoreEnd(job: Parameters<ConfigurationRestores["restoreEnded"]>[0]): Promise<void> {
+    if (await this.configurationRestores.restoreEnded(job)) return;
+    await this.outcomes.applyRestoreEnd(job, ResourceRestoreResult);
   }
 
   /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */

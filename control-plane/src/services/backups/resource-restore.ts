@@ -1,10 +1,11 @@
-import type { RestoreResourceBackupBody, ResourceRestorePayload } from "@capstan/shared";
+import { ResourceJobBackupType, hasConfiguration, hasVolumes, type RestoreResourceBackupBody, type ResourceRestorePayload } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
 import { lockInTransaction } from "../../db/locks.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { Conflict, Invalid, NotFound } from "../../domain/errors.js";
 import { ServerService } from "../servers.js";
 import { BackupLookups, OPEN, isOpen } from "./common.js";
+import { mayAddBindMounts } from "./configuration.js";
 
 // ---- resource restores (issue 19, w7/restore) ----
 
@@ -41,7 +42,7 @@ export class ResourceRestores {
     if (body.target_uuid !== undefined) {
       throw new Invalid({ target_uuid: ["Restoring into another resource is not supported yet: a restore goes into the backup's own application (omit target_uuid)."] });
     }
-    const schedule = await this.db.backupSchedule.findFirst({ where: { id: backupId, teamId: scope.teamId, backupType: { not: null } }, select: { id: true, applicationId: true } });
+    const schedule = await this.db.backupSchedule.findFirst({ where: { id: backupId, teamId: scope.teamId, backupType: { not: null } }, select: { id: true, applicationId: true, backupType: true } });
     const found = schedule?.applicationId != null ? await this.db.application.findUnique({ where: { id: schedule.applicationId }, select: { uuid: true } }) : null;
     if (!schedule || !found) throw new NotFound("Resource backup");
     try {
@@ -66,7 +67,9 @@ export class ResourceRestores {
     const clash = await applicationRunClash(this.db, app.id);
     if (clash) throw new Conflict(`Cannot restore now: ${clash}.`);
     if (!ServerService.agentConnected(app.server)) throw new Conflict(`Cannot restore now: the server ${app.server.name} is not reachable (its agent is not connected).`);
-    if (!app.volumes.length) throw new Conflict(`Cannot restore now: the application ${app.name} has no persistent storages.`);
+    // (w8/rbconfig) configuration and full restores: the backup's type decides what the job brings back.
+    const backupType = ResourceJobBackupType.parse(schedule.backupType);
+    if (hasVolumes(backupType) && !app.volumes.length) throw new Conflict(`Cannot restore now: the application ${app.name} has no persistent storages.`);
 
     let passphrase: string | null = null;
     if (execution.isEncrypted) {
@@ -80,6 +83,8 @@ export class ResourceRestores {
       execution_uuid: execution.uuid,
       from: location,
       passphrase,
+      backup_type: backupType,
+      apply: hasConfiguration(backupType) ? { may_add_bind_mounts: await mayAddBindMounts(this.db, scope) } : null,
     };
     const claimed = await this.db.$transaction(async (tx) => {
       await lockInTransaction(tx, this.lookups.deps.dialect, "applicationRuns", app.id);

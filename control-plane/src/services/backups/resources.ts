@@ -2,6 +2,8 @@ import {
   RESOURCE_CLASS,
   SUPPORTED_RESOURCE_BACKUP,
   resourceKindOf,
+  ResourceJobBackupType,
+  hasVolumes,
   type CreateResourceBackupBody,
   type ResourceBackupPayload,
   type ResourceBackupQuery,
@@ -13,14 +15,15 @@ import { newUuid } from "../../lib/ids.js";
 import { BackupLookups, OPEN, PayloadError, backupKeyPrefix, cronErrors, type ExecutionRow, type ScheduleRow } from "./common.js";
 import type { BackupExecutions, PreparedRun, RunTarget } from "./executions.js";
 import { PlatformBackups } from "./platform/index.js";
+import { configurationDocument } from "./configuration.js";
 
 /** Executions shown in a resource backup's detail (newest first). */
 export const RECENT_EXECUTIONS = 20;
 
-/** `volume-<UTC yyyymmddThhmmssZ>-<first 8 of the execution uuid>.tar.gz[.gpg]` (agent retention knows the prefix). */
-export function volumeBackupFilename(at: Date, executionUuid: string, encrypted: boolean): string {
+/** `<volume|configuration|full>-<UTC yyyymmddThhmmssZ>-<first 8 of the execution uuid>.tar.gz[.gpg]` (agent retention knows the prefixes). */
+export function volumeBackupFilename(at: Date, executionUuid: string, encrypted: boolean, type: ResourceJobBackupType = "volume"): string {
   const stamp = at.toISOString().replace(/[-:]/g, "").replace(/\.\d{3}Z$/, "Z");
-  return `volume-${stamp}-${executionUuid.slice(0, 8)}.tar.gz${encrypted ? ".gpg" : ""}`;
+  return `${type}-${stamp}-${executionUuid.slice(0, 8)}.tar.gz${encrypted ? ".gpg" : ""}`;
 }
 
 /** A resource backup as the API shows it: its row, its resource, its next tick here and (detail) its newest executions. */
@@ -38,7 +41,8 @@ type AppOfSchedule = { id: number; uuid: string; name: string; serverId: number;
  * Resource backups (spec 4.10, issue 19): schedules of the one BackupSchedule table with a
  * backupType (and here an application), so that runs, the cron scheduler with its one claim per
  * tick, job outcomes, retention and the repair sweep are the database backups' own. This
- * version backs up applications' volumes; the spec's other types answer 422.
+ * version backs up applications' volumes, their configuration document (configuration.ts) or
+ * both; the spec's other resource types answer 422.
  */
 export class ResourceBackups {
   constructor(
@@ -123,6 +127,7 @@ export class ResourceBackups {
     if ((input.backup_type === "platform_instance") !== (input.resource_type === "platform_instance")) errors.backup_type = ["platform_instance is both the resource_type and the backup_type of a platform backup."];
     if (input.resource_type === "platform_instance" && input.resource_id !== undefined) errors.resource_id = ["A platform backup has no resource_id."];
     if (input.resource_type === "platform_instance" && input.stop_during_backup) errors.stop_during_backup = ["A platform backup stops nothing."];
+    if (input.backup_type === "configuration" && input.stop_during_backup) errors.stop_during_backup = ["A configuration backup stops nothing: it archives no volume."];
     if (Object.keys(errors).length) throw new Invalid(errors);
     if (input.backup_type === "platform_instance") {
       await this.platform.requireInstanceAdmin(scope);
@@ -160,6 +165,7 @@ export class ResourceBackups {
   async update(scope: TeamScope, id: number, input: UpdateResourceBackupBody): Promise<ResourceBackupView> {
     const { row: current } = await this.find(scope, id, "manage");
     if (PlatformBackups.is(current) && input.stop_during_backup) throw new Invalid({ stop_during_backup: ["A platform backup stops nothing."] });
+    if (current.backupType === "configuration" && input.stop_during_backup) throw new Invalid({ stop_during_backup: ["A configuration backup stops nothing: it archives no volume."] });
     const next = {
       frequency: input.frequency ?? current.frequency,
       s3StorageId: input.s3_storage_id === undefined ? current.s3StorageId : input.s3_storage_id,
@@ -232,8 +238,12 @@ export class ResourceBackups {
   }
 
   private async prepare(schedule: ScheduleRow, app: AppOfSchedule, executionUuid: string, at: Date): Promise<PreparedRun> {
-    const volumes = await this.db.volume.findMany({ where: { applicationId: app.id }, orderBy: { id: "asc" }, select: { name: true, mountPath: true } });
-    if (!volumes.length) throw new PayloadError(`the application ${app.name} has no persistent storages to back up`);
+    // (w8/rbconfig) configuration: the document only; full: the volumes and the document in one archive.
+    const type = ResourceJobBackupType.safeParse(schedule.backupType);
+    if (!type.success) throw new PayloadError(`the backup type ${schedule.backupType} does not run on an agent`);
+    const volumes = hasVolumes(type.data) ? await this.db.volume.findMany({ where: { applicationId: app.id }, orderBy: { id: "asc" }, select: { name: true, mountPath: true } }) : [];
+    if (hasVolumes(type.data) && !volumes.length) throw new PayloadError(`the application ${app.name} has no persistent storages to back up`);
+    const configuration = type.data === "volume" ? null : await configurationDocument(this.db, app.id, at);
     let s3: ResourceBackupPayload["s3"] = null;
     let passphrase: string | null = null;
     if (schedule.s3StorageId !== null) {
@@ -247,12 +257,14 @@ export class ResourceBackups {
       volumes: volumes.map((v) => ({ name: v.name, mount_path: v.mountPath })),
       schedule_uuid: schedule.uuid,
       execution_uuid: executionUuid,
-      filename: volumeBackupFilename(at, executionUuid, passphrase !== null),
+      filename: volumeBackupFilename(at, executionUuid, passphrase !== null, type.data),
       // keep_locally false: the file goes once it is uploaded (the check above makes sure there is a storage).
       keep_locally: schedule.keepLocally ? schedule.numberOfBackupsLocally : 0,
       s3,
       passphrase,
-      stop_during_backup: schedule.stopDuringBackup,
+      stop_during_backup: hasVolumes(type.data) && schedule.stopDuringBackup,
+      backup_type: type.data,
+      configuration,
     };
     return {
       filename: payload.filename,

@@ -1,0 +1,96 @@
+import { z } from "zod";
+
+// ---- configuration and full resource backups (issue 19, w8/rbconfig) ----
+
+/** The file name of the configuration document inside a configuration or full backup's tar. */
+export const CONFIGURATION_FILE = "configuration.json";
+/** The document's format tag; a reader refuses formats it does not know. */
+export const APPLICATION_CONFIGURATION_FORMAT = "capstan-application-configuration/1";
+/**
+ * The largest configuration document (UTF-8 JSON bytes): it travels inside a job payload and a
+ * job result (the agents' socket takes 4 MiB messages), so a larger one fails the backup with
+ * the reason rather than a lost message.
+ */
+export const CONFIGURATION_MAX_BYTES = 3 * 1024 * 1024;
+
+/** A sealed secret as the control plane stores it at rest (SecretBox: "v1:<iv>:<tag>:<ciphertext>"). */
+const Sealed = z
+  .string()
+  .max(200_000)
+  .regex(/^v1:[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]*$/, "a sealed value (v1:...)");
+const Uuid = z.string().regex(/^[a-z0-9-]{1,64}$/);
+
+/**
+ * Everything needed to recreate an application (backup_type configuration, and the
+ * configuration half of full): its settings under the names the API shows them, its
+ * environment variables with their values sealed with the instance key (never plain), and its
+ * persistent storages. The control plane writes it (services/backups/configuration.ts), the agent
+ * carries it into the archive as `configuration.json` (listed in the manifest with its sha256)
+ * and back out on restore, checked against this schema before anything is stopped.
+ */
+export const ApplicationConfiguration = z.object({
+  format: z.literal(APPLICATION_CONFIGURATION_FORMAT),
+  kind: z.literal("application"),
+  /** when the document was taken (ISO 8601 UTC) */
+  taken_at: z.string().max(64),
+  application: z.object({
+    uuid: Uuid,
+    name: z.string().min(1).max(255),
+    description: z.string().max(2000),
+    source: z.string().max(64),
+    build_pack: z.string().max(64),
+    git_repository: z.string().max(4096).nullable(),
+    git_branch: z.string().max(255).nullable(),
+    base_directory: z.string().max(1024),
+    git_app_uuid: Uuid.nullable(),
+    private_key_uuid: Uuid.nullable(),
+    dockerfile: z.string().max(1_048_576).nullable(),
+    docker_registry_image_name: z.string().max(1024).nullable(),
+    docker_compose_raw: z.string().max(1_048_576).nullable(),
+    ports_exposes: z.string().max(1024),
+    fqdn: z.string().max(16_384).nullable(),
+    health_check_enabled: z.boolean(),
+    health_check_path: z.string().max(1024),
+    health_check_port: z.number().int().min(1).max(65535).nullable(),
+    health_check_interval: z.number().int().min(0).max(100_000),
+    health_check_timeout: z.number().int().min(0).max(100_000),
+    health_check_retries: z.number().int().min(0).max(100_000),
+    health_check_start_period: z.number().int().min(0).max(100_000),
+    limits_memory: z.string().max(64).nullable(),
+    limits_cpus: z.string().max(64).nullable(),
+  }),
+  envs: z
+    .array(
+      z.object({
+        uuid: Uuid,
+        key: z.string().min(1).max(1024),
+        /** the value sealed with the instance key, as stored at rest */
+        value_sealed: Sealed,
+        is_build_time: z.boolean(),
+        is_preview: z.boolean(),
+        is_generated: z.boolean(),
+      }),
+    )
+    .max(500),
+  storages: z
+    .array(
+      z.object({
+        uuid: Uuid,
+        name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/),
+        mount_path: z.string().min(1).max(1024),
+        /** set: a bind mount of this server directory; null: a named Docker volume */
+        host_path: z.string().max(4096).nullable(),
+      }),
+    )
+    .max(64),
+});
+export type ApplicationConfiguration = z.infer<typeof ApplicationConfiguration>;
+
+/** The backup types a resource.backup or resource.restore job runs (platform_instance never reaches an agent). */
+export const RESOURCE_JOB_BACKUP_TYPES = ["volume", "configuration", "full"] as const;
+export const ResourceJobBackupType = z.enum(RESOURCE_JOB_BACKUP_TYPES);
+export type ResourceJobBackupType = z.infer<typeof ResourceJobBackupType>;
+
+/** Whether a backup type archives the resource's volumes, and whether it carries the configuration document. */
+export const hasVolumes = (t: ResourceJobBackupType): boolean => t !== "configuration";
+export const hasConfiguration = (t: ResourceJobBackupType): boolean => t !== "volume";
