@@ -144,8 +144,8 @@ export const serviceRoutes = [
     body: UpdateServiceBody,
     responses: { 200: { description: "Updated", schema: ServiceMutation }, ...SERVICE_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
-      await services.services.update(scope, params.uuid, body);
-      return { body: { message: `Service updated. ${NEXT_START}`, data: serviceDetailDto(await services.services.detail(scope, params.uuid), (v) => services.services.open(v)) } };
+      const { notes } = await services.services.update(scope, params.uuid, body);
+      return { body: { message: [`Service updated. ${NEXT_START}`, ...notes].join(" "), data: serviceDetailDto(await services.services.detail(scope, params.uuid), (v) => services.services.open(v)) } };
     },
   }),
   route({

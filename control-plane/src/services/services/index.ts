@@ -291,7 +291,7 @@ export class ServiceService {
     // w6/dnsres: records follow the hostnames the components were given.
     if (domains.assigned.length) await this.runtime.hostsChanged?.(scope.teamId, domains.assigned.map((d) => d.fqdn));
     const result = { uuid, name, type: resolved.type, domains: domains.assigned.map((d) => d.fqdn) };
-    const notes = domains.skipped.map((s) => `${s.name} got no generated domain (${s.reason}); give it one with PATCH /service-applications/{uuid}.`);
+    const notes = skippedNotes(domains);
     // instant_deploy: the first start is queued (a durable job: it runs when the server's agent
     // is there). A rule refusing it is reported in the answer: the service was created.
     if (input.instant_deploy) {
@@ -381,14 +381,14 @@ export class ServiceService {
    * application's; values it needs that the service lacks are generated and stored, values it
    * has stay byte-identical. Takes effect on the next start or restart.
    */
-  async update(scope: TeamScope, uuid: string, input: UpdateServiceBody): Promise<void> {
+  async update(scope: TeamScope, uuid: string, input: UpdateServiceBody): Promise<{ notes: string[] }> {
     const ref = await scope.service(uuid, "manage");
     const data: Prisma.ServiceUncheckedUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
     if (input.description !== undefined) data.description = input.description;
     if (input.docker_compose_raw === undefined) {
       await this.db.service.update({ where: { id: ref.id }, data });
-      return;
+      return { notes: [] };
     }
     const template = this.composeTemplate(input.docker_compose_raw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
     const rows = await this.db.envVar.findMany({ where: { serviceId: ref.id, isPreview: false } });
@@ -419,6 +419,7 @@ export class ServiceService {
     });
     // w6/dnsres: a component removed, or no longer an application, loses its hostname; an added one gains its own.
     await this.runtime.hostsChanged?.(ref.teamId, [...fqdnsBefore, ...domains.assigned.map((d) => d.fqdn)]);
+    return { notes: skippedNotes(domains) };
   }
 
   /** Bind sources of the stored compose file (one that no longer parses binds nothing that counts as approved). */
@@ -778,6 +779,11 @@ export class ServiceService {
 interface GeneratedDomains {
   assigned: { name: string; fqdn: string }[];
   skipped: { name: string; reason: string }[];
+}
+
+/** What the answer says about components left without a generated domain. */
+function skippedNotes(domains: GeneratedDomains): string[] {
+  return domains.skipped.map((s) => `${s.name} got no generated domain (${s.reason.replace(/\.$/, "")}); give it one with PATCH /service-applications/{uuid}.`);
 }
 
 /** A service application after PATCH /service-applications/{uuid} (http/mappers/services.ts). */
