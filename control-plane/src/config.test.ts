@@ -108,3 +108,23 @@ describe("PLATFORM_TEMPLATE_IMAGE_OVERRIDES (docs/templates.md)", () => {
     expect(refusal({ PLATFORM_TEMPLATE_IMAGE_OVERRIDES: value })).toMatch(/PLATFORM_TEMPLATE_IMAGE_OVERRIDES: must be a JSON object/);
   });
 });
+
+describe("PLATFORM_SERVICE_WILDCARD_DOMAIN (docs/services.md, generated domains)", () => {
+  it("is unset by default", () => {
+    expect(load({}).serviceWildcardDomain).toBeNull();
+    expect(load({ PLATFORM_SERVICE_WILDCARD_DOMAIN: " " }).serviceWildcardDomain).toBeNull();
+  });
+
+  it.each([
+    ["apps.example.com", { host: "apps.example.com", https: true }],
+    ["https://Apps.Example.com/", { host: "apps.example.com", https: true }],
+    ["http://apps.example.com", { host: "apps.example.com", https: false }],
+    ["*.apps.example.com", { host: "apps.example.com", https: true }],
+  ])("reads %s", (value, want) => {
+    expect(load({ PLATFORM_SERVICE_WILDCARD_DOMAIN: value }).serviceWildcardDomain).toEqual(want);
+  });
+
+  it.each(["example", "apps.example.com:8443", "https://apps.example.com/path", "203.0.113.7", "ftp://apps.example.com", "-bad.example.com", "a b.example.com"])("refuses %s at start-up", (value) => {
+    expect(refusal({ PLATFORM_SERVICE_WILDCARD_DOMAIN: value })).toMatch(/PLATFORM_SERVICE_WILDCARD_DOMAIN: must be a domain name/);
+  });
+});

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { isIP } from "node:net";
 import { resolve } from "node:path";
 import { type BaseImages, FEATURES, type Feature, ImageOverrides, ImageRef, isImageRef, parseFeatureList } from "@capstan/shared";
 
@@ -102,7 +103,40 @@ const EnvSchema = z.object({
     }),
   // DNS (issue 21): Cloudflare's API base; tests and egress proxies point it elsewhere (docs/dns.md).
   PLATFORM_CLOUDFLARE_API_URL: z.url({ protocol: /^https?$/ }).default("https://api.cloudflare.com/client/v4"),
+  // Generated domains of service applications (docs/services.md "Generated domains").
+  PLATFORM_SERVICE_WILDCARD_DOMAIN: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v.trim() === "") return null;
+      const r = parseWildcardDomain(v);
+      if ("host" in r) return r;
+      ctx.addIssue({ code: "custom", message: r.error });
+      return z.NEVER;
+    }),
 });
+
+/** The instance-wide wildcard domain of generated service domains (PLATFORM_SERVICE_WILDCARD_DOMAIN): its host and scheme. */
+export interface WildcardDomain {
+  host: string;
+  https: boolean;
+}
+
+/**
+ * PLATFORM_SERVICE_WILDCARD_DOMAIN as written: `apps.example.com` (https), `https://apps.example.com`,
+ * `http://apps.example.com`, or with a leading `*.`. A message for anything else.
+ */
+export function parseWildcardDomain(value: string): WildcardDomain | { error: string } {
+  const m = /^(?:(https?):\/\/)?(?:\*\.)?([^/:]+?)\.?\/?$/i.exec(value.trim());
+  const host = m?.[2]?.toLowerCase() ?? "";
+  const label = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+  const labels = host.split(".");
+  if (!m || host.length > 200 || labels.length < 2 || !labels.every((l) => label.test(l)) || isIP(host)) {
+    return { error: "must be a domain name such as apps.example.com (optionally with http:// or https://, no port or path) whose *.<domain> record points at your servers" };
+  }
+  return { host, https: (m[1] ?? "https").toLowerCase() === "https" };
+}
+
 
 /**
  * A registry location images can be pushed under: `host[:port][/path]`, where the host names
@@ -154,6 +188,8 @@ export interface Config {
   templateImageOverrides: ImageOverrides;
   /** DNS (issue 21): base URL of Cloudflare's v4 API (PLATFORM_CLOUDFLARE_API_URL). */
   cloudflareApiUrl: string;
+  /** Base of service applications' generated domains before sslip.io (PLATFORM_SERVICE_WILDCARD_DOMAIN); null: unset. */
+  serviceWildcardDomain: WildcardDomain | null;
 }
 
 /** Network management as the instance runs it: the settings after start-up validation (docs/networks.md). */
@@ -232,6 +268,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     defaultTeamFeatures: e.PLATFORM_DEFAULT_TEAM_FEATURES,
     templateImageOverrides: e.PLATFORM_TEMPLATE_IMAGE_OVERRIDES,
     cloudflareApiUrl: e.PLATFORM_CLOUDFLARE_API_URL.replace(/\/+$/, ""),
+    serviceWildcardDomain: e.PLATFORM_SERVICE_WILDCARD_DOMAIN,
     builderImages: {
       node: e.PLATFORM_BUILDER_IMAGE_NODE,
       python: e.PLATFORM_BUILDER_IMAGE_PYTHON,

@@ -48,6 +48,9 @@ async function createService(w: AppWorld, name: string, extra: Record<string, un
   return { uuid: created.uuid, web: byName(d.applications, "web"), admin: byName(d.applications, "admin"), cache: byName(d.databases, "cache") };
 }
 
+/** The domain a component gets at creation (docs/services.md "Generated domains"): appWorld's server is at 10.0.0.5. */
+const generatedFor = (svc: { uuid: string }, name: string) => `http://${name}-${svc.uuid.slice(0, 8)}.10.0.0.5.sslip.io`;
+
 const fqdnOf = async (w: AppWorld, svc: string, name: string) =>
   ((await ok(w.api.get(`/services/${svc}`), "detail")).applications as { name: string; fqdn: string | null }[]).find((c) => c.name === name)!.fqdn;
 
@@ -83,7 +86,8 @@ describe("PATCH /service-applications/{uuid}", () => {
     expect((await w.api.patch(`/service-applications/${svc.web}`, {})).status).toBe(422);
     expect((await w.api.patch(`/service-applications/${svc.web}`, { fqdn: "a.example.org", name: "x" })).status).toBe(422);
     expect((await w.api.patch(`/service-applications/${svc.cache}`, { fqdn: "db.example.org" })).status).toBe(404);
-    expect(await fqdnOf(w, svc.uuid, "web")).toBeNull();
+    // Nothing changed: the web component keeps the domain generated at creation.
+    expect(await fqdnOf(w, svc.uuid, "web")).toBe(generatedFor(svc, "web"));
   });
 });
 
@@ -115,7 +119,7 @@ describe("one host rule for applications and service applications", () => {
     const named = await w.api.patch(`/service-applications/${svc.web}`, { fqdn: "https://shop.example.com/x" });
     expect(named.status).toBe(409);
     expect(named.body.message).toMatch(/application shop-app of project shop/);
-    expect(await fqdnOf(w, svc.uuid, "web")).toBeNull();
+    expect(await fqdnOf(w, svc.uuid, "web")).toBe(generatedFor(svc, "web"));
   });
 
   it("a host a service application uses cannot be taken by another project's application, on create or PATCH", async () => {
@@ -145,6 +149,79 @@ describe("one host rule for applications and service applications", () => {
     expect(app.body.message).toMatch(/already served by service application admin of service paths/);
     // Its own domains again: no clash with itself.
     expect((await w.api.patch(`/service-applications/${svc.admin}`, { fqdn: "https://one.example.com/admin" })).status).toBe(200);
+  });
+});
+
+describe("generated domains (docs/services.md)", () => {
+  let w: AppWorld;
+  beforeAll(async () => {
+    w = await appWorld(t, keys);
+  });
+
+  it("each routable application gets <component>-<short id>.<server ip>.sslip.io over http at creation; the answer, the detail and the host rows agree; others get none", async () => {
+    const res = await w.api.post("/services", { ...placement(w), docker_compose_raw: COMPOSE, name: "gen" });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(Object.keys(res.body).sort()).toEqual(["domains", "name", "type", "uuid"]);
+    const web = generatedFor(res.body, "web");
+    expect(web).toMatch(/^http:\/\/web-[0-9a-f]{8}\.10\.0\.0\.5\.sslip\.io$/);
+    expect(res.body.domains).toEqual([web]);
+    const d = await ok(w.api.get(`/services/${res.body.uuid}`), "detail");
+    // admin is exposed but no SERVICE_FQDN_/SERVICE_URL_ names it: not routable, no domain; the database never has one.
+    expect((d.applications as { name: string; fqdn: string | null }[]).map((c) => [c.name, c.fqdn])).toEqual([
+      ["web", web],
+      ["admin", null],
+    ]);
+    expect(d.databases[0]).not.toHaveProperty("fqdn");
+    const hosts = await prisma().serviceComponentHost.findMany({ where: { component: { service: { uuid: res.body.uuid } } } });
+    expect(hosts.map((h) => h.host)).toEqual([web.slice("http://".length)]);
+  });
+
+  it("are stored once: a compose PATCH keeps them (a cleared one stays cleared) and gives an added routable application its own", async () => {
+    const svc = await createService(w, "kept");
+    expect((await w.api.patch(`/service-applications/${svc.web}`, { fqdn: "" })).status).toBe(200);
+    const withApi = `${COMPOSE.replace("  cache:", "  api:\n    image: nginx:1.27\n    environment:\n      - SERVICE_URL_API_3000\n  cache:")}`;
+    const res = await w.api.patch(`/services/${svc.uuid}`, { docker_compose_raw: withApi });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.message).not.toMatch(/generated domain/);
+    expect(await fqdnOf(w, svc.uuid, "web")).toBeNull();
+    expect(await fqdnOf(w, svc.uuid, "api")).toBe(generatedFor(svc, "api"));
+    // Another PATCH changes nothing about either.
+    expect((await w.api.patch(`/services/${svc.uuid}`, { docker_compose_raw: `${withApi}\n` })).status).toBe(200);
+    expect([await fqdnOf(w, svc.uuid, "web"), await fqdnOf(w, svc.uuid, "api")]).toEqual([null, generatedFor(svc, "api")]);
+  });
+
+  it("never take a host another resource holds: the component stays without one and the answer says why", async () => {
+    const svc = await createService(w, "clash");
+    const other = await ok(w.api.post("/projects", { name: "elsewhere" }), "project");
+    const taken = generatedFor(svc, "api");
+    await createImageApp(w, { name: "squatter", project_uuid: other.uuid, fqdn: taken });
+    const withApi = `${COMPOSE.replace("  cache:", "  api:\n    image: nginx:1.27\n    environment:\n      - SERVICE_URL_API_3000\n  cache:")}`;
+    const res = await w.api.patch(`/services/${svc.uuid}`, { docker_compose_raw: withApi });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.message).toMatch(/api got no generated domain \(api-[0-9a-f]{8}\.10\.0\.0\.5\.sslip\.io is already served by application squatter on this server\); give it one with PATCH \/service-applications/);
+    expect(await fqdnOf(w, svc.uuid, "api")).toBeNull();
+    expect(await fqdnOf(w, svc.uuid, "web")).toBe(generatedFor(svc, "web"));
+  });
+
+  it("use a managed domain in wildcard or hybrid mode on the service's server (https), not a per_hostname one; a server added by a DNS name gets none", async () => {
+    const dw = await appWorld(t, keys);
+    await t.instance.admin.setTeamFeatures(dw.team.teamId, { enable: ["DNS_PROVIDER_MANAGEMENT", "DNS_MULTI_DOMAIN"] });
+    const provider = await ok(dw.api.post("/dns-providers", { name: "pdns", type: "powerdns", credentials: { api_url: "https://pdns.example.org", api_key: "k" } }), "provider");
+    const domain = (body: Record<string, unknown>) => ok(dw.api.post("/domains", { zone: "example.org", dns_provider_uuid: provider.data.uuid, ...body }), "domain");
+    await domain({ name: "each.example.org", routing_mode: "per_hostname" });
+    const perHost = await createService(dw, "per-host");
+    expect(await fqdnOf(dw, perHost.uuid, "web")).toBe(generatedFor(perHost, "web"));
+
+    await domain({ name: "apps.example.org", routing_mode: "wildcard", server_uuid: dw.server.uuid });
+    const managed = await createService(dw, "managed");
+    expect(await fqdnOf(dw, managed.uuid, "web")).toBe(`https://web-${managed.uuid.slice(0, 8)}.apps.example.org`);
+
+    const named = await ok(dw.api.post("/servers", { name: "by-name", ip: "srv1.example.net", private_key_uuid: dw.keyUuid }), "server");
+    const destination = (await ok(dw.api.get(`/servers/${named.uuid}`), "server")).destinations[0].uuid;
+    const res = await dw.api.post("/services", { ...placement(dw), server_uuid: named.uuid, destination_uuid: destination, docker_compose_raw: COMPOSE, name: "named" });
+    expect(res.status, JSON.stringify(res.body)).toBe(201);
+    expect(res.body.domains).toEqual([]);
+    expect(await fqdnOf(dw, res.body.uuid, "web")).toBeNull();
   });
 });
 

@@ -90,12 +90,14 @@ describe("services from template-source templates", () => {
     src = await source("Srcs", "srcs.git");
     const res = await create({ type: "stack" });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
-    expect(res.body).toEqual({ uuid: expect.any(String), name: "stack", type: "stack" });
+    // web is routable (SERVICE_URL_WEB_80): it gets a generated domain as a built-in template's would (appWorld's server is at 10.0.0.5).
+    const generated = `http://web-${String(res.body.uuid).slice(0, 8)}.10.0.0.5.sslip.io`;
+    expect(res.body).toEqual({ uuid: expect.any(String), name: "stack", type: "stack", domains: [generated] });
     serviceUuid = res.body.uuid;
     const d = await detail(serviceUuid);
     expect(d.template_source).toBe("srcs");
     expect(d.docker_compose_raw).toBe(STACK);
-    expect(d.applications.map((a) => a.name)).toEqual(["web"]);
+    expect(d.applications.map((a) => [a.name, a.fqdn])).toEqual([["web", generated]]);
     expect(d.databases.map((a) => a.name).sort()).toEqual(["cache", "db"]);
     expect(d.databases.find((c) => c.name === "db")!.image).toBe("postgres:16-alpine");
     const envs = Object.fromEntries(d.envs.map((e) => [e.key, e]));

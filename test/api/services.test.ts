@@ -41,11 +41,14 @@ const CUSTOM = `services:
 `;
 
 describe("POST /services", () => {
-  it("creates a service from a built-in template: 201 {uuid, name, type}, components classified by image, generated values stored sealed", async () => {
+  it("creates a service from a built-in template: 201 {uuid, name, type, domains}, components classified by image, generated values stored sealed", async () => {
     const res = await create({ type: "plausible" });
     expect(res.status, JSON.stringify(res.body)).toBe(201);
-    expect(Object.keys(res.body).sort()).toEqual(["name", "type", "uuid"]);
+    expect(Object.keys(res.body).sort()).toEqual(["domains", "name", "type", "uuid"]);
     expect(res.body).toMatchObject({ name: "plausible", type: "plausible" });
+    // The routable application's generated domain (docs/services.md): the server is at 10.0.0.5.
+    const generated = `http://plausible-${(res.body.uuid as string).slice(0, 8)}.10.0.0.5.sslip.io`;
+    expect(res.body.domains).toEqual([generated]);
 
     const d = await detail(res.body.uuid);
     expect(d.type).toBe("plausible");
@@ -53,7 +56,7 @@ describe("POST /services", () => {
     expect(d.status).toBe("exited");
     expect(d.applications.map((a) => a.name)).toEqual(["plausible"]);
     expect(d.databases.map((a) => a.name).sort()).toEqual(["clickhouse", "postgres"]);
-    expect(d.applications[0]).toMatchObject({ image: "ghcr.io/plausible/community-edition:v2.1", status: "exited", exclude_from_status: false, fqdn: null });
+    expect(d.applications[0]).toMatchObject({ image: "ghcr.io/plausible/community-edition:v2.1", status: "exited", exclude_from_status: false, fqdn: generated });
     // The compose content is the template's text: secrets never appear in it.
     expect(d.docker_compose_raw).toContain("${SERVICE_PASSWORD_POSTGRES}");
 

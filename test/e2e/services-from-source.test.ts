@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GitRepos, startHttpGit, type HttpGitServer } from "../support/git-server.js";
 import { removeLabelled, sh, until } from "./support/kit.js";
 import { startLocalStack, type LocalStack } from "./support/local-server.js";
+import { serviceAction, serviceLeftovers } from "./support/services.js";
 
 const RUN = randomBytes(3).toString("hex");
 const DEPLOY_TIMEOUT_S = 180;
@@ -36,7 +37,6 @@ let stack: LocalStack;
 let repos: GitRepos;
 let http: HttpGitServer;
 
-const containerIds = async (uuid: string) => (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.resource.uuid=${uuid}`])).split("\n").filter(Boolean);
 
 beforeAll(async () => {
   repos = await GitRepos.create();
@@ -78,9 +78,7 @@ describe("a service from a template source's template", () => {
     const password = (detail.envs as { key: string; value: string }[]).find((e) => e.key === "SERVICE_PASSWORD_PAGE")!.value;
     expect(password).toMatch(/^.{16,}$/);
 
-    const started = await team.api.post(`/services/${uuid}/start`);
-    expect([200, 202], JSON.stringify(started.body)).toContain(started.status);
-    await until("the service to run", async () => /^running/.test((await team.api.get(`/services/${uuid}`)).body.status), DEPLOY_TIMEOUT_S * 1000, 250);
+    await serviceAction(team.api, uuid, "start", /^running/, DEPLOY_TIMEOUT_S * 1000);
     const container = `${uuid}-page`;
     expect((await sh("docker", ["exec", container, "wget", "-qO-", "http://127.0.0.1:8080/"])).trim()).toBe("from-source");
     const env = JSON.parse(await sh("docker", ["inspect", "--format", "{{json .Config.Env}}", container])) as string[];
@@ -89,8 +87,8 @@ describe("a service from a template source's template", () => {
     const removed = await team.api.delete(`/services/${uuid}?delete_volumes=true`);
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     await until("the service's containers and volumes to be gone", async () => {
-      const vols = await sh("docker", ["volume", "ls", "-q", "--filter", `label=capstan.resource.uuid=${uuid}`]);
-      return (await containerIds(uuid)).length === 0 && vols === "";
+      const left = await serviceLeftovers(uuid);
+      return left.containers.length === 0 && left.volumes.length === 0;
     }, 60_000, 250);
   });
 });

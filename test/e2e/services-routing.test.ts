@@ -5,13 +5,17 @@
  * after a start both answer through the local proxy on their own domain (one over HTTPS with
  * the proxy's certificate, one on plain HTTP); a basic-auth label override (proxy.basic_auth.*,
  * docs/proxy-labels.md) makes the web domain answer 401 without credentials and 200 with them
- * after a restart; DELETE takes the routes away.
+ * after a restart; DELETE takes the routes away. And (issue 17's end-to-end proof) a service of
+ * the BUILT-IN catalog's pgadmin template, created without any domain, is reachable through the
+ * proxy on its generated domain (<component>-<short id>.127.0.0.1.sslip.io, by Host header: no
+ * DNS), keeps its generated passwords byte-identical across a redeploy, and is deleted cleanly
+ * (containers, networks, route; its volume only when asked).
  */
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { httpGet, type HttpAnswer } from "./support/http.js";
+import { buildImage, startLocalStack, type LocalStack } from "./support/local-server.js";
 import { removeLabelled, sh, until } from "./support/kit.js";
-import { startLocalStack, type LocalStack } from "./support/local-server.js";
+import { envOf, proxyClient, serviceAction, serviceContainers, serviceLeftovers } from "./support/services.js";
 
 const RUN = randomBytes(3).toString("hex");
 const DEPLOY_TIMEOUT_S = 180;
@@ -45,47 +49,36 @@ services:
     command: ["sh", "-c", "exec sleep 100000"]
 `;
 
+/**
+ * The stand-in for the built-in catalog's pgadmin template (dpage/pgadmin4, through
+ * PLATFORM_TEMPLATE_IMAGE_OVERRIDES: no pulls here): busybox httpd on the template's port 80,
+ * answering the template's healthcheck path /misc/ping.
+ */
+const PGADMIN_STANDIN = `capstan-test/pgadmin-standin-${RUN}:latest`;
+
 let stack: LocalStack;
-
-/** One GET to the local proxy with a Host header (and SNI over HTTPS; its certificate is the proxy's own CA's). */
-function get(host: string, opts: { secure?: boolean; auth?: string } = {}): Promise<HttpAnswer> {
-  const headers: Record<string, string> = { Host: host };
-  if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString("base64")}`;
-  return httpGet({ host: "127.0.0.1", port: opts.secure ? stack.httpsPort : stack.proxyPort, headers, timeoutMs: 15_000, ...(opts.secure ? { servername: host } : {}) });
-}
-
-/** Polls until `host` answers `status` (and `body` when given); errors while the proxy reloads count as not yet. */
-async function answers(host: string, status: number, opts: { secure?: boolean; auth?: string; body?: string } = {}): Promise<HttpAnswer> {
-  return until(
-    `${host} to answer ${status}${opts.body ? ` ${opts.body}` : ""}`,
-    async () => {
-      const r = await get(host, opts).catch(() => null);
-      return r && r.status === status && (opts.body === undefined || r.body.trim() === opts.body) ? r : false;
-    },
-    DEPLOY_TIMEOUT_S * 1000,
-    500,
-  );
-}
-
-async function act(uuid: string, action: "start" | "restart"): Promise<void> {
-  const res = await stack.team.api.post(`/services/${uuid}/${action}`);
-  expect([200, 202], `${action}: ${JSON.stringify(res.body)}`).toContain(res.status);
-  await until(`the service to run after ${action}`, async () => /^running/.test((await stack.team.api.get(`/services/${uuid}`)).body.status), DEPLOY_TIMEOUT_S * 1000, 250);
-}
+const { get, answers } = proxyClient(() => stack, DEPLOY_TIMEOUT_S * 1000);
+const act = (uuid: string, action: "start" | "restart") => serviceAction(stack.team.api, uuid, action, /^running/, DEPLOY_TIMEOUT_S * 1000);
 
 beforeAll(async () => {
+  await buildImage(PGADMIN_STANDIN, [
+    `FROM ${BUSYBOX}`,
+    "RUN mkdir -p /www/misc && echo pong > /www/misc/ping && echo pgadmin-standin > /www/index.html",
+    'CMD ["httpd", "-f", "-p", "80", "-h", "/www"]',
+  ]);
   stack = await startLocalStack({
     name: `svc-route-${RUN}`,
     deployTimeoutS: DEPLOY_TIMEOUT_S,
-    env: { PLATFORM_TEMPLATE_IMAGE_OVERRIDES: JSON.stringify({ redis: BUSYBOX }) },
+    env: { PLATFORM_TEMPLATE_IMAGE_OVERRIDES: JSON.stringify({ redis: BUSYBOX, "dpage/pgadmin4": PGADMIN_STANDIN }) },
     agentLabels: `capstan.test=1,capstan.test.run=svc-route-${RUN}`,
   });
 }, 300_000);
 
 afterAll(async () => {
   await stack?.close();
-  // What a failed run left behind (the test deletes its service on success).
+  // What a failed run left behind (the tests delete their services on success).
   await removeLabelled(`svc-route-${RUN}`);
+  await sh("docker", ["rmi", "-f", PGADMIN_STANDIN]).catch(() => {});
 });
 
 describe("service applications behind the proxy", () => {
@@ -145,5 +138,61 @@ describe("service applications behind the proxy", () => {
       60_000,
       500,
     );
+  });
+  it("a built-in catalog template created without a domain is reachable on its generated domain, keeps its passwords across a redeploy, and is deleted cleanly", async () => {
+    const { team, server, project } = stack;
+    const created = await team.api.post("/services", {
+      project_uuid: project,
+      environment_name: "production",
+      server_uuid: server.uuid,
+      destination_uuid: server.destination,
+      type: "pgadmin",
+      name: `pgadmin-${RUN}`,
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const uuid = created.body.uuid as string;
+    // The server is this machine at 127.0.0.1: <component>-<short id>.127.0.0.1.sslip.io over http (docs/services.md).
+    const fqdn = `http://pgadmin-${uuid.slice(0, 8)}.127.0.0.1.sslip.io`;
+    const host = fqdn.slice("http://".length);
+    expect(created.body.domains).toEqual([fqdn]);
+    const detail = (await team.api.get(`/services/${uuid}`)).body;
+    expect(detail.applications.map((c: { name: string; fqdn: string | null }) => [c.name, c.fqdn])).toEqual([["pgadmin", fqdn]]);
+    const stored = Object.fromEntries((detail.envs as { key: string; value: string }[]).map((e) => [e.key, e.value]));
+    expect(stored.SERVICE_PASSWORD_PGADMIN).toMatch(/^[A-Za-z0-9]{32}$/);
+
+    await act(uuid, "start");
+    await answers(host, 200, { body: "pgadmin-standin" });
+    const [first] = await serviceContainers(uuid);
+    expect(first!.state).toBe("running");
+    expect(envOf(first!, "PGADMIN_DEFAULT_PASSWORD")).toBe(stored.SERVICE_PASSWORD_PGADMIN);
+    // SERVICE_URL_PGADMIN_80 follows the generated domain, with the template's port.
+    expect(envOf(first!, "SERVICE_URL_PGADMIN_80")).toBe(`${fqdn}:80`);
+
+    // A redeploy recreates the container: the same passwords byte for byte, the same domain, still routed.
+    await act(uuid, "restart");
+    const [second] = await serviceContainers(uuid);
+    expect(second!.id).not.toBe(first!.id);
+    expect(envOf(second!, "PGADMIN_DEFAULT_PASSWORD")).toBe(stored.SERVICE_PASSWORD_PGADMIN);
+    const after = (await team.api.get(`/services/${uuid}`)).body;
+    expect(Object.fromEntries((after.envs as { key: string; value: string }[]).map((e) => [e.key, e.value]))).toEqual(stored);
+    expect(after.applications[0].fqdn).toBe(fqdn);
+    await answers(host, 200, { body: "pgadmin-standin" });
+
+    // DELETE without delete_volumes: containers, networks and the route go; the volume stays until asked.
+    const volumes = (await serviceLeftovers(uuid)).volumes;
+    expect(volumes.length).toBeGreaterThan(0);
+    const removed = await team.api.delete(`/services/${uuid}`);
+    expect(removed.status, JSON.stringify(removed.body)).toBe(200);
+    await until("the service's containers and networks to be gone", async () => {
+      const left = await serviceLeftovers(uuid);
+      return left.containers.length === 0 && left.networks.length === 0;
+    }, 60_000, 250);
+    await until("the route to be gone", async () => {
+      const r = await get(host).catch(() => null);
+      return r === null || (r.status !== 200 && !r.body.includes("pgadmin-standin"));
+    }, 60_000, 500);
+    expect((await serviceLeftovers(uuid)).volumes).toEqual(volumes);
+    expect((await team.api.get(`/services/${uuid}`)).status).toBe(404);
+    await sh("docker", ["volume", "rm", ...volumes]);
   });
 });

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { TeamFixture } from "../api/harness.js";
 import { sh, until } from "./support/kit.js";
 import { startLocalStack, type LocalStack } from "./support/local-server.js";
+import { envOf, serviceContainers as containers, serviceAction, serviceLeftovers } from "./support/services.js";
 
 const RUN = randomBytes(3).toString("hex");
 const DEPLOY_TIMEOUT_S = 180;
@@ -38,22 +39,7 @@ volumes:
   web-data:
 `;
 
-/** The service's containers on the engine: name, state, and environment. */
-async function containers(uuid: string): Promise<{ name: string; state: string; id: string; env: string[] }[]> {
-  const ids = (await sh("docker", ["ps", "-aq", "--filter", `label=capstan.resource.uuid=${uuid}`])).split("\n").filter(Boolean);
-  if (!ids.length) return [];
-  const inspected = JSON.parse(await sh("docker", ["inspect", ...ids])) as { Id: string; Name: string; State: { Status: string }; Config: { Env: string[] } }[];
-  return inspected.map((c) => ({ id: c.Id, name: c.Name.replace(/^\//, ""), state: c.State.Status, env: c.Config.Env })).sort((a, b) => a.name.localeCompare(b.name));
-}
-
-const envOf = (c: { env: string[] }, key: string) => c.env.find((e) => e.startsWith(`${key}=`))?.slice(key.length + 1);
-
-/** Start/restart/stop answer 200 when the agent finished within the wait, else 202: then the status is polled. */
-async function act(uuid: string, action: "start" | "restart" | "stop", want: RegExp): Promise<void> {
-  const res = await team.api.post(`/services/${uuid}/${action}`);
-  expect([200, 202], `${action}: ${JSON.stringify(res.body)}`).toContain(res.status);
-  await until(`the service to be ${want} after ${action}`, async () => want.test((await team.api.get(`/services/${uuid}`)).body.status), DEPLOY_TIMEOUT_S * 1000, 250);
-}
+const act = (uuid: string, action: "start" | "restart" | "stop", want: RegExp) => serviceAction(team.api, uuid, action, want, DEPLOY_TIMEOUT_S * 1000);
 
 beforeAll(async () => {
   stack = await startLocalStack({ name: `services-${RUN}`, deployTimeoutS: DEPLOY_TIMEOUT_S, env: { PLATFORM_TEMPLATE_IMAGE_OVERRIDES: JSON.stringify({ redis: BUSYBOX }) } });
@@ -105,17 +91,15 @@ describe("a compose service on the real engine", () => {
     await act(uuid, "stop", /^exited/);
     expect((await containers(uuid)).every((c) => c.state !== "running")).toBe(true);
 
-    const volumesBefore = (await sh("docker", ["volume", "ls", "-q", "--filter", `label=capstan.resource.uuid=${uuid}`])).split("\n").filter(Boolean);
-    expect(volumesBefore.length).toBeGreaterThan(0);
+    expect((await serviceLeftovers(uuid)).volumes.length).toBeGreaterThan(0);
     const removed = await team.api.delete(`/services/${uuid}?delete_volumes=true`);
     expect(removed.status, JSON.stringify(removed.body)).toBe(200);
     await until("the service's containers to be gone", async () => (await containers(uuid)).length === 0, 60_000, 250);
     await until(
       "the service's volumes and network to be gone",
       async () => {
-        const vols = await sh("docker", ["volume", "ls", "-q", "--filter", `label=capstan.resource.uuid=${uuid}`]);
-        const nets = await sh("docker", ["network", "ls", "-q", "--filter", `label=capstan.resource.uuid=${uuid}`]);
-        return vols.trim() === "" && nets.trim() === "";
+        const left = await serviceLeftovers(uuid);
+        return left.volumes.length === 0 && left.networks.length === 0;
       },
       60_000,
       250,

@@ -44,7 +44,14 @@ export const CreatedService = z
     uuid: z.string(),
     name: z.string(),
     type: z.string().nullable().meta({ description: "The template name; null for a docker_compose_raw service" }),
-    message: z.string().optional().meta({ description: "With instant_deploy: why the first start could not be queued (the service was created)" }),
+    domains: z.array(z.string()).meta({
+      description:
+        "The domains generated for the service's routable applications (docs/services.md \"Generated domains\"), as Coolify answers them: each is that application's fqdn, shown in GET /services/{uuid}",
+    }),
+    message: z
+      .string()
+      .optional()
+      .meta({ description: "Why the first start could not be queued (instant_deploy; the service was created), and which routable applications got no generated domain and why" }),
   })
   .meta({ id: "CreatedService" });
 

@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { expect } from "vitest";
@@ -13,15 +13,20 @@ import { spawnLocalAgent, stopLocalAgent } from "./local-agent.js";
  * greeting image, the server record for this machine, and application creates by path.
  */
 
-/** An image app: prints its greeting from the environment, serves it on 8080. */
-export async function buildHelloImage(tag: string): Promise<void> {
-  const ctx = await mkdtemp(join(tmpdir(), "capstan-e2e-hello-"));
+/** Builds `tag` from a Dockerfile of these lines (no context files), labelled for the e2e cleanup. */
+export async function buildImage(tag: string, dockerfile: string[]): Promise<void> {
+  const ctx = await mkdtemp(join(tmpdir(), "capstan-e2e-image-"));
   try {
-    await sh("sh", ["-c", `printf '%s\\n' 'FROM capstan-test/busybox:latest' 'RUN mkdir -p /www' 'CMD ["sh", "-c", "echo \\"hello $GREETING\\" > /www/index.html; exec httpd -f -p 8080 -h /www"]' > ${ctx}/Dockerfile`]);
+    await writeFile(join(ctx, "Dockerfile"), `${dockerfile.join("\n")}\n`);
     await sh("docker", ["build", "-q", "--label", "capstan.test=1", "-t", tag, ctx]);
   } finally {
     await rm(ctx, { recursive: true, force: true });
   }
+}
+
+/** An image app: prints its greeting from the environment, serves it on 8080. */
+export function buildHelloImage(tag: string): Promise<void> {
+  return buildImage(tag, ["FROM capstan-test/busybox:latest", "RUN mkdir -p /www", 'CMD ["sh", "-c", "echo \\"hello $GREETING\\" > /www/index.html; exec httpd -f -p 8080 -h /www"]']);
 }
 
 export interface LocalServer {

@@ -19,7 +19,8 @@ export const serviceApplicationRoutes = [
       "validated as an application's. A host belongs to one project of the team, whether an application or a service application uses it: a host " +
       "(or the exact host and path on the same server) another resource claims is a 409 with the reason. The proxy routes the domains to the " +
       "container's port (the template's SERVICE_FQDN_/SERVICE_URL_ port, else its first exposed port) from the service's next start or restart, and " +
-      "its SERVICE_FQDN_*/SERVICE_URL_* values follow them. Needs full access to the service's environment.",
+      "its SERVICE_FQDN_*/SERVICE_URL_* values follow them. A routable service application got a generated domain when its service was created (POST /services); " +
+      "this replaces it, and an empty fqdn clears it for good (nothing generates it again). Needs full access to the service's environment.",
     params: ServiceApplicationParams,
     body: UpdateServiceApplicationBody,
     responses: {

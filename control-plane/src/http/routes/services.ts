@@ -100,7 +100,11 @@ export const serviceRoutes = [
       "a broken template of a source is a 422 with its lint reason), or docker_compose_raw " +
       "gives a custom compose file (beyond the spec, as Coolify has it; checked like an application's compose file). The template's generated values " +
       "(SERVICE_PASSWORD_* and the other generators) are created now, stored sealed, and never regenerated. Needs full access to the environment. " +
-      "instant_deploy true queues the service's first start right after the create (as POST /services/{uuid}/start; it runs when the server's agent is there).",
+      "instant_deploy true queues the service's first start right after the create (as POST /services/{uuid}/start; it runs when the server's agent is there). " +
+      "Each routable service application (one a SERVICE_FQDN_*/SERVICE_URL_* variable names) gets a generated domain, answered in domains and stored as its fqdn: " +
+      "`<component>-<first 8 characters of the service uuid>.<base>`, the base being a managed DNS domain in wildcard or hybrid mode on the service's server (https), " +
+      "else PLATFORM_SERVICE_WILDCARD_DOMAIN, else `<server ip>.sslip.io` (http; a server at localhost uses PLATFORM_PUBLIC_URL's IP or 127.0.0.1; a server added by another DNS name gets none). " +
+      "A generated host another resource holds is not taken (message says so). Change or clear it with PATCH /service-applications/{uuid} (docs/services.md).",
     body: CreateServiceBody,
     responses: {
       201: { description: "Created", schema: CreatedService },
@@ -134,13 +138,14 @@ export const serviceRoutes = [
     tag: TAG,
     summary: "Change a service's name or compose file",
     description:
-      `Only the fields given change. docker_compose_raw is checked like an application's compose file (docs/compose.md); variables it needs that the service lacks are generated, the ones it has keep their values. ${NEXT_START}`,
+      `Only the fields given change. docker_compose_raw is checked like an application's compose file (docs/compose.md); variables it needs that the service lacks are generated, the ones it has keep their values; ` +
+      `a routable service application it adds gets a generated domain as at creation (existing components keep theirs). ${NEXT_START}`,
     params: ServiceParams,
     body: UpdateServiceBody,
     responses: { 200: { description: "Updated", schema: ServiceMutation }, ...SERVICE_RESPONSES, 422: ERR[422] },
     async handler({ scope, services, params, body }) {
-      await services.services.update(scope, params.uuid, body);
-      return { body: { message: `Service updated. ${NEXT_START}`, data: serviceDetailDto(await services.services.detail(scope, params.uuid), (v) => services.services.open(v)) } };
+      const { notes } = await services.services.update(scope, params.uuid, body);
+      return { body: { message: [`Service updated. ${NEXT_START}`, ...notes].join(" "), data: serviceDetailDto(await services.services.detail(scope, params.uuid), (v) => services.services.open(v)) } };
     },
   }),
   route({

@@ -46,11 +46,21 @@ export function bindHost<D extends BindableDomain>(
   const pinned = ctx.pins.get(host);
   const pin = pinned === undefined ? undefined : candidates.find((d) => d.id === pinned);
   if (pin) return { domain: pin, binding: "override" };
-  const role = env.name.toLowerCase();
-  const matching = ctx.bindings
-    .filter((b) => (b.environmentId !== null ? b.environmentId === env.id : b.environmentRole === role) && candidates.some((d) => d.id === b.dnsDomainId))
-    .sort((a, b) => b.priority - a.priority || Number(b.environmentId !== null) - Number(a.environmentId !== null) || a.id - b.id);
-  if (matching.length) return { domain: candidates.find((d) => d.id === matching[0]!.dnsDomainId)!, binding: "environment_binding" };
+  const bound = boundDomain(env, candidates, ctx.bindings);
+  if (bound) return { domain: bound, binding: "environment_binding" };
   const longest = [...candidates].sort((a, b) => b.name.length - a.name.length)[0]!;
   return { domain: longest, binding: "suffix_match" };
+}
+
+/**
+ * The domain among `candidates` that the environment's bindings prefer (rule 2 above): bindings
+ * of the environment (by id) or of its role (its name), the highest priority first (ties: an id
+ * binding before a role binding, then the older binding). Null when none binds one of them.
+ */
+export function boundDomain<D extends BindableDomain>(env: { id: number; name: string }, candidates: D[], bindings: EnvBindingRow[]): D | null {
+  const role = env.name.toLowerCase();
+  const matching = bindings
+    .filter((b) => (b.environmentId !== null ? b.environmentId === env.id : b.environmentRole === role) && candidates.some((d) => d.id === b.dnsDomainId))
+    .sort((a, b) => b.priority - a.priority || Number(b.environmentId !== null) - Number(a.environmentId !== null) || a.id - b.id);
+  return matching.length ? candidates.find((d) => d.id === matching[0]!.dnsDomainId)! : null;
 }

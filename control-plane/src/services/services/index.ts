@@ -27,6 +27,7 @@ import type { EnvOwnerResolver } from "../env-vars.js";
 import { BUILT_IN, type ServiceTemplateService } from "../service-templates.js";
 import { storedTemplateFile, storedTemplates } from "../template-sources/index.js";
 import { aggregateServiceStatus } from "./status.js";
+import { generatedFqdn, generationBaseFor } from "./generated-domains.js";
 // services lifecycle (issue 17)
 import type { CancelledJob, JobQueue } from "../../jobs/queue.js";
 import type { JobRow } from "../../jobs/queue.js";
@@ -255,7 +256,7 @@ export class ServiceService {
   // -------------------------------------------------------------------------------------------
   // Create, update, delete
 
-  async create(scope: TeamScope, input: CreateServiceBody): Promise<{ uuid: string; name: string; type: string | null; message?: string }> {
+  async create(scope: TeamScope, input: CreateServiceBody): Promise<{ uuid: string; name: string; type: string | null; domains: string[]; message?: string }> {
     const where = await scope.placement(input);
     const resolved: Resolved =
       input.type !== undefined ? await this.templateOf(scope, input.type) : { type: null, source: null, template: this.composeTemplate(input.docker_compose_raw!, CUSTOM_NAME) };
@@ -267,6 +268,7 @@ export class ServiceService {
     const generatedKeys = ServiceService.generatedKeys(resolved.template);
     const uuid = newUuid();
     const name = input.name ?? (resolved.type ?? CUSTOM_NAME).replace(/^.*\//, "");
+    let domains: GeneratedDomains = { assigned: [], skipped: [] };
     await this.db.$transaction(async (tx) => {
       const service = await tx.service.create({
         data: {
@@ -282,9 +284,14 @@ export class ServiceService {
         },
         select: { id: true },
       });
-      await this.syncComponents(tx, service.id, resolved.template);
+      const added = await this.syncComponents(tx, service.id, resolved.template);
       await this.storeCreated(tx, service.id, generated.created, generated.values, generatedKeys);
+      domains = await this.generateDomains(tx, scope, { id: service.id, uuid, ...where }, resolved.template, added);
     });
+    // w6/dnsres: records follow the hostnames the components were given.
+    if (domains.assigned.length) await this.runtime.hostsChanged?.(scope.teamId, domains.assigned.map((d) => d.fqdn));
+    const result = { uuid, name, type: resolved.type, domains: domains.assigned.map((d) => d.fqdn) };
+    const notes = skippedNotes(domains);
     // instant_deploy: the first start is queued (a durable job: it runs when the server's agent
     // is there). A rule refusing it is reported in the answer: the service was created.
     if (input.instant_deploy) {
@@ -292,10 +299,50 @@ export class ServiceService {
         await this.enqueueStart(scope, uuid, { pull: false, recreate: false });
       } catch (err) {
         if (!(err instanceof DomainError)) throw err;
-        return { uuid, name, type: resolved.type, message: `Created, not started: ${err.message}` };
+        return { ...result, message: [`Created, not started: ${err.message}`, ...notes].join(" ") };
       }
     }
-    return { uuid, name, type: resolved.type };
+    return notes.length ? { ...result, message: notes.join(" ") } : result;
+  }
+
+  /**
+   * Generated domains (generated-domains.ts, docs/services.md "Generated domains"): each
+   * routable service application among `added` (components this transaction created) gets
+   * `<component>-<short id>.<base>` as its fqdn, under the team's domain lock and the host rule
+   * PATCH /service-applications follows (domain-ownership.ts). A host another resource holds
+   * is skipped with the reason, never taken. Stored once: later renders, restarts and PATCHes
+   * of the compose file keep it; the user changes or clears it with PATCH.
+   */
+  private async generateDomains(
+    tx: Tx,
+    scope: TeamScope,
+    service: { id: number; uuid: string; serverId: number; environmentId: number },
+    template: Template,
+    added: { id: number; name: string }[],
+  ): Promise<GeneratedDomains> {
+    const out: GeneratedDomains = { assigned: [], skipped: [] };
+    const byName = new Map(template.services.map((s) => [s.name, s]));
+    const wanted = added.filter((c) => byName.get(c.name)?.kind === "application" && byName.get(c.name)?.routable);
+    if (!wanted.length) return out;
+    const environment = await tx.environment.findUnique({ where: { id: service.environmentId }, select: { id: true, projectId: true, name: true } });
+    if (!environment) throw removedMeanwhile("Environment");
+    const settings = this.runtime.generatedDomains ?? { wildcard: null, publicUrl: "" };
+    const base = await generationBaseFor(tx, { teamId: scope.teamId, serverId: service.serverId, environment }, settings);
+    if (!base) return out;
+    await lockInTransaction(tx, this.runtime.networkPlan.dialect, "teamDomains", scope.teamId);
+    for (const c of wanted) {
+      const fqdn = generatedFqdn(base, c.name, service.uuid, byName.get(c.name)!.path);
+      try {
+        await assertDomainsFree(tx, scope, { componentId: c.id, serverId: service.serverId, environment }, fqdn);
+      } catch (err) {
+        if (!(err instanceof Conflict)) throw err;
+        out.skipped.push({ name: c.name, reason: err.message });
+        continue;
+      }
+      await tx.serviceComponent.update({ where: { id: c.id }, data: { fqdn, hosts: hostsOnUpdate(fqdn) } });
+      out.assigned.push({ name: c.name, fqdn });
+    }
+    return out;
   }
 
   /** Values a render created (generated secrets, input defaults): stored once, sealed; never written again by a render. */
@@ -307,12 +354,13 @@ export class ServiceService {
     }
   }
 
-  /** The components of a (new) compose file: kept by compose service name (uuids stay), added, removed. */
-  private async syncComponents(tx: Tx, serviceId: number, template: Template): Promise<void> {
+  /** The components of a (new) compose file: kept by compose service name (uuids stay), added, removed. Answers the added ones. */
+  private async syncComponents(tx: Tx, serviceId: number, template: Template): Promise<{ id: number; name: string }[]> {
     const existing = await tx.serviceComponent.findMany({ where: { serviceId } });
     const byName = new Map(existing.map((c) => [c.name, c]));
     const names = new Set(template.services.map((s) => s.name));
     const gone = existing.filter((c) => !names.has(c.name)).map((c) => c.id);
+    const added: { id: number; name: string }[] = [];
     if (gone.length) await tx.serviceComponent.deleteMany({ where: { id: { in: gone } } });
     for (const s of template.services) {
       const image = s.image;
@@ -321,10 +369,11 @@ export class ServiceService {
       const data = { kind: s.kind, image, excludeFromStatus: s.excludeFromStatus, ...(s.kind !== "application" ? { fqdn: null } : {}) };
       // w7/svcroute: its stored hosts go with its fqdn.
       if (current) await tx.serviceComponent.update({ where: { id: current.id }, data: { ...data, ...(s.kind !== "application" ? { hosts: { deleteMany: {} } } : {}) } });
-      else await tx.serviceComponent.create({ data: { uuid: newUuid(), serviceId, name: s.name, ...data } });
+      else added.push(await tx.serviceComponent.create({ data: { uuid: newUuid(), serviceId, name: s.name, ...data }, select: { id: true, name: true } }));
     }
     const components = await tx.serviceComponent.findMany({ where: { serviceId }, select: { status: true, excludeFromStatus: true } });
     await tx.service.update({ where: { id: serviceId }, data: { status: aggregateServiceStatus(components) } });
+    return added;
   }
 
   /**
@@ -332,14 +381,14 @@ export class ServiceService {
    * application's; values it needs that the service lacks are generated and stored, values it
    * has stay byte-identical. Takes effect on the next start or restart.
    */
-  async update(scope: TeamScope, uuid: string, input: UpdateServiceBody): Promise<void> {
+  async update(scope: TeamScope, uuid: string, input: UpdateServiceBody): Promise<{ notes: string[] }> {
     const ref = await scope.service(uuid, "manage");
     const data: Prisma.ServiceUncheckedUpdateInput = {};
     if (input.name !== undefined) data.name = input.name;
     if (input.description !== undefined) data.description = input.description;
     if (input.docker_compose_raw === undefined) {
       await this.db.service.update({ where: { id: ref.id }, data });
-      return;
+      return { notes: [] };
     }
     const template = this.composeTemplate(input.docker_compose_raw, ref.type?.replace(/^.*\//, "") ?? CUSTOM_NAME);
     const rows = await this.db.envVar.findMany({ where: { serviceId: ref.id, isPreview: false } });
@@ -355,6 +404,7 @@ export class ServiceService {
     );
     data.composeRaw = input.docker_compose_raw;
     const fqdnsBefore = (await this.db.serviceComponent.findMany({ where: { serviceId: ref.id, fqdn: { not: null } }, select: { fqdn: true } })).map((c) => c.fqdn);
+    let domains: GeneratedDomains = { assigned: [], skipped: [] };
     await this.db.$transaction(async (tx) => {
       // Rendered with the overrides read under the service's render lock: a label-override PUT
       // (rerender) committed before this point is in the file, one after it renders this file again.
@@ -362,11 +412,14 @@ export class ServiceService {
       const { generated, compose } = this.render(template, stored, { labelOverrides: await this.storedOverrides(ref.id, tx) });
       data.composeRendered = this.box.seal(compose);
       await tx.service.update({ where: { id: ref.id }, data });
-      await this.syncComponents(tx, ref.id, template);
+      const added = await this.syncComponents(tx, ref.id, template);
       await this.storeCreated(tx, ref.id, generated.created, generated.values, ServiceService.generatedKeys(template));
+      // A routable application the new file adds gets its generated domain, as at creation.
+      domains = await this.generateDomains(tx, scope, { id: ref.id, uuid: ref.uuid, serverId: ref.serverId, environmentId: ref.environmentId }, template, added);
     });
-    // w6/dnsres: a component removed, or no longer an application, loses its hostname.
-    await this.runtime.hostsChanged?.(ref.teamId, fqdnsBefore);
+    // w6/dnsres: a component removed, or no longer an application, loses its hostname; an added one gains its own.
+    await this.runtime.hostsChanged?.(ref.teamId, [...fqdnsBefore, ...domains.assigned.map((d) => d.fqdn)]);
+    return { notes: skippedNotes(domains) };
   }
 
   /** Bind sources of the stored compose file (one that no longer parses binds nothing that counts as approved). */
@@ -720,6 +773,17 @@ export class ServiceService {
       await this.storeCreated(tx, serviceId, generated.created, generated.values, ServiceService.generatedKeys(template));
     });
   }
+}
+
+/** Generated domains given in one transaction (generateDomains), and the components left without one with the reason. */
+interface GeneratedDomains {
+  assigned: { name: string; fqdn: string }[];
+  skipped: { name: string; reason: string }[];
+}
+
+/** What the answer says about components left without a generated domain. */
+function skippedNotes(domains: GeneratedDomains): string[] {
+  return domains.skipped.map((s) => `${s.name} got no generated domain (${s.reason.replace(/\.$/, "")}); give it one with PATCH /service-applications/{uuid}.`);
 }
 
 /** A service application after PATCH /service-applications/{uuid} (http/mappers/services.ts). */

@@ -4,6 +4,7 @@ import { Invalid } from "../../domain/errors.js";
 import { parseCompose, rewriteCompose, type ComposeDoc, type ExtraNetwork } from "../../compose/index.js";
 import type { JobQueue } from "../../jobs/queue.js";
 import { newUuid } from "../../lib/ids.js";
+import type { GenerationSettings } from "./generated-domains.js";
 import { NetworkLimitError, environmentNetworkName, resourceNetworks, type NetworkPlanContext, type PlannedEnvironmentNetwork } from "../network-plan.js";
 
 /**
@@ -18,6 +19,8 @@ export interface ServiceRuntime {
   networkPlan: NetworkPlanContext;
   /** w6/dnsres: records follow the components' hostnames (DnsService.hostsChanged). */
   hostsChanged?: (teamId: number, fqdns: (string | null)[]) => Promise<void>;
+  /** What generated domains are made from besides the database (generated-domains.ts); absent: sslip.io from the server's address only. */
+  generatedDomains?: GenerationSettings;
 }
 
 /** A reason a service cannot start now (shown to the user as a 409). */
