@@ -10,6 +10,7 @@ import { ResourceBackups } from "./resources.js";
 import { PlatformBackups } from "./platform/index.js";
 // ---- resource restores (issue 19, w7/restore) ----
 import { ResourceRestores } from "./resource-restore.js";
+import { ResourceSources } from "./resource-sources.js";
 
 export { volumeBackupFilename, RECENT_EXECUTIONS, type ResourceBackupView } from "./resources.js";
 export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
@@ -42,8 +43,10 @@ export class BackupService {
     this.outcomes = new BackupOutcomes(this.lookups);
     const platform = new PlatformBackups(this.lookups, deps.platform ?? null);
     this.platform = platform;
-    this.resources = new ResourceBackups(this.lookups, this.executions, platform);
-    this.resourceRestores = new ResourceRestores(this.lookups);
+    // w8/rbsources: the resources of resource backups (applications, services, databases).
+    const sources = new ResourceSources(this.lookups);
+    this.resources = new ResourceBackups(this.lookups, this.executions, platform, sources);
+    this.resourceRestores = new ResourceRestores(this.lookups, sources);
   }
 
   /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */
