@@ -134,7 +134,8 @@ describe("resource backups: the schedule", () => {
     const cases: [Record<string, unknown>, number, string?][] = [
       [{ ...base, backup_type: "configuration" }, 422, "backup_type"],
       [{ ...base, backup_type: "full" }, 422, "backup_type"],
-      [{ ...base, resource_type: "service" }, 422, "resource_type"],
+      // w8/rbsources: services are sources too; the application's id names no service of the team.
+      [{ ...base, resource_type: "service", resource_id: 2_000_000_000 }, 404],
       // platform backups (w7/platform, test/api/platform-backups.test.ts): the root team's admins only
       [{ ...base, resource_type: "platform_instance", backup_type: "platform_instance", resource_id: undefined }, 403],
       [{ ...base, resource_type: "platform_instance" }, 422, "backup_type"],
@@ -195,7 +196,8 @@ describe("resource backups: runs", () => {
     expect(p.filename).toMatch(/^volume-\d{8}T\d{6}Z-[0-9a-f]{8}\.tar\.gz\.gpg$/);
     expect(p.passphrase).toBe(w.storage.passphrase);
     expect(p.keep_locally).toBe(3);
-    expect(p.s3?.prefix).toBe(`capstan/prod/${w.app.uuid}/`);
+    // w8/rbsources: each schedule's archives under its own prefix (remote retention counts them only).
+    expect(p.s3?.prefix).toBe(`capstan/prod/${w.app.uuid}/${p.schedule_uuid}/`);
     expect(p.s3?.target.bucket).toBe(s3.bucket);
     // While it runs, a second run is refused.
     expect((await track(w.api.post(`/resource-backups/${s.id}/execute`))).status).toBe(409);
@@ -335,7 +337,7 @@ describe("resource restores: POST /resource-backups/{id}/executions/{execution_i
     expect((await detail(w, s.id)).executions[0]).toMatchObject({ restore_status: "failed", restore_reason: expect.stringMatching(/sha256/) });
   });
 
-  it("409 while a deployment of the application runs, for an execution that did not succeed, and while the agent is away; 422 for target_uuid and bad input; 404 for another team's", async () => {
+  it("409 while a deployment of the application runs, for an execution that did not succeed, and while the agent is away; 422 for bad input; 404 for another team's", async () => {
     const w = await world();
     const { s, executionId } = await succeeded(w);
     // An execution that failed has nothing to restore.
@@ -348,9 +350,8 @@ describe("resource restores: POST /resource-backups/{id}/executions/{execution_i
     expect(notOk.status).toBe(409);
     expect(notOk.body.message).toMatch(/Only a successful backup can be restored/);
 
-    const target = await track(w.api.post(restorePath(s.id, executionId), { target_uuid: w.app.uuid }));
-    expect(target.status).toBe(422);
-    expect(target.body.errors.target_uuid[0]).toMatch(/not supported yet/);
+    // target_uuid (w8/rbsources): test/api/resource-backup-sources.test.ts; one that names nothing is a 404.
+    expect((await track(w.api.post(restorePath(s.id, executionId), { target_uuid: "00000000-0000-4000-8000-000000000000" }))).status).toBe(404);
     for (const body of [{ passphrase: "" }, { passphrase: 5 }, { other: 1 }]) expect((await track(w.api.post(restorePath(s.id, executionId), body))).status, JSON.stringify(body)).toBe(422);
     expect((await track(w.api.post(restorePath(s.id, executionId + 100000), {}))).status).toBe(404);
     expect((await track(w.api.post(`/resource-backups/${s.id}/executions/x/restore`, {}))).status).toBe(422);

@@ -54,7 +54,7 @@ export class ResourceRestores {
       throw new Conflict(`The backup is only on the server ${resource.server.name}; a restore into a ${target.kind} on another server needs its copy in S3.`);
     }
     const volumes = await this.sources.volumes(target);
-    if (!volumes.length) throw new Conflict(`Cannot restore now: the ${target.kind} ${target.name} has no persistent volumes.`);
+    if (!volumes.length) throw new Conflict(`Cannot restore now: the ${target.kind} ${target.name} has no persistent storages (volumes).`);
     if (target !== resource) {
       // Volumes go by storage name (each into the target's storage of that name, at its own mount path).
       const names = new Set(volumes.map((v) => v.name));

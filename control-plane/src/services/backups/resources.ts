@@ -244,7 +244,7 @@ export class ResourceBackups {
 
   private async prepare(schedule: ScheduleRow, resource: SourceResource, executionUuid: string, at: Date): Promise<PreparedRun> {
     const volumes = await this.sources.volumes(resource);
-    if (!volumes.length) throw new PayloadError(`the ${resource.kind} ${resource.name} has no persistent volumes to back up`);
+    if (!volumes.length) throw new PayloadError(`the ${resource.kind} ${resource.name} has no persistent storages (volumes) to back up`);
     let s3: ResourceBackupPayload["s3"] = null;
     let passphrase: string | null = null;
     if (schedule.s3StorageId !== null) {
