@@ -4,7 +4,7 @@ import { JOBS, type JobEnvelope } from "@capstan/shared";
 import { startTestInstance, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { appWorld, connectServerAgent, createImageApp, ok, placement, until, type AppWorld } from "./support/applications.js";
-import { createDatabase } from "./support/backups.js";
+import { createDatabase, resourceBackupResult } from "./support/backups.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
 
@@ -95,19 +95,7 @@ async function create(w: World, body: Record<string, unknown>) {
 
 const detail = async (w: World, id: number) => (await ok(track(w.api.get(`/resource-backups/${id}`)), "detail")) as { executions: any[]; [k: string]: unknown };
 
-function result(job: JobEnvelope, extra: Record<string, unknown> = {}) {
-  const p = JOBS["resource.backup"].payload.parse(job.payload);
-  return {
-    filename: p.filename,
-    size: 4242,
-    is_encrypted: p.passphrase !== null,
-    local_path: `/var/lib/capstan-agent/backups/${p.resource.uuid}/${p.schedule_uuid}/${p.filename}`,
-    s3_key: p.s3 ? `${p.s3.prefix}${p.filename}` : null,
-    removed_local: [],
-    removed_remote: [],
-    ...extra,
-  };
-}
+const result = resourceBackupResult;
 
 /** Runs the backup once: the agent's resource.backup job (returned) answered with `extra` in its result. */
 async function runOnce(w: World, id: number, extra: (job: JobEnvelope) => Record<string, unknown> = () => ({})) {

@@ -1,11 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JOBS, type JobEnvelope } from "@capstan/shared";
+import { JOBS } from "@capstan/shared";
 import { startTestInstance, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { appWorld, connectServerAgent, createImageApp, ok, until, type AppWorld } from "./support/applications.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
+import { resourceBackupResult } from "./support/backups.js";
 
 /**
  * Resource backups (spec 4.10, issue 19) through the real API on a real database: schedules of
@@ -69,19 +70,7 @@ async function create(w: World, body: Record<string, unknown> = {}) {
 
 const detail = async (w: World, id: number) => (await ok(track(w.api.get(`/resource-backups/${id}`)), "detail")) as { executions: any[]; [k: string]: unknown };
 
-function result(job: JobEnvelope, extra: Record<string, unknown> = {}) {
-  const p = JOBS["resource.backup"].payload.parse(job.payload);
-  return {
-    filename: p.filename,
-    size: 987_654,
-    is_encrypted: p.passphrase !== null,
-    local_path: `/var/lib/capstan-agent/backups/${p.resource.uuid}/${p.schedule_uuid}/${p.filename}`,
-    s3_key: p.s3 ? `${p.s3.prefix}${p.filename}` : null,
-    removed_local: [],
-    removed_remote: [],
-    ...extra,
-  };
-}
+const result = resourceBackupResult;
 
 describe("resource backups: the schedule", () => {
   it("create, list (filters), detail with executions, PUT, DELETE; resource_type is class-style", async () => {

@@ -105,27 +105,19 @@ export class ResourceSources {
    */
   async target(scope: TeamScope, kind: SourceKind, uuid: string): Promise<SourceResource> {
     const where = { uuid, teamId: scope.teamId };
-    const ref =
-      kind === "application"
-        ? await this.db.application.findFirst({ where, select })
-        : kind === "service"
-          ? await this.db.service.findFirst({ where, select })
-          : await this.db.standaloneDatabase.findFirst({ where, select });
+    const ref = await this.find(kind, where);
     if (!ref) {
       for (const other of SOURCE_KINDS.filter((k) => k !== kind)) {
-        const n =
-          other === "application" ? await this.db.application.count({ where }) : other === "service" ? await this.db.service.count({ where }) : await this.db.standaloneDatabase.count({ where });
-        if (n) throw new Invalid({ target_uuid: [`This is a ${other}; a backup of a ${kind} restores into a ${kind} only.`] });
+        if (await this.find(other, where)) throw new Invalid({ target_uuid: [`This is a ${other}; a backup of a ${kind} restores into a ${kind} only.`] });
       }
       throw new NotFound(NOUN[kind]);
     }
-    await this.check(scope, { kind, uuid }, "manage");
-    return { kind, ...ref };
+    await this.check(scope, ref, "manage");
+    return ref;
   }
 
-  /** The resource by id (no access check: runs of the cron scheduler, and after a check); null when it is gone. */
-  async load(kind: SourceKind, id: number, teamId?: number): Promise<SourceResource | null> {
-    const where = { id, ...(teamId !== undefined ? { teamId } : {}) };
+  /** The first resource of a kind matching `where` (id or uuid, and the team). */
+  private async find(kind: SourceKind, where: { id?: number; uuid?: string; teamId?: number }): Promise<SourceResource | null> {
     const ref =
       kind === "application"
         ? await this.db.application.findFirst({ where, select })
@@ -133,6 +125,11 @@ export class ResourceSources {
           ? await this.db.service.findFirst({ where, select })
           : await this.db.standaloneDatabase.findFirst({ where, select });
     return ref ? { kind, ...ref } : null;
+  }
+
+  /** The resource by id (no access check: runs of the cron scheduler, and after a check); null when it is gone. */
+  async load(kind: SourceKind, id: number, teamId?: number): Promise<SourceResource | null> {
+    return this.find(kind, { id, ...(teamId !== undefined ? { teamId } : {}) });
   }
 
   /**
