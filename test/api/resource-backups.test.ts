@@ -1,11 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { JOBS, type JobEnvelope } from "@capstan/shared";
+import { JOBS } from "@capstan/shared";
 import { startTestInstance, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { appWorld, connectServerAgent, createImageApp, ok, until, type AppWorld } from "./support/applications.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
+import { resourceBackupResult } from "./support/backups.js";
 
 /**
  * Resource backups (spec 4.10, issue 19) through the real API on a real database: schedules of
@@ -69,19 +70,7 @@ async function create(w: World, body: Record<string, unknown> = {}) {
 
 const detail = async (w: World, id: number) => (await ok(track(w.api.get(`/resource-backups/${id}`)), "detail")) as { executions: any[]; [k: string]: unknown };
 
-function result(job: JobEnvelope, extra: Record<string, unknown> = {}) {
-  const p = JOBS["resource.backup"].payload.parse(job.payload);
-  return {
-    filename: p.filename,
-    size: 987_654,
-    is_encrypted: p.passphrase !== null,
-    local_path: `/var/lib/capstan-agent/backups/${p.resource.uuid}/${p.schedule_uuid}/${p.filename}`,
-    s3_key: p.s3 ? `${p.s3.prefix}${p.filename}` : null,
-    removed_local: [],
-    removed_remote: [],
-    ...extra,
-  };
-}
+const result = resourceBackupResult;
 
 describe("resource backups: the schedule", () => {
   it("create, list (filters), detail with executions, PUT, DELETE; resource_type is class-style", async () => {
@@ -132,9 +121,12 @@ describe("resource backups: the schedule", () => {
     const other = await world({ agent: false });
     const base = { resource_type: "application", resource_id: w.app.id, backup_type: "volume", frequency: "0 3 * * *" };
     const cases: [Record<string, unknown>, number, string?][] = [
-      // configuration and full backups (w8/rbconfig): a configuration backup stops nothing
+      // configuration and full backups (w8/rbconfig): a configuration backup stops nothing; applications only
       [{ ...base, backup_type: "configuration", stop_during_backup: true }, 422, "stop_during_backup"],
-      [{ ...base, resource_type: "service" }, 422, "resource_type"],
+      [{ ...base, resource_type: "database", backup_type: "full" }, 422, "backup_type"],
+      [{ ...base, resource_type: "service", backup_type: "configuration" }, 422, "backup_type"],
+      // w8/rbsources: services are sources too; the application's id names no service of the team.
+      [{ ...base, resource_type: "service", resource_id: 2_000_000_000 }, 404],
       // platform backups (w7/platform, test/api/platform-backups.test.ts): the root team's admins only
       [{ ...base, resource_type: "platform_instance", backup_type: "platform_instance", resource_id: undefined }, 403],
       [{ ...base, resource_type: "platform_instance" }, 422, "backup_type"],
@@ -195,7 +187,8 @@ describe("resource backups: runs", () => {
     expect(p.filename).toMatch(/^volume-\d{8}T\d{6}Z-[0-9a-f]{8}\.tar\.gz\.gpg$/);
     expect(p.passphrase).toBe(w.storage.passphrase);
     expect(p.keep_locally).toBe(3);
-    expect(p.s3?.prefix).toBe(`capstan/prod/${w.app.uuid}/`);
+    // w8/rbsources: each schedule's archives under its own prefix (remote retention counts them only).
+    expect(p.s3?.prefix).toBe(`capstan/prod/${w.app.uuid}/${p.schedule_uuid}/`);
     expect(p.s3?.target.bucket).toBe(s3.bucket);
     // While it runs, a second run is refused.
     expect((await track(w.api.post(`/resource-backups/${s.id}/execute`))).status).toBe(409);
@@ -335,7 +328,7 @@ describe("resource restores: POST /resource-backups/{id}/executions/{execution_i
     expect((await detail(w, s.id)).executions[0]).toMatchObject({ restore_status: "failed", restore_reason: expect.stringMatching(/sha256/) });
   });
 
-  it("409 while a deployment of the application runs, for an execution that did not succeed, and while the agent is away; 422 for target_uuid and bad input; 404 for another team's", async () => {
+  it("409 while a deployment of the application runs, for an execution that did not succeed, and while the agent is away; 422 for bad input; 404 for another team's", async () => {
     const w = await world();
     const { s, executionId } = await succeeded(w);
     // An execution that failed has nothing to restore.
@@ -348,9 +341,8 @@ describe("resource restores: POST /resource-backups/{id}/executions/{execution_i
     expect(notOk.status).toBe(409);
     expect(notOk.body.message).toMatch(/Only a successful backup can be restored/);
 
-    const target = await track(w.api.post(restorePath(s.id, executionId), { target_uuid: w.app.uuid }));
-    expect(target.status).toBe(422);
-    expect(target.body.errors.target_uuid[0]).toMatch(/not supported yet/);
+    // target_uuid (w8/rbsources): test/api/resource-backup-sources.test.ts; one that names nothing is a 404.
+    expect((await track(w.api.post(restorePath(s.id, executionId), { target_uuid: "00000000-0000-4000-8000-000000000000" }))).status).toBe(404);
     for (const body of [{ passphrase: "" }, { passphrase: 5 }, { other: 1 }]) expect((await track(w.api.post(restorePath(s.id, executionId), body))).status, JSON.stringify(body)).toBe(422);
     expect((await track(w.api.post(restorePath(s.id, executionId + 100000), {}))).status).toBe(404);
     expect((await track(w.api.post(`/resource-backups/${s.id}/executions/x/restore`, {}))).status).toBe(422);

@@ -3,14 +3,14 @@ import { createReadStream } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join, posix } from "node:path";
 import type { ResourceRestorePayload, ResourceRestoreResult } from "@capstan/shared";
-import { appContainers, servingContainer } from "../deploy/app-containers.js";
+import { appContainers } from "../deploy/app-containers.js";
 import type { ContainerMount, Engine } from "../docker/engine.js";
 import { checkConfiguration } from "./configuration.js";
 import { BackupToolError } from "./exec.js";
 import { ensurePrivateDir } from "./paths.js";
 import { openSource } from "./restore.js";
 import { openVolumeArchive, stageVolumeArchive, type StagedVolumes } from "./volume-stage.js";
-import { VOLUMES_DIR, stoppedDuring } from "./volumes.js";
+import { VOLUMES_DIR, stoppedDuring, volumeContainers } from "./volumes.js";
 
 // ---- resource restores (issue 19, w7/restore) ----
 
@@ -52,10 +52,10 @@ export async function runVolumeRestore(engine: Engine, p: ResourceRestorePayload
   if (p.backup_type === "configuration") return configurationRestore(p, opts, ctx);
   const { signal, progress } = ctx;
   const all = await appContainers(engine, p.resource.uuid, signal);
-  const serving = servingContainer(all);
-  if (!serving) throw new BackupToolError(`the application ${p.resource.name} has no container on this server; deploy it first, then restore`);
-  const details = await engine.inspectContainer(serving.name, signal);
-  const mounts = details?.mounts ?? [];
+  // w8/rbsources: each volume through its own container (a service's components each mount theirs).
+  const containers = volumeContainers(all, p, "deploy it first, then restore");
+  const mountsOf = new Map<string, ContainerMount[]>();
+  for (const c of new Set(containers.values())) mountsOf.set(c.name, (await engine.inspectContainer(c.name, signal))?.mounts ?? []);
   const image = await opts.helperImage();
   if (!image) throw new BackupToolError("no helper image to empty the volumes with (the agent does not run in a container: set CAPSTAN_AGENT_HELPER_IMAGE)");
 
@@ -66,12 +66,13 @@ export async function runVolumeRestore(engine: Engine, p: ResourceRestorePayload
     const configuration = p.backup_type === "full" ? checkConfiguration(staged.configuration) : null;
     const names = staged.manifest.volumes.map((v) => v.name);
     const unknown = names.filter((n) => !p.volumes.some((v) => v.name === n));
-    if (unknown.length) throw new BackupToolError(`the backup has storages this application does not have now: ${unknown.join(", ")}`);
+    if (unknown.length) throw new BackupToolError(`the backup has storages this ${p.resource.kind} does not have now: ${unknown.join(", ")}`);
     progress(`the archive checked out against its manifest: ${staged.files} file(s), ${staged.bytes} bytes in ${names.length} volume(s)`);
     const targets = names.map((name) => {
       const v = p.volumes.find((x) => x.name === name)!;
-      const mount = mounts.find((m) => posix.normalize(m.target) === posix.normalize(v.mount_path));
-      if (!mount) throw new BackupToolError(`the container ${serving.name} has no mount at ${v.mount_path} (storage ${name}); redeploy the application, then restore`);
+      const container = containers.get(name)!;
+      const mount = mountsOf.get(container.name)!.find((m) => posix.normalize(m.target) === posix.normalize(v.mount_path));
+      if (!mount) throw new BackupToolError(`the container ${container.name} has no mount at ${v.mount_path} (storage ${name}); redeploy the ${p.resource.kind}, then restore`);
       return { name, mount };
     });
     signal.throwIfAborted();

@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
 import { posix } from "node:path";
-import type { ResourceBackupPayload, ResourceBackupResult, ResourceJobBackupType, VolumeManifest } from "@capstan/shared";
+import { LABEL_SERVICE_COMPONENT, type ResourceBackupPayload, type ResourceBackupResult, type ResourceJobBackupType, type VolumeManifest } from "@capstan/shared";
 import { configurationEntry } from "./configuration.js";
 import { appContainers, servingContainer } from "../deploy/app-containers.js";
-import type { Engine } from "../docker/engine.js";
+import type { ContainerSummary, Engine } from "../docker/engine.js";
 import { BackupToolError } from "./exec.js";
 import { storeBackup } from "./store.js";
 import { removeStopJournal, writeStopJournal } from "./stop-journal.js";
@@ -17,8 +17,32 @@ interface Ctx {
   progress(line: string): void;
 }
 
-/** What the archive is read from: the engine's tar stream of one path of a container. */
-export type ArchiveSource = (mountPath: string) => Promise<AsyncIterable<Buffer | Uint8Array | string>>;
+/** What the archive is read from: the engine's tar stream of one path of a container (the volume's: a service's volumes live in several). */
+export type ArchiveSource = (mountPath: string, volume: ResourceBackupPayload["volumes"][number]) => Promise<AsyncIterable<Buffer | Uint8Array | string>>;
+
+// ---- w8/rbsources: services and databases as sources ----
+/**
+ * The container a volume is read and written through: its service component's newest running
+ * container (else newest) for a service's volume, the resource's serving container otherwise
+ * (an application's, or a standalone database's only one). Null: none on this server.
+ */
+export function volumeContainer(all: ContainerSummary[], volume: ResourceBackupPayload["volumes"][number]): ContainerSummary | null {
+  if (volume.component === undefined) return servingContainer(all);
+  return servingContainer(all.filter((c) => c.labels[LABEL_SERVICE_COMPONENT] === volume.component));
+}
+
+/** Each volume's container, or the reason a volume has none (the resource is not deployed, or a component is missing). */
+export function volumeContainers(all: ContainerSummary[], p: Pick<ResourceBackupPayload, "resource" | "volumes">, then: string): Map<string, ContainerSummary> {
+  const out = new Map<string, ContainerSummary>();
+  const what = `the ${p.resource.kind} ${p.resource.name}`;
+  if (!all.length) throw new BackupToolError(`${what} has no container on this server; ${then}`);
+  for (const v of p.volumes) {
+    const c = volumeContainer(all, v);
+    if (!c) throw new BackupToolError(`${what} has no container of the component that mounts ${v.name} on this server; ${then}`);
+    out.set(v.name, c);
+  }
+  return out;
+}
 
 /**
  * The archive of a resource's volumes, streamed: each volume's files under
@@ -48,7 +72,7 @@ export async function* volumeArchive(
       return null;
     };
     let count = 0;
-    for await (const { header, body } of readTar(await source(v.mount_path))) {
+    for await (const { header, body } of readTar(await source(v.mount_path, v))) {
       const name = rename(header.name);
       if (name === null || name.split("/").includes("..")) {
         progress(`skipped ${JSON.stringify(header.name)} of ${v.name}: outside the volume`);
@@ -135,12 +159,13 @@ export async function runVolumeBackup(engine: Engine, p: ResourceBackupPayload, 
     });
   }
   const all = await appContainers(engine, p.resource.uuid, signal);
-  const container = servingContainer(all);
-  if (!container) throw new BackupToolError(`the application ${p.resource.name} has no container on this server; deploy it first`);
+  const containers = volumeContainers(all, p, "deploy it first");
   const store = () =>
     storeBackup(spec, ctx, async (write) => {
-      progress(`archiving ${p.volumes.length} volume(s) of ${p.resource.name} from container ${container.name}${p.passphrase ? " (tar, gzip, OpenPGP encrypted)" : " (tar, gzip)"}`);
-      const source: ArchiveSource = async (path) => {
+      const names = [...new Set([...containers.values()].map((c) => c.name))];
+      progress(`archiving ${p.volumes.length} volume(s) of ${p.resource.name} from container ${names.join(", ")}${p.passphrase ? " (tar, gzip, OpenPGP encrypted)" : " (tar, gzip)"}`);
+      const source: ArchiveSource = async (path, volume) => {
+        const container = containers.get(volume.name)!;
         try {
           return (await engine.getArchive(container.id, path, signal)) as AsyncIterable<Buffer>;
         } catch (err) {

@@ -74,6 +74,9 @@ export function backupDelete(_engine: Engine, opts: BackupOptions): Handler<"bac
 }
 
 // resource backups (issue 19)
+/** w8/rbsources: the lock a resource's own jobs hold (a service's are its service.* jobs' app lock, a database's its db.* jobs'). */
+const resourceLockKey = (r: { kind: "application" | "service" | "database"; uuid: string }) => (r.kind === "database" ? dbLockKey(r.uuid) : appLockKey(r.uuid));
+
 /**
  * resource.backup (backup/volumes.ts); one run per schedule at a time, as db.backup. With
  * stop_during_backup it also holds the application's lock: no deploy or stop/start interleaves
@@ -85,7 +88,7 @@ export function resourceBackup(engine: Engine, opts: BackupOptions, locks: Keyed
       ctx.signal.throwIfAborted();
       const mask = createMasker(secrets(null, payload.passphrase, payload.s3?.target));
       const run = () => masked(mask, ctx, (job) => runVolumeBackup(engine, payload, opts, job));
-      return payload.stop_during_backup ? locks.run(appLockKey(payload.resource.uuid), run) : run();
+      return payload.stop_during_backup ? locks.run(resourceLockKey(payload.resource), run) : run();
     });
 }
 
@@ -96,7 +99,7 @@ export function resourceBackup(engine: Engine, opts: BackupOptions, locks: Keyed
  */
 export function resourceRestore(engine: Engine, opts: BackupOptions, locks: KeyedMutex): Handler<"resource.restore"> {
   return (payload, ctx) =>
-    locks.run(appLockKey(payload.resource.uuid), () => {
+    locks.run(resourceLockKey(payload.resource), () => {
       ctx.signal.throwIfAborted();
       const mask = createMasker(secrets(null, payload.passphrase, payload.from.s3?.target));
       const helperImage = opts.helperImage ?? (async () => null);

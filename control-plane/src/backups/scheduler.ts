@@ -72,7 +72,8 @@ export class BackupScheduler implements ScheduleWatcher {
   async reconcile(): Promise<void> {
     // Database dump schedules and resource backups (issue 19) alike.
     const rows = await this.db.backupSchedule.findMany({
-      where: { enabled: true, OR: [{ databaseId: { not: null } }, { applicationId: { not: null } }] },
+      // w8/rbsources: services' volume backups too.
+      where: { enabled: true, OR: [{ databaseId: { not: null } }, { applicationId: { not: null } }, { serviceId: { not: null } }] },
       select: { id: true, frequency: true },
     });
     if (!this.running) return;
@@ -89,10 +90,10 @@ export class BackupScheduler implements ScheduleWatcher {
     if (!this.running) return;
     this.track(
       this.db.backupSchedule
-        .findUnique({ where: { id: scheduleId }, select: { id: true, frequency: true, enabled: true, databaseId: true, applicationId: true } })
+        .findUnique({ where: { id: scheduleId }, select: { id: true, frequency: true, enabled: true, databaseId: true, applicationId: true, serviceId: true } })
         .then((r) => {
           if (!this.running) return;
-          if (r && r.enabled && (r.databaseId !== null || r.applicationId !== null)) this.watch(r.id, r.frequency);
+          if (r && r.enabled && (r.databaseId !== null || r.applicationId !== null || r.serviceId !== null)) this.watch(r.id, r.frequency);
           else this.drop(scheduleId);
         })
         .catch((err) => this.opts.log.error({ err: { message: (err as Error).message } }, "backup scheduler: refreshing a schedule failed")),

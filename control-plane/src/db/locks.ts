@@ -35,6 +35,9 @@ export const LOCK = {
   // ---- w7/svcroute: domain claims (issue 17) ----
   /** A team's domain claims: the host-rule check of a service application's fqdn and its write (the id is the team's). */
   teamDomains: 0x54444d4e,
+  // ---- w8/rbsources: resource backups of services (issue 19) ----
+  /** A service's resource backup and restore runs. */
+  serviceRuns: 0x53565255,
 } as const;
 
 /**

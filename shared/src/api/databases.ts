@@ -335,6 +335,8 @@ export type DatabaseEnvVar = z.infer<typeof DatabaseEnvVar>;
 export const DatabaseEnvVarList = listOf(DatabaseEnvVar);
 
 export const DatabaseDetail = Database.extend({
+  // w8/rbsources: what resource backups name it by (spec 4.10's integer resource_id)
+  id: z.number().int().meta({ description: "The integer id (resource_id of /resource-backups)" }),
   engine: DatabaseEngine,
   description: z.string(),
   project_name: z.string(),

@@ -105,6 +105,8 @@ export type ServiceEnvVar = z.infer<typeof ServiceEnvVar>;
 export const ServiceEnvVarList = listOf(ServiceEnvVar);
 
 export const ServiceDetail = Service.extend({
+  // w8/rbsources: what resource backups name it by (spec 4.10's integer resource_id)
+  id: z.number().int().meta({ description: "The integer id (resource_id of /resource-backups)" }),
   description: z.string(),
   template_source: z.string().nullable().meta({ description: "built-in, or the slug of the template source; null for docker_compose_raw" }),
   project_name: z.string(),

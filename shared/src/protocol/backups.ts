@@ -91,7 +91,8 @@ export const BackupDeleteResult = z.object({ local_removed: z.boolean(), remote_
  * exactly as db.backup (`<backup dir>/<resource uuid>/<schedule uuid>/<filename>`, S3, retention).
  */
 export const ResourceBackupPayload = z.object({
-  resource: z.object({ kind: z.enum(["application"]), uuid: z.string().regex(/^[a-z0-9-]{1,64}$/), name: z.string().max(255) }),
+  /** w8/rbsources: services (containers of every component) and standalone databases too */
+  resource: z.object({ kind: z.enum(["application", "service", "database"]), uuid: z.string().regex(/^[a-z0-9-]{1,64}$/), name: z.string().max(255) }),
   volumes: z
     .array(
       z.object({
@@ -99,6 +100,8 @@ export const ResourceBackupPayload = z.object({
         name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/),
         /** absolute path inside the container */
         mount_path: z.string().min(2).max(1024).regex(/^\/[^\0]*$/),
+        /** w8/rbsources: a service's volume is read and written through its component's container (capstan.service.component) */
+        component: z.string().regex(/^[a-z0-9-]{1,64}$/).optional(),
       }),
     )
     // configuration backups (w8/rbconfig) archive no volume: the refinement below says which types need them.

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import type { DbCredentials } from "@capstan/shared";
+import { JOBS, type DbCredentials, type JobEnvelope } from "@capstan/shared";
 import type { TestInstance } from "../harness.js";
 import type { KeyFactory } from "./ssh.js";
 import type { S3Server } from "../../support/s3-server.js";
@@ -56,4 +56,19 @@ export async function backupWorld(t: TestInstance, keys: KeyFactory, s3: S3Serve
     "s3 storage",
   );
   return { ...w, agent, database: { id: row.id, uuid: database.uuid, name: database.name }, credentials: database.credentials, storage: { id: storage.data.id, passphrase } };
+}
+
+/** A successful resource.backup result for a job, as the real agent reports it (test/api/resource-backup*.test.ts). */
+export function resourceBackupResult(job: JobEnvelope, extra: Record<string, unknown> = {}) {
+  const p = JOBS["resource.backup"].payload.parse(job.payload);
+  return {
+    filename: p.filename,
+    size: 987_654,
+    is_encrypted: p.passphrase !== null,
+    local_path: `/var/lib/capstan-agent/backups/${p.resource.uuid}/${p.schedule_uuid}/${p.filename}`,
+    s3_key: p.s3 ? `${p.s3.prefix}${p.filename}` : null,
+    removed_local: [],
+    removed_remote: [],
+    ...extra,
+  };
 }

@@ -94,6 +94,9 @@ export interface Fixtures {
   /** The application's integer id (resource_id), and a volume backup of it to the S3 storage (never run: no agent). */
   applicationId: number;
   resourceBackup: { id: number };
+  // ---- w8/rbsources: services and databases as sources (their detail's integer id) ----
+  serviceId: number;
+  databaseId: number;
   // ---- dns resources (issue 21, w6) ----
   /** A role binding (preview) of the domain (DNS_ENV_BINDINGS). */
   environmentBinding: { id: number };
@@ -250,6 +253,9 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   await ok(api.put(`/service-applications/${serviceApplication.uuid}/label-overrides`, { yaml: `proxy.headers.response.X-Fixture: ${tag}-label\n` }), "label overrides");
   // resource backups (issue 19)
   const applicationId = (await ok(api.get(`/applications/${application.uuid}`), "application detail")).id as number;
+  // w8/rbsources
+  const serviceId = (await ok(api.get(`/services/${service.uuid}`), "service detail")).id as number;
+  const databaseId = (await ok(api.get(`/databases/${database.uuid}`), "database detail")).id as number;
   const resourceBackup = (
     await ok(api.post("/resource-backups", { resource_type: "application", resource_id: applicationId, backup_type: "volume", frequency: "0 4 * * *", s3_storage_id: s3Storage.id }), "resource backup")
   ).data;
@@ -306,6 +312,8 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
     // resource backups (issue 19)
     applicationId,
     resourceBackup: { id: resourceBackup.id },
+    serviceId,
+    databaseId,
     // ---- dns resources (issue 21, w6) ----
     environmentBinding: { id: environmentBinding.id },
     appHost: `${tag}.example.com`.toLowerCase(),
@@ -611,6 +619,9 @@ export const BODIES: Record<string, BodySpec> = {
     foreign: (a, b) => [
       { resource_type: "application", resource_id: a.applicationId, backup_type: "volume", frequency: "@daily" },
       { resource_type: "application", resource_id: b.applicationId, backup_type: "volume", frequency: "@daily", s3_storage_id: a.s3Storage.id },
+      // w8/rbsources: another team's service or database by integer id
+      { resource_type: "service", resource_id: a.serviceId, backup_type: "volume", frequency: "@daily" },
+      { resource_type: "database", resource_id: a.databaseId, backup_type: "volume", frequency: "@daily" },
     ],
   },
   "put /resource-backups/{id}": { valid: () => ({ frequency: "@weekly", enabled: false, keep_locally: true, number_of_backups_locally: 2 }), foreign: (a) => [{ s3_storage_id: a.s3Storage.id }] },
@@ -627,7 +638,8 @@ export const BODIES: Record<string, BodySpec> = {
   // ---- w7/svcroute: service applications' domains (issue 17) ----
   "patch /service-applications/{uuid}": { valid: () => ({ fqdn: "https://hijacked.example.test" }) },
   // ---- resource restores (issue 19, w7/restore) ----
-  "post /resource-backups/{id}/executions/{execution_id}/restore": { valid: () => ({}) },
+  // w8/rbsources: a restore into another team's application (target_uuid) is a 404, nothing queued.
+  "post /resource-backups/{id}/executions/{execution_id}/restore": { valid: () => ({}), foreign: (a) => [{ target_uuid: a.application.uuid }] },
 };
 let domainSeq = 0;
 

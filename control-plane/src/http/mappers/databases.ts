@@ -65,6 +65,7 @@ export async function databaseDetailDto(d: { row: DatabaseWithDetail; credential
       lastError: row.lastError,
       lastErrorAt: row.lastErrorAt ? iso(row.lastErrorAt) : null,
     }),
+    id: row.id,
     engine,
     description: row.description,
     project_name: row.environment.project.name,

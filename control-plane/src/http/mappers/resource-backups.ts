@@ -16,6 +16,7 @@ export function resourceBackupDto(v: ResourceBackupView): Out<typeof ResourceBac
     enabled: r.enabled,
     keep_locally: r.keepLocally,
     number_of_backups_locally: r.numberOfBackupsLocally,
+    number_of_backups_remote: r.numberOfBackupsRemote,
     stop_during_backup: r.stopDuringBackup,
     next_run_at: at(v.nextRunAt),
     created_at: iso(r.createdAt),

@@ -39,6 +39,7 @@ export function serviceDetailDto(d: { service: ServiceWithDetail; reveal: boolea
       environmentName: s.environment.name,
       serverUuid: s.server.uuid,
     }),
+    id: s.id,
     description: s.description,
     template_source: s.templateSource,
     project_name: s.environment.project.name,

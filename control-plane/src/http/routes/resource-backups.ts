@@ -41,7 +41,7 @@ export const resourceBackupRoutes = [
     tag: TAG,
     summary: "Create a resource backup",
     description:
-      "This version backs up applications (resource_type application): their persistent storages (backup_type volume), their configuration document (configuration: settings, environment variables with their values sealed with the instance key, storages) or both in one archive (full); platform_instance backs up the whole instance; the other resource types answer 422. stop_during_backup is refused (422) for configuration backups. Needs full access to the application's environment. resource_id: the application's integer id (404 when it is not one of the team's). s3_storage_id: an S3 storage of the team (404 when it is not one); backups to a storage with an encryption passphrase are OpenPGP-encrypted. keep_locally false needs an S3 storage.",
+      "backup_type volume copies the volumes of an application (its persistent storages), a service (every component's named volumes) or a standalone database (its data volume, a file-level copy; its dumps stay under /databases/{uuid}/backups). For applications also configuration (the configuration document: settings, environment variables with their values sealed with the instance key, storages) or full (both in one archive); configuration and full of services and databases answer 422, and stop_during_backup is refused (422) for configuration backups. platform_instance backs up the whole instance. Needs full access to the resource's environment. resource_id: the integer id of the team's resource of that resource_type (the id of its detail; 404 otherwise). number_of_backups_remote (with an S3 storage): the newest archives of this backup kept in S3, the oldest beyond it deleted after each successful upload. s3_storage_id: an S3 storage of the team (404 when it is not one); backups to a storage with an encryption passphrase are OpenPGP-encrypted. keep_locally false needs an S3 storage.",
     body: CreateResourceBackupBody,
     responses: { 201: { description: "Created", schema: ResourceBackupMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
     async handler({ scope, services, body }) {
@@ -65,7 +65,7 @@ export const resourceBackupRoutes = [
     path: ONE,
     tag: TAG,
     summary: "Change a resource backup",
-    description: "Only the fields given change (frequency, s3_storage_id, enabled, keep_locally, number_of_backups_locally); the resource and types are fixed.",
+    description: "Only the fields given change (frequency, s3_storage_id, enabled, keep_locally, number_of_backups_locally, number_of_backups_remote, stop_during_backup); the resource and types are fixed. Removing the S3 storage drops number_of_backups_remote.",
     params: ResourceBackupParams,
     body: UpdateResourceBackupBody,
     responses: { 200: { description: "Updated", schema: ResourceBackupMutation }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 422: ERR[422] },
@@ -93,7 +93,7 @@ export const resourceBackupRoutes = [
     tag: TAG,
     summary: "Run a resource backup now",
     description:
-      "Runs it once, outside its cron times (also when disabled); needs deploy permission on the environment. Asynchronous: follow the execution in GET /resource-backups/{id}. 409 while a run of it is open or when the server's agent is not connected, or when the application has no persistent storage.",
+      "Runs it once, outside its cron times (also when disabled); needs deploy permission on the environment. Asynchronous: follow the execution in GET /resource-backups/{id}. 409 while a run of it is open or when the server's agent is not connected, or when the resource has no persistent storage.",
     params: ResourceBackupParams,
     responses: { 200: { description: "Queued", schema: ResourceBackupQueued }, 401: ERR[401], 403: ERR[403], 404: ERR[404], 409: { description: "Cannot run now (reason in message)" } },
     async handler({ scope, services, params }) {
@@ -106,9 +106,9 @@ export const resourceBackupRoutes = [
     method: "post",
     path: `${ONE}/executions/{execution_id}/restore`,
     tag: TAG,
-    summary: "Restore a volume, configuration or full backup into its application (extension)",
+    summary: "Restore a backup into its resource or a clone (extension)",
     description:
-      "Replaces the application's volume contents with the backup's: the agent streams the archive back (from the server or S3), decrypts it, and checks every file against the archive's manifest in a staging area before it stops the application's containers, swaps the volumes' contents and starts them again. A configuration backup resets the application's settings, environment variables and storages to its configuration document (nothing is stopped; redeploy to run with them); a full backup does both. Needs full access. Asynchronous (202): follow restore_status and restore_reason on the execution in GET /resource-backups/{id}. 409 while a deployment, a backup or a restore of the application runs, when the execution did not succeed, when its file is gone, or when the server's agent is not connected. passphrase: only for backups encrypted with an earlier passphrase of the storage. target_uuid (a restore into another resource) is not supported yet: 422.",
+      "Replaces the resource's volume contents (an application's, a service's or a database's) with the backup's: the agent streams the archive back (from the server or S3), decrypts it, and checks every file against the archive's manifest in a staging area before it stops the resource's containers, swaps the volumes' contents and starts them again. A configuration backup resets the application's settings, environment variables and storages to its configuration document (nothing is stopped; redeploy to run with them); a full backup does both. Needs full access. Asynchronous (202): follow restore_status and restore_reason on the execution in GET /resource-backups/{id}. 409 while a deployment of the application, a start or stop of the service or database, a backup or a restore of the resource runs, when the execution did not succeed, when its file is gone, or when the server's agent is not connected. passphrase: only for backups encrypted with an earlier passphrase of the storage. target_uuid: restore into another resource of the same kind of the team instead (a clone; full access on it too), each volume into the target's storage of the same name; another kind or a target lacking one of the storages is a 422, another team's or an unknown uuid a 404. target_uuid with a configuration or full backup is a 422 in this version.",
     params: ResourceBackupExecutionParams,
     body: RestoreResourceBackupBody,
     responses: {

@@ -133,7 +133,8 @@ export class BackupLookups {
 
   async schedule(scope: TeamScope, dbUuid: string, backupUuid: string, need: Need): Promise<{ database: DatabaseRef; schedule: ScheduleRow }> {
     const database = await scope.database(dbUuid, need);
-    const schedule = await this.db.backupSchedule.findFirst({ where: { uuid: backupUuid, databaseId: database.id } });
+    // backupType null: a dump schedule (a volume backup of the database is a resource backup, w8/rbsources).
+    const schedule = await this.db.backupSchedule.findFirst({ where: { uuid: backupUuid, databaseId: database.id, backupType: null } });
     if (!schedule) throw new NotFound("Backup schedule");
     return { database, schedule };
   }

@@ -250,9 +250,10 @@ export class BackupExecutions {
       include: { database: { select: { id: true, uuid: true, name: true, serverId: true, server: { select: { id: true, name: true, status: true } } } } },
     });
     if (!schedule || !schedule.enabled) return "skipped";
-    let target: RunTarget | null = schedule.database ? this.databaseTarget(schedule, schedule.database) : null;
+    // A database's dump schedule has no backupType; its volume backups (w8/rbsources) are resource backups.
+    let target: RunTarget | null = schedule.database && schedule.backupType === null ? this.databaseTarget(schedule, schedule.database) : null;
     // resource backups (issue 19)
-    if (!target && schedule.applicationId !== null && this.resourceTarget) target = await this.resourceTarget(schedule);
+    if (!target && schedule.backupType !== null && schedule.backupType !== "platform_instance" && this.resourceTarget) target = await this.resourceTarget(schedule);
     if (!target && schedule.backupType === "platform_instance" && this.platformRun) {
       const p = await this.platformRun(schedule, { trigger: "schedule", scheduledFor });
       return p.kind === "started" || p.kind === "failed" || p.kind === "lost" ? p.kind : "skipped";

@@ -13,6 +13,7 @@ import { ResourceRestores } from "./resource-restore.js";
 // ---- configuration and full backups (issue 19, w8/rbconfig) ----
 import { ConfigurationRestores } from "./configuration.js";
 import { ResourceRestoreResult } from "@capstan/shared";
+import { ResourceSources } from "./resource-sources.js";
 
 export { volumeBackupFilename, RECENT_EXECUTIONS, type ResourceBackupView } from "./resources.js";
 export { BACKUP_EXTENSIONS, backupFilename, backupKeyPrefix, cronErrors, shownStatus, type BackupServiceDeps, type ExecutionView, type ScheduleView, type ScheduleWatcher } from "./common.js";
@@ -47,8 +48,10 @@ export class BackupService {
     this.outcomes = new BackupOutcomes(this.lookups);
     const platform = new PlatformBackups(this.lookups, deps.platform ?? null);
     this.platform = platform;
-    this.resources = new ResourceBackups(this.lookups, this.executions, platform);
-    this.resourceRestores = new ResourceRestores(this.lookups);
+    // w8/rbsources: the resources of resource backups (applications, services, databases).
+    const sources = new ResourceSources(this.lookups);
+    this.resources = new ResourceBackups(this.lookups, this.executions, platform, sources);
+    this.resourceRestores = new ResourceRestores(this.lookups, sources);
     this.configurationRestores = new ConfigurationRestores(this.lookups, deps.hostsChanged ?? (async () => undefined));
   }
 

@@ -14,7 +14,7 @@ export class BackupOutcomes {
   /** db.backup ended: the execution records the file, retention results clear older rows' places. */
   async applyBackupEnd(job: Pick<JobRow, "id" | "status" | "result" | "error"> & { finishedAt?: Date | null }): Promise<void> {
     if (job.status !== "succeeded" && job.status !== "failed" && job.status !== "cancelled") return;
-    const execution = await this.lookups.db.backupExecution.findUnique({ where: { jobId: job.id }, include: { schedule: { select: { id: true, databaseId: true } } } });
+    const execution = await this.lookups.db.backupExecution.findUnique({ where: { jobId: job.id }, include: { schedule: { select: { id: true, databaseId: true, backupType: true } } } });
     if (!execution || !isOpen(execution.status)) return;
     const finishedAt = job.finishedAt ?? new Date();
     const open = { id: execution.id, status: { in: OPEN } };
@@ -54,7 +54,7 @@ export class BackupOutcomes {
    * Their s3StorageId stays: it is still where the backup went, and whose passphrase it has.
    */
   private async applyRetention(
-    schedule: { id: number; databaseId: number | null },
+    schedule: { id: number; databaseId: number | null; backupType: string | null },
     current: { id: number; s3StorageId: number | null },
     removedLocal: string[],
     removedRemote: string[],
@@ -67,13 +67,16 @@ export class BackupOutcomes {
         data: { localPath: null },
       });
     }
-    if (schedule.databaseId === null || current.s3StorageId === null || removedRemote.length === 0) return;
+    if (current.s3StorageId === null || removedRemote.length === 0) return;
+    // A dump schedule's objects are under its database's prefix (any dump schedule of it); a
+    // resource backup's under its own schedule's prefix (w8/rbsources: resourceKeyPrefix).
+    const owners = schedule.backupType === null && schedule.databaseId !== null ? { schedule: { databaseId: schedule.databaseId, backupType: null } } : { scheduleId: schedule.id };
     const listed = await this.lookups.db.s3Storage.findUnique({ where: { id: current.s3StorageId }, select: { teamId: true, endpoint: true, bucket: true } });
     if (!listed) return;
     const sameBucket = await this.lookups.db.s3Storage.findMany({ where: { teamId: listed.teamId, endpoint: listed.endpoint, bucket: listed.bucket }, select: { id: true } });
     for (const part of chunks(removedRemote)) {
       await this.lookups.db.backupExecution.updateMany({
-        where: { schedule: { databaseId: schedule.databaseId }, id: { not: currentId }, s3StorageId: { in: sameBucket.map((s) => s.id) }, s3Key: { in: part } },
+        where: { ...owners, id: { not: currentId }, s3StorageId: { in: sameBucket.map((s) => s.id) }, s3Key: { in: part } },
         data: { s3Key: null },
       });
     }

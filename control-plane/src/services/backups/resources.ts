@@ -1,6 +1,7 @@
 import {
   RESOURCE_CLASS,
   SUPPORTED_RESOURCE_BACKUP,
+  BACKUP_TYPES_OF_KIND,
   resourceKindOf,
   ResourceJobBackupType,
   hasVolumes,
@@ -12,10 +13,12 @@ import {
 import type { TeamScope } from "../../domain/scope.js";
 import { Conflict, Invalid, NotFound } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
-import { BackupLookups, OPEN, PayloadError, backupKeyPrefix, cronErrors, type ExecutionRow, type ScheduleRow } from "./common.js";
+import { BackupLookups, OPEN, PayloadError, cronErrors, type ExecutionRow, type ScheduleRow } from "./common.js";
 import type { BackupExecutions, PreparedRun, RunTarget } from "./executions.js";
 import { PlatformBackups } from "./platform/index.js";
 import { configurationDocument } from "./configuration.js";
+// ---- w8/rbsources: services and databases as sources ----
+import { ResourceSources, SOURCE_COLUMN, resourceKeyPrefix, runLock, sourceOf, type SourceKind, type SourceResource } from "./resource-sources.js";
 
 /** Executions shown in a resource backup's detail (newest first). */
 export const RECENT_EXECUTIONS = 20;
@@ -35,8 +38,6 @@ export interface ResourceBackupView {
   executions: { row: ExecutionRow; running: ReadonlySet<string> }[] | null;
 }
 
-type AppOfSchedule = { id: number; uuid: string; name: string; serverId: number; environment: { id: number; projectId: number }; server: { id: number; name: string; status: string } };
-
 /**
  * Resource backups (spec 4.10, issue 19): schedules of the one BackupSchedule table with a
  * backupType (and here an application), so that runs, the cron scheduler with its one claim per
@@ -49,6 +50,7 @@ export class ResourceBackups {
     private readonly lookups: BackupLookups,
     private readonly executions: BackupExecutions,
     private readonly platform: PlatformBackups,
+    private readonly sources: ResourceSources,
   ) {
     executions.resourceTarget = (schedule) => this.targetOf(schedule);
     executions.platformRun = (schedule, run) => platform.start(schedule, run);
@@ -58,38 +60,43 @@ export class ResourceBackups {
     return this.lookups.db;
   }
 
-  /** A resource backup of the team by id, its application checked for `need` (404 for another team's or an invisible one). */
+  /** A resource backup of the team by id, its resource checked for `need` (404 for another team's or an invisible one). */
   private async find(scope: TeamScope, id: number, need: "view" | "deploy" | "manage"): Promise<{ row: ScheduleRow }> {
-    const row = await this.db.backupSchedule.findFirst({ where: { id, teamId: scope.teamId, backupType: { not: null } }, include: { application: { select: { id: true, uuid: true } } } });
+    const row = await this.db.backupSchedule.findFirst({ where: { id, teamId: scope.teamId, backupType: { not: null } } });
     // platform_instance (issue 19): the root team's owners and admins only, whatever the need.
     if (row && PlatformBackups.is(row)) {
       await this.platform.requireInstanceAdmin(scope);
-      const { application: _a, ...schedule } = row;
-      return { row: schedule };
+      return { row };
     }
-    if (!row || !row.application) throw new NotFound("Resource backup");
+    const source = row ? sourceOf(row) : null;
+    const resource = source ? await this.sources.load(source.kind, source.id, scope.teamId) : null;
+    if (!row || !resource) throw new NotFound("Resource backup");
     try {
-      await scope.application(row.application.uuid, need);
+      await this.sources.check(scope, resource, need);
     } catch (err) {
       if (err instanceof NotFound) throw new NotFound("Resource backup");
       throw err;
     }
-    const { application: _app, ...schedule } = row;
-    return { row: schedule };
+    return { row };
   }
 
   async list(scope: TeamScope, query: ResourceBackupQuery): Promise<ResourceBackupView[]> {
     const kind = query.resource_type ? resourceKindOf(query.resource_type) : null;
-    // Only applications have resource backups in this version: a filter for another kind lists none.
-    if (kind && kind !== "application") return [];
+    // w8/rbsources: applications, services and databases; resource_id alone matches a resource of any kind with that id.
+    const kinds = kind && kind !== "platform_instance" ? [kind] : (["application", "service", "database"] as const);
+    const env = { select: { environment: { select: { id: true, projectId: true } } } };
     const rows = await this.db.backupSchedule.findMany({
-      where: { teamId: scope.teamId, backupType: { not: null }, applicationId: query.resource_id ?? { not: null } },
-      include: { application: { select: { environment: { select: { id: true, projectId: true } } } } },
+      where: { teamId: scope.teamId, backupType: { not: null }, OR: kinds.map((k) => ({ [SOURCE_COLUMN[k]]: query.resource_id ?? { not: null } })) },
+      include: { application: env, service: env, database: env },
       orderBy: { id: "asc" },
     });
-    const live = rows.filter((r) => r.application);
-    const visible = await scope.canSeeEnvironments(live.map((r) => r.application!.environment));
-    const shown = live.filter((_, i) => visible[i]).map(({ application: _a, ...row }) => this.view(row, null));
+    // A database's dump schedules have no backupType (not listed); a schedule whose resource is gone meanwhile neither.
+    const live = rows.flatMap(({ application, service, database, ...row }) => {
+      const e = application?.environment ?? service?.environment ?? database?.environment;
+      return e && sourceOf(row) ? [{ row, environment: e }] : [];
+    });
+    const visible = await scope.canSeeEnvironments(live.map((r) => r.environment));
+    const shown = live.filter((_, i) => visible[i]).map(({ row }) => this.view(row, null));
     // platform_instance schedules (issue 19): listed without a filter, to the root team's owners and admins.
     if (kind || query.resource_id !== undefined) return shown;
     const platform = await this.db.backupSchedule.findMany({ where: { teamId: scope.teamId, backupType: "platform_instance" }, orderBy: { id: "asc" } });
@@ -105,12 +112,14 @@ export class ResourceBackups {
   }
 
   /** Rules across fields (each field alone is checked by the shared schema). */
-  private check(s: { frequency: string; s3StorageId: number | null; keepLocally: boolean; local: number }): void {
+  private check(s: { frequency: string; s3StorageId: number | null; keepLocally: boolean; local: number; remote?: number | null }): void {
     const errors: Record<string, string[]> = {};
     const cronProblems = cronErrors(s.frequency);
     if (cronProblems) errors.frequency = cronProblems;
     if (s.s3StorageId === null && !s.keepLocally) errors.keep_locally = ["Without an S3 storage, backups must be kept on the server."];
     if (s.s3StorageId === null && s.keepLocally && s.local === 0) errors.number_of_backups_locally = ["Without an S3 storage, at least one backup must be kept on the server."];
+    // w8/rbsources: remote retention, as for database backups.
+    if (s.s3StorageId === null && s.remote != null) errors.number_of_backups_remote = ["Only with an S3 storage (s3_storage_id)."];
     if (Object.keys(errors).length) throw new Invalid(errors);
   }
 
@@ -128,27 +137,31 @@ export class ResourceBackups {
     if (input.resource_type === "platform_instance" && input.resource_id !== undefined) errors.resource_id = ["A platform backup has no resource_id."];
     if (input.resource_type === "platform_instance" && input.stop_during_backup) errors.stop_during_backup = ["A platform backup stops nothing."];
     if (input.backup_type === "configuration" && input.stop_during_backup) errors.stop_during_backup = ["A configuration backup stops nothing: it archives no volume."];
+    if (!errors.backup_type && input.resource_type !== "platform_instance") {
+      const allowed: readonly string[] = BACKUP_TYPES_OF_KIND[input.resource_type];
+      if (!allowed.includes(input.backup_type)) errors.backup_type = [`A ${input.resource_type} has ${allowed.join(", ")} backups in this version; ${input.backup_type} is not supported for it yet.`];
+    }
     if (Object.keys(errors).length) throw new Invalid(errors);
     if (input.backup_type === "platform_instance") {
       await this.platform.requireInstanceAdmin(scope);
       const s3StorageId = input.s3_storage_id ?? null;
-      this.check({ frequency: input.frequency, s3StorageId, keepLocally: input.keep_locally, local: input.number_of_backups_locally });
+      this.check({ frequency: input.frequency, s3StorageId, keepLocally: input.keep_locally, local: input.number_of_backups_locally, remote: input.number_of_backups_remote });
       if (s3StorageId !== null) await scope.s3Storage(s3StorageId);
       const row = await this.platform.create(scope, input, s3StorageId);
       this.lookups.watcher?.changed(row.id);
       return this.view(row, null);
     }
-    const found = await this.db.application.findFirst({ where: { id: input.resource_id!, teamId: scope.teamId }, select: { uuid: true } });
-    if (!found) throw new NotFound("Application");
-    const app = await scope.application(found.uuid, "manage");
+    const resource = await this.sources.resolve(scope, input.resource_type as SourceKind, input.resource_id!, "manage");
     const s3StorageId = input.s3_storage_id ?? null;
-    this.check({ frequency: input.frequency, s3StorageId, keepLocally: input.keep_locally, local: input.number_of_backups_locally });
+    const remote = input.number_of_backups_remote ?? null;
+    this.check({ frequency: input.frequency, s3StorageId, keepLocally: input.keep_locally, local: input.number_of_backups_locally, remote });
     if (s3StorageId !== null) await scope.s3Storage(s3StorageId);
     const row = await this.db.backupSchedule.create({
       data: {
         uuid: newUuid(),
         teamId: scope.teamId,
-        applicationId: app.id,
+        [SOURCE_COLUMN[resource.kind]]: resource.id,
+        numberOfBackupsRemote: remote,
         backupType: input.backup_type,
         frequency: input.frequency,
         enabled: input.enabled,
@@ -171,7 +184,10 @@ export class ResourceBackups {
       s3StorageId: input.s3_storage_id === undefined ? current.s3StorageId : input.s3_storage_id,
       keepLocally: input.keep_locally ?? current.keepLocally,
       local: input.number_of_backups_locally ?? current.numberOfBackupsLocally,
+      remote: input.number_of_backups_remote === undefined ? current.numberOfBackupsRemote : input.number_of_backups_remote,
     };
+    // Dropping the storage drops remote retention with it (as for database backups).
+    if (next.s3StorageId === null && input.number_of_backups_remote === undefined) next.remote = null;
     this.check(next);
     if (next.s3StorageId !== null && next.s3StorageId !== current.s3StorageId) await scope.s3Storage(next.s3StorageId);
     const row = await this.db.backupSchedule.update({
@@ -181,6 +197,7 @@ export class ResourceBackups {
         s3StorageId: next.s3StorageId,
         keepLocally: next.keepLocally,
         numberOfBackupsLocally: next.local,
+        numberOfBackupsRemote: next.remote,
         ...(input.enabled !== undefined ? { enabled: input.enabled } : {}),
         ...(input.stop_during_backup !== undefined ? { stopDuringBackup: input.stop_during_backup } : {}),
       },
@@ -215,46 +232,47 @@ export class ResourceBackups {
     return started.id;
   }
 
-  /** The run target of a resource backup schedule: its application's run lock, server and resource.backup job. */
+  /**
+   * The run target of a resource backup schedule: its resource's run lock (resource-sources.ts
+   * runLock), server and resource.backup job (w8/rbsources: applications, services, databases).
+   */
   private async targetOf(schedule: ScheduleRow): Promise<RunTarget | null> {
-    if (schedule.applicationId === null) return null;
-    const app = await this.db.application.findUnique({
-      where: { id: schedule.applicationId },
-      select: { id: true, uuid: true, name: true, serverId: true, environment: { select: { id: true, projectId: true } }, server: { select: { id: true, name: true, status: true } } },
-    });
-    if (!app) return null;
+    const source = sourceOf(schedule);
+    const resource = source ? await this.sources.load(source.kind, source.id) : null;
+    if (!resource) return null;
     return {
-      lock: { kind: "applicationRuns", id: app.id },
-      serverId: app.serverId,
-      server: app.server,
+      lock: runLock(resource),
+      serverId: resource.serverId,
+      server: resource.server,
       clash: async (tx) => {
         if (await tx.backupExecution.count({ where: { scheduleId: schedule.id, status: { in: OPEN } } })) return "the previous backup of this schedule is still running";
-        // resource restores (w7/restore): no backup while a restore of the application runs.
-        if (await tx.backupExecution.count({ where: { schedule: { applicationId: app.id }, restoreStatus: { in: OPEN } } })) return "a restore of this application is running";
-        return null;
+        // resource restores (w7/restore): no backup while a restore of the resource runs.
+        return this.sources.clash(tx, resource, "backup");
       },
-      prepare: (executionUuid, at) => this.prepare(schedule, app, executionUuid, at),
+      prepare: (executionUuid, at) => this.prepare(schedule, resource, executionUuid, at),
     };
   }
 
-  private async prepare(schedule: ScheduleRow, app: AppOfSchedule, executionUuid: string, at: Date): Promise<PreparedRun> {
-    // (w8/rbconfig) configuration: the document only; full: the volumes and the document in one archive.
+  private async prepare(schedule: ScheduleRow, resource: SourceResource, executionUuid: string, at: Date): Promise<PreparedRun> {
+    // (w8/rbconfig) configuration: the document only; full: the volumes and the document in one archive (applications).
     const type = ResourceJobBackupType.safeParse(schedule.backupType);
     if (!type.success) throw new PayloadError(`the backup type ${schedule.backupType} does not run on an agent`);
-    const volumes = hasVolumes(type.data) ? await this.db.volume.findMany({ where: { applicationId: app.id }, orderBy: { id: "asc" }, select: { name: true, mountPath: true } }) : [];
-    if (hasVolumes(type.data) && !volumes.length) throw new PayloadError(`the application ${app.name} has no persistent storages to back up`);
-    const configuration = type.data === "volume" ? null : await configurationDocument(this.db, app.id, at);
+    const volumes = hasVolumes(type.data) ? await this.sources.volumes(resource) : [];
+    if (hasVolumes(type.data) && !volumes.length) throw new PayloadError(`the ${resource.kind} ${resource.name} has no persistent storages (volumes) to back up`);
+    if (type.data !== "volume" && resource.kind !== "application") throw new PayloadError(`a ${type.data} backup of a ${resource.kind} does not run in this version`);
+    const configuration = type.data === "volume" ? null : await configurationDocument(this.db, resource.id, at);
     let s3: ResourceBackupPayload["s3"] = null;
     let passphrase: string | null = null;
     if (schedule.s3StorageId !== null) {
       const d = await this.lookups.deps.storages.destinationById(schedule.s3StorageId);
       if (!d) throw new PayloadError("the schedule's S3 storage was deleted");
-      s3 = { target: d.target, prefix: backupKeyPrefix(d.prefix, app.uuid), keep_remote: schedule.numberOfBackupsRemote };
+      // w8/rbsources: under the schedule's own prefix, so that remote retention counts its archives only.
+      s3 = { target: d.target, prefix: resourceKeyPrefix(d.prefix, resource.uuid, schedule.uuid), keep_remote: schedule.numberOfBackupsRemote };
       passphrase = d.passphrase;
     }
     const payload: ResourceBackupPayload = {
-      resource: { kind: "application", uuid: app.uuid, name: app.name },
-      volumes: volumes.map((v) => ({ name: v.name, mount_path: v.mountPath })),
+      resource: { kind: resource.kind, uuid: resource.uuid, name: resource.name },
+      volumes,
       schedule_uuid: schedule.uuid,
       execution_uuid: executionUuid,
       filename: volumeBackupFilename(at, executionUuid, passphrase !== null, type.data),
@@ -277,8 +295,8 @@ export class ResourceBackups {
   private view(row: ScheduleRow, executions: ResourceBackupView["executions"]): ResourceBackupView {
     return {
       row,
-      resourceType: PlatformBackups.is(row) ? "platform_instance" : "application",
-      resourceId: row.applicationId,
+      resourceType: PlatformBackups.is(row) ? "platform_instance" : (sourceOf(row)?.kind ?? "application"),
+      resourceId: sourceOf(row)?.id ?? null,
       nextRunAt: row.enabled ? (this.lookups.watcher?.nextRun(row.id, row.frequency) ?? null) : null,
       executions,
     };

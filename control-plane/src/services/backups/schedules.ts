@@ -10,12 +10,12 @@ export class BackupSchedules {
 
   async countSchedules(scope: TeamScope, dbUuid: string): Promise<number> {
     const database = await scope.database(dbUuid, "view");
-    return this.lookups.db.backupSchedule.count({ where: { databaseId: database.id } });
+    return this.lookups.db.backupSchedule.count({ where: { databaseId: database.id, backupType: null } });
   }
 
   async listSchedules(scope: TeamScope, dbUuid: string, window: Window): Promise<ScheduleView[]> {
     const database = await scope.database(dbUuid, "view");
-    const rows = await this.lookups.db.backupSchedule.findMany({ where: { databaseId: database.id }, orderBy: { id: "asc" }, ...window });
+    const rows = await this.lookups.db.backupSchedule.findMany({ where: { databaseId: database.id, backupType: null }, orderBy: { id: "asc" }, ...window });
     return this.scheduleViews(rows, database.uuid);
   }
 
@@ -24,7 +24,7 @@ export class BackupSchedules {
    * /databases/{uuid}); the caller has checked access to the database already.
    */
   async schedulesOfDatabase(database: { id: number; uuid: string }): Promise<ScheduleView[]> {
-    const rows = await this.lookups.db.backupSchedule.findMany({ where: { databaseId: database.id }, orderBy: { id: "asc" } });
+    const rows = await this.lookups.db.backupSchedule.findMany({ where: { databaseId: database.id, backupType: null }, orderBy: { id: "asc" } });
     return this.scheduleViews(rows, database.uuid);
   }
 

@@ -42,7 +42,7 @@ interface ServiceForStart {
  * top-level volume (rewritten to `<service uuid>-<name>`, as for compose applications), a
  * host_path one a bind mount; each is mounted into its component only.
  */
-async function withStorages(db: Db, serviceId: number, doc: ComposeDoc): Promise<ComposeDoc> {
+export async function withStorages(db: Db, serviceId: number, doc: ComposeDoc): Promise<ComposeDoc> {
   const rows = await db.serviceStorage.findMany({ where: { serviceId }, orderBy: { id: "asc" }, include: { component: { select: { name: true } } } });
   if (rows.length === 0) return doc;
   const services = doc.services.map((s) => {

@@ -69,6 +69,7 @@ export class PlatformBackups {
         s3StorageId,
         keepLocally: input.keep_locally,
         numberOfBackupsLocally: input.number_of_backups_locally,
+        numberOfBackupsRemote: input.number_of_backups_remote ?? null,
         stopDuringBackup: false,
       },
     });
