@@ -54,7 +54,8 @@ mapfile -t deps < <(cd "$repo" && npm ls --omit=dev --all --parseable -w agent 2
   | sed -n "s|^$repo/||p" | grep '^node_modules/' | grep -v '^node_modules/@capstan/' | sort -u)
 [ "${#deps[@]}" -gt 0 ] || die "npm ls found no production dependencies (run npm ci first)"
 for d in dockerode socket.io-client systeminformation tar zod; do
-  printf '%s\n' "${deps[@]}" | grep -qx "node_modules/$d" || die "dependency $d missing from the closure (run npm ci first)"
+  # No pipe into `grep -q` here: under pipefail, grep leaving early gives printf a SIGPIPE and a false "missing".
+  [[ " ${deps[*]} " == *" node_modules/$d "* ]] || die "dependency $d missing from the closure (run npm ci first)"
 done
 tar -C "$repo" -cf - "${deps[@]}" | tar -C "$app" -xf -
 mkdir -p "$app/node_modules/@capstan"
