@@ -524,7 +524,8 @@ recipe_key() {
     declare -f "image_$name"
     # A recipe made with a shared helper changes when the helper does.
     for helper in debian_packages redis_entrypoint; do
-      if declare -f "image_$name" | grep -q "$helper"; then declare -f "$helper"; fi
+      # A string match, not `| grep -q`: under pipefail an early grep exit would read as "not used".
+      if [[ $(declare -f "image_$name") == *"$helper"* ]]; then declare -f "$helper"; fi
     done
     ! declare -F "stamp_$name" >/dev/null || "stamp_$name"
     for dep in ${DEPS[$name]:-}; do docker image inspect -f '{{.Id}}' "$(tag "$dep")"; done
