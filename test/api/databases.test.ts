@@ -390,6 +390,7 @@ describe("list and detail", () => {
     await ok(w.api.post(`/databases/${db.uuid}/envs`, { key: "TZ", value: "Europe/Berlin" }), "env");
     const owner = (await w.api.get(`/databases/${db.uuid}`)).body;
     expect(owner).toEqual({
+      id: expect.any(Number),
       uuid: db.uuid,
       name: "masked",
       type: "standalone-postgresql",
