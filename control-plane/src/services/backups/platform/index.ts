@@ -157,11 +157,27 @@ export class PlatformBackups {
         if (uploaded.status === "rejected") throw uploaded.reason;
         size = uploaded.value.size;
       }
-      await this.db.backupExecution.updateMany({
-        where: { id: execution.id, status: { in: OPEN } },
-        data: { status: "success", size: BigInt(size), localPath, s3Key, finishedAt: new Date() },
+      // The success and the local retention it causes are one change: nobody reads a success
+      // while an older file beyond number_of_backups_locally is still listed as kept.
+      const expired = await this.db.$transaction(async (tx) => {
+        const ended = await tx.backupExecution.updateMany({
+          where: { id: execution.id, status: { in: OPEN } },
+          data: { status: "success", size: BigInt(size), localPath, s3Key, finishedAt: new Date() },
+        });
+        if (ended.count === 0) return [];
+        const current = await tx.backupSchedule.findUnique({ where: { id: schedule.id }, select: { numberOfBackupsLocally: true } });
+        if (!current) return [];
+        const beyond = await tx.backupExecution.findMany({
+          where: { scheduleId: schedule.id, status: "success", localPath: { not: null } },
+          orderBy: { id: "desc" },
+          skip: current.numberOfBackupsLocally,
+          select: { id: true, localPath: true },
+        });
+        if (beyond.length) await tx.backupExecution.updateMany({ where: { id: { in: beyond.map((e) => e.id) } }, data: { localPath: null } });
+        return beyond.map((e) => e.localPath!);
       });
-      await this.retention(schedule, destination).catch((err) => this.lookups.log.warn({ err: { message: (err as Error).message }, schedule: schedule.uuid }, "platform backup retention failed"));
+      for (const file of expired) await unlink(file).catch(() => undefined);
+      await this.remoteRetention(schedule, destination).catch((err) => this.lookups.log.warn({ err: { message: (err as Error).message }, schedule: schedule.uuid }, "platform backup retention failed"));
     } catch (err) {
       await this.db.backupExecution.updateMany({ where: { id: execution.id, status: { in: OPEN } }, data: { status: "failed", reason: (err as Error).message.slice(0, 2000), finishedAt: new Date() } });
     } finally {
@@ -170,15 +186,10 @@ export class PlatformBackups {
     }
   }
 
-  /** Local: the newest number_of_backups_locally files; remote: the newest number_of_backups_remote objects (null: all). */
-  private async retention(schedule: ScheduleRow, destination: Awaited<ReturnType<BackupLookups["deps"]["storages"]["destinationById"]>>): Promise<void> {
+  /** Remote: the newest number_of_backups_remote objects (null: all); the local files are pruned with the success. */
+  private async remoteRetention(schedule: ScheduleRow, destination: Awaited<ReturnType<BackupLookups["deps"]["storages"]["destinationById"]>>): Promise<void> {
     const current = await this.db.backupSchedule.findUnique({ where: { id: schedule.id } });
     if (!current) return;
-    const local = await this.db.backupExecution.findMany({ where: { scheduleId: schedule.id, status: "success", localPath: { not: null } }, orderBy: { id: "desc" }, skip: current.numberOfBackupsLocally, select: { id: true, localPath: true } });
-    for (const e of local) {
-      await unlink(e.localPath!).catch(() => undefined);
-      await this.db.backupExecution.updateMany({ where: { id: e.id }, data: { localPath: null } });
-    }
     if (destination && current.numberOfBackupsRemote !== null) {
       const remote = await this.db.backupExecution.findMany({ where: { scheduleId: schedule.id, status: "success", s3Key: { not: null }, s3StorageId: destination.id }, orderBy: { id: "desc" }, skip: current.numberOfBackupsRemote, select: { id: true, s3Key: true } });
       if (remote.length) {
