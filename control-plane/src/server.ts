@@ -1,8 +1,9 @@
-import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerResponse } from "node:http";
+import { type IncomingMessage, type RequestListener, type Server, type ServerResponse } from "node:http";
 import type { Config } from "./config.js";
 import { createLogger } from "./lib/log.js";
 import type { Instance } from "./instance.js";
 import { openGatewayDoor } from "./agents/door.js";
+import { createHttpServer } from "./http/listener.js";
 
 /** Stops accepting connections, lets in-flight requests finish (bounded), then closes. */
 function closeGracefully(server: Server, timeoutMs: number): Promise<void> {
@@ -35,8 +36,7 @@ export async function serve(config: Config): Promise<void> {
   // everything else: a restarted control plane is reachable within a moment, so its fleet
   // reconnects before the agents' backoff has grown (docs/agents.md).
   let app: RequestListener | null = null;
-  const server = createServer((req, res) => (app ? app(req, res) : starting(req, res)));
-  server.keepAliveTimeout = 65_000;
+  const server = createHttpServer((req, res) => (app ? app(req, res) : starting(req, res)));
   const door = openGatewayDoor(server);
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

@@ -1,4 +1,4 @@
-import { createServer, type Server } from "node:http";
+import type { Server } from "node:http";
 import type { Socket } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -8,6 +8,7 @@ import { freshPostgresDatabase } from "./support/database.js";
 import { pino } from "pino";
 import { loadConfig, type Config } from "../../control-plane/src/config.js";
 import { createInstance, type Instance } from "../../control-plane/src/instance.js";
+import { createHttpServer } from "../../control-plane/src/http/listener.js";
 import type { TeamRole, TokenScope } from "@capstan/shared";
 
 /**
@@ -121,10 +122,7 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
   // once like a crashed process would.
   const sockets = new Set<Socket>();
   const listen = async (port: number) => {
-    const server: Server = createServer(instance.app);
-    // As control-plane/src/server.ts: an idle keep-alive connection outlives a slow client's pause
-    // (w7/restore: the route fuzz's pooled sockets were reset while a fixture round was built under load).
-    server.keepAliveTimeout = 65_000;
+    const server: Server = createHttpServer(instance.app);
     server.on("connection", (sock) => {
       sockets.add(sock);
       sock.once("close", () => sockets.delete(sock));

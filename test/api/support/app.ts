@@ -1,4 +1,4 @@
-import { createServer } from "node:http";
+import { createHttpServer } from "../../../control-plane/src/http/listener.js";
 import type { AddressInfo } from "node:net";
 import { pino, type Logger } from "pino";
 import { createApp } from "../../../control-plane/src/http/app.js";
@@ -24,7 +24,8 @@ export async function serveRoutes(
     routes,
     responseCacheBytes: 0,
   });
-  const server = createServer(app);
+  // The real server's keep-alive (the route fuzz reuses pooled sockets across slow fixture rounds).
+  const server = createHttpServer(app);
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {

@@ -1,4 +1,4 @@
-import { createServer } from "node:http";
+import { createHttpServer } from "../../../control-plane/src/http/listener.js";
 import type { Socket } from "node:net";
 import { pino } from "pino";
 import type { Config } from "../../../control-plane/src/config.js";
@@ -19,7 +19,7 @@ export interface Replica {
  */
 export async function startReplica(t: TestInstance, overrides: Partial<Config> = {}): Promise<Replica> {
   const instance = await createInstance({ ...t.config, ...overrides }, pino({ level: "silent" }));
-  const server = createServer(instance.app);
+  const server = createHttpServer(instance.app);
   const sockets = new Set<Socket>();
   server.on("connection", (s) => {
     sockets.add(s);
