@@ -20,6 +20,7 @@ import {
   RESOURCE_VALUES,
   UNOWNED_KINDS,
   buildFixtures,
+  changedKeys,
   expectOwnStatus,
   initFixtures,
   keyOf,
@@ -140,15 +141,26 @@ afterAll(async () => {
   keys.cleanup();
 });
 
+type Snapshot = Awaited<ReturnType<typeof snapshot>>;
+/**
+ * Both teams as the last refused request left them. Refusals change nothing, so one request's
+ * "after" is the next one's "before" (half the snapshots); a failed check, or any test that may
+ * change a team (those after the refusals), drops it.
+ */
+let lastSeen: { a: Snapshot; b: Snapshot } | undefined;
+
 /** Runs one request of team B and checks: 404, no trace of A, neither team changed. */
 async function expectRefusedByB(r: AnyRoute, path: string, body: unknown, label: string) {
-  const before = { a: await snapshot(A), b: await snapshot(B) };
+  const before = lastSeen ?? { a: await snapshot(A), b: await snapshot(B) };
+  lastSeen = undefined;
   const res = await call(B.api, r, path, body);
   expect(res.status, `${label} ${JSON.stringify(body) ?? ""} -> ${JSON.stringify(res.body)}`).toBe(404);
   expect(res.body, label).toEqual({ message: expect.any(String) });
   expectNoMarkers(res, A, label);
-  expect(await snapshot(A), `${label}: team A changed`).toEqual(before.a);
-  expect(await snapshot(B), `${label}: team B changed`).toEqual(before.b);
+  const after = { a: await snapshot(A), b: await snapshot(B) };
+  expect(after.a, `${label}: team A changed (${changedKeys(before.a, after.a).join(", ")})`).toEqual(before.a);
+  expect(after.b, `${label}: team B changed (${changedKeys(before.b, after.b).join(", ")})`).toEqual(before.b);
+  lastSeen = after;
 }
 
 describe("the matrix is complete", () => {
@@ -258,6 +270,9 @@ describe("team B's reads never include team A's objects", () => {
 });
 
 describe("positive control: the same requests on a team's own objects succeed", () => {
+  beforeAll(() => {
+    lastSeen = undefined;
+  });
   // Fresh fixtures per case, in another team, so a delete does not affect other cases.
   const all = covered.filter((r) => pathParams(r).length > 0 || r.body || QUERY_TARGETS[keyOf(r)] || requiredScope(r) !== "read");
   it.each(all.map((r) => [keyOf(r), r] as const))("%s", async (key, r) => {
@@ -276,16 +291,19 @@ describe("paid features (RouteSpec.feature)", () => {
   // stopped by the gate (402) before anything is looked up, with team A's ids as much as with
   // its own: the gate says nothing about another team's objects either.
   const gated = covered.filter((r) => r.feature !== undefined);
-  it(`a team without the feature gets 402 on every gated route (${gated.length} today), team A unchanged`, async () => {
+  it(`a team without the feature gets 402 on every gated route (${gated.length} today), team A unchanged`, { timeout: 180_000 }, async () => {
     const { api } = await t.newTeam("poor-team");
+    // One request's "after" is the next one's "before", as for the refusals above.
+    let before = await snapshot(A);
     for (const r of gated) {
-      const before = await snapshot(A);
       const body = r.body ? BODIES[keyOf(r)]!.valid(A) : undefined;
       const res = await call(api, r, buildPath(r, ownSlots(r, "A"), { A, B }), body);
       expect(res.status, keyOf(r)).toBe(402);
       expect(res.body, keyOf(r)).toEqual({ message: expect.stringContaining(r.feature!) });
       expectNoMarkers(res, A, keyOf(r));
-      expect(await snapshot(A)).toEqual(before);
+      const after = await snapshot(A);
+      expect(after, `${keyOf(r)}: team A changed (${changedKeys(before, after).join(", ")})`).toEqual(before);
+      before = after;
     }
   });
 });

@@ -363,8 +363,9 @@ export async function snapshot(f: Fixtures) {
     expect(r.status, `snapshot ${path}`).toBe(200);
     return r.body;
   };
-  // Syncs dispatched by earlier requests settle first: a snapshot shows no sync half done.
-  await t.instance.services.templateSources.idle();
+  // Work in the control plane dispatched by earlier requests (template syncs, DNS reconciles)
+  // settles first: a snapshot shows none half done.
+  await Promise.all([t.instance.services.templateSources.idle(), t.instance.services.dns.reconciler.idle()]);
   // Every read at once (the order of the reads does not matter): the matrices take many snapshots.
   return settle({
     team: get("/teams/current"),
@@ -444,6 +445,12 @@ export async function snapshot(f: Fixtures) {
       .findMany({ where: { component: { service: { teamId: f.teamId } } }, orderBy: [{ componentId: "asc" }, { host: "asc" }] })
       .then((rows) => rows.map((r) => r.host)),
   });
+}
+
+/** The keys of two snapshots whose values differ (a failure names what changed). */
+export function changedKeys(before: Record<string, unknown> | undefined, after: Record<string, unknown> | undefined): string[] {
+  const keys = new Set([...Object.keys(before ?? {}), ...Object.keys(after ?? {})]);
+  return [...keys].filter((k) => JSON.stringify(before?.[k]) !== JSON.stringify(after?.[k]));
 }
 
 /** An object of promises, settled into an object of their values. */
