@@ -10,6 +10,7 @@ import { iso } from "../dto.js";
 import type { ApplicationListItem, ApplicationWithDetail } from "../../services/applications.js";
 import type { EnvView } from "../../services/env-vars.js";
 import { dockerVolumeName } from "../../services/volumes.js";
+import { applicationSettings } from "../../services/application-settings.js";
 import type { Services } from "../../services/index.js";
 
 export const applicationListDto = (a: ApplicationListItem): Out<typeof Application> => ({
@@ -65,28 +66,14 @@ export function applicationDetailDto(a: ApplicationWithDetail, services: Service
       environmentName: a.environment.name,
       serverUuid: a.server.uuid,
     }),
-    description: a.description,
     source: ApplicationSource.parse(a.source),
     project_name: a.environment.project.name,
     environment_uuid: a.environment.uuid,
     destination_uuid: a.destination.uuid,
     git_app_uuid: a.gitApp?.uuid ?? null,
     private_key_uuid: a.privateKey?.uuid ?? null,
-    base_directory: a.baseDirectory,
-    dockerfile: a.dockerfile,
-    docker_registry_image_name: a.dockerImage,
-    docker_compose_raw: a.composeRaw,
-    ports_exposes: a.portsExposes,
     domains: "entries" in domains ? domains.entries : [],
-    health_check_enabled: a.healthCheckEnabled,
-    health_check_path: a.healthCheckPath,
-    health_check_port: a.healthCheckPort,
-    health_check_interval: a.healthCheckInterval,
-    health_check_timeout: a.healthCheckTimeout,
-    health_check_retries: a.healthCheckRetries,
-    health_check_start_period: a.healthCheckStartPeriod,
-    limits_memory: a.limitsMemory,
-    limits_cpus: a.limitsCpus,
+    ...applicationSettings(a),
     envs: services.envVars.masked(a.envs).map(envDto),
     storages: a.volumes.map((v) => storageDto(a.uuid, v)),
     deployments: a.deployments.map(applicationDeploymentDto),

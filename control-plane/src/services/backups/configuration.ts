@@ -21,6 +21,7 @@ import { openPayload } from "../../jobs/payload.js";
 import type { JobRow } from "../../jobs/queue.js";
 import { parseCompose } from "../../compose/index.js";
 import { storedBindSources } from "../applications.js";
+import { applicationSettingColumns, applicationSettings } from "../application-settings.js";
 import { assertMayAddBindMounts } from "../bind-mounts.js";
 import { hostsOnUpdate } from "../domain-ownership.js";
 import { BackupLookups, OPEN, PayloadError, safeJson } from "./common.js";
@@ -84,28 +85,14 @@ export async function configurationDocument(db: Db, applicationId: number, at: D
     application: {
       uuid: a.uuid,
       name: a.name,
-      description: a.description,
       source: a.source,
       build_pack: a.buildPack,
       git_repository: a.gitRepository,
       git_branch: a.gitBranch,
-      base_directory: a.baseDirectory,
       git_app_uuid: a.gitApp?.uuid ?? null,
       private_key_uuid: a.privateKey?.uuid ?? null,
-      dockerfile: a.dockerfile,
-      docker_registry_image_name: a.dockerImage,
-      docker_compose_raw: a.composeRaw,
-      ports_exposes: a.portsExposes,
       fqdn: a.fqdn,
-      health_check_enabled: a.healthCheckEnabled,
-      health_check_path: a.healthCheckPath,
-      health_check_port: a.healthCheckPort,
-      health_check_interval: a.healthCheckInterval,
-      health_check_timeout: a.healthCheckTimeout,
-      health_check_retries: a.healthCheckRetries,
-      health_check_start_period: a.healthCheckStartPeriod,
-      limits_memory: a.limitsMemory,
-      limits_cpus: a.limitsCpus,
+      ...applicationSettings(a),
     },
     envs: a.envs.map((e) => ({ uuid: e.uuid, key: e.key, value_sealed: e.value, is_build_time: e.isBuildTime, is_preview: e.isPreview, is_generated: e.isGenerated })),
     storages: a.volumes.map((v) => ({ uuid: v.uuid, name: v.name, mount_path: v.mountPath, host_path: v.hostPath })),
@@ -279,26 +266,12 @@ export class ConfigurationRestores {
       where: { id: applicationId },
       data: {
         name: a.name,
-        description: a.description,
         buildPack: a.build_pack,
         gitRepository: a.git_repository,
         gitBranch: a.git_branch,
-        baseDirectory: a.base_directory,
-        dockerfile: a.dockerfile,
-        dockerImage: a.docker_registry_image_name,
-        composeRaw: a.docker_compose_raw,
-        portsExposes: a.ports_exposes,
         fqdn: a.fqdn,
         hosts: hostsOnUpdate(a.fqdn),
-        healthCheckEnabled: a.health_check_enabled,
-        healthCheckPath: a.health_check_path,
-        healthCheckPort: a.health_check_port,
-        healthCheckInterval: a.health_check_interval,
-        healthCheckTimeout: a.health_check_timeout,
-        healthCheckRetries: a.health_check_retries,
-        healthCheckStartPeriod: a.health_check_start_period,
-        limitsMemory: a.limits_memory,
-        limitsCpus: a.limits_cpus,
+        ...applicationSettingColumns(a),
       },
     });
 
