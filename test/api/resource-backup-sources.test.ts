@@ -1,10 +1,10 @@
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JOBS, type JobEnvelope } from "@capstan/shared";
 import { startTestInstance, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
-import { appWorld, connectServerAgent, createImageApp, ok, placement, until, type AppWorld } from "./support/applications.js";
-import { createDatabase, resourceBackupResult } from "./support/backups.js";
+import { createImageApp, ok, placement, until } from "./support/applications.js";
+import { createDatabase, resourceBackupResult, storageWorld, type StorageWorld } from "./support/backups.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
 
@@ -52,25 +52,9 @@ volumes:
   cachedata:
 `;
 
-interface World extends AppWorld {
-  agent: ScriptedAgent | null;
-  storage: { id: number; passphrase: string };
-}
+type World = StorageWorld;
 
-async function world(opts: { agent?: boolean } = {}): Promise<World> {
-  const w = await appWorld(t, keys);
-  const agent = opts.agent === false ? null : await connectServerAgent(t, w);
-  if (agent) {
-    agents.push(agent);
-    agent.serve("server.prepare", () => ({ ok: true, result: { created: [], existing: ["capstan"] } }));
-  }
-  const passphrase = `volume-pass-${randomBytes(8).toString("hex")}`;
-  const storage = await ok(
-    w.api.post("/s3-storages", { name: "backups", endpoint: s3.endpoint, bucket: s3.bucket, path_prefix: "capstan/prod", access_key: s3.accessKey, secret_key: s3.secretKey, encryption_passphrase: passphrase }),
-    "s3 storage",
-  );
-  return { ...w, agent, storage: { id: storage.data.id, passphrase } };
-}
+const world = (opts: { agent?: boolean } = {}): Promise<World> => storageWorld(t, keys, s3, { agent: opts.agent, agents });
 
 /** A custom compose service (web + cache, named volumes site and cachedata, a bind mount) with a storage `extra` on web. */
 async function service(w: World, name = "svc") {
@@ -390,6 +374,6 @@ describe("secrets", () => {
   it("no response carried a storage secret or passphrase", () => {
     const all = seen.join("\n");
     expect(all).not.toContain(s3.secretKey);
-    expect(all).not.toMatch(/volume-pass-[0-9a-f]{16}/);
+    expect(all).not.toMatch(/backup-pass-[0-9a-f]{16}/);
   });
 });

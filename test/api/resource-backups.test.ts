@@ -1,12 +1,11 @@
-import { randomBytes } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { JOBS } from "@capstan/shared";
 import { startTestInstance, type ApiResponse, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
-import { appWorld, connectServerAgent, createImageApp, ok, until, type AppWorld } from "./support/applications.js";
+import { createImageApp, ok, until } from "./support/applications.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
 import { startS3Server, type S3Server } from "../support/s3-server.js";
-import { resourceBackupResult } from "./support/backups.js";
+import { resourceBackupResult, storageWorld, type StorageWorld } from "./support/backups.js";
 
 /**
  * Resource backups (spec 4.10, issue 19) through the real API on a real database: schedules of
@@ -35,31 +34,19 @@ afterAll(async () => {
   keys.cleanup();
 });
 
-interface World extends AppWorld {
-  agent: ScriptedAgent | null;
+interface World extends StorageWorld {
   app: { uuid: string; id: number };
-  storage: { id: number; passphrase: string };
 }
 
 async function world(opts: { agent?: boolean; storages?: boolean } = {}): Promise<World> {
-  const w = await appWorld(t, keys);
-  const agent = opts.agent === false ? null : await connectServerAgent(t, w);
-  if (agent) {
-    agents.push(agent);
-    agent.serve("server.prepare", () => ({ ok: true, result: { created: [], existing: ["capstan"] } }));
-  }
+  const w = await storageWorld(t, keys, s3, { agent: opts.agent, agents });
   const app = await createImageApp(w);
   if (opts.storages !== false) {
     await ok(w.api.post(`/applications/${app.uuid}/storages`, { name: "site", mount_path: "/usr/share/nginx/html" }), "storage");
     await ok(w.api.post(`/applications/${app.uuid}/storages`, { name: "uploads", mount_path: "/srv/uploads" }), "storage 2");
   }
   const id = (await ok(w.api.get(`/applications/${app.uuid}`), "app detail")).id as number;
-  const passphrase = `volume-pass-${randomBytes(8).toString("hex")}`;
-  const storage = await ok(
-    w.api.post("/s3-storages", { name: "backups", endpoint: s3.endpoint, bucket: s3.bucket, path_prefix: "capstan/prod", access_key: s3.accessKey, secret_key: s3.secretKey, encryption_passphrase: passphrase }),
-    "s3 storage",
-  );
-  return { ...w, agent, app: { uuid: app.uuid, id }, storage: { id: storage.data.id, passphrase } };
+  return { ...w, app: { uuid: app.uuid, id } };
 }
 
 async function create(w: World, body: Record<string, unknown> = {}) {
@@ -412,7 +399,7 @@ describe("deleting an application cancels its resource backup and restore jobs",
 describe("secrets", () => {
   it("no response carried a storage secret or passphrase", () => {
     const all = seen.join("\n");
-    expect(all).not.toMatch(/volume-pass-/);
+    expect(all).not.toMatch(/backup-pass-[0-9a-f]{16}/);
     expect(all).not.toContain(s3.secretKey);
   });
 });

@@ -34,14 +34,18 @@ export async function createDatabase(w: AppWorld, name = "orders"): Promise<{ uu
   return { uuid: created.uuid, name: created.name, credentials };
 }
 
-/** A team with a server whose scripted agent is connected, a database on it and an S3 storage. */
-export async function backupWorld(t: TestInstance, keys: KeyFactory, s3: S3Server, opts: { agent?: boolean } = {}): Promise<BackupWorld> {
+/** A team's world with its server's scripted agent (none with `agent: false`) and an S3 storage with an encryption passphrase on the test's S3 server. */
+export interface StorageWorld extends AppWorld {
+  agent: ScriptedAgent | null;
+  storage: { id: number; passphrase: string };
+}
+
+export async function storageWorld(t: TestInstance, keys: KeyFactory, s3: S3Server, opts: { agent?: boolean; agents?: ScriptedAgent[] } = {}): Promise<StorageWorld> {
   const w = await appWorld(t, keys);
-  const agent = opts.agent === false ? (null as unknown as ScriptedAgent) : await connectServerAgent(t, w);
+  const agent = opts.agent === false ? null : await connectServerAgent(t, w);
+  if (agent) opts.agents?.push(agent);
   // A redelivered prepare job (its first outcome raced the delivery pump) must not reach the tests' nextJob().
   agent?.serve("server.prepare", () => ({ ok: true, result: { created: [], existing: ["capstan"] } }));
-  const database = await createDatabase(w);
-  const row = await t.instance.database.prisma.standaloneDatabase.findUniqueOrThrow({ where: { uuid: database.uuid } });
   const passphrase = `backup-pass-${randomBytes(8).toString("hex")}`;
   const storage = await ok(
     w.api.post("/s3-storages", {
@@ -55,7 +59,15 @@ export async function backupWorld(t: TestInstance, keys: KeyFactory, s3: S3Serve
     }),
     "s3 storage",
   );
-  return { ...w, agent, database: { id: row.id, uuid: database.uuid, name: database.name }, credentials: database.credentials, storage: { id: storage.data.id, passphrase } };
+  return { ...w, agent, storage: { id: storage.data.id, passphrase } };
+}
+
+/** A team with a server whose scripted agent is connected, a database on it and an S3 storage. */
+export async function backupWorld(t: TestInstance, keys: KeyFactory, s3: S3Server, opts: { agent?: boolean } = {}): Promise<BackupWorld> {
+  const w = await storageWorld(t, keys, s3, opts);
+  const database = await createDatabase(w);
+  const row = await t.instance.database.prisma.standaloneDatabase.findUniqueOrThrow({ where: { uuid: database.uuid } });
+  return { ...w, agent: w.agent as ScriptedAgent, database: { id: row.id, uuid: database.uuid, name: database.name }, credentials: database.credentials };
 }
 
 /** A successful resource.backup result for a job, as the real agent reports it (test/api/resource-backup*.test.ts). */
