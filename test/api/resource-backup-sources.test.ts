@@ -147,6 +147,38 @@ describe("services as sources", () => {
   });
 });
 
+describe("deleting a service cancels its resource backup and restore jobs", () => {
+  it("a running backup and a running restore of the service end as cancelled; another service's backup runs on", async () => {
+    const job = (id: string) => t.instance.database.prisma.job.findUniqueOrThrow({ where: { id } });
+    const w = await world();
+    const svc = await service(w);
+    const restoring = await create(w, { resource_type: "service", resource_id: svc.id });
+    const { executionId } = await runOnce(w, restoring.id);
+    expect((await track(w.api.post(restorePath(restoring.id, executionId), {}))).status).toBe(202);
+    const restore = await w.agent!.nextJob(10_000);
+    expect(restore.type).toBe("resource.restore");
+
+    const w2 = await world();
+    const svc2 = await service(w2, "svc2");
+    const backingUp = await create(w2, { resource_type: "service", resource_id: svc2.id });
+    expect((await track(w2.api.post(`/resource-backups/${backingUp.id}/execute`))).status).toBe(200);
+    const running = await w2.agent!.nextJob(10_000);
+    expect(running.type).toBe("resource.backup");
+    const bystander = await service(w2, "bystander");
+    const other = await create(w2, { resource_type: "service", resource_id: bystander.id });
+    expect((await track(w2.api.post(`/resource-backups/${other.id}/execute`))).status).toBe(200);
+    const otherJob = await w2.agent!.nextJob(10_000);
+
+    expect((await track(w.api.delete(`/services/${svc.uuid}`))).status).toBeLessThan(300);
+    expect((await track(w2.api.delete(`/services/${svc2.uuid}`))).status).toBeLessThan(300);
+    expect(await job(restore.id)).toMatchObject({ status: "cancelled", error: "the service was deleted" });
+    expect(await job(running.id)).toMatchObject({ status: "cancelled", error: "the service was deleted" });
+    expect((await job(otherJob.id)).status).not.toBe("cancelled");
+    expect((await track(w.api.get(`/resource-backups/${restoring.id}`))).status).toBe(404);
+    expect((await track(w2.api.get(`/resource-backups/${other.id}`))).status).toBe(200);
+  });
+});
+
 describe("databases as sources", () => {
   it("a database's volume backup copies its data volume; its dump schedules (GET /databases/{uuid}/backups) neither list it nor change; resource_type is App\\Models\\StandaloneDatabase", async () => {
     const w = await world();

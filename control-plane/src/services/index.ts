@@ -144,6 +144,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     // w6/dnsres: records follow the components' hostnames.
     hostsChanged: (teamId, fqdns) => dns.hostsChanged(teamId, fqdns),
     generatedDomains: { wildcard: config.serviceWildcardDomain, publicUrl: config.publicUrl },
+    backups,
   });
   const databases = new DatabaseService({ db, reader, jobs, box, proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind }, backups });
   return {

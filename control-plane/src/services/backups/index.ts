@@ -80,6 +80,7 @@ export class BackupService {
   updateSchedule: BackupSchedules["updateSchedule"] = (...a) => this.schedules.updateSchedule(...a);
   deleteSchedule: BackupSchedules["deleteSchedule"] = (...a) => this.schedules.deleteSchedule(...a);
   beforeDatabaseDelete: BackupSchedules["beforeDatabaseDelete"] = (...a) => this.schedules.beforeDatabaseDelete(...a);
+  beforeServiceDelete: BackupSchedules["beforeServiceDelete"] = (...a) => this.schedules.beforeServiceDelete(...a);
 
   // Executions
   countExecutions: BackupExecutions["countExecutions"] = (...a) => this.executions.countExecutions(...a);

@@ -120,13 +120,23 @@ export class BackupSchedules {
    * it by cascade): running backup and restore jobs are cancelled; files and objects stay.
    */
   async beforeDatabaseDelete(databaseId: number): Promise<void> {
+    await this.cancelOpenRuns({ databaseId }, "the database was deleted");
+  }
+
+  /** A service's volume backups and restores (resource backups of its components' volumes) stop with it. */
+  async beforeServiceDelete(serviceId: number): Promise<void> {
+    await this.cancelOpenRuns({ serviceId }, "the service was deleted");
+  }
+
+  /** Cancels the open backup and restore jobs of a resource's schedules (their rows go with the resource). */
+  private async cancelOpenRuns(resource: { databaseId: number } | { serviceId: number }, reason: string): Promise<void> {
     const open = await this.lookups.db.backupExecution.findMany({
-      where: { schedule: { databaseId }, OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
+      where: { schedule: resource, OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
       select: { jobId: true, restoreJobId: true, status: true, restoreStatus: true },
     });
     for (const e of open) {
-      if (e.jobId && isOpen(e.status)) await this.lookups.deps.jobs.cancel(e.jobId, "the database was deleted");
-      if (e.restoreJobId && isOpen(e.restoreStatus)) await this.lookups.deps.jobs.cancel(e.restoreJobId, "the database was deleted");
+      if (e.jobId && isOpen(e.status)) await this.lookups.deps.jobs.cancel(e.jobId, reason);
+      if (e.restoreJobId && isOpen(e.restoreStatus)) await this.lookups.deps.jobs.cancel(e.restoreJobId, reason);
     }
     // Cron tasks of its schedules find nothing to claim from then on; the next reconcile drops them.
   }

@@ -441,6 +441,7 @@ export class ServiceService {
   async remove(scope: TeamScope, uuid: string, flags: ServiceDeleteFlags): Promise<void> {
     const ref = await scope.service(uuid, "delete", { components: { select: { fqdn: true } } });
     const proxy = await this.runtime.proxy(ref.serverId, { removingService: ref.id });
+    await this.runtime.backups?.beforeServiceDelete(ref.id);
     let cancelled: CancelledJob[] = [];
     await this.db.$transaction(async (tx) => {
       cancelled = await this.runtime.jobs.cancelWithin(

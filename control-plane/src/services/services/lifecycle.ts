@@ -21,6 +21,8 @@ export interface ServiceRuntime {
   hostsChanged?: (teamId: number, fqdns: (string | null)[]) => Promise<void>;
   /** What generated domains are made from besides the database (generated-domains.ts); absent: sslip.io from the server's address only. */
   generatedDomains?: GenerationSettings;
+  /** Resource backups (issue 19): the open backup and restore jobs of a deleted service are cancelled. */
+  backups?: { beforeServiceDelete(serviceId: number): Promise<void> };
 }
 
 /** A reason a service cannot start now (shown to the user as a 409). */
