@@ -717,16 +717,17 @@ describe("postgresql backups: what is stored is what was uploaded; retention pro
   const k = CASES[0]!;
   const { uuid, creds } = databaseWithRows(k, ["x"]);
 
-  it("a backup file that changes while it is uploaded fails the run, and neither the object nor the file is kept", async () => {
+  it("a backup file that changes before the upload ends fails the run, and neither the object nor the file is kept", async () => {
     const schedule = "schedule-changed";
     const prefix = `changed/${uuid}/`;
     const p = backupPayload(k, uuid, creds, { schedule, prefix });
     const path = join(stateDir, "backups", uuid, schedule, p.filename);
     const run = job();
-    // The moment the upload starts: the file is no longer what was measured (a second writer, a bad disk).
+    // The moment the file is whole (the upload took the same bytes as they were written): it is no
+    // longer what was uploaded (a second writer, a bad disk).
     const progress = run.progress;
     run.progress = (line) => {
-      if (line.startsWith("uploading to S3 as")) appendFileSync(path, "appended during the upload");
+      if (line === "backup file written") appendFileSync(path, "appended during the upload");
       progress(line);
     };
     await expect(handlers["db.backup"](p, run)).rejects.toThrow(/the upload of changed\/.* sent (\d+) bytes, but the backup file has \d+; the object and the file were removed/);

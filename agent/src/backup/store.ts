@@ -1,8 +1,9 @@
-import { createReadStream, createWriteStream } from "node:fs";
+import { createWriteStream } from "node:fs";
+import { once } from "node:events";
 import { chmod, rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import type { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import { PassThrough, Writable, type Readable } from "node:stream";
+import { finished, pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import type { DbBackupPayload, DbBackupResult } from "@capstan/shared";
 import { deleteS3, uploadS3 } from "@capstan/shared/s3";
@@ -28,13 +29,39 @@ export interface StoreCtx {
   progress(line: string): void;
 }
 
+/** A stream that writes each chunk to both destinations, waiting for both to take it; ends both, and is done when both are. */
+function fanOut(a: Writable, b: Writable): Writable {
+  const taken = (w: Writable, ok: boolean) => (ok ? undefined : once(w, "drain"));
+  const out = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      if (a.destroyed || b.destroyed) return done(new Error("a destination of the backup stream closed"));
+      Promise.all([taken(a, a.write(chunk)), taken(b, b.write(chunk))]).then(() => done(), done);
+    },
+    final(done) {
+      a.end();
+      b.end();
+      Promise.all([finished(a), finished(b)]).then(() => done(), done);
+    },
+    // The error is this stream's to report (the pipeline does): the destinations just close.
+    destroy(err, done) {
+      a.destroy();
+      b.destroy();
+      done(err);
+    },
+  });
+  // A destination's failure (a full disk, the upload gone) is the stream's failure.
+  for (const w of [a, b]) w.on("error", (err) => out.destroy(err));
+  return out;
+}
+
 /** Writes one source's bytes through gzip (and OpenPGP AEAD when there is a passphrase) into the backup file. */
 export type BackupWriter = (source: Readable | AsyncIterable<Buffer | Uint8Array>) => Promise<void>;
 
 /**
  * The storing half of every backup: `produce` writes its source through the writer it is given
  * (source -> gzip -> OpenPGP AEAD when a passphrase is given -> a private file written under a
- * temporary name, renamed when whole), then S3, then local and remote retention. Every stage is
+ * temporary name, renamed when whole; with S3 the same bytes are uploaded as they are written),
+ * then local and remote retention. Every stage is
  * a stream: memory stays flat whatever the size. A failed run leaves nothing behind (its partial
  * or finished file is removed) and fails with the producer's or the storage's reason. Once the
  * backup is stored, retention problems (local or remote) do not fail the run: they are progress
@@ -48,9 +75,34 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
   const finalPath = join(dir, spec.filename);
   const tmp = partialPath(finalPath);
   const passphrase = spec.passphrase;
+  const key = spec.s3 ? `${spec.s3.prefix}${spec.filename}` : null;
+  // Set by write() when it starts the upload (a holder: the closure assigns it).
+  const upload: { sent: Promise<{ size: number }> | null } = { sent: null };
   const write: BackupWriter = async (source) => {
     const stages: ((s: AsyncIterable<Buffer>) => AsyncIterable<Uint8Array>)[] = passphrase ? [(s) => encryptStream(s, passphrase)] : [];
-    await pipeline(source, createGzip(), ...stages, createWriteStream(tmp, { mode: 0o600, flags: "wx" }), { signal });
+    const file = createWriteStream(tmp, { mode: 0o600, flags: "wx" });
+    if (!spec.s3 || !key) {
+      await pipeline(source, createGzip(), ...stages, file, { signal });
+      return;
+    }
+    // The upload runs while the archive is written: each chunk goes to the file and to S3 at once
+    // (the slower of the two sets the pace). A failed upload stops the archive, and the other way round.
+    progress(`uploading to S3 as ${key} while the archive is written`);
+    const body = new PassThrough();
+    const stop = new AbortController();
+    const both = AbortSignal.any([signal, stop.signal]);
+    const sent = uploadS3(spec.s3.target, key, body, both);
+    upload.sent = sent;
+    sent.catch((err: unknown) => stop.abort(err));
+    try {
+      await pipeline(source, createGzip(), ...stages, fanOut(file, body), { signal: both });
+    } catch (err) {
+      // The upload's own failure stopped the archive: that is the reason. Otherwise the upload stops here.
+      const uploadFailed = stop.signal.aborted;
+      if (!uploadFailed) stop.abort(err);
+      await sent.catch(() => undefined);
+      throw uploadFailed ? stop.signal.reason : err;
+    }
   };
   try {
     await produce(write);
@@ -59,16 +111,17 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
     await unlink(tmp).catch(() => undefined);
     throw err;
   }
-  const { size } = await stat(finalPath);
-  progress(`backup file written: ${size} bytes`);
+  progress("backup file written");
 
   let s3Key: string | null = null;
-  if (spec.s3) {
-    const key = `${spec.s3.prefix}${spec.filename}`;
-    progress(`uploading to S3 as ${key}`);
+  let size: number;
+  if (spec.s3 && key) {
     let sent: number;
     try {
-      sent = (await uploadS3(spec.s3.target, key, createReadStream(finalPath) as Readable, signal)).size;
+      if (!upload.sent) throw new BackupToolError("the backup wrote no archive to upload");
+      sent = (await upload.sent).size;
+      // Measured once the object is stored: a file changed meanwhile (a second writer, a bad disk) is caught below.
+      size = (await stat(finalPath)).size;
     } catch (err) {
       await unlink(finalPath).catch(() => undefined);
       throw err;
@@ -81,6 +134,9 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
     }
     s3Key = key;
     progress(`uploaded ${size} bytes`);
+  } else {
+    size = (await stat(finalPath)).size;
+    progress(`${size} bytes`);
   }
 
   let local: { removed: string[]; currentRemoved: boolean } = { removed: [], currentRemoved: false };
