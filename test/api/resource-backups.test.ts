@@ -357,6 +357,37 @@ describe("resource restores: POST /resource-backups/{id}/executions/{execution_i
   });
 });
 
+describe("deleting a resource backup cancels its open runs", () => {
+  it("a running restore and a running backup of the deleted schedule end as cancelled; another schedule's run goes on", async () => {
+    const job = (id: string) => t.instance.database.prisma.job.findUniqueOrThrow({ where: { id } });
+    const w = await world();
+    const restoring = await create(w);
+    await track(w.api.post(`/resource-backups/${restoring.id}/execute`));
+    const done = await w.agent!.nextJob(10_000);
+    await w.agent!.outcome({ id: done.id, attempt: done.attempt, ok: true, result: result(done) });
+    await until(async () => (await detail(w, restoring.id)).executions[0]?.status === "success");
+    expect((await track(w.api.post(`/resource-backups/${restoring.id}/executions/${(await detail(w, restoring.id)).executions[0].id}/restore`, {}))).status).toBe(202);
+    const restore = await w.agent!.nextJob(10_000);
+    expect(restore.type).toBe("resource.restore");
+    expect((await track(w.api.delete(`/resource-backups/${restoring.id}`))).status).toBeLessThan(300);
+    expect(await job(restore.id)).toMatchObject({ status: "cancelled", error: "the resource backup was deleted" });
+
+    const w2 = await world();
+    const backingUp = await create(w2);
+    const other = await create(w2, { frequency: "0 5 * * *" });
+    await track(w2.api.post(`/resource-backups/${backingUp.id}/execute`));
+    const running = await w2.agent!.nextJob(10_000);
+    const w3 = await world();
+    const bystander = await create(w3);
+    await track(w3.api.post(`/resource-backups/${bystander.id}/execute`));
+    const untouched = await w3.agent!.nextJob(10_000);
+    expect((await track(w2.api.delete(`/resource-backups/${backingUp.id}`))).status).toBeLessThan(300);
+    expect(await job(running.id)).toMatchObject({ status: "cancelled", error: "the resource backup was deleted" });
+    expect((await job(untouched.id)).status).not.toBe("cancelled");
+    expect((await track(w2.api.get(`/resource-backups/${other.id}`))).status).toBe(200);
+  });
+});
+
 // ---- resource restores (issue 19, w7/restore): deleting the application ----
 describe("deleting an application cancels its resource backup and restore jobs", () => {
   it("a running resource.backup and a running resource.restore are cancelled; the removal is queued", async () => {

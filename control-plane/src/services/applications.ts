@@ -17,6 +17,7 @@ import {
 } from "@capstan/shared";
 import type { z } from "zod";
 import type { Db, Prisma } from "../db/client.js";
+import { openRunJobs } from "./backups/common.js";
 import { placedListSql, toInt, toIso, type SqlReader, type Window } from "../db/reader.js";
 import { whole } from "../db/relations.js";
 import type { ApplicationRef, TeamScope } from "../domain/scope.js";
@@ -485,15 +486,12 @@ export class ApplicationService {
       await this.jobs.enqueue(tx, app.serverId, "app.action", this.removalPayload(app, flags, proxy), REMOVE_TIMEOUT_MS);
       await forgetAttachments(tx, "application", [app.id]);
       // resource restores (w7/restore): the open resource.backup / resource.restore jobs of its resource backups (their rows go with it).
-      const open = await tx.backupExecution.findMany({
-        where: { schedule: { applicationId: app.id }, OR: [{ status: { in: ["queued", "running"] } }, { restoreStatus: { in: ["queued", "running"] } }] },
-        select: { jobId: true, status: true, restoreJobId: true, restoreStatus: true },
-      });
+      const open = await openRunJobs(tx, { applicationId: app.id });
       await tx.application.delete({ where: { id: app.id } });
-      return open.flatMap((e) => [e.status === "queued" || e.status === "running" ? e.jobId : null, e.restoreStatus === "queued" || e.restoreStatus === "running" ? e.restoreJobId : null]);
+      return open;
     });
     // After the commit: the agent stops them (a stopped application's containers are started again; its removal waits for the application's lock).
-    for (const id of backupJobs) if (id) await this.jobs.cancel(id, "the application was deleted");
+    for (const id of backupJobs) await this.jobs.cancel(id, "the application was deleted");
     this.jobs.nudge(app.serverId);
     if (app.fqdn) await this.hostsChanged(app.teamId, [app.fqdn]);
   }

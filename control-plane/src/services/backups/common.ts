@@ -21,6 +21,19 @@ export const OPEN: BackupExecutionStatus[] = ["queued", "running"];
 /** Whether a stored backup or restore status is one a run can still leave. */
 export const isOpen = (status: string | null): boolean => status !== null && (OPEN as readonly string[]).includes(status);
 
+/**
+ * The jobs of the backup and restore runs still open on the schedules `schedule` selects (one
+ * schedule, or a resource's): whoever deletes those rows cancels these jobs, after its commit,
+ * so no agent keeps working for a record that is gone.
+ */
+export async function openRunJobs(db: Db | Prisma.TransactionClient, schedule: Prisma.BackupScheduleWhereInput): Promise<string[]> {
+  const rows = await db.backupExecution.findMany({
+    where: { schedule, OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
+    select: { jobId: true, restoreJobId: true, status: true, restoreStatus: true },
+  });
+  return rows.flatMap((e) => [isOpen(e.status) ? e.jobId : null, isOpen(e.restoreStatus) ? e.restoreJobId : null]).filter((id): id is string => id !== null);
+}
+
 /** File extension of a dump, by engine (`.gpg` is appended when encrypted). */
 export const BACKUP_EXTENSIONS: Record<DatabaseEngine, string> = {
   postgresql: "sql.gz",

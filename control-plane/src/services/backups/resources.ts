@@ -13,7 +13,7 @@ import {
 import type { TeamScope } from "../../domain/scope.js";
 import { Conflict, Invalid, NotFound } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
-import { BackupLookups, OPEN, PayloadError, cronErrors, type ExecutionRow, type ScheduleRow } from "./common.js";
+import { BackupLookups, OPEN, PayloadError, cronErrors, openRunJobs, type ExecutionRow, type ScheduleRow } from "./common.js";
 import type { BackupExecutions, PreparedRun, RunTarget } from "./executions.js";
 import { PlatformBackups } from "./platform/index.js";
 import { configurationDocument } from "./configuration.js";
@@ -206,13 +206,14 @@ export class ResourceBackups {
     return this.view(row, null);
   }
 
-  /** Deletes the schedule and its execution records; a running backup is cancelled. Files and objects stay (spec 4.10). */
+  /** Deletes the schedule and its execution records; a running backup or restore is cancelled. Files and objects stay (spec 4.10). */
   async remove(scope: TeamScope, id: number): Promise<void> {
     const { row } = await this.find(scope, id, "manage");
-    const open = await this.db.backupExecution.findMany({ where: { scheduleId: row.id, status: { in: OPEN } }, select: { jobId: true } });
+    // Its running backup and its running restore alike.
+    const open = await openRunJobs(this.db, { id: row.id });
     await this.db.backupSchedule.deleteMany({ where: { id: row.id } });
     this.lookups.watcher?.changed(row.id);
-    for (const e of open) if (e.jobId) await this.lookups.deps.jobs.cancel(e.jobId, "the resource backup was deleted");
+    for (const id of open) await this.lookups.deps.jobs.cancel(id, "the resource backup was deleted");
   }
 
   /** POST /resource-backups/{id}/execute: a run outside the cron schedule; returns the execution's id. */

@@ -2,7 +2,7 @@ import { type CreateBackupScheduleBody, type UpdateBackupScheduleBody } from "@c
 import type { TeamScope } from "../../domain/scope.js";
 import { Invalid } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
-import { BackupLookups, OPEN, isOpen, cronErrors, type ScheduleRow, type ExecutionRow, type Window, type ScheduleView } from "./common.js";
+import { BackupLookups, cronErrors, openRunJobs, type ScheduleRow, type ExecutionRow, type Window, type ScheduleView } from "./common.js";
 
 /** Backup schedules of standalone databases: their cron frequency, storage and retention. */
 export class BackupSchedules {
@@ -101,18 +101,10 @@ export class BackupSchedules {
    */
   async deleteSchedule(scope: TeamScope, dbUuid: string, backupUuid: string): Promise<void> {
     const { schedule } = await this.lookups.schedule(scope, dbUuid, backupUuid, "manage");
-    const open = await this.lookups.db.backupExecution.findMany({
-      where: { scheduleId: schedule.id, OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
-      select: { jobId: true, restoreJobId: true, status: true, restoreStatus: true },
-    });
+    const open = await openRunJobs(this.lookups.db, { id: schedule.id });
     await this.lookups.db.backupSchedule.delete({ where: { id: schedule.id } });
     this.lookups.watcher?.changed(schedule.id);
-    for (const e of open) {
-      if (e.jobId && isOpen(e.status)) await this.lookups.deps.jobs.cancel(e.jobId, "the backup schedule was deleted");
-      if (e.restoreJobId && isOpen(e.restoreStatus)) {
-        await this.lookups.deps.jobs.cancel(e.restoreJobId, "the backup schedule was deleted");
-      }
-    }
+    for (const id of open) await this.lookups.deps.jobs.cancel(id, "the backup schedule was deleted");
   }
 
   /**
@@ -130,14 +122,7 @@ export class BackupSchedules {
 
   /** Cancels the open backup and restore jobs of a resource's schedules (their rows go with the resource). */
   private async cancelOpenRuns(resource: { databaseId: number } | { serviceId: number }, reason: string): Promise<void> {
-    const open = await this.lookups.db.backupExecution.findMany({
-      where: { schedule: resource, OR: [{ status: { in: OPEN } }, { restoreStatus: { in: OPEN } }] },
-      select: { jobId: true, restoreJobId: true, status: true, restoreStatus: true },
-    });
-    for (const e of open) {
-      if (e.jobId && isOpen(e.status)) await this.lookups.deps.jobs.cancel(e.jobId, reason);
-      if (e.restoreJobId && isOpen(e.restoreStatus)) await this.lookups.deps.jobs.cancel(e.restoreJobId, reason);
-    }
+    for (const id of await openRunJobs(this.lookups.db, resource)) await this.lookups.deps.jobs.cancel(id, reason);
     // Cron tasks of its schedules find nothing to claim from then on; the next reconcile drops them.
   }
 
