@@ -463,6 +463,7 @@ describe("response cache and the capstan CLI (another process on the same databa
     );
   }, 150_000);
 
+  // Four CLI processes below, each starting Node and Prisma: seconds each on a loaded machine.
   it("a member removed and added back by the CLI loses its grants in the next GET", async () => {
     const p = await newProject(team.api);
     const m = await member();
@@ -482,7 +483,7 @@ describe("response cache and the capstan CLI (another process on the same databa
     // A role given by the CLI applies at once too.
     await cli(["member", "add", "--team", String(team.teamId), "--user", String(m.userId), "--role", "viewer"]);
     expect((await again.get("/projects")).body.data.map((x: { uuid: string }) => x.uuid)).toContain(p.uuid);
-  });
+  }, 180_000);
 });
 
 describe("response cache without its triggers", () => {

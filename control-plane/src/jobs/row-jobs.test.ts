@@ -32,7 +32,7 @@ describe("RowJobRunner", () => {
     const table: RowJobTable = { recoverStale: async () => undefined, due: async () => [] };
     const runner = new RowJobRunner({ name: "test", idKey: "id" }, table, g.run, OPTS);
     runner.start(log);
-    for (const id of [1, 2, 3, 1, 2]) runner.enqueue(id);
+    for (const id of [1, 2, 3, 3]) runner.enqueue(id);
     await tick();
     expect(g.started).toEqual([1, 2]);
     expect(runner.has(3)).toBe(true);
@@ -43,6 +43,27 @@ describe("RowJobRunner", () => {
     g.release(3);
     await runner.idle();
     expect(g.peak()).toBe(2);
+    await runner.stop();
+  });
+
+  it("a row asked for while it runs here runs once more after, not twice at once", async () => {
+    const g = gatedRuns();
+    const runner = new RowJobRunner({ name: "test", idKey: "id" }, { recoverStale: async () => undefined, due: async () => [] }, g.run, OPTS);
+    runner.start(log);
+    runner.enqueue(5);
+    await tick();
+    runner.enqueue(5);
+    runner.enqueue(5);
+    await tick();
+    expect(g.started).toEqual([5]);
+    g.release(5);
+    await tick();
+    await tick();
+    expect(g.started).toEqual([5, 5]);
+    expect(g.peak()).toBe(1);
+    g.release(5);
+    await runner.idle();
+    expect(g.started).toEqual([5, 5]);
     await runner.stop();
   });
 
@@ -68,7 +89,7 @@ describe("RowJobRunner", () => {
     const runner = new RowJobRunner({ name: "test", idKey: "id" }, table, async (id) => (id === 9 ? Promise.reject(new Error("boom")) : g.run(id)), OPTS);
     runner.start({ warn: () => undefined, error: (o: unknown) => errors.push(o) });
     await expect.poll(() => g.started).toEqual([4]);
-    due = [4, 5, 9];
+    due = [5, 9]; // 4 is claimed now: no longer due
     await runner.sweep();
     expect(recovered.at(-1)).toEqual({ live: [4] });
     await expect.poll(() => g.started).toEqual([4, 5]);

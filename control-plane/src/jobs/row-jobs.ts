@@ -31,6 +31,8 @@ export class RowJobRunner {
   private readonly queue: number[] = [];
   private readonly queued = new Set<number>();
   private readonly running = new Map<number, Promise<void>>();
+  /** Rows asked for while they ran here: run once more when that run ends. */
+  private readonly rerun = new Set<number>();
   private sweepTimer: NodeJS.Timeout | null = null;
   private stopped = true;
   private log: Pick<Logger, "warn" | "error"> | undefined;
@@ -62,6 +64,7 @@ export class RowJobRunner {
     this.sweepTimer = null;
     this.queue.length = 0;
     this.queued.clear();
+    this.rerun.clear();
     interrupt?.();
     await Promise.allSettled([...this.running.values()]);
   }
@@ -87,8 +90,17 @@ export class RowJobRunner {
     }
   }
 
+  /**
+   * Runs the row here soon. A row running here now runs once more after: what asked for it may
+   * have set it due after the run read it, or after the run finished with it but before the run
+   * ended (a wakeup lost otherwise, until the next sweep).
+   */
   enqueue(id: number): void {
-    if (this.stopped || this.has(id)) return;
+    if (this.stopped || this.queued.has(id)) return;
+    if (this.running.has(id)) {
+      this.rerun.add(id);
+      return;
+    }
     this.queue.push(id);
     this.queued.add(id);
     this.pump();
@@ -106,7 +118,7 @@ export class RowJobRunner {
         .catch((err) => this.log?.error({ err, [this.what.idKey]: id }, `${this.what.name} crashed`))
         .finally(() => {
           this.running.delete(id);
-          if (again) this.enqueue(id);
+          if (this.rerun.delete(id) || again) this.enqueue(id);
           this.pump();
         });
       this.running.set(id, run);

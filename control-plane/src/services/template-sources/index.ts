@@ -56,8 +56,6 @@ const ADMIN = "manage template sources";
  */
 export class TemplateSourceService {
   private readonly runner: RowJobRunner;
-  /** Sources changed during their running sync: synced again as soon as that one ends. */
-  private readonly again = new Set<number>();
   private abort = new AbortController();
   private log: Pick<Logger, "warn" | "error"> | null = null;
   private readonly opts: TemplateSyncOptions;
@@ -80,7 +78,7 @@ export class TemplateSourceService {
       },
       async (id) => {
         await this.run(id);
-        return this.again.delete(id);
+        return false;
       },
       this.opts,
     );
@@ -213,7 +211,6 @@ export class TemplateSourceService {
   /** Stops: running clones are killed and their rows put back to pending (the next start syncs them). */
   stop(): Promise<void> {
     return this.runner.stop(() => {
-      this.again.clear();
       this.abort.abort();
     });
   }
@@ -282,7 +279,8 @@ export class TemplateSourceService {
   /** The source was changed (or deleted) during its sync: the result is dropped and, if it still exists, it syncs again. */
   private async changedMeanwhile(id: number): Promise<void> {
     const { count } = await this.db.templateSource.updateMany({ where: { id, syncStatus: "syncing" }, data: { syncStatus: "pending", syncHeartbeatAt: null } });
-    if (count > 0) this.again.add(id);
+    // Asked for while it runs: the runner runs it once more as soon as this run ends.
+    if (count > 0) this.runner.enqueue(id);
   }
 
   /** Clone, find the folder, load the templates; the checkout is always removed. */
