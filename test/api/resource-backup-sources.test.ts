@@ -252,7 +252,7 @@ describe("validation and permissions", () => {
       [{ ...base, resource_type: "service", resource_id: 2_000_000_000 }, 404],
       [{ ...base, resource_type: "database", resource_id: 2_000_000_000 }, 404],
       [{ ...base, resource_type: "service" }, 422, "resource_id"],
-      [{ ...base, resource_type: "database", resource_id: db.id, backup_type: "configuration" }, 422, "backup_type"],
+      [{ ...base, resource_type: "database", resource_id: db.id, backup_type: "configuration", stop_during_backup: true }, 422, "stop_during_backup"],
       [{ ...base, resource_type: "service", resource_id: svc.id, number_of_backups_remote: 2 }, 422, "number_of_backups_remote"],
       [{ ...base, resource_type: "service", resource_id: svc.id, s3_storage_id: w.storage.id, number_of_backups_remote: 0 }, 422, "number_of_backups_remote"],
       [{ ...base, resource_type: "service", resource_id: svc.id, s3_storage_id: w.storage.id, number_of_backups_remote: "2" }, 422, "number_of_backups_remote"],

@@ -108,10 +108,9 @@ describe("resource backups: the schedule", () => {
     const other = await world({ agent: false });
     const base = { resource_type: "application", resource_id: w.app.id, backup_type: "volume", frequency: "0 3 * * *" };
     const cases: [Record<string, unknown>, number, string?][] = [
-      // configuration and full backups (w8/rbconfig): a configuration backup stops nothing; applications only
+      // configuration and full backups (w8/rbconfig): a configuration backup stops nothing; platform_instance goes with its own resource type
       [{ ...base, backup_type: "configuration", stop_during_backup: true }, 422, "stop_during_backup"],
-      [{ ...base, resource_type: "database", backup_type: "full" }, 422, "backup_type"],
-      [{ ...base, resource_type: "service", backup_type: "configuration" }, 422, "backup_type"],
+      [{ ...base, resource_type: "service", backup_type: "platform_instance" }, 422, "backup_type"],
       // w8/rbsources: services are sources too; the application's id names no service of the team.
       [{ ...base, resource_type: "service", resource_id: 2_000_000_000 }, 404],
       // platform backups (w7/platform, test/api/platform-backups.test.ts): the root team's admins only

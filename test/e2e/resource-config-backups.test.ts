@@ -205,3 +205,55 @@ describe("configuration and full backups of an application", () => {
     expect(await exec("cat /data/notes/a.txt")).toBe("kept note");
   });
 });
+
+describe("configuration and full backups of a standalone database", () => {
+  it("full backup -> change the data, the settings and the variables -> restore: the data, the settings and the variables are back, the database runs", async () => {
+    const createdDb = await api().post("/databases/redis", {
+      project_uuid: stack.project,
+      environment_name: "production",
+      server_uuid: stack.server.uuid,
+      destination_uuid: stack.server.destination,
+      name: "cache",
+      description: "the cache",
+      image: "capstan-test/redis:latest",
+      instant_deploy: true,
+    });
+    expect(createdDb.status, JSON.stringify(createdDb.body)).toBe(201);
+    const db = createdDb.body.uuid as string;
+    const password = decodeURIComponent(new URL(createdDb.body.internal_db_url as string).password);
+    const detail = async () => (await api().get(`/databases/${db}`)).body as Record<string, any>;
+    const healthy = () => until(`database ${db} to be running:healthy`, async () => (await detail()).status === "running:healthy", 180_000, 300);
+    await healthy();
+    // The password goes in the environment of redis-cli, never in its argv.
+    const redis = (...argv: string[]) => sh("docker", ["exec", "-e", `REDISCLI_AUTH=${password}`, db, "redis-cli", ...argv]);
+    expect((await redis("SET", "marker", "before")).trim()).toBe("OK");
+    expect((await redis("SAVE")).trim()).toBe("OK");
+    expect((await api().post(`/databases/${db}/envs`, { key: "TZ", value: "UTC" })).status).toBe(201);
+    const shownDb = async () => {
+      const { status: _s, updated_at: _u, envs: _e, ...settings } = await detail();
+      const envs = ((await api().get(`/databases/${db}/envs`)).body.data as Record<string, unknown>[]).map(({ key, value }) => ({ key, value }));
+      return { settings, envs };
+    };
+    const before = await shownDb();
+
+    const created = await api().post("/resource-backups", { resource_type: "database", resource_id: before.settings.id, backup_type: "full", frequency: "0 3 * * *", stop_during_backup: true });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const backupId = created.body.data.id as number;
+    const execution = await backedUp(backupId);
+    expect(execution.filename).toMatch(/^full-\d{8}T\d{6}Z-[a-z0-9]{8}\.tar\.gz$/);
+    await healthy();
+
+    expect((await redis("SET", "marker", "after")).trim()).toBe("OK");
+    expect((await redis("SAVE")).trim()).toBe("OK");
+    expect((await api().patch(`/databases/${db}`, { name: "renamed", description: "changed" })).status).toBe(200);
+    expect((await api().patch(`/databases/${db}/envs`, { key: "TZ", value: "CET" })).status).toBe(200);
+    expect((await api().post(`/databases/${db}/envs`, { key: "EXTRA", value: "x" })).status).toBe(201);
+    expect(await shownDb()).not.toEqual(before);
+
+    const r = await restored(backupId, execution.id);
+    expect(r.restore_status, r.restore_reason ?? "").toBe("success");
+    expect(await shownDb()).toEqual(before);
+    await healthy();
+    expect((await redis("GET", "marker")).trim()).toBe("before");
+  });
+});

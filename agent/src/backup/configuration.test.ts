@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { Readable } from "node:stream";
 import { gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
-import { APPLICATION_CONFIGURATION_FORMAT, CONFIGURATION_FILE, VolumeManifest, type ApplicationConfiguration, type ResourceBackupPayload, type ResourceRestorePayload } from "@capstan/shared";
+import { APPLICATION_CONFIGURATION_FORMAT, CONFIGURATION_FILE, DATABASE_CONFIGURATION_FORMAT, VolumeManifest, type ApplicationConfiguration, type DatabaseConfiguration, type ResourceBackupPayload, type ResourceRestorePayload } from "@capstan/shared";
 import type { Engine } from "../docker/engine.js";
 import { TAR_END, entryHeaders, readTar, tarPadding } from "./tar.js";
 import { runVolumeRestore } from "./volume-restore.js";
@@ -170,6 +170,22 @@ describe("configuration backups on the agent", () => {
 
     // The untouched archives still restore (the failures above are the archives', not the setup's).
     expect((await runVolumeRestore(engine, t.restore(plain.local_path!, null), t.opts, t.ctx)).configuration).toBe(text);
+  });
+
+  it("a database's document round-trips as an application's does; a document of a kind this agent does not know fails", async () => {
+    const t = setup();
+    const text = JSON.stringify({
+      format: DATABASE_CONFIGURATION_FORMAT,
+      kind: "database",
+      taken_at: "2026-11-27T09:00:00.000Z",
+      database: { uuid: "db-1", name: "orders", description: "", engine: "postgresql", image: "postgres:16", is_public: false, public_port: null, limits_memory: null, limits_cpus: null, credentials_sealed: "v1:aXY=:dGFn:Ym9keQ==" },
+      envs: [{ uuid: "env-1", key: "PGTZ", value_sealed: "v1:aXY=:dGFn:Ym9keQ==", is_preview: false }],
+    } satisfies DatabaseConfiguration);
+    const r = await runVolumeBackup(engine, { ...t.backup(text, null), resource: { kind: "database", uuid: "app-1", name: "orders" } }, { stateDir: t.stateDir }, t.ctx);
+    expect((await runVolumeRestore(engine, t.restore(r.local_path!, null), t.opts, t.ctx)).configuration).toBe(text);
+    const service = JSON.stringify({ ...JSON.parse(text), kind: "service" });
+    const unknown = t.place("configuration-20261127T090700Z-service0.tar.gz", handMade(service, service));
+    await expect(runVolumeRestore(engine, t.restore(unknown, null), t.opts, t.ctx)).rejects.toThrow(/not a configuration document this agent reads/);
   });
 
   it("a volume archive restored as a configuration one fails: it has no document", async () => {

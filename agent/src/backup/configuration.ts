@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { ApplicationConfiguration, CONFIGURATION_FILE, CONFIGURATION_MAX_BYTES, type VolumeManifest } from "@capstan/shared";
+import { ResourceConfiguration, CONFIGURATION_FILE, CONFIGURATION_MAX_BYTES, type VolumeManifest } from "@capstan/shared";
 import { BackupToolError } from "./exec.js";
 import { entryHeaders, tarPadding } from "./tar.js";
 
@@ -45,7 +45,7 @@ export function checkConfiguration(text: string | null): string {
   } catch (err) {
     throw new BackupToolError(`the archive's ${CONFIGURATION_FILE} is not JSON: ${(err as Error).message}`);
   }
-  const r = ApplicationConfiguration.safeParse(parsed);
+  const r = ResourceConfiguration.safeParse(parsed);
   if (!r.success) {
     const first = r.error.issues[0];
     throw new BackupToolError(`the archive's ${CONFIGURATION_FILE} is not a configuration document this agent reads (${first ? `${first.path.join(".")}: ${first.message}` : "invalid"})`);

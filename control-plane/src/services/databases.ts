@@ -30,6 +30,7 @@ import { buildDbDeployPayload, openCredentials, sealCredentials } from "./databa
 import type { EnvOwnerResolver } from "./env-vars.js";
 import { forgetAttachments, lockServersNetworks, type NetworkPlanSettings } from "./network-plan.js";
 import { ServerService } from "./servers.js";
+import { containerChanged, isUp, publicPortRefusal, publishedPort } from "./database-settings.js";
 
 type Tx = Prisma.TransactionClient;
 
@@ -46,9 +47,6 @@ const ACTION_WORDS: Record<DatabaseAction, { done: string; doing: string }> = {
   stop: { done: "stopped", doing: "Stopping" },
   restart: { done: "restarted", doing: "Restarting" },
 };
-
-/** A container exists and runs (or is about to): start is a no-op on it, settings changes recreate it. */
-export const isUp = (status: string) => /^(running|restarting|paused)/.test(status);
 
 export type { DatabaseRef };
 
@@ -302,18 +300,10 @@ export class DatabaseService {
    * (docs/compose.md), so public databases and the proxy are all there is.
    */
   private async assertPortFree(tx: Tx, serverId: number, port: number, exceptId?: number): Promise<void> {
-    const server = await tx.server.findUniqueOrThrow({ where: { id: serverId }, select: { name: true, port: true } });
-    const reserved: [number, string][] = [
-      [this.deps.proxyPorts.http, "the reverse proxy's HTTP port"],
-      [this.deps.proxyPorts.https, "the reverse proxy's HTTPS port"],
-      [server.port, "the server's SSH port"],
-    ];
-    for (const [p, what] of reserved) if (p === port) throw new Invalid({ public_port: [`Port ${port} is ${what} on server ${server.name}; choose another.`] });
-    const other = await tx.standaloneDatabase.findFirst({
-      where: { serverId, isPublic: true, publicPort: port, ...(exceptId ? { id: { not: exceptId } } : {}) },
-      select: { name: true, environment: { select: { id: true, projectId: true } } },
-    });
-    if (other) throw new PortTaken(port, server.name, other);
+    const refusal = await publicPortRefusal(tx, this.deps.proxyPorts, serverId, port, exceptId);
+    if (!refusal) return;
+    if ("reserved" in refusal) throw new Invalid({ public_port: [`Port ${port} is ${refusal.reserved} on server ${refusal.serverName}; choose another.`] });
+    throw new PortTaken(port, refusal.serverName, refusal.takenBy);
   }
 
   /** The 409 of a taken port: it names the other database only when the caller may see it. */
@@ -388,16 +378,17 @@ export class DatabaseService {
     if (input.limits_memory !== undefined) data.limitsMemory = input.limits_memory;
     if (input.limits_cpus !== undefined) data.limitsCpus = input.limits_cpus;
 
-    const published = (pub: boolean, port: number | null) => (pub ? port : null);
-    const containerChanged =
-      (input.image !== undefined && input.image !== ref.image) ||
-      published(isPublic, publicPort) !== published(ref.isPublic, ref.publicPort) ||
-      (input.limits_memory !== undefined && input.limits_memory !== ref.limitsMemory) ||
-      (input.limits_cpus !== undefined && input.limits_cpus !== ref.limitsCpus);
-    const redeploying = containerChanged && isUp(ref.status);
+    const changed = containerChanged(ref, {
+      image: input.image ?? ref.image,
+      isPublic,
+      publicPort,
+      limitsMemory: input.limits_memory !== undefined ? input.limits_memory : ref.limitsMemory,
+      limitsCpus: input.limits_cpus !== undefined ? input.limits_cpus : ref.limitsCpus,
+    });
+    const redeploying = changed && isUp(ref.status);
 
     await this.portConflict(scope, this.withPorts(ref.serverId, async (tx) => {
-      if (isPublic && published(isPublic, publicPort) !== published(ref.isPublic, ref.publicPort)) await this.assertPortFree(tx, ref.serverId, publicPort!, ref.id);
+      if (isPublic && publishedPort({ isPublic, publicPort }) !== publishedPort(ref)) await this.assertPortFree(tx, ref.serverId, publicPort!, ref.id);
       await tx.standaloneDatabase.update({ where: { id: ref.id }, data });
       if (redeploying) await this.deps.jobs.enqueue(tx, ref.serverId, "db.deploy", await buildDbDeployPayload(tx, this.deps.box, ref.id, this.deps.network));
     }));

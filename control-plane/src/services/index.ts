@@ -132,6 +132,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     platform: { dataDir: config.dataDir, database: config.database, instanceKey: () => resolveInstanceKey(config.secretKey, config.dataDir) },
     // (w8/rbconfig) a configuration restore that changes domains
     hostsChanged: (teamId, fqdns) => dns.hostsChanged(teamId, fqdns),
+    databases: { proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind } },
   });
   const serviceTemplates = new ServiceTemplateService(db);
   const services = new ServiceService(db, reader, box, serviceTemplates, config.templateImageOverrides, {
@@ -146,6 +147,8 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     generatedDomains: { wildcard: config.serviceWildcardDomain, publicUrl: config.publicUrl },
     backups,
   });
+  // Issue 19: a service's configuration backups follow its compose rules, which the service layer holds.
+  backups.bindServiceConfiguration(services.configuration);
   const databases = new DatabaseService({ db, reader, jobs, box, proxyPorts: { http: config.proxy.httpPort, https: config.proxy.httpsPort }, network: { network: config.network, dialect: config.database.kind }, backups });
   return {
     db,

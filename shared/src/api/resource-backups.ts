@@ -4,11 +4,9 @@ import { BackupExecutionStatus, CronExpression, RestoreBackupBody, RestoreStatus
 
 /**
  * Resource backups (spec 4.10, issue 19): cron-scheduled backups of a resource, by integer id.
- * This version backs up applications (their named volumes: backup_type volume; their
- * configuration document: configuration; both in one archive: full), services (all their
- * components' named volumes) and standalone databases (their data volume, a file-level copy)
- * with backup_type volume; the rest of the spec's values are refused with a 422 naming what is
- * supported
+ * Applications, services and standalone databases: their named volumes (a service's of every
+ * component, a database's data volume as a file-level copy: backup_type volume), their
+ * configuration document (configuration), both in one archive (full); and the platform itself
  * (docs/resource-backups.md). `resource_type` is sent as the spec's plain word and answered as
  * the class-style string (RESOURCE_CLASS).
  */
@@ -16,8 +14,8 @@ export const RESOURCE_BACKUP_RESOURCE_TYPES = ["application", "service", "databa
 export const RESOURCE_BACKUP_TYPES = ["volume", "configuration", "full", "platform_instance"] as const;
 /** What this version runs (the rest of the spec's values answer 422). */
 export const SUPPORTED_RESOURCE_BACKUP = { resourceTypes: ["application", "service", "database", "platform_instance"], backupTypes: ["volume", "configuration", "full", "platform_instance"] } as const;
-/** The backup types of each source kind (configuration and full: applications only in this version). */
-export const BACKUP_TYPES_OF_KIND = { application: ["volume", "configuration", "full"], service: ["volume"], database: ["volume"] } as const;
+/** The backup types of each source kind. */
+export const BACKUP_TYPES_OF_KIND = { application: ["volume", "configuration", "full"], service: ["volume", "configuration", "full"], database: ["volume", "configuration", "full"] } as const;
 
 /** The class-style resource_type of responses (spec section 2), as Coolify's API names them. */
 export const RESOURCE_CLASS = {
@@ -52,7 +50,7 @@ export const CreateResourceBackupBody = requestBody({
   resource_id: BodyId.optional().meta({ description: "The resource's integer id (the `id` of its detail), resolved in the caller's team; required except for platform_instance" }),
   backup_type: z.enum(RESOURCE_BACKUP_TYPES).meta({
     description:
-      "volume (the resource's persistent volumes), configuration (applications: settings, variables with their values sealed, storages: everything needed to recreate it), full (applications: both in one archive), or platform_instance (the whole instance, with resource_type platform_instance)",
+      "volume (the resource's persistent volumes), configuration (settings, variables with their values sealed, storages; a service's compose file, domains and label overrides; a database's credentials sealed: everything needed to recreate it), full (both in one archive), or platform_instance (the whole instance, with resource_type platform_instance)",
   }),
   frequency: CronExpression,
   s3_storage_id: BodyId.nullable().optional().meta({ description: "An S3 storage of the team; absent or null: backups stay on the server only" }),

@@ -9,6 +9,7 @@ import type { SecretBox } from "../../crypto/secret-box.js";
 import type { JobQueue } from "../../jobs/queue.js";
 import type { S3StorageService } from "../s3-storages.js";
 import type { DatabaseConfig } from "../../config.js";
+import type { NetworkPlanSettings } from "../network-plan.js";
 
 export type Window = { skip?: number; take?: number };
 
@@ -95,6 +96,8 @@ export interface BackupServiceDeps {
   platform?: PlatformBackupDeps;
   /** (w8/rbconfig) told when a configuration restore changed an application's domains (DNS, as ApplicationService does) */
   hostsChanged?: (teamId: number, fqdns: (string | null)[]) => Promise<void>;
+  /** What a database's configuration restore checks and re-deploys with, as DatabaseService does (database-settings.ts). */
+  databases: { proxyPorts: { http: number; https: number }; network: NetworkPlanSettings };
 }
 
 export class PayloadError extends Error {}

@@ -1,30 +1,13 @@
-import {
-  APPLICATION_CONFIGURATION_FORMAT,
-  ApplicationConfiguration,
-  CONFIGURATION_MAX_BYTES,
-  ResourceRestorePayload,
-  ResourceRestoreResult,
-  EnvKey,
-  HostPath,
-  ImageRef,
-  MountPath,
-  PortList,
-  hostsOverlap,
-  parseDomains,
-} from "@capstan/shared";
+import { ResourceRestorePayload, ResourceRestoreResult, hostsOverlap, parseDomains, type ResourceJobBackupType } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
-import { lockInTransaction } from "../../db/locks.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { Forbidden } from "../../domain/errors.js";
 import { newUuid } from "../../lib/ids.js";
 import { openPayload } from "../../jobs/payload.js";
 import type { JobRow } from "../../jobs/queue.js";
-import { parseCompose } from "../../compose/index.js";
-import { storedBindSources } from "../applications.js";
-import { applicationSettingColumns, applicationSettings } from "../application-settings.js";
 import { assertMayAddBindMounts } from "../bind-mounts.js";
-import { hostsOnUpdate } from "../domain-ownership.js";
-import { BackupLookups, OPEN, PayloadError, safeJson } from "./common.js";
+import { BackupLookups, OPEN, safeJson } from "./common.js";
+import { sourceOf, type SourceKind } from "./resource-sources.js";
 
 // ---- configuration and full resource backups (issue 19, w8/rbconfig) ----
 
@@ -33,78 +16,88 @@ type Tx = Prisma.TransactionClient;
 /** Why a configuration document cannot be applied (the restore fails with it; nothing changed). */
 export class ConfigurationRefused extends Error {}
 
-const documentSelect = {
-  id: true,
-  uuid: true,
-  name: true,
-  description: true,
-  source: true,
-  buildPack: true,
-  gitRepository: true,
-  gitBranch: true,
-  baseDirectory: true,
-  gitApp: { select: { uuid: true } },
-  privateKey: { select: { uuid: true } },
-  dockerfile: true,
-  dockerImage: true,
-  composeRaw: true,
-  portsExposes: true,
-  fqdn: true,
-  healthCheckEnabled: true,
-  healthCheckPath: true,
-  healthCheckPort: true,
-  healthCheckInterval: true,
-  healthCheckTimeout: true,
-  healthCheckRetries: true,
-  healthCheckStartPeriod: true,
-  limitsMemory: true,
-  limitsCpus: true,
-  envs: { orderBy: { id: "asc" }, select: { uuid: true, key: true, value: true, isBuildTime: true, isPreview: true, isGenerated: true } },
-  volumes: { orderBy: { id: "asc" }, select: { uuid: true, name: true, mountPath: true, hostPath: true } },
-} satisfies Prisma.ApplicationSelect;
+/** What the restore's caller could do, decided when the restore was asked for (its outcome has no caller). */
+export interface ApplyRights {
+  mayAddBindMounts: boolean;
+  backupType: ResourceJobBackupType;
+}
 
-const hostsOf = (fqdn: string | null): string[] => {
+/**
+ * The configuration document of one kind of resource (application-configuration.ts,
+ * database-configuration.ts, services/services/configuration.ts): `document` writes it when a
+ * configuration or full run is prepared (PayloadError: why the run cannot start). On restore,
+ * `plan` reads and checks it outside any transaction (ConfigurationRefused: why not); `check`
+ * runs first in the transaction that records the restore's success (its locks, then what may
+ * have changed since the plan: a refusal is returned, never thrown); `write` writes the
+ * document there; `applied` runs after the commit.
+ */
+export interface ConfigurationKind<P = any, W = any> {
+  document(resourceId: number, at: Date): Promise<string>;
+  plan(resourceId: number, text: string, rights: ApplyRights): Promise<P>;
+  check(tx: Tx, plan: P): Promise<string | null>;
+  write(tx: Tx, plan: P): Promise<W>;
+  applied(plan: P, wrote: W): Promise<void>;
+}
+
+/**
+ * The configuration kinds, by source kind. A service's is bound once the service layer exists
+ * (services/index.ts: ServiceService is built after, and on top of, the backups).
+ */
+export class ResourceConfigurations {
+  private readonly kinds = new Map<SourceKind, ConfigurationKind>();
+
+  constructor(kinds: Partial<Record<SourceKind, ConfigurationKind>>) {
+    for (const [k, v] of Object.entries(kinds)) this.bind(k as SourceKind, v);
+  }
+
+  bind(kind: SourceKind, configuration: ConfigurationKind): void {
+    this.kinds.set(kind, configuration);
+  }
+
+  /** The kind's configuration; null when this instance has none (a configuration backup of it cannot run or be applied). */
+  of(kind: SourceKind): ConfigurationKind | null {
+    return this.kinds.get(kind) ?? null;
+  }
+}
+
+/** The document's uuid for a re-created row when no row has it now, else a new one. */
+export async function freeUuid(tx: Tx, table: "env" | "volume" | "serviceStorage", uuid: string): Promise<string> {
+  const where = { where: { uuid } };
+  const taken = table === "env" ? await tx.envVar.count(where) : table === "volume" ? await tx.volume.count(where) : await tx.serviceStorage.count(where);
+  return taken ? newUuid() : uuid;
+}
+
+/** The hosts an fqdn list names (none when it does not parse). */
+export const hostsOf = (fqdn: string | null): string[] => {
   if (!fqdn) return [];
   const r = parseDomains(fqdn);
   return "entries" in r ? [...new Set(r.entries.map((e) => e.host))] : [];
 };
 
 /**
- * The configuration document of an application (shared ApplicationConfiguration): its settings as
- * the API names them, its variables with their values as sealed at rest (the instance key's
- * AES-256-GCM, never opened here), its storages. Taken when a configuration or full backup run is
- * prepared; it travels in the sealed job payload to the agent, which writes it into the archive.
+ * The first of `wanted` that another resource of the team claims now (an application's or a
+ * service application's domains, overlaps included), with the claim it overlaps; `self` is the
+ * resource the document restores (its own claims do not count). With no caller to weigh the
+ * finer rules of domain-ownership.ts, any overlap with another claim counts.
  */
-export async function configurationDocument(db: Db, applicationId: number, at: Date): Promise<string> {
-  const a = await db.application.findUnique({ where: { id: applicationId }, select: documentSelect });
-  if (!a) throw new PayloadError("the application was deleted");
-  const doc: ApplicationConfiguration = {
-    format: APPLICATION_CONFIGURATION_FORMAT,
-    kind: "application",
-    taken_at: at.toISOString(),
-    application: {
-      uuid: a.uuid,
-      name: a.name,
-      source: a.source,
-      build_pack: a.buildPack,
-      git_repository: a.gitRepository,
-      git_branch: a.gitBranch,
-      git_app_uuid: a.gitApp?.uuid ?? null,
-      private_key_uuid: a.privateKey?.uuid ?? null,
-      fqdn: a.fqdn,
-      ...applicationSettings(a),
-    },
-    envs: a.envs.map((e) => ({ uuid: e.uuid, key: e.key, value_sealed: e.value, is_build_time: e.isBuildTime, is_preview: e.isPreview, is_generated: e.isGenerated })),
-    storages: a.volumes.map((v) => ({ uuid: v.uuid, name: v.name, mount_path: v.mountPath, host_path: v.hostPath })),
-  };
-  // The shape is checked as a restore will check it: a document this version could not restore is never written.
-  const checked = ApplicationConfiguration.safeParse(doc);
-  if (!checked.success) throw new PayloadError(`the application's configuration does not fit the configuration document (${checked.error.issues[0]?.path.join(".")}: ${checked.error.issues[0]?.message})`);
-  const text = JSON.stringify(checked.data);
-  const size = Buffer.byteLength(text, "utf8");
-  if (size > CONFIGURATION_MAX_BYTES) throw new PayloadError(`the application's configuration document has ${size} bytes, more than the ${CONFIGURATION_MAX_BYTES} a backup carries`);
-  return text;
+export async function hostClaimedElsewhere(tx: Tx, teamId: number, wanted: string[], self: { applicationId: number } | { serviceId: number }): Promise<{ host: string; claim: string } | null> {
+  if (!wanted.length) return null;
+  const apps = await tx.application.findMany({ where: { teamId, fqdn: { not: null }, ...("applicationId" in self ? { id: { not: self.applicationId } } : {}) }, select: { fqdn: true } });
+  const components = await tx.serviceComponent.findMany({
+    where: { service: { teamId, ...("serviceId" in self ? { id: { not: self.serviceId } } : {}) }, fqdn: { not: null } },
+    select: { fqdn: true },
+  });
+  const claimed = [...apps, ...components].flatMap((c) => hostsOf(c.fqdn));
+  for (const host of wanted) {
+    const claim = claimed.find((c) => hostsOverlap(c, host));
+    if (claim) return { host, claim };
+  }
+  return null;
 }
+
+/** A restore's reason for a taken domain (null: none taken); `whose` names what to change ("the application's"). */
+export const domainTakenReason = (taken: { host: string; claim: string } | null, whose: string): string | null =>
+  taken && `the configuration's domain ${taken.host} is used by another resource now${taken.claim === taken.host ? "" : ` (overlapping ${taken.claim})`}; free it or change ${whose} domains first`;
 
 /** Whether the caller may add bind mounts (bind-mounts.ts), decided when a restore is asked for: its outcome has no caller. */
 export async function mayAddBindMounts(db: Db, scope: TeamScope): Promise<boolean> {
@@ -119,15 +112,15 @@ export async function mayAddBindMounts(db: Db, scope: TeamScope): Promise<boolea
 
 /**
  * What a resource.restore's end means when it hands back a configuration document
- * (configuration and full backups): the document is checked, then applied to the application in
- * the transaction that records the restore's success, so a handler that runs twice applies it
- * once. A document that cannot be applied leaves the application as it was and fails the restore
- * with the reason. Other ends (volume restores, failures) are the plain restore fields.
+ * (configuration and full backups): the document is checked, then applied to the resource in the
+ * transaction that records the restore's success, so a handler that runs twice applies it once.
+ * A document that cannot be applied leaves the resource as it was and fails the restore with the
+ * reason. Other ends (volume restores, failures) are the plain restore fields.
  */
 export class ConfigurationRestores {
   constructor(
     private readonly lookups: BackupLookups,
-    private readonly hostsChanged: (teamId: number, fqdns: (string | null)[]) => Promise<void>,
+    private readonly configurations: ResourceConfigurations,
   ) {}
 
   private get db(): Db {
@@ -141,43 +134,46 @@ export class ConfigurationRestores {
     if (!result.success || result.data.configuration === null) return false;
     const execution = await this.db.backupExecution.findFirst({
       where: { restoreJobId: job.id, restoreStatus: { in: OPEN } },
-      select: { id: true, schedule: { select: { applicationId: true, backupType: true } } },
+      select: { id: true, schedule: { select: { applicationId: true, serviceId: true, databaseId: true, backupType: true } } },
     });
     if (!execution) return true;
     const finishedAt = job.finishedAt ?? new Date();
+    const backupType = execution.schedule.backupType === "full" ? "full" : "configuration";
     const fail = async (reason: string) => {
-      const prefix = execution.schedule.backupType === "full" ? "the volumes were restored, but the configuration was not: " : "";
+      const prefix = backupType === "full" ? "the volumes were restored, but the configuration was not: " : "";
       await this.db.backupExecution.updateMany({ where: { id: execution.id, restoreJobId: job.id, restoreStatus: { in: OPEN } }, data: { restoreStatus: "failed", restoreReason: `${prefix}${reason}`, restoredAt: null } });
     };
-    const applicationId = execution.schedule.applicationId;
-    if (applicationId === null) {
-      await fail("the application was deleted");
+    const source = sourceOf(execution.schedule);
+    if (source === null) {
+      await fail("the resource was deleted");
       return true;
     }
-    let plan: Plan;
+    const applier = this.configurations.of(source.kind);
+    if (!applier) {
+      await fail(`a ${source.kind}'s configuration is not restored by this instance`);
+      return true;
+    }
+    let plan: unknown;
     try {
-      plan = await this.plan(applicationId, result.data.configuration, this.rights(job.payload));
+      plan = await applier.plan(source.id, result.data.configuration, { ...this.rights(job.payload), backupType });
     } catch (err) {
       if (!(err instanceof ConfigurationRefused)) this.lookups.log.error({ err: { message: (err as Error).message }, job: job.id }, "applying a restored configuration failed");
       await fail(err instanceof ConfigurationRefused ? err.message : "the configuration could not be applied (internal error)");
       return true;
     }
     // Nothing in the transaction throws on purpose (on SQLite a rollback would undo other requests' writes on the shared connection): a refusal is a returned reason.
-    const outcome = await this.db.$transaction(async (tx): Promise<{ refused: string } | { applied: boolean }> => {
-      await lockInTransaction(tx, this.lookups.deps.dialect, "teamDomains", plan.teamId);
-      await lockInTransaction(tx, this.lookups.deps.dialect, "applicationEnvs", plan.applicationId);
-      const taken = await this.domainsTaken(tx, plan);
-      if (taken) return { refused: taken };
+    const outcome = await this.db.$transaction(async (tx): Promise<{ refused: string } | { applied: false } | { applied: true; wrote: unknown }> => {
+      const refused = await applier.check(tx, plan);
+      if (refused) return { refused };
       const claimed = await tx.backupExecution.updateMany({
         where: { id: execution.id, restoreJobId: job.id, restoreStatus: { in: OPEN } },
         data: { restoreStatus: "success", restoreReason: null, restoredAt: finishedAt },
       });
       if (claimed.count === 0) return { applied: false };
-      await this.write(tx, plan);
-      return { applied: true };
+      return { applied: true, wrote: await applier.write(tx, plan) };
     });
     if ("refused" in outcome) await fail(outcome.refused);
-    else if (outcome.applied && plan.fqdnBefore !== plan.doc.application.fqdn) await this.hostsChanged(plan.teamId, [plan.fqdnBefore, plan.doc.application.fqdn]);
+    else if (outcome.applied) await applier.applied(plan, outcome.wrote);
     return true;
   }
 
@@ -190,128 +186,4 @@ export class ConfigurationRestores {
       return { mayAddBindMounts: false };
     }
   }
-
-  /** Checks the document against the application as it is now; every refusal is a ConfigurationRefused with the reason. */
-  private async plan(applicationId: number, text: string, rights: { mayAddBindMounts: boolean }): Promise<Plan> {
-    const parsed = ApplicationConfiguration.safeParse(safeJson(text));
-    if (!parsed.success) throw new ConfigurationRefused(`the archive's configuration document is not one this version reads (${parsed.error.issues[0]?.path.join(".")}: ${parsed.error.issues[0]?.message})`);
-    const doc = parsed.data;
-    const app = await this.db.application.findUnique({ where: { id: applicationId }, select: { ...documentSelect, teamId: true, serverId: true, environment: { select: { projectId: true } } } });
-    if (!app) throw new ConfigurationRefused("the application was deleted");
-    if (doc.application.source !== app.source) {
-      throw new ConfigurationRefused(`the configuration is of a ${doc.application.source} application and this one is ${app.source}: the source of an application does not change`);
-    }
-    // What the API would refuse is refused here too: a document can be written by whoever can write the archive (only an encrypted one is authenticated).
-    if (doc.application.fqdn !== null && "errors" in parseDomains(doc.application.fqdn)) throw new ConfigurationRefused("the configuration's domains are not valid");
-    const bad = [
-      ...doc.envs.filter((e) => !EnvKey.safeParse(e.key).success).map((e) => `variable ${JSON.stringify(e.key.slice(0, 64))}`),
-      ...doc.storages.filter((s) => !MountPath.safeParse(s.mount_path).success || (s.host_path !== null && !HostPath.safeParse(s.host_path).success)).map((s) => `storage ${s.name}`),
-      ...(PortList.safeParse(doc.application.ports_exposes).success ? [] : ["ports_exposes"]),
-      ...(doc.application.docker_registry_image_name === null || ImageRef.safeParse(doc.application.docker_registry_image_name).success ? [] : ["docker_registry_image_name"]),
-    ];
-    if (bad.length) throw new ConfigurationRefused(`the configuration has values the API does not accept: ${bad.slice(0, 5).join(", ")}`);
-    if (doc.application.docker_compose_raw !== null && doc.application.docker_compose_raw !== app.composeRaw) {
-      try {
-        parseCompose(doc.application.docker_compose_raw);
-      } catch {
-        throw new ConfigurationRefused("the configuration's compose file is not one this version accepts");
-      }
-    }
-    for (const e of doc.envs) {
-      try {
-        this.lookups.deps.box.open(e.value_sealed);
-      } catch {
-        throw new ConfigurationRefused(`the value of ${e.key} cannot be opened with this instance's key (the backup was sealed by another instance key)`);
-      }
-    }
-    // Bind mounts the application does not have now need the right to add them (bind-mounts.ts), as a PATCH would.
-    const nowBinds = new Set([...storedBindSources(app.composeRaw), ...app.volumes.flatMap((v) => (v.hostPath ? [v.hostPath] : []))]);
-    const added = [...storedBindSources(doc.application.docker_compose_raw), ...doc.storages.flatMap((s) => (s.host_path ? [s.host_path] : []))].filter((p) => !nowBinds.has(p));
-    if (added.length && !rights.mayAddBindMounts) {
-      throw new ConfigurationRefused(`the configuration adds bind mounts of server directories (${[...new Set(added)].slice(0, 5).join(", ")}), which only team owners and admins can add`);
-    }
-    const names = new Set<string>();
-    const paths = new Set<string>();
-    for (const s of doc.storages) {
-      if (names.has(s.name) || paths.has(s.mount_path)) throw new ConfigurationRefused(`the configuration lists the storage ${s.name} or the mount path ${s.mount_path} twice`);
-      names.add(s.name);
-      paths.add(s.mount_path);
-    }
-    return { doc, applicationId: app.id, teamId: app.teamId, projectId: app.environment.projectId, fqdnBefore: app.fqdn, hostsBefore: hostsOf(app.fqdn) };
-  }
-
-  /**
-   * Hosts the document gives back that the application does not claim now, and that another
-   * resource of the team claims meanwhile: the restore is refused (with no caller to weigh the
-   * finer rules of domain-ownership.ts, any overlap with another claim counts).
-   */
-  private async domainsTaken(tx: Tx, plan: Plan): Promise<string | null> {
-    const wanted = hostsOf(plan.doc.application.fqdn).filter((h) => !plan.hostsBefore.includes(h));
-    if (!wanted.length) return null;
-    const apps = await tx.application.findMany({ where: { teamId: plan.teamId, fqdn: { not: null }, id: { not: plan.applicationId } }, select: { fqdn: true } });
-    const components = await tx.serviceComponent.findMany({ where: { service: { teamId: plan.teamId }, fqdn: { not: null } }, select: { fqdn: true } });
-    const claimed = [...apps, ...components].flatMap((c) => hostsOf(c.fqdn));
-    for (const w of wanted) {
-      const hit = claimed.find((c) => hostsOverlap(c, w));
-      if (hit) return `the configuration's domain ${w} is used by another resource now${hit === w ? "" : ` (overlapping ${hit})`}; free it or change the application's domains first`;
-    }
-    return null;
-  }
-
-  /** Writes the document: the settings, then variables and storages matched by key and by name (missing ones re-created, added ones removed). */
-  private async write(tx: Tx, plan: Plan): Promise<void> {
-    const { doc, applicationId } = plan;
-    const a = doc.application;
-    await tx.application.update({
-      where: { id: applicationId },
-      data: {
-        name: a.name,
-        buildPack: a.build_pack,
-        gitRepository: a.git_repository,
-        gitBranch: a.git_branch,
-        fqdn: a.fqdn,
-        hosts: hostsOnUpdate(a.fqdn),
-        ...applicationSettingColumns(a),
-      },
-    });
-
-    const envKey = (key: string, preview: boolean) => `${key}\u0000${preview}`;
-    const envs = await tx.envVar.findMany({ where: { applicationId }, select: { id: true, uuid: true, key: true, isPreview: true } });
-    const wantedEnvs = new Map(doc.envs.map((e) => [envKey(e.key, e.is_preview), e]));
-    const gone = envs.filter((e) => !wantedEnvs.has(envKey(e.key, e.isPreview)));
-    if (gone.length) await tx.envVar.deleteMany({ where: { id: { in: gone.map((e) => e.id) } } });
-    const current = new Map(envs.map((e) => [envKey(e.key, e.isPreview), e]));
-    for (const e of doc.envs) {
-      const data = { value: e.value_sealed, isBuildTime: e.is_build_time, isGenerated: e.is_generated };
-      const row = current.get(envKey(e.key, e.is_preview));
-      if (row) await tx.envVar.update({ where: { id: row.id }, data });
-      else await tx.envVar.create({ data: { ...data, uuid: await this.freeUuid(tx, "env", e.uuid), applicationId, key: e.key, isPreview: e.is_preview } });
-    }
-
-    // A storage whose name, mount path or host path differs is re-created; its Docker volume (named after the application and the storage name) keeps its data.
-    const volumes = await tx.volume.findMany({ where: { applicationId }, select: { id: true, name: true, mountPath: true, hostPath: true } });
-    const same = (v: { name: string; mountPath: string; hostPath: string | null }) => doc.storages.some((s) => s.name === v.name && s.mount_path === v.mountPath && s.host_path === v.hostPath);
-    const drop = volumes.filter((v) => !same(v));
-    if (drop.length) await tx.volume.deleteMany({ where: { id: { in: drop.map((v) => v.id) } } });
-    const kept = new Set(volumes.filter(same).map((v) => v.name));
-    for (const s of doc.storages) {
-      if (kept.has(s.name)) continue;
-      await tx.volume.create({ data: { uuid: await this.freeUuid(tx, "volume", s.uuid), applicationId, name: s.name, mountPath: s.mount_path, hostPath: s.host_path } });
-    }
-  }
-
-  /** The document's uuid for a re-created row when no row has it now, else a new one. */
-  private async freeUuid(tx: Tx, table: "env" | "volume", uuid: string): Promise<string> {
-    const taken = table === "env" ? await tx.envVar.count({ where: { uuid } }) : await tx.volume.count({ where: { uuid } });
-    return taken ? newUuid() : uuid;
-  }
-}
-
-interface Plan {
-  doc: ApplicationConfiguration;
-  applicationId: number;
-  teamId: number;
-  projectId: number;
-  fqdnBefore: string | null;
-  hostsBefore: string[];
 }

@@ -11,7 +11,9 @@ import { PlatformBackups } from "./platform/index.js";
 // ---- resource restores (issue 19, w7/restore) ----
 import { ResourceRestores } from "./resource-restore.js";
 // ---- configuration and full backups (issue 19, w8/rbconfig) ----
-import { ConfigurationRestores } from "./configuration.js";
+import { ConfigurationRestores, ResourceConfigurations, type ConfigurationKind } from "./configuration.js";
+import { ApplicationConfigurationKind } from "./application-configuration.js";
+import { DatabaseConfigurationKind } from "./database-configuration.js";
 import { ResourceRestoreResult } from "@capstan/shared";
 import { ResourceSources } from "./resource-sources.js";
 
@@ -37,8 +39,9 @@ export class BackupService {
   private readonly platform: PlatformBackups;
   /** Restores of resource backups (POST /resource-backups/{id}/executions/{execution_id}/restore). */
   readonly resourceRestores: ResourceRestores;
-  /** (w8/rbconfig) the configuration document a configuration or full restore hands back, applied by its outcome. */
+  /** (w8/rbconfig) the configuration document a configuration or full restore hands back (an application's, a database's), applied by its outcome. */
   private readonly configurationRestores: ConfigurationRestores;
+  private readonly configurations: ResourceConfigurations;
 
   constructor(deps: BackupServiceDeps) {
     this.lookups = new BackupLookups(deps);
@@ -50,9 +53,13 @@ export class BackupService {
     this.platform = platform;
     // w8/rbsources: the resources of resource backups (applications, services, databases).
     const sources = new ResourceSources(this.lookups);
-    this.resources = new ResourceBackups(this.lookups, this.executions, platform, sources);
+    this.configurations = new ResourceConfigurations({
+      application: new ApplicationConfigurationKind(deps.db, deps.box, deps.dialect, deps.hostsChanged ?? (async () => undefined)),
+      database: new DatabaseConfigurationKind(this.lookups, deps.databases),
+    });
+    this.resources = new ResourceBackups(this.lookups, this.executions, platform, sources, this.configurations);
     this.resourceRestores = new ResourceRestores(this.lookups, sources);
-    this.configurationRestores = new ConfigurationRestores(this.lookups, deps.hostsChanged ?? (async () => undefined));
+    this.configurationRestores = new ConfigurationRestores(this.lookups, this.configurations);
   }
 
   /** Outcome of resource.restore: a configuration document it hands back is applied (configuration.ts), else the restore fields as db.restore's. */
@@ -64,6 +71,11 @@ export class BackupService {
   /** Outcome of backup.delete (jobs/outcome-map.ts): the row is gone already; a failure is worth a line in the log. */
   async deleteEnded(job: Pick<JobRow, "id" | "status" | "error">): Promise<void> {
     if (job.status !== "succeeded") this.lookups.log.warn({ job: job.id, error: job.error }, "removing a deleted backup's file failed");
+  }
+
+  /** A service's configuration documents (services/services/configuration.ts): the service layer is built on top of this one. */
+  bindServiceConfiguration(configuration: ConfigurationKind): void {
+    this.configurations.bind("service", configuration);
   }
 
   bindScheduler(watcher: ScheduleWatcher, log?: Pick<Logger, "error" | "warn">): void {

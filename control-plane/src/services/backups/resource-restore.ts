@@ -44,7 +44,7 @@ export class ResourceRestores {
     // (w8/rbconfig) configuration and full restores: the backup's type decides what the job brings back.
     const backupType = ResourceJobBackupType.parse(schedule.backupType);
     if (hasConfiguration(backupType) && body.target_uuid !== undefined && body.target_uuid !== resource.uuid) {
-      throw new Invalid({ target_uuid: [`A ${backupType} backup is restored into its own application in this version: omit target_uuid (volume backups can be restored into another resource).`] });
+      throw new Invalid({ target_uuid: [`A ${backupType} backup is restored into its own ${resource.kind} in this version: omit target_uuid (volume backups can be restored into another resource).`] });
     }
     // The target (target_uuid: a clone into another resource of the same kind), else the backup's own resource.
     const target = body.target_uuid !== undefined && body.target_uuid !== resource.uuid ? await this.sources.target(scope, resource.kind, body.target_uuid) : resource;

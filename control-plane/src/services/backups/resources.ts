@@ -16,7 +16,7 @@ import { newUuid } from "../../lib/ids.js";
 import { BackupLookups, OPEN, PayloadError, cronErrors, openRunJobs, type ExecutionRow, type ScheduleRow } from "./common.js";
 import type { BackupExecutions, PreparedRun, RunTarget } from "./executions.js";
 import { PlatformBackups } from "./platform/index.js";
-import { configurationDocument } from "./configuration.js";
+import type { ResourceConfigurations } from "./configuration.js";
 // ---- w8/rbsources: services and databases as sources ----
 import { ResourceSources, SOURCE_COLUMN, resourceKeyPrefix, runLock, sourceOf, type SourceKind, type SourceResource } from "./resource-sources.js";
 
@@ -51,6 +51,7 @@ export class ResourceBackups {
     private readonly executions: BackupExecutions,
     private readonly platform: PlatformBackups,
     private readonly sources: ResourceSources,
+    private readonly configurations: ResourceConfigurations,
   ) {
     executions.resourceTarget = (schedule) => this.targetOf(schedule);
     executions.platformRun = (schedule, run) => platform.start(schedule, run);
@@ -255,13 +256,14 @@ export class ResourceBackups {
   }
 
   private async prepare(schedule: ScheduleRow, resource: SourceResource, executionUuid: string, at: Date): Promise<PreparedRun> {
-    // (w8/rbconfig) configuration: the document only; full: the volumes and the document in one archive (applications).
+    // (w8/rbconfig) configuration: the document only; full: the volumes and the document in one archive (applications, databases, services).
     const type = ResourceJobBackupType.safeParse(schedule.backupType);
     if (!type.success) throw new PayloadError(`the backup type ${schedule.backupType} does not run on an agent`);
     const volumes = hasVolumes(type.data) ? await this.sources.volumes(resource) : [];
     if (hasVolumes(type.data) && !volumes.length) throw new PayloadError(`the ${resource.kind} ${resource.name} has no persistent storages (volumes) to back up`);
-    if (type.data !== "volume" && resource.kind !== "application") throw new PayloadError(`a ${type.data} backup of a ${resource.kind} does not run in this version`);
-    const configuration = type.data === "volume" ? null : await configurationDocument(this.db, resource.id, at);
+    const kind = type.data === "volume" ? null : this.configurations.of(resource.kind);
+    if (type.data !== "volume" && !kind) throw new PayloadError(`a ${type.data} backup of a ${resource.kind} does not run on this instance`);
+    const configuration = kind ? await kind.document(resource.id, at) : null;
     let s3: ResourceBackupPayload["s3"] = null;
     let passphrase: string | null = null;
     if (schedule.s3StorageId !== null) {

@@ -34,6 +34,7 @@ import type { JobRow } from "../../jobs/queue.js";
 import { lockServersNetworks, recordPlannedNetworks, type NetworkPlanContext } from "../network-plan.js";
 import { ServerService } from "../servers.js";
 import { buildServicePayload, ServicePayloadError, type ServiceRuntime } from "./lifecycle.js";
+import { ServiceConfigurationKind } from "./configuration.js";
 
 type Tx = Prisma.TransactionClient;
 
@@ -114,7 +115,24 @@ export class ServiceService {
     private readonly imageOverrides: ImageOverrides,
     private readonly runtime: ServiceRuntime,
     private readonly builtIn: () => Promise<LoadedTemplates> = builtInCatalog,
-  ) {}
+  ) {
+    this.configuration = new ServiceConfigurationKind(
+      db,
+      box,
+      {
+        composeTemplate: (raw, type) => this.composeTemplate(raw, type?.replace(/^.*\//, "") ?? CUSTOM_NAME),
+        render: (template, stored, opts) => this.render(template, stored, opts),
+        storedBinds: (raw, type) => this.storedBinds(raw, type),
+        declaredVolumes: (raw, type) => this.declaredVolumes(raw, type),
+        syncComponents: (tx, serviceId, template) => this.syncComponents(tx, serviceId, template),
+        storeCreated: (tx, serviceId, created, values, template) => this.storeCreated(tx, serviceId, created, values, ServiceService.generatedKeys(template)),
+      },
+      { dialect: runtime.networkPlan.dialect, hostsChanged: runtime.hostsChanged },
+    );
+  }
+
+  /** Configuration and full resource backups of services (issue 19): the document and its restore, under this class's compose rules. */
+  readonly configuration: ServiceConfigurationKind;
 
   // -------------------------------------------------------------------------------------------
   // Reads
