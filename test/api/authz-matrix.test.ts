@@ -855,7 +855,8 @@ describe("the authorization matrix", () => {
     expect(stale, "NEEDS entries for routes that do not exist").toEqual([]);
   });
 
-  it("every route × scopes × roles × permission levels × own/other team answers as the spec says", { timeout: 900_000 }, async () => {
+  // 10-12 minutes on PostgreSQL in CI beside the other suites (2 cores); the limit is for a hang, not a timing check.
+  it("every route × scopes × roles × permission levels × own/other team answers as the spec says", { timeout: 1_800_000 }, async () => {
     const started = Date.now();
     const cases = buildCases({ A, B });
     const failures: string[] = [];
