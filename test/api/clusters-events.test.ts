@@ -117,6 +117,9 @@ describe("GET /clusters/{uuid}/events", () => {
     kept.push({ type: "config", action: "create", actor_id: "cfg1", attributes: { name: "app.conf" }, time_nano: manyAt });
     asked.length = 0;
     await stale();
+    // The GET starts the collection; on a loaded machine it may answer (after its wait) before the outcome is stored.
+    await team.api.get(`/clusters/${uuid}/events`);
+    await until(async () => (await stored()) >= 5, 30_000, "the second manager's events stored");
     const res = await team.api.get(`/clusters/${uuid}/events`);
     expect(asked.map((a) => a.server)).toContain("nodeb");
     expect(res.body.data.map((e: { type: string }) => e.type)).toEqual(["node", "service", "service", "secret", "config"]);
