@@ -1,11 +1,12 @@
 import { createWriteStream } from "node:fs";
+import { once } from "node:events";
 import { chmod, rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import type { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
+import { PassThrough, Writable, type Readable } from "node:stream";
+import { finished, pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import type { DbBackupPayload, DbBackupResult } from "@capstan/shared";
-import { deleteS3, writeAndUpload } from "@capstan/shared/s3";
+import { deleteS3, uploadS3 } from "@capstan/shared/s3";
 import { encryptStream } from "./crypto.js";
 import { BackupToolError } from "./exec.js";
 import { backupsRoot, ensurePrivateDir, partialPath, scheduleDir } from "./paths.js";
@@ -26,6 +27,31 @@ export interface StoreSpec {
 export interface StoreCtx {
   signal: AbortSignal;
   progress(line: string): void;
+}
+
+/** A stream that writes each chunk to both destinations, waiting for both to take it; ends both, and is done when both are. */
+function fanOut(a: Writable, b: Writable): Writable {
+  const taken = (w: Writable, ok: boolean) => (ok ? undefined : once(w, "drain"));
+  const out = new Writable({
+    write(chunk: Buffer, _encoding, done) {
+      if (a.destroyed || b.destroyed) return done(new Error("a destination of the backup stream closed"));
+      Promise.all([taken(a, a.write(chunk)), taken(b, b.write(chunk))]).then(() => done(), done);
+    },
+    final(done) {
+      a.end();
+      b.end();
+      Promise.all([finished(a), finished(b)]).then(() => done(), done);
+    },
+    // The error is this stream's to report (the pipeline does): the destinations just close.
+    destroy(err, done) {
+      a.destroy();
+      b.destroy();
+      done(err);
+    },
+  });
+  // A destination's failure (a full disk, the upload gone) is the stream's failure.
+  for (const w of [a, b]) w.on("error", (err) => out.destroy(err));
+  return out;
 }
 
 /** Writes one source's bytes through gzip (and OpenPGP AEAD when there is a passphrase) into the backup file. */
@@ -49,22 +75,34 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
   const finalPath = join(dir, spec.filename);
   const tmp = partialPath(finalPath);
   const passphrase = spec.passphrase;
-  // The object's key in the storage, with S3.
-  const remote = spec.s3 ? { target: spec.s3.target, key: `${spec.s3.prefix}${spec.filename}` } : null;
+  const key = spec.s3 ? `${spec.s3.prefix}${spec.filename}` : null;
   // Set by write() when it starts the upload (a holder: the closure assigns it).
   const upload: { sent: Promise<{ size: number }> | null } = { sent: null };
   const write: BackupWriter = async (source) => {
     const stages: ((s: AsyncIterable<Buffer>) => AsyncIterable<Uint8Array>)[] = passphrase ? [(s) => encryptStream(s, passphrase)] : [];
     const file = createWriteStream(tmp, { mode: 0o600, flags: "wx" });
-    if (!remote) {
+    if (!spec.s3 || !key) {
       await pipeline(source, createGzip(), ...stages, file, { signal });
       return;
     }
-    // The upload runs while the archive is written (shared/src/s3/tee.ts).
-    progress(`uploading to S3 as ${remote.key} while the archive is written`);
-    const sent = writeAndUpload(remote.target, remote.key, file, signal, (sink, both) => pipeline(source, createGzip(), ...stages, sink, { signal: both }));
+    // The upload runs while the archive is written: each chunk goes to the file and to S3 at once
+    // (the slower of the two sets the pace). A failed upload stops the archive, and the other way round.
+    progress(`uploading to S3 as ${key} while the archive is written`);
+    const body = new PassThrough();
+    const stop = new AbortController();
+    const both = AbortSignal.any([signal, stop.signal]);
+    const sent = uploadS3(spec.s3.target, key, body, both);
     upload.sent = sent;
-    await sent;
+    sent.catch((err: unknown) => stop.abort(err));
+    try {
+      await pipeline(source, createGzip(), ...stages, fanOut(file, body), { signal: both });
+    } catch (err) {
+      // The upload's own failure stopped the archive: that is the reason. Otherwise the upload stops here.
+      const uploadFailed = stop.signal.aborted;
+      if (!uploadFailed) stop.abort(err);
+      await sent.catch(() => undefined);
+      throw uploadFailed ? stop.signal.reason : err;
+    }
   };
   try {
     await produce(write);
@@ -77,7 +115,7 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
 
   let s3Key: string | null = null;
   let size: number;
-  if (remote) {
+  if (spec.s3 && key) {
     let sent: number;
     try {
       if (!upload.sent) throw new BackupToolError("the backup wrote no archive to upload");
@@ -90,15 +128,15 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
     }
     if (sent !== size) {
       // The file changed under the upload (or was cut short): neither copy is the backup.
-      await deleteS3(remote.target, [remote.key]).catch((err: Error) => progress(`removing the object again failed: ${err.message}`));
+      await deleteS3(spec.s3.target, [key]).catch((err: Error) => progress(`removing the object again failed: ${err.message}`));
       await unlink(finalPath).catch(() => undefined);
-      throw new BackupToolError(`the upload of ${remote.key} sent ${sent} bytes, but the backup file has ${size}; the object and the file were removed`);
+      throw new BackupToolError(`the upload of ${key} sent ${sent} bytes, but the backup file has ${size}; the object and the file were removed`);
     }
-    s3Key = remote.key;
+    s3Key = key;
     progress(`uploaded ${size} bytes`);
   } else {
     size = (await stat(finalPath)).size;
-    progress(`the backup file has ${size} bytes`);
+    progress(`${size} bytes`);
   }
 
   let local: { removed: string[]; currentRemoved: boolean } = { removed: [], currentRemoved: false };

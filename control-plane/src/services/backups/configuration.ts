@@ -67,33 +67,6 @@ export async function freeUuid(tx: Tx, table: "env" | "volume" | "serviceStorage
   return taken ? newUuid() : uuid;
 }
 
-/** A variable of a document: its key and preview flag name it; `data` is what the row is given (the sealed value, flags). */
-export interface DocumentVariable {
-  uuid: string;
-  key: string;
-  isPreview: boolean;
-  data: { value: string; isBuildTime?: boolean; isGenerated?: boolean };
-}
-
-/**
- * Resets an owner's variables to a document's, matched by key and preview flag: changed ones get
- * the document's value and flags, missing ones are re-created (with their old uuid when free),
- * added ones are removed.
- */
-export async function resetVariables(tx: Tx, owner: { applicationId: number } | { databaseId: number } | { serviceId: number }, wanted: DocumentVariable[]): Promise<void> {
-  const name = (key: string, preview: boolean) => `${key}\u0000${preview}`;
-  const rows = await tx.envVar.findMany({ where: owner, select: { id: true, key: true, isPreview: true } });
-  const names = new Set(wanted.map((e) => name(e.key, e.isPreview)));
-  const gone = rows.filter((e) => !names.has(name(e.key, e.isPreview)));
-  if (gone.length) await tx.envVar.deleteMany({ where: { id: { in: gone.map((e) => e.id) } } });
-  const current = new Map(rows.map((e) => [name(e.key, e.isPreview), e]));
-  for (const e of wanted) {
-    const row = current.get(name(e.key, e.isPreview));
-    if (row) await tx.envVar.update({ where: { id: row.id }, data: e.data });
-    else await tx.envVar.create({ data: { ...e.data, ...owner, uuid: await freeUuid(tx, "env", e.uuid), key: e.key, isPreview: e.isPreview } });
-  }
-}
-
 /** The hosts an fqdn list names (none when it does not parse). */
 export const hostsOf = (fqdn: string | null): string[] => {
   if (!fqdn) return [];

@@ -20,7 +20,7 @@ import { parseLabelOverrides } from "../../compose/index.js";
 import type { Template } from "../../templates/index.js";
 import { hostsOnUpdate } from "../domain-ownership.js";
 import { PayloadError, safeJson } from "../backups/common.js";
-import { ConfigurationRefused, domainTakenReason, freeUuid, hostClaimedElsewhere, hostsOf, resetVariables, type ApplyRights, type ConfigurationKind } from "../backups/configuration.js";
+import { ConfigurationRefused, domainTakenReason, freeUuid, hostClaimedElsewhere, hostsOf, type ApplyRights, type ConfigurationKind } from "../backups/configuration.js";
 
 // ---- configuration and full resource backups of services (issue 19) ----
 
@@ -220,7 +220,18 @@ export class ServiceConfigurationKind implements ConfigurationKind<Plan, (string
       await tx.serviceComponent.update({ where: { id: c.id }, data: { fqdn, hosts: hostsOnUpdate(fqdn), labelOverrides: d?.label_overrides ?? "" } });
     }
 
-    await resetVariables(tx, { serviceId }, doc.envs.map((e) => ({ uuid: e.uuid, key: e.key, isPreview: e.is_preview, data: { value: e.value_sealed, isGenerated: e.is_generated } })));
+    const envKey = (key: string, preview: boolean) => `${key}\u0000${preview}`;
+    const envs = await tx.envVar.findMany({ where: { serviceId }, select: { id: true, key: true, isPreview: true } });
+    const wanted = new Set(doc.envs.map((e) => envKey(e.key, e.is_preview)));
+    const gone = envs.filter((e) => !wanted.has(envKey(e.key, e.isPreview)));
+    if (gone.length) await tx.envVar.deleteMany({ where: { id: { in: gone.map((e) => e.id) } } });
+    const current = new Map(envs.map((e) => [envKey(e.key, e.isPreview), e]));
+    for (const e of doc.envs) {
+      const data = { value: e.value_sealed, isGenerated: e.is_generated };
+      const row = current.get(envKey(e.key, e.is_preview));
+      if (row) await tx.envVar.update({ where: { id: row.id }, data });
+      else await tx.envVar.create({ data: { ...data, uuid: await freeUuid(tx, "env", e.uuid), serviceId, key: e.key, isPreview: e.is_preview } });
+    }
     // Values the compose file needs that the document lacks are generated once, as a PATCH does.
     await this.compose.storeCreated(tx, serviceId, plan.rendered.generated.created, plan.rendered.generated.values, plan.template);
 

@@ -1,11 +1,11 @@
-import { createWriteStream } from "node:fs";
+import { createReadStream, createWriteStream } from "node:fs";
 import { rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
 import { PassThrough, Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import type { CreateResourceBackupBody } from "@capstan/shared";
-import { deleteS3, uploadS3, writeAndUpload } from "@capstan/shared/s3";
+import { deleteS3, uploadS3 } from "@capstan/shared/s3";
 import { encryptStream } from "@capstan/shared/openpgp";
 import { Forbidden } from "../../../domain/errors.js";
 import type { TeamScope } from "../../../domain/scope.js";
@@ -125,33 +125,34 @@ export class PlatformBackups {
     const localPath = schedule.keepLocally ? join(dir, execution.filename) : null;
     const s3Key = destination ? `${backupKeyPrefix(destination.prefix, "platform-instance")}${execution.filename}` : null;
     try {
-      const stages: ((s: AsyncIterable<Buffer>) => AsyncIterable<Uint8Array>)[] = destination?.passphrase ? [(s) => encryptStream(s, destination.passphrase!)] : [];
-      const archive = (sink: Writable, signal?: AbortSignal) =>
-        pipeline(Readable.from(platformArchive(this.db, deps.database, deps.instanceKey(), new Date())), createGzip(), ...stages, sink, { signal });
+      const archive = () => {
+        const stages: ((s: AsyncIterable<Buffer>) => AsyncIterable<Uint8Array>)[] = destination?.passphrase ? [(s) => encryptStream(s, destination.passphrase!)] : [];
+        return (sink: Writable) => pipeline(Readable.from(platformArchive(this.db, deps.database, deps.instanceKey(), new Date())), createGzip(), ...stages, sink);
+      };
       let size: number;
       if (localPath) {
         ensurePrivateDir(dir);
         const tmp = `${localPath}.partial`;
-        let sent: number | null = null;
         try {
-          const file = createWriteStream(tmp, { mode: 0o600, flags: "wx" });
-          // With S3 the same bytes are uploaded as they are written (shared/src/s3/tee.ts): one pass over the database.
-          if (destination && s3Key) sent = (await writeAndUpload(destination.target, s3Key, file, undefined, archive)).size;
-          else await archive(file);
+          await archive()(createWriteStream(tmp, { mode: 0o600, flags: "wx" }));
           await rename(tmp, localPath);
         } catch (err) {
           await unlink(tmp).catch(() => undefined);
           throw err;
         }
         size = (await stat(localPath)).size;
-        if (sent !== null && sent !== size) {
-          await unlink(localPath).catch(() => undefined);
-          throw new Error(`the upload of ${s3Key} sent ${sent} bytes, but the backup file has ${size}`);
+        if (destination && s3Key) {
+          try {
+            await uploadS3(destination.target, s3Key, createReadStream(localPath));
+          } catch (err) {
+            await unlink(localPath).catch(() => undefined);
+            throw err;
+          }
         }
       } else {
         // S3 only (keep_locally false): straight from the pipeline to the upload, nothing on disk.
         const body = new PassThrough();
-        const [written, uploaded] = await Promise.allSettled([archive(body), uploadS3(destination!.target, s3Key!, body)]);
+        const [written, uploaded] = await Promise.allSettled([archive()(body), uploadS3(destination!.target, s3Key!, body)]);
         if (written.status === "rejected") throw written.reason;
         if (uploaded.status === "rejected") throw uploaded.reason;
         size = uploaded.value.size;
