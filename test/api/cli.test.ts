@@ -131,7 +131,8 @@ afterAll(async () => {
   if (dataDir) rmSync(dataDir, { recursive: true, force: true });
 });
 
-describe("capstan CLI", () => {
+// Each test starts CLI processes (Node and Prisma, seconds each on a loaded CI machine).
+describe("capstan CLI", { timeout: 120_000 }, () => {
   // One instance, used in order: first start, admin commands, second start, HTTP checks.
   let rootToken = "";
   let teamId = 0;
