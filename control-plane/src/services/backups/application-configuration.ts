@@ -1,7 +1,6 @@
 import {
   APPLICATION_CONFIGURATION_FORMAT,
   ApplicationConfiguration,
-  CONFIGURATION_MAX_BYTES,
   EnvKey,
   HostPath,
   ImageRef,
@@ -17,7 +16,7 @@ import { storedBindSources } from "../applications.js";
 import { applicationSettingColumns, applicationSettings } from "../application-settings.js";
 import { hostsOnUpdate } from "../domain-ownership.js";
 import { PayloadError, safeJson } from "./common.js";
-import { ConfigurationRefused, domainTakenReason, freeUuid, hostClaimedElsewhere, hostsOf, type ApplyRights, type ConfigurationKind } from "./configuration.js";
+import { ConfigurationRefused, domainTakenReason, freeUuid, hostClaimedElsewhere, hostsOf, resetVariables, documentText, type ApplyRights, type ConfigurationKind } from "./configuration.js";
 
 // ---- configuration and full resource backups of applications (issue 19, w8/rbconfig) ----
 
@@ -81,13 +80,7 @@ export async function applicationConfigurationDocument(db: Db, applicationId: nu
     envs: a.envs.map((e) => ({ uuid: e.uuid, key: e.key, value_sealed: e.value, is_build_time: e.isBuildTime, is_preview: e.isPreview, is_generated: e.isGenerated })),
     storages: a.volumes.map((v) => ({ uuid: v.uuid, name: v.name, mount_path: v.mountPath, host_path: v.hostPath })),
   };
-  // The shape is checked as a restore will check it: a document this version could not restore is never written.
-  const checked = ApplicationConfiguration.safeParse(doc);
-  if (!checked.success) throw new PayloadError(`the application's configuration does not fit the configuration document (${checked.error.issues[0]?.path.join(".")}: ${checked.error.issues[0]?.message})`);
-  const text = JSON.stringify(checked.data);
-  const size = Buffer.byteLength(text, "utf8");
-  if (size > CONFIGURATION_MAX_BYTES) throw new PayloadError(`the application's configuration document has ${size} bytes, more than the ${CONFIGURATION_MAX_BYTES} a backup carries`);
-  return text;
+  return documentText(ApplicationConfiguration, doc, "the application's");
 }
 
 /**
@@ -182,18 +175,11 @@ export class ApplicationConfigurationKind implements ConfigurationKind<Plan, voi
       },
     });
 
-    const envKey = (key: string, preview: boolean) => `${key}\u0000${preview}`;
-    const envs = await tx.envVar.findMany({ where: { applicationId }, select: { id: true, uuid: true, key: true, isPreview: true } });
-    const wantedEnvs = new Map(doc.envs.map((e) => [envKey(e.key, e.is_preview), e]));
-    const gone = envs.filter((e) => !wantedEnvs.has(envKey(e.key, e.isPreview)));
-    if (gone.length) await tx.envVar.deleteMany({ where: { id: { in: gone.map((e) => e.id) } } });
-    const current = new Map(envs.map((e) => [envKey(e.key, e.isPreview), e]));
-    for (const e of doc.envs) {
-      const data = { value: e.value_sealed, isBuildTime: e.is_build_time, isGenerated: e.is_generated };
-      const row = current.get(envKey(e.key, e.is_preview));
-      if (row) await tx.envVar.update({ where: { id: row.id }, data });
-      else await tx.envVar.create({ data: { ...data, uuid: await freeUuid(tx, "env", e.uuid), applicationId, key: e.key, isPreview: e.is_preview } });
-    }
+    await resetVariables(
+      tx,
+      { applicationId },
+      doc.envs.map((e) => ({ uuid: e.uuid, key: e.key, isPreview: e.is_preview, data: { value: e.value_sealed, isBuildTime: e.is_build_time, isGenerated: e.is_generated } })),
+    );
 
     // A storage whose name, mount path or host path differs is re-created; its Docker volume (named after the application and the storage name) keeps its data.
     const volumes = await tx.volume.findMany({ where: { applicationId }, select: { id: true, name: true, mountPath: true, hostPath: true } });

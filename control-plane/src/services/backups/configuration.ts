@@ -1,4 +1,5 @@
-import { ResourceRestorePayload, ResourceRestoreResult, hostsOverlap, parseDomains, type ResourceJobBackupType } from "@capstan/shared";
+import type { z } from "zod";
+import { CONFIGURATION_MAX_BYTES, ResourceRestorePayload, ResourceRestoreResult, hostsOverlap, parseDomains, type ResourceJobBackupType } from "@capstan/shared";
 import type { Db, Prisma } from "../../db/client.js";
 import type { TeamScope } from "../../domain/scope.js";
 import { Forbidden } from "../../domain/errors.js";
@@ -6,7 +7,7 @@ import { newUuid } from "../../lib/ids.js";
 import { openPayload } from "../../jobs/payload.js";
 import type { JobRow } from "../../jobs/queue.js";
 import { assertMayAddBindMounts } from "../bind-mounts.js";
-import { BackupLookups, OPEN, safeJson } from "./common.js";
+import { BackupLookups, OPEN, PayloadError, safeJson } from "./common.js";
 import { sourceOf, type SourceKind } from "./resource-sources.js";
 
 // ---- configuration and full resource backups (issue 19, w8/rbconfig) ----
@@ -65,6 +66,46 @@ export async function freeUuid(tx: Tx, table: "env" | "volume" | "serviceStorage
   const where = { where: { uuid } };
   const taken = table === "env" ? await tx.envVar.count(where) : table === "volume" ? await tx.volume.count(where) : await tx.serviceStorage.count(where);
   return taken ? newUuid() : uuid;
+}
+
+/** A variable of a document: its key and preview flag name it; `data` is what the row is given (the sealed value, flags). */
+export interface DocumentVariable {
+  uuid: string;
+  key: string;
+  isPreview: boolean;
+  data: { value: string; isBuildTime?: boolean; isGenerated?: boolean };
+}
+
+/**
+ * Resets an owner's variables to a document's, matched by key and preview flag: changed ones get
+ * the document's value and flags, missing ones are re-created (with their old uuid when free),
+ * added ones are removed.
+ */
+export async function resetVariables(tx: Tx, owner: { applicationId: number } | { databaseId: number } | { serviceId: number }, wanted: DocumentVariable[]): Promise<void> {
+  const name = (key: string, preview: boolean) => `${key}\u0000${preview}`;
+  const rows = await tx.envVar.findMany({ where: owner, select: { id: true, key: true, isPreview: true } });
+  const names = new Set(wanted.map((e) => name(e.key, e.isPreview)));
+  const gone = rows.filter((e) => !names.has(name(e.key, e.isPreview)));
+  if (gone.length) await tx.envVar.deleteMany({ where: { id: { in: gone.map((e) => e.id) } } });
+  const current = new Map(rows.map((e) => [name(e.key, e.isPreview), e]));
+  for (const e of wanted) {
+    const row = current.get(name(e.key, e.isPreview));
+    if (row) await tx.envVar.update({ where: { id: row.id }, data: e.data });
+    else await tx.envVar.create({ data: { ...e.data, ...owner, uuid: await freeUuid(tx, "env", e.uuid), key: e.key, isPreview: e.isPreview } });
+  }
+}
+
+/**
+ * A document's text, checked as a restore will check it (a document this version could not
+ * restore is never written) and within the size a backup carries (`what`: "the database's").
+ */
+export function documentText<T>(schema: z.ZodType<T>, doc: T, what: string): string {
+  const checked = schema.safeParse(doc);
+  if (!checked.success) throw new PayloadError(`${what} configuration does not fit the configuration document (${checked.error.issues[0]?.path.join(".")}: ${checked.error.issues[0]?.message})`);
+  const text = JSON.stringify(checked.data);
+  const size = Buffer.byteLength(text, "utf8");
+  if (size > CONFIGURATION_MAX_BYTES) throw new PayloadError(`${what} configuration document has ${size} bytes, more than the ${CONFIGURATION_MAX_BYTES} a backup carries`);
+  return text;
 }
 
 /** The hosts an fqdn list names (none when it does not parse). */

@@ -1,5 +1,4 @@
 import {
-  CONFIGURATION_MAX_BYTES,
   CpuLimit,
   DATABASE_CONFIGURATION_FORMAT,
   DatabaseConfiguration,
@@ -18,7 +17,7 @@ import { buildDbDeployPayload } from "../database-spec.js";
 import { containerChanged, isUp, publicPortRefusal, publishedPort, type ContainerSettings } from "../database-settings.js";
 import { lockServersNetworks, type NetworkPlanSettings } from "../network-plan.js";
 import { BackupLookups, PayloadError, safeJson } from "./common.js";
-import { ConfigurationRefused, freeUuid, type ApplyRights, type ConfigurationKind } from "./configuration.js";
+import { ConfigurationRefused, documentText, resetVariables, type ApplyRights, type ConfigurationKind } from "./configuration.js";
 
 // ---- configuration and full resource backups of standalone databases (issue 19) ----
 
@@ -65,12 +64,7 @@ export async function databaseConfigurationDocument(db: Db, databaseId: number, 
     },
     envs: d.envs.map((e) => ({ uuid: e.uuid, key: e.key, value_sealed: e.value, is_preview: e.isPreview })),
   };
-  const checked = DatabaseConfiguration.safeParse(doc);
-  if (!checked.success) throw new PayloadError(`the database's configuration does not fit the configuration document (${checked.error.issues[0]?.path.join(".")}: ${checked.error.issues[0]?.message})`);
-  const text = JSON.stringify(checked.data);
-  const size = Buffer.byteLength(text, "utf8");
-  if (size > CONFIGURATION_MAX_BYTES) throw new PayloadError(`the database's configuration document has ${size} bytes, more than the ${CONFIGURATION_MAX_BYTES} a backup carries`);
-  return text;
+  return documentText(DatabaseConfiguration, doc, "the database's");
 }
 
 interface Plan {
@@ -177,17 +171,7 @@ export class DatabaseConfigurationKind implements ConfigurationKind<Plan, boolea
       where: { id: databaseId },
       data: { name: d.name, description: d.description, ...plan.after, ...(plan.credentials !== null ? { credentials: plan.credentials } : {}) },
     });
-    const envKey = (key: string, preview: boolean) => `${key}\u0000${preview}`;
-    const envs = await tx.envVar.findMany({ where: { databaseId }, select: { id: true, key: true, isPreview: true } });
-    const wanted = new Set(doc.envs.map((e) => envKey(e.key, e.is_preview)));
-    const gone = envs.filter((e) => !wanted.has(envKey(e.key, e.isPreview)));
-    if (gone.length) await tx.envVar.deleteMany({ where: { id: { in: gone.map((e) => e.id) } } });
-    const current = new Map(envs.map((e) => [envKey(e.key, e.isPreview), e]));
-    for (const e of doc.envs) {
-      const row = current.get(envKey(e.key, e.is_preview));
-      if (row) await tx.envVar.update({ where: { id: row.id }, data: { value: e.value_sealed } });
-      else await tx.envVar.create({ data: { uuid: await freeUuid(tx, "env", e.uuid), databaseId, key: e.key, value: e.value_sealed, isPreview: e.is_preview } });
-    }
+    await resetVariables(tx, { databaseId }, doc.envs.map((e) => ({ uuid: e.uuid, key: e.key, isPreview: e.is_preview, data: { value: e.value_sealed } })));
     // Variables take effect on the next start, as after a change through the API; container settings and credentials at once.
     return containerChanged(before, plan.after) || (plan.credentials !== null && plan.credentials !== before.credentials);
   }

@@ -1,5 +1,4 @@
 import {
-  CONFIGURATION_MAX_BYTES,
   EnvKey,
   HostPath,
   MAX_ENVS,
@@ -20,7 +19,7 @@ import { parseLabelOverrides } from "../../compose/index.js";
 import type { Template } from "../../templates/index.js";
 import { hostsOnUpdate } from "../domain-ownership.js";
 import { PayloadError, safeJson } from "../backups/common.js";
-import { ConfigurationRefused, domainTakenReason, freeUuid, hostClaimedElsewhere, hostsOf, type ApplyRights, type ConfigurationKind } from "../backups/configuration.js";
+import { ConfigurationRefused, domainTakenReason, freeUuid, hostClaimedElsewhere, hostsOf, resetVariables, documentText, type ApplyRights, type ConfigurationKind } from "../backups/configuration.js";
 
 // ---- configuration and full resource backups of services (issue 19) ----
 
@@ -97,12 +96,7 @@ export class ServiceConfigurationKind implements ConfigurationKind<Plan, (string
       envs: s.envs.map((e) => ({ uuid: e.uuid, key: e.key, value_sealed: e.value, is_preview: e.isPreview, is_generated: e.isGenerated })),
       storages: s.storages.map((v) => ({ uuid: v.uuid, name: v.name, component: v.component.name, mount_path: v.mountPath, host_path: v.hostPath })),
     };
-    const checked = ServiceConfiguration.safeParse(doc);
-    if (!checked.success) throw new PayloadError(`the service's configuration does not fit the configuration document (${checked.error.issues[0]?.path.join(".")}: ${checked.error.issues[0]?.message})`);
-    const text = JSON.stringify(checked.data);
-    const size = Buffer.byteLength(text, "utf8");
-    if (size > CONFIGURATION_MAX_BYTES) throw new PayloadError(`the service's configuration document has ${size} bytes, more than the ${CONFIGURATION_MAX_BYTES} a backup carries`);
-    return text;
+    return documentText(ServiceConfiguration, doc, "the service's");
   }
 
   /** Checks the document against the service as it is now, as the API checks each part; every refusal is a ConfigurationRefused with the reason. */
@@ -220,18 +214,7 @@ export class ServiceConfigurationKind implements ConfigurationKind<Plan, (string
       await tx.serviceComponent.update({ where: { id: c.id }, data: { fqdn, hosts: hostsOnUpdate(fqdn), labelOverrides: d?.label_overrides ?? "" } });
     }
 
-    const envKey = (key: string, preview: boolean) => `${key}\u0000${preview}`;
-    const envs = await tx.envVar.findMany({ where: { serviceId }, select: { id: true, key: true, isPreview: true } });
-    const wanted = new Set(doc.envs.map((e) => envKey(e.key, e.is_preview)));
-    const gone = envs.filter((e) => !wanted.has(envKey(e.key, e.isPreview)));
-    if (gone.length) await tx.envVar.deleteMany({ where: { id: { in: gone.map((e) => e.id) } } });
-    const current = new Map(envs.map((e) => [envKey(e.key, e.isPreview), e]));
-    for (const e of doc.envs) {
-      const data = { value: e.value_sealed, isGenerated: e.is_generated };
-      const row = current.get(envKey(e.key, e.is_preview));
-      if (row) await tx.envVar.update({ where: { id: row.id }, data });
-      else await tx.envVar.create({ data: { ...data, uuid: await freeUuid(tx, "env", e.uuid), serviceId, key: e.key, isPreview: e.is_preview } });
-    }
+    await resetVariables(tx, { serviceId }, doc.envs.map((e) => ({ uuid: e.uuid, key: e.key, isPreview: e.is_preview, data: { value: e.value_sealed, isGenerated: e.is_generated } })));
     // Values the compose file needs that the document lacks are generated once, as a PATCH does.
     await this.compose.storeCreated(tx, serviceId, plan.rendered.generated.created, plan.rendered.generated.values, plan.template);
 
