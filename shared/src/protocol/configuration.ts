@@ -22,6 +22,24 @@ const Sealed = z
   .regex(/^v1:[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]+:[A-Za-z0-9+/=]*$/, "a sealed value (v1:...)");
 const Uuid = z.string().regex(/^[a-z0-9-]{1,64}$/);
 
+/** A variable of a document: what every kind's has (a kind adds its flags). */
+const Variable = z.object({
+  uuid: Uuid,
+  key: z.string().min(1).max(1024),
+  /** the value sealed with the instance key, as stored at rest */
+  value_sealed: Sealed,
+  is_preview: z.boolean(),
+});
+
+/** A persistent storage of a document. */
+const Storage = z.object({
+  uuid: Uuid,
+  name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/),
+  mount_path: z.string().min(1).max(1024),
+  /** set: a bind mount of this server directory; null: a named Docker volume */
+  host_path: z.string().max(4096).nullable(),
+});
+
 /**
  * Everything needed to recreate an application (backup_type configuration, and the
  * configuration half of full): its settings under the names the API shows them, its
@@ -61,30 +79,8 @@ export const ApplicationConfiguration = z.object({
     limits_memory: z.string().max(64).nullable(),
     limits_cpus: z.string().max(64).nullable(),
   }),
-  envs: z
-    .array(
-      z.object({
-        uuid: Uuid,
-        key: z.string().min(1).max(1024),
-        /** the value sealed with the instance key, as stored at rest */
-        value_sealed: Sealed,
-        is_build_time: z.boolean(),
-        is_preview: z.boolean(),
-        is_generated: z.boolean(),
-      }),
-    )
-    .max(500),
-  storages: z
-    .array(
-      z.object({
-        uuid: Uuid,
-        name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/),
-        mount_path: z.string().min(1).max(1024),
-        /** set: a bind mount of this server directory; null: a named Docker volume */
-        host_path: z.string().max(4096).nullable(),
-      }),
-    )
-    .max(64),
+  envs: z.array(Variable.extend({ is_build_time: z.boolean(), is_generated: z.boolean() })).max(500),
+  storages: z.array(Storage).max(64),
 });
 export type ApplicationConfiguration = z.infer<typeof ApplicationConfiguration>;
 
@@ -111,16 +107,7 @@ export const DatabaseConfiguration = z.object({
     /** the engine credentials (user, password, database, root password) sealed with the instance key */
     credentials_sealed: Sealed,
   }),
-  envs: z
-    .array(
-      z.object({
-        uuid: Uuid,
-        key: z.string().min(1).max(1024),
-        value_sealed: Sealed,
-        is_preview: z.boolean(),
-      }),
-    )
-    .max(500),
+  envs: z.array(Variable).max(500),
 });
 export type DatabaseConfiguration = z.infer<typeof DatabaseConfiguration>;
 
@@ -158,29 +145,9 @@ export const ServiceConfiguration = z.object({
       }),
     )
     .max(64),
-  envs: z
-    .array(
-      z.object({
-        uuid: Uuid,
-        key: z.string().min(1).max(1024),
-        value_sealed: Sealed,
-        is_preview: z.boolean(),
-        is_generated: z.boolean(),
-      }),
-    )
-    .max(500),
-  storages: z
-    .array(
-      z.object({
-        uuid: Uuid,
-        name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/),
-        /** the compose service it is mounted into */
-        component: z.string().min(1).max(255),
-        mount_path: z.string().min(1).max(1024),
-        host_path: z.string().max(4096).nullable(),
-      }),
-    )
-    .max(64),
+  envs: z.array(Variable.extend({ is_generated: z.boolean() })).max(500),
+  /** each mounted into one compose service (`component`) */
+  storages: z.array(Storage.extend({ component: z.string().min(1).max(255) })).max(64),
 });
 export type ServiceConfiguration = z.infer<typeof ServiceConfiguration>;
 
