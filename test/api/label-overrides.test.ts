@@ -155,6 +155,17 @@ describe("label overrides", () => {
     expect(r.services.db!.labels).toEqual({ "com.example.b": "two" });
   });
 
+  it("a burst of PUTs on one component all succeed, one after another under the render lock, and the rendering holds one of them", async () => {
+    // More PUTs than one transaction's default time budget can wait out behind the others (a
+    // PostgreSQL 500 the authorization matrix found): each waits its turn for the lock instead.
+    const sent = Array.from({ length: 48 }, (_, i) => `com.example.burst: b${i}\n`);
+    const answers = await Promise.all(sent.map((yaml) => w.api.put(appPath(), { yaml })));
+    expect(answers.map((a) => a.status), JSON.stringify(answers.find((a) => a.status !== 200)?.body)).toEqual(sent.map(() => 200));
+    const stored = (await ok(w.api.get(appPath()), "overrides")).yaml as string;
+    expect(sent).toContain(stored);
+    expect((await rendered()).services.web!.labels!["com.example.burst"]).toBe(stored.slice("com.example.burst: ".length).trim());
+  });
+
   it("a PATCH of the compose file racing a PUT never drops the PUT from the rendering (both re-render under the service's render lock)", async () => {
     for (let round = 0; round < 16; round++) {
       const image = round % 2 ? "nginx:1.27-alpine" : "nginx:1.27";

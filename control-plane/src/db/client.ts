@@ -23,6 +23,16 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/**
+ * Time limits of every interactive transaction, both dialects. A transaction may wait its turn
+ * behind others before it does anything: for an advisory lock on PostgreSQL (locks.ts), for the
+ * one connection on SQLite (sqlite-serial.ts). Prisma's defaults (2 s to start, 5 s in all)
+ * turned a burst of requests on one object on a loaded machine into 500s; these limits are
+ * a guard against a hang, and a transaction that still passes them is answered 503 with
+ * Retry-After (db/errors.ts "overloaded").
+ */
+export const TRANSACTION_LIMITS = { maxWait: 30_000, timeout: 60_000 } as const;
+
 export async function openDatabase(config: DatabaseConfig): Promise<Database> {
   if (config.kind === "sqlite") {
     ensurePrivateDir(dirname(config.file));
@@ -30,7 +40,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
     // One connection: serialised so an open transaction is isolated from every other query
     // (sqlite-serial.ts, docs/database.md).
     const adapter = new SerializedSqliteFactory(new PrismaBetterSqlite3({ url: config.file, timeout: 10_000 }));
-    const prisma = scopeTransactionCallbacks(new SqliteClient({ adapter }), adapter.gate);
+    const prisma = scopeTransactionCallbacks(new SqliteClient({ adapter, transactionOptions: TRANSACTION_LIMITS }), adapter.gate);
     // WAL is persistent in the file (set by the migrator); these two are per connection.
     await prisma.$executeRawUnsafe("PRAGMA synchronous = NORMAL");
     await prisma.$executeRawUnsafe("PRAGMA foreign_keys = ON");
@@ -39,6 +49,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
   }
   const prisma = new PostgresClient({
     adapter: new PrismaPg({ connectionString: config.url, max: 20 }),
+    transactionOptions: TRANSACTION_LIMITS,
   }) as unknown as Db;
   await prisma.$queryRawUnsafe("SELECT 1");
   const reader = openReader(config);

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DatabaseConfig } from "../config.js";
-import { openDatabase, type Database } from "./client.js";
+import { openDatabase, TRANSACTION_LIMITS, type Database } from "./client.js";
+import { lostRace } from "./errors.js";
 import { migrate } from "./migrate.js";
 import { ConnectionGate } from "./sqlite-serial.js";
 
@@ -187,6 +188,38 @@ describe("SQLite interactive transactions", () => {
     // The late-acquired, discarded transaction must have released the connection.
     expect(await db.team.count({ where: { name: "nobody" } })).toBe(0);
     expect(await db.$transaction(async (t) => t.team.count())).toBeGreaterThan(0);
+  });
+
+  it("a transaction that cannot start in time or runs past its limit fails as 'overloaded' (a request to retry, not a fault)", async () => {
+    const db = database.prisma;
+    const release = deferred();
+    const holding = deferred();
+    const first = db.$transaction(
+      async () => {
+        holding.resolve();
+        await release.promise;
+      },
+      { timeout: 5_000 },
+    );
+    await holding.promise;
+    const starved = await db.$transaction(async () => 1, { maxWait: 50 }).catch((err: unknown) => err);
+    release.resolve();
+    await first;
+    const expired = await db
+      .$transaction(
+        async (tx) => {
+          await new Promise((r) => setTimeout(r, 300));
+          return tx.team.count();
+        },
+        { timeout: 100 },
+      )
+      .catch((err: unknown) => err);
+    for (const err of [starved, expired]) {
+      // http/errors.ts answers it 503 with Retry-After (http/errors.test.ts).
+      expect(lostRace(err), String(err)).toBe("overloaded");
+    }
+    // The client's own limits are the generous ones, not Prisma's 2 s / 5 s.
+    expect(TRANSACTION_LIMITS.timeout).toBeGreaterThanOrEqual(30_000);
   });
 
   it("refuses at once a transaction started through the plain client inside a callback", async () => {

@@ -89,9 +89,19 @@ export class Unauthenticated extends DomainError {
   readonly kind = "unauthenticated";
 }
 
-/** Something the request needs is not reachable now (a server's agent not connected, not answering). */
+/**
+ * Something the request needs is not reachable now (a server's agent not connected, not
+ * answering), or the database could not take the request in time; retryAfterSeconds when a
+ * retry soon is likely to work.
+ */
 export class Unavailable extends DomainError {
   readonly kind = "unavailable";
+  constructor(
+    message: string,
+    readonly retryAfterSeconds?: number,
+  ) {
+    super(message);
+  }
 }
 
 /** Something the request relied on answered with a failure (an agent's job failed, a git provider's API refused). */

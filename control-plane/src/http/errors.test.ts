@@ -55,6 +55,7 @@ describe("errorResponse: the one mapping of domain errors to HTTP", () => {
   it("a lost race (Prisma's error codes) is the domain error it amounts to, with that kind's status", () => {
     expect(errorResponse({ code: "P2025" })?.status).toBe(STATUS_OF.not_found);
     for (const code of ["P2003", "P2002", "P2034"]) expect(errorResponse({ code })?.status, code).toBe(STATUS_OF.conflict);
+    expect(errorResponse({ code: "P2028" })).toEqual({ status: STATUS_OF.unavailable, body: { message: expect.stringContaining("retry it in a moment") }, headers: { "Retry-After": "2" } });
     expect(errorResponse({ code: "P1001" })).toBeNull();
     // A domain error is never taken for a race, whatever else it carries.
     expect(errorResponse(Object.assign(new Forbidden(), { code: "P2025" }))?.status).toBe(403);

@@ -1,7 +1,7 @@
 import type { ErrorRequestHandler, RequestHandler } from "express";
 import { z } from "zod";
 import type { Logger } from "pino";
-import { Busy, Conflict, DomainError, Invalid, NotFound, removedMeanwhile, type DomainErrorKind, type FieldErrors } from "../domain/errors.js";
+import { Busy, Conflict, DomainError, Invalid, NotFound, removedMeanwhile, Unavailable, type DomainErrorKind, type FieldErrors } from "../domain/errors.js";
 import { lostRace, type LostRace } from "../db/errors.js";
 
 export type { FieldErrors };
@@ -55,6 +55,7 @@ const RACE_ERRORS: Record<LostRace, () => DomainError> = {
   "reference-gone": () => new Conflict("Something this request refers to was removed or changed while it ran; read it again and retry."),
   duplicate: () => new Conflict("Another request created the same thing at the same time; read it again."),
   conflict: () => new Conflict("The request collided with a concurrent change; retry it."),
+  overloaded: () => new Unavailable("The database could not take this request in time (too many requests changing the same thing at once); retry it in a moment.", 2),
 };
 
 const raceOf = (err: unknown): LostRace | undefined => (err instanceof DomainError || err instanceof HttpError ? undefined : lostRace(err));
@@ -80,7 +81,7 @@ export function errorResponse(err: unknown): ErrorResponse | null {
   if (e instanceof DomainError) {
     const out: ErrorResponse = { status: STATUS_OF[e.kind], body: { message: e.message } };
     if (e instanceof Invalid) out.body.errors = e.errors;
-    if (e instanceof Busy) out.headers = { "Retry-After": String(e.retryAfterSeconds) };
+    if (e instanceof Busy || (e instanceof Unavailable && e.retryAfterSeconds !== undefined)) out.headers = { "Retry-After": String(e.retryAfterSeconds) };
     return out;
   }
   if (e instanceof HttpError) return { status: e.status, body: { message: e.message } };
