@@ -2,12 +2,8 @@ import type { Server as HttpServer } from "node:http";
 import type { Express } from "express";
 import type { Logger } from "pino";
 import type { Config } from "./config.js";
-import { openDatabase, type Database } from "./db/client.js";
-import { migrate } from "./db/migrate.js";
-import { resolveInstanceKey, verifyInstanceKey } from "./crypto/instance-key.js";
-import { SecretBox } from "./crypto/secret-box.js";
+import { openInstanceData, type InstanceData } from "./instance-data.js";
 import { createServices, type Services } from "./services/index.js";
-import { AdminService } from "./services/admin.js";
 import { createRateLimiter } from "./http/rate-limit.js";
 import { createApp } from "./http/app.js";
 import { JobQueue } from "./jobs/queue.js";
@@ -22,27 +18,6 @@ import { clientAddress } from "./agents/client-address.js";
 import { scopeVisibility } from "./agents/fleet-visibility.js";
 import { BackupScheduler } from "./backups/scheduler.js";
 import { Sessions } from "./services/sessions.js";
-
-export interface InstanceData {
-  database: Database;
-  box: SecretBox;
-  admin: AdminService;
-  migrationsApplied: string[];
-}
-
-/** Database migrated, instance key checked: what both the server and the CLI need. */
-export async function openInstanceData(config: Config): Promise<InstanceData> {
-  const migrationsApplied = await migrate(config.database);
-  const database = await openDatabase(config.database);
-  try {
-    const box = new SecretBox(resolveInstanceKey(config.secretKey, config.dataDir));
-    await verifyInstanceKey(database.prisma, box);
-    return { database, box, admin: new AdminService(database.prisma, box, config.defaultTeamFeatures), migrationsApplied };
-  } catch (err) {
-    await database.close();
-    throw err;
-  }
-}
 
 export interface Instance extends InstanceData {
   app: Express;

@@ -168,7 +168,7 @@ async function run(argv: string[]): Promise<number> {
     await serve(config);
     return -1; // keeps running
   }
-  const { openInstanceData } = await import("../instance.js");
+  const { openInstanceData } = await import("../instance-data.js");
   const data = await openInstanceData(config);
   const { admin } = data;
   try {

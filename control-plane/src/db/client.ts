@@ -1,8 +1,5 @@
 import { dirname } from "node:path";
-import { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
-import { PrismaPg } from "@prisma/adapter-pg";
-import { PrismaClient as SqliteClient } from "./generated/sqlite/client.js";
-import { PrismaClient as PostgresClient } from "./generated/postgresql/client.js";
+import type { PrismaClient as GeneratedClient } from "./generated/sqlite/client.js";
 import type { DatabaseConfig } from "../config.js";
 import { openReader, type SqlReader } from "./reader.js";
 import { ensurePrivateDir, ensurePrivateSqlite } from "../lib/private-files.js";
@@ -12,7 +9,7 @@ import { scopeTransactionCallbacks, SerializedSqliteFactory } from "./sqlite-ser
  * The two generated clients share one model API (they come from one schema); the
  * SQLite client's type stands for both so services are written once.
  */
-export type Db = InstanceType<typeof SqliteClient>;
+export type Db = InstanceType<typeof GeneratedClient>;
 export type { Prisma } from "./generated/sqlite/client.js";
 
 export interface Database {
@@ -34,7 +31,9 @@ export interface Database {
 export const TRANSACTION_LIMITS = { maxWait: 30_000, timeout: 60_000 } as const;
 
 export async function openDatabase(config: DatabaseConfig): Promise<Database> {
+  // Each dialect's client and adapter are loaded when used: a CLI command starts on one of them.
   if (config.kind === "sqlite") {
+    const [{ PrismaBetterSqlite3 }, { PrismaClient: SqliteClient }] = await Promise.all([import("@prisma/adapter-better-sqlite3"), import("./generated/sqlite/client.js")]);
     ensurePrivateDir(dirname(config.file));
     ensurePrivateSqlite(config.file);
     // One connection: serialised so an open transaction is isolated from every other query
@@ -47,6 +46,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
     const reader = openReader(config);
     return { prisma, kind: "sqlite", reader, close: () => closeBoth(prisma, reader) };
   }
+  const [{ PrismaPg }, { PrismaClient: PostgresClient }] = await Promise.all([import("@prisma/adapter-pg"), import("./generated/postgresql/client.js")]);
   const prisma = new PostgresClient({
     adapter: new PrismaPg({ connectionString: config.url, max: 20 }),
     transactionOptions: TRANSACTION_LIMITS,

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { loadConfig } from "../config.js";
-import { openInstanceData } from "../instance.js";
+import { openInstanceData } from "../instance-data.js";
 
 const mode = (p: string) => statSync(p).mode & 0o777;
 
