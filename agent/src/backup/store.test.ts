@@ -3,7 +3,7 @@ import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync } fr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { gunzipSync } from "node:zlib";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import type { S3Target } from "@capstan/shared";
 import { startS3Server, type S3Server } from "../../../test/support/s3-server.js";
 import { storeBackup, type StoreSpec } from "./store.js";
@@ -99,6 +99,24 @@ describe("storeBackup with S3", { timeout: 60_000 }, () => {
     await expect(storeBackup(s, { signal: new AbortController().signal, progress: () => undefined }, (write) => write(randomSource(8 * 1024 * 1024).source))).rejects.toThrow(/bucket/i);
     const dir = scheduleDir(s.stateDir, "owner-1", s.scheduleUuid);
     expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);
+  });
+
+  it("a producer that fails after its bytes went up (a dump tool's exit code): no file and no object, the producer's reason", async () => {
+    for (const [n, settle] of [
+      [6, false],
+      [7, true],
+    ] as const) {
+      const s = spec({ filename: name(n) });
+      const produce = async (write: (source: AsyncIterable<Buffer>) => Promise<void>) => {
+        await write(randomSource(200_000).source);
+        // Both orders: failing while the upload may still be completing, and after it surely stored the object.
+        if (settle) await vi.waitFor(async () => expect(await s3.objects(`store/${name(n)}`)).toHaveLength(1), { timeout: 10_000, interval: 50 });
+        throw new Error("mysqldump exited 2");
+      };
+      await expect(storeBackup(s, { signal: new AbortController().signal, progress: () => undefined }, produce)).rejects.toThrow("mysqldump exited 2");
+      expect(readdirSync(scheduleDir(s.stateDir, "owner-1", s.scheduleUuid))).toEqual([]);
+      expect(await s3.objects(`store/${name(n)}`), `object ${n}`).toEqual([]);
+    }
   });
 
   it("a source that fails midway: no file and no object, the source's reason", async () => {

@@ -1,12 +1,11 @@
 import { createWriteStream } from "node:fs";
-import { once } from "node:events";
 import { chmod, rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { PassThrough, Writable, type Readable } from "node:stream";
-import { finished, pipeline } from "node:stream/promises";
+import type { Readable } from "node:stream";
+import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import type { DbBackupPayload, DbBackupResult } from "@capstan/shared";
-import { deleteS3, uploadS3 } from "@capstan/shared/s3";
+import { deleteS3, UploadBeside } from "@capstan/shared/s3";
 import { encryptStream } from "./crypto.js";
 import { BackupToolError } from "./exec.js";
 import { backupsRoot, ensurePrivateDir, partialPath, scheduleDir } from "./paths.js";
@@ -27,31 +26,6 @@ export interface StoreSpec {
 export interface StoreCtx {
   signal: AbortSignal;
   progress(line: string): void;
-}
-
-/** A stream that writes each chunk to both destinations, waiting for both to take it; ends both, and is done when both are. */
-function fanOut(a: Writable, b: Writable): Writable {
-  const taken = (w: Writable, ok: boolean) => (ok ? undefined : once(w, "drain"));
-  const out = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      if (a.destroyed || b.destroyed) return done(new Error("a destination of the backup stream closed"));
-      Promise.all([taken(a, a.write(chunk)), taken(b, b.write(chunk))]).then(() => done(), done);
-    },
-    final(done) {
-      a.end();
-      b.end();
-      Promise.all([finished(a), finished(b)]).then(() => done(), done);
-    },
-    // The error is this stream's to report (the pipeline does): the destinations just close.
-    destroy(err, done) {
-      a.destroy();
-      b.destroy();
-      done(err);
-    },
-  });
-  // A destination's failure (a full disk, the upload gone) is the stream's failure.
-  for (const w of [a, b]) w.on("error", (err) => out.destroy(err));
-  return out;
 }
 
 /** Writes one source's bytes through gzip (and OpenPGP AEAD when there is a passphrase) into the backup file. */
@@ -77,7 +51,7 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
   const passphrase = spec.passphrase;
   const key = spec.s3 ? `${spec.s3.prefix}${spec.filename}` : null;
   // Set by write() when it starts the upload (a holder: the closure assigns it).
-  const upload: { sent: Promise<{ size: number }> | null } = { sent: null };
+  const upload: { beside: UploadBeside | null } = { beside: null };
   const write: BackupWriter = async (source) => {
     const stages: ((s: AsyncIterable<Buffer>) => AsyncIterable<Uint8Array>)[] = passphrase ? [(s) => encryptStream(s, passphrase)] : [];
     const file = createWriteStream(tmp, { mode: 0o600, flags: "wx" });
@@ -85,23 +59,15 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
       await pipeline(source, createGzip(), ...stages, file, { signal });
       return;
     }
-    // The upload runs while the archive is written: each chunk goes to the file and to S3 at once
-    // (the slower of the two sets the pace). A failed upload stops the archive, and the other way round.
+    // The upload runs while the archive is written: each chunk goes to the file and to S3 at once.
+    // A failed upload stops the archive, and the other way round.
     progress(`uploading to S3 as ${key} while the archive is written`);
-    const body = new PassThrough();
-    const stop = new AbortController();
-    const both = AbortSignal.any([signal, stop.signal]);
-    const sent = uploadS3(spec.s3.target, key, body, both);
-    upload.sent = sent;
-    sent.catch((err: unknown) => stop.abort(err));
+    const beside = new UploadBeside(spec.s3.target, key, signal);
+    upload.beside = beside;
     try {
-      await pipeline(source, createGzip(), ...stages, fanOut(file, body), { signal: both });
+      await pipeline(source, createGzip(), ...stages, beside.sink(file), { signal: beside.signal });
     } catch (err) {
-      // The upload's own failure stopped the archive: that is the reason. Otherwise the upload stops here.
-      const uploadFailed = stop.signal.aborted;
-      if (!uploadFailed) stop.abort(err);
-      await sent.catch(() => undefined);
-      throw uploadFailed ? stop.signal.reason : err;
+      throw await beside.failed(err);
     }
   };
   try {
@@ -109,6 +75,9 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
     await rename(tmp, finalPath);
   } catch (err) {
     await unlink(tmp).catch(() => undefined);
+    // The producer may fail after its bytes went up (the dump tool's exit code): no object stays.
+    const left = await upload.beside?.discard(err);
+    if (left) progress(`removing the object again failed: ${left.message}`);
     throw err;
   }
   progress("backup file written");
@@ -118,8 +87,8 @@ export async function storeBackup(spec: StoreSpec, ctx: StoreCtx, produce: (writ
   if (spec.s3 && key) {
     let sent: number;
     try {
-      if (!upload.sent) throw new BackupToolError("the backup wrote no archive to upload");
-      sent = (await upload.sent).size;
+      if (!upload.beside) throw new BackupToolError("the backup wrote no archive to upload");
+      sent = (await upload.beside.sent).size;
       // Measured once the object is stored: a file changed meanwhile (a second writer, a bad disk) is caught below.
       size = (await stat(finalPath)).size;
     } catch (err) {

@@ -1,11 +1,11 @@
-import { createReadStream, createWriteStream } from "node:fs";
+import { createWriteStream } from "node:fs";
 import { rename, stat, unlink } from "node:fs/promises";
 import { join } from "node:path";
-import { PassThrough, Readable, type Writable } from "node:stream";
+import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import type { CreateResourceBackupBody } from "@capstan/shared";
-import { deleteS3, uploadS3 } from "@capstan/shared/s3";
+import { deleteS3, UploadBeside } from "@capstan/shared/s3";
 import { encryptStream } from "@capstan/shared/openpgp";
 import { Forbidden } from "../../../domain/errors.js";
 import type { TeamScope } from "../../../domain/scope.js";
@@ -125,37 +125,44 @@ export class PlatformBackups {
     const localPath = schedule.keepLocally ? join(dir, execution.filename) : null;
     const s3Key = destination ? `${backupKeyPrefix(destination.prefix, "platform-instance")}${execution.filename}` : null;
     try {
-      const archive = () => {
+      const archive = (sink: Writable, signal?: AbortSignal) => {
         const stages: ((s: AsyncIterable<Buffer>) => AsyncIterable<Uint8Array>)[] = destination?.passphrase ? [(s) => encryptStream(s, destination.passphrase!)] : [];
-        return (sink: Writable) => pipeline(Readable.from(platformArchive(this.db, deps.database, deps.instanceKey(), new Date())), createGzip(), ...stages, sink);
+        return pipeline(Readable.from(platformArchive(this.db, deps.database, deps.instanceKey(), new Date())), createGzip(), ...stages, sink, signal ? { signal } : {});
       };
+      // One pass over the database: with S3 the bytes go up while they are made, and with
+      // keep_locally to the private file at the same time (a failure of either stops both).
+      if (localPath) ensurePrivateDir(dir);
+      const beside = destination && s3Key ? new UploadBeside(destination.target, s3Key) : null;
       let size: number;
       if (localPath) {
-        ensurePrivateDir(dir);
         const tmp = `${localPath}.partial`;
+        let sent: number | null = null;
         try {
-          await archive()(createWriteStream(tmp, { mode: 0o600, flags: "wx" }));
+          const file = createWriteStream(tmp, { mode: 0o600, flags: "wx" });
+          if (beside) {
+            await archive(beside.sink(file), beside.signal).catch(async (err: unknown) => {
+              throw await beside.failed(err);
+            });
+            sent = (await beside.sent).size;
+          } else await archive(file);
           await rename(tmp, localPath);
+          size = (await stat(localPath)).size;
         } catch (err) {
           await unlink(tmp).catch(() => undefined);
+          await beside?.discard(err);
           throw err;
         }
-        size = (await stat(localPath)).size;
-        if (destination && s3Key) {
-          try {
-            await uploadS3(destination.target, s3Key, createReadStream(localPath));
-          } catch (err) {
-            await unlink(localPath).catch(() => undefined);
-            throw err;
-          }
+        if (sent !== null && sent !== size) {
+          await beside!.discard(new Error("size mismatch"));
+          await unlink(localPath).catch(() => undefined);
+          throw new Error(`the upload of ${s3Key} sent ${sent} bytes, but the backup file has ${size}; the object and the file were removed`);
         }
       } else {
         // S3 only (keep_locally false): straight from the pipeline to the upload, nothing on disk.
-        const body = new PassThrough();
-        const [written, uploaded] = await Promise.allSettled([archive()(body), uploadS3(destination!.target, s3Key!, body)]);
-        if (written.status === "rejected") throw written.reason;
-        if (uploaded.status === "rejected") throw uploaded.reason;
-        size = uploaded.value.size;
+        await archive(beside!.sink(), beside!.signal).catch(async (err: unknown) => {
+          throw await beside!.failed(err);
+        });
+        size = (await beside!.sent).size;
       }
       // The success and the local retention it causes are one change: nobody reads a success
       // while an older file beyond number_of_backups_locally is still listed as kept.
