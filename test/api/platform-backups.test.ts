@@ -130,31 +130,6 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
     expect(readFileSync(archiveFile).includes(Buffer.from("API_SECRET"))).toBe(false);
   });
 
-  it("keep_locally with S3: an upload that fails fails the run and leaves no local file either", async () => {
-    const gone = await startS3Server({ buckets: ["capstan-gone"] });
-    const storage = await ok(
-      root.post("/s3-storages", { name: "going", endpoint: gone.endpoint, bucket: gone.bucket, access_key: gone.accessKey, secret_key: gone.secretKey }),
-      "s3 storage",
-    );
-    await gone.stop();
-    const created = await ok(
-      root.post("/resource-backups", { resource_type: "platform_instance", backup_type: "platform_instance", frequency: "0 4 * * *", s3_storage_id: storage.data.id, keep_locally: true }),
-      "schedule",
-    );
-    const run = await root.post(`/resource-backups/${created.data.id}/execute`);
-    expect(run.status, JSON.stringify(run.body)).toBe(200);
-    let e: any;
-    await until(async () => {
-      e = (await root.get(`/resource-backups/${created.data.id}`)).body.executions.find((x: { id: number }) => x.id === run.body.execution_id);
-      return e && e.status !== "running";
-    }, 60_000);
-    expect(e, JSON.stringify(e)).toMatchObject({ status: "failed", stored_locally: false, s3_key: null });
-    expect(e.reason).toBeTruthy();
-    const { uuid } = await t.instance.database.prisma.backupSchedule.findUniqueOrThrow({ where: { id: created.data.id } });
-    const dir = join(t.config.dataDir, "backups", "platform", uuid);
-    expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);
-  });
-
   it("refuses a tampered and a truncated archive, and a non-empty data directory, writing nothing", async () => {
     const bytes = readFileSync(archiveFile);
     const tampered = Buffer.from(bytes);
@@ -238,6 +213,32 @@ describe(`platform_instance backups and capstan restore (${PG ? "PostgreSQL" : "
     } finally {
       await t2.close();
     }
+  });
+
+  // After the restore test: its schedule would be one the archive (made earlier) does not hold.
+  it("keep_locally with S3: an upload that fails fails the run and leaves no local file either", async () => {
+    const gone = await startS3Server({ buckets: ["capstan-gone"] });
+    const storage = await ok(
+      root.post("/s3-storages", { name: "going", endpoint: gone.endpoint, bucket: gone.bucket, access_key: gone.accessKey, secret_key: gone.secretKey }),
+      "s3 storage",
+    );
+    await gone.stop();
+    const created = await ok(
+      root.post("/resource-backups", { resource_type: "platform_instance", backup_type: "platform_instance", frequency: "0 4 * * *", s3_storage_id: storage.data.id, keep_locally: true }),
+      "schedule",
+    );
+    const run = await root.post(`/resource-backups/${created.data.id}/execute`);
+    expect(run.status, JSON.stringify(run.body)).toBe(200);
+    let e: any;
+    await until(async () => {
+      e = (await root.get(`/resource-backups/${created.data.id}`)).body.executions.find((x: { id: number }) => x.id === run.body.execution_id);
+      return e && e.status !== "running";
+    }, 60_000);
+    expect(e, JSON.stringify(e)).toMatchObject({ status: "failed", stored_locally: false, s3_key: null });
+    expect(e.reason).toBeTruthy();
+    const { uuid } = await t.instance.database.prisma.backupSchedule.findUniqueOrThrow({ where: { id: created.data.id } });
+    const dir = join(t.config.dataDir, "backups", "platform", uuid);
+    expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([]);
   });
 });
 
