@@ -200,7 +200,18 @@ describe("retention", () => {
     // Over the cap: the oldest go, the newest (the five collected above among them) stay.
     const hourAgo = Date.now() - 3_600_000;
     const extra = EVENTS_KEPT + 2;
-    for (let i = 0; i < extra; i += 2000) await db().clusterEvent.createMany({ data: Array.from({ length: Math.min(2000, extra - i) }, (_, k) => row(i + k, hourAgo)) });
+    // One row through Prisma (its time stored as Prisma stores it), the rest copied from it in one statement (10,000 single inserts take
+    // seconds on a busy machine). Their timeNano values have 19 digits: one leading zero pads them to 20, on both dialects.
+    const first = row(0, hourAgo);
+    await db().clusterEvent.create({ data: first });
+    const nano = BigInt(hourAgo) * 1_000_000n;
+    expect(first.timeNano).toBe(`0${nano}`);
+    await db().$executeRawUnsafe(
+      `INSERT INTO "ClusterEvent" ("clusterId", "timeNano", "time", "type", "action", "actorId", "attributes", "dedupeKey", "createdAt")
+        WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${extra - 1})
+        SELECT e."clusterId", '0' || (${nano} + n.i), e."time", e."type", e."action", e."actorId", e."attributes", 'test-bulk-' || n.i, e."createdAt"
+        FROM n CROSS JOIN "ClusterEvent" e WHERE e."dedupeKey" = '${first.dedupeKey}'`,
+    );
     expect(await stored()).toBe(EVENTS_KEPT + 7);
     await pruneEvents(db());
     expect(await stored()).toBe(EVENTS_KEPT);

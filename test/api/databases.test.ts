@@ -10,6 +10,7 @@ import { KeyFactory } from "./support/ssh.js";
 import type { ScriptedAgent } from "./support/fake-agent.js";
 import { appWorld, connectServerAgent, newServer, ok, placement, until, type AppWorld } from "./support/applications.js";
 import { ENGINES, ENGINE_NAMES, GENERATED, ISO, UUID, answerJob, createDb, deployed, jobCount } from "./support/standalone-databases.js";
+import { requestStatements } from "./support/statements.js";
 
 let t: TestInstance;
 let w: AppWorld;
@@ -495,20 +496,7 @@ describe("list and detail", () => {
   it("the environment view reads its databases in one statement, however many there are", async () => {
     const x = await appWorld(t, keys);
     const reader = t.instance.services.reader;
-    const statements = async (path: string) => {
-      const seen: string[] = [];
-      const rows = reader.rows.bind(reader);
-      const all = reader.all.bind(reader);
-      reader.rows = (async (sql: string, params: readonly (string | number)[]) => (seen.push(sql), rows(sql, params))) as typeof reader.rows;
-      reader.all = (async (sql: string, params: readonly (string | number)[]) => (seen.push(sql), all(sql, params))) as typeof reader.all;
-      try {
-        expect((await x.api.get(path)).status).toBe(200);
-      } finally {
-        reader.rows = rows;
-        reader.all = all;
-      }
-      return seen;
-    };
+    const statements = (path: string) => requestStatements(reader, async () => expect((await x.api.get(path)).status).toBe(200));
     await createDb(x, "redis");
     const one = await statements(`/projects/${x.project.uuid}/production`);
     for (let i = 0; i < 11; i++) await createDb(x, i % 2 ? "redis" : "postgresql");

@@ -15,6 +15,7 @@ import { client, startTestInstance, type ApiClient, type TeamFixture, type TestI
 import { KeyFactory } from "./support/ssh.js";
 import { appWorld, createImageApp, ok, placement, type AppWorld } from "./support/applications.js";
 import { createDb } from "./support/standalone-databases.js";
+import { requestStatements } from "./support/statements.js";
 
 /**
  * The response cache of GET /projects and GET /projects/{uuid} (http/response-cache.ts): a
@@ -418,23 +419,8 @@ describe("resource counts of GET /projects/{uuid}, served from the cache (issue 
 
   it("a miss reads the project and its counts in one statement; a hit reads nothing but the token", async () => {
     const reader = t.instance.services.reader;
-    const statements = async (fn: () => Promise<unknown>) => {
-      const seen: string[] = [];
-      const rows = reader.rows.bind(reader);
-      const all = reader.all.bind(reader);
-      reader.rows = (async (sql: string, params: readonly (string | number)[]) => (seen.push(sql), rows(sql, params))) as typeof reader.rows;
-      reader.all = (async (sql: string, params: readonly (string | number)[]) => (seen.push(sql), all(sql, params))) as typeof reader.all;
-      try {
-        await fn();
-      } finally {
-        reader.rows = rows;
-        reader.all = all;
-      }
-      return seen;
-    };
-    await createImageApp(w);
-    const missed = await statements(() => miss(t.instance, w.api, one));
-    const hitOnly = await statements(() => hit(t.instance, w.api, one));
+    const missed = await requestStatements(reader, () => miss(t.instance, w.api, one), { before: () => createImageApp(w) });
+    const hitOnly = await requestStatements(reader, () => hit(t.instance, w.api, one));
     expect(missed.length).toBe(hitOnly.length + 1);
     expect(missed.filter((s) => s.includes(`"Application"`) && s.includes(`"StandaloneDatabase"`) && s.includes(`"Project"`))).toHaveLength(1);
     expect(hitOnly.some((s) => s.includes(`"Application"`))).toBe(false);
