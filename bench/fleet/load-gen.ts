@@ -109,10 +109,18 @@ function makeAgent(url: string, mode: Mode, token: string): SimAgent {
   if (mode === "capstan") {
     socket.on(EV.job, (envelope: JobEnvelope, ack?: (r: unknown) => void) => {
       counters.jobs++;
+      const outcome = { id: envelope.id, attempt: envelope.attempt, ...resultFor(envelope) };
+      // As the real agent (agent/src/dispatch/runner.ts): a job that ends within the window the
+      // control plane offers is answered in its ack; otherwise ack, then job:outcome.
+      if (envelope.answer_within_ms && typeof ack === "function") {
+        ack({ accepted: true, outcome });
+        counters.outcomesStored++;
+        return;
+      }
       if (typeof ack === "function") ack({ accepted: true });
       socket
         .timeout(10_000)
-        .emitWithAck(EV.jobOutcome, { id: envelope.id, attempt: envelope.attempt, ...resultFor(envelope) })
+        .emitWithAck(EV.jobOutcome, outcome)
         .then(
           () => counters.outcomesStored++,
           () => counters.outcomeFailures++,

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EV, type ServerStatusEvent } from "@capstan/shared";
+import { ANSWER_WITHIN_MS } from "../../control-plane/src/jobs/queue.js";
 import { startTestInstance, type TeamFixture, type TestInstance } from "./harness.js";
 import { KeyFactory } from "./support/ssh.js";
 import { connectAgent, connectFleet, sampleFacts, type ScriptedAgent } from "./support/fake-agent.js";
@@ -237,6 +238,48 @@ describe("durable jobs", () => {
     const onlyA = await agentA.nextJob();
     expect(onlyA.id).not.toBe(jobB.id);
   });
+});
+
+describe("outcomes answered in the delivery's ack", () => {
+  const serverIdOf = async (uuid: string) => (await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid } })).id;
+
+  it("the envelope offers the window; a job answered in its ack ends with that outcome, failures included", async () => {
+    const s = await newServer(team.api, keyUuid, "ans-1");
+    const a = await agent(s.agent_token, { answerInAck: true });
+    let fail = false;
+    a.serve("containers.list", () => (fail ? { ok: false, error: "engine said no" } : { ok: true, result: { containers: [] } }));
+    await a.hello();
+    const id = await serverIdOf(s.uuid);
+    const done = await t.instance.jobs.run(id, "containers.list", {});
+    expect(done).toMatchObject({ status: "succeeded", result: { containers: [] } });
+    expect(a.jobs.find((j) => j.id === done.id)?.answer_within_ms).toBe(ANSWER_WITHIN_MS);
+    fail = true;
+    const failed = await t.instance.jobs.run(id, "containers.list", {});
+    expect(failed).toMatchObject({ status: "failed", error: "engine said no" });
+    const rows = await t.instance.database.prisma.job.findMany({ where: { id: { in: [done.id, failed.id] } }, orderBy: { createdAt: "asc" } });
+    expect(rows.map((r) => [r.status, r.attempt])).toEqual([["succeeded", 1], ["failed", 1]]);
+  });
+
+  it("an answer that is not this delivery's outcome is not stored: the job stays dispatched and is delivered again", async () => {
+    const s = await newServer(team.api, keyUuid, "ans-2");
+    const a = await agent(s.agent_token, { autoAck: false });
+    // It answers attempt 1 of a containers.list with an outcome of another attempt, attempt 2 with its own.
+    a.socket.on(EV.job, (envelope: { id: string; type: string; attempt: number }, ack: (r: unknown) => void) => {
+      if (envelope.type !== "containers.list") return ack({ accepted: true });
+      const attempt = envelope.attempt === 1 ? 7 : envelope.attempt;
+      ack({ accepted: true, outcome: { id: envelope.id, attempt, ok: true, result: { containers: [] } } });
+    });
+    await a.hello();
+    const run = t.instance.jobs.run(await serverIdOf(s.uuid), "containers.list", {});
+    const listed = () => a.jobs.filter((j) => j.type === "containers.list");
+    await until(async () => listed().length === 1);
+    expect(listed()[0]).toMatchObject({ attempt: 1 });
+    expect(await jobStatus(listed()[0]!.id)).toBe("dispatched");
+    // The pump re-sends a dispatched job 10 s after its delivery.
+    await until(async () => listed().length === 2, 15_000);
+    expect(listed()[1]).toMatchObject({ id: listed()[0]!.id, attempt: 2 });
+    expect(await run).toMatchObject({ id: listed()[0]!.id, status: "succeeded", result: { containers: [] } });
+  }, 30_000);
 });
 
 describe("agent credentials and stand-down", () => {

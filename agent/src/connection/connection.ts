@@ -52,6 +52,8 @@ export class AgentConnection {
     this.socket = io(url, socketOptions(opts.config.token, opts.agentVersion, path));
     const transport: Transport = {
       isConnected: () => this.socket.connected,
+      // socket.io gives each connection its own id.
+      connectionId: () => (this.socket.connected ? this.socket.id : undefined),
       sendOutcome: (outcome: JobOutcome) =>
         this.socket.timeout(opts.outcomeAckTimeoutMs ?? OUTCOME_ACK_TIMEOUT_MS).emitWithAck(EV.jobOutcome, outcome),
       sendProgress: (progress: JobProgress) => {

@@ -5,6 +5,8 @@ import type { StateStore } from "../state/store.js";
 /** What the runner needs from the connection. */
 export interface Transport {
   isConnected(): boolean;
+  /** The current connection (a new value at every connect); undefined while disconnected. */
+  connectionId(): string | undefined;
   /** Emits job:outcome; resolves when the control plane acks, rejects on ack timeout. */
   sendOutcome(outcome: JobOutcome): Promise<unknown>;
   /** Emits job:progress; best effort (dropped while disconnected). */
@@ -13,8 +15,20 @@ export interface Transport {
 
 export interface OutboxOptions {
   retryMs?: number;
+  /** How long an outcome answered in its job's ack waits before it counts as received (tests shorten it). */
+  answeredSettleMs?: number;
   log?: Logger;
 }
+
+/**
+ * An outcome that went to the control plane inside its job's ack gets no ack of its own. It
+ * counts as received once the connection it went out on has stayed up this long after: longer
+ * than the engine's ping interval and timeout together (2.5 s + 5 s), so a control plane that
+ * went away meanwhile shows as a disconnect first, and after a reconnect the outcome is sent
+ * again as job:outcome. What the control plane received and could not store, it delivers the
+ * job again for (the job stays open; the agent answers a redelivery from this store).
+ */
+export const ANSWERED_SETTLE_MS = 20_000;
 
 /**
  * Delivers job outcomes at least once: every outcome is persisted before it is sent, sent while
@@ -23,10 +37,14 @@ export interface OutboxOptions {
  * the StateStore.
  */
 export class OutcomeOutbox {
-  /** job id -> the attempt last sent and when: re-sent once retryMs passed without an ack. */
-  private readonly inflight = new Map<string, { attempt: number; at: number }>();
+  /**
+   * job id -> the attempt last sent and when: re-sent once retryMs passed without an ack; for
+   * one answered in its job's ack, the connection it went on (settled after answeredSettleMs).
+   */
+  private readonly inflight = new Map<string, { attempt: number; at: number; answeredOn?: string }>();
   private timer: NodeJS.Timeout | null = null;
   private readonly retryMs: number;
+  private readonly answeredSettleMs: number;
   private readonly log: Logger;
 
   constructor(
@@ -35,6 +53,7 @@ export class OutcomeOutbox {
     opts: OutboxOptions = {},
   ) {
     this.retryMs = opts.retryMs ?? 2000;
+    this.answeredSettleMs = opts.answeredSettleMs ?? ANSWERED_SETTLE_MS;
     this.log = opts.log ?? silentLogger;
   }
 
@@ -63,6 +82,20 @@ export class OutcomeOutbox {
   }
 
   /**
+   * Persists an outcome that already went out inside its job's ack on connection `on`: not
+   * sent again unless that connection ends before the outcome settled (ANSWERED_SETTLE_MS).
+   */
+  async recordAnswered(outcome: JobOutcome, on: string): Promise<void> {
+    const written = this.store.putOutcome(outcome);
+    this.inflight.set(outcome.id, { attempt: outcome.attempt, at: Date.now(), answeredOn: on });
+    try {
+      await written;
+    } catch (err) {
+      this.log.error("could not persist job outcome", { job: outcome.id, err: errorMessage(err) });
+    }
+  }
+
+  /**
    * Sends every unacknowledged outcome not sent within retryMs (no-op while disconnected);
    * `all` after a (re)connect: sends on the previous connection may never have arrived.
    */
@@ -70,10 +103,15 @@ export class OutcomeOutbox {
     if (!this.transport.isConnected()) return;
     if (all) this.inflight.clear();
     const now = Date.now();
+    const connection = this.transport.connectionId();
     for (const stored of this.store.pending()) {
       const { outcome } = stored;
       const last = this.inflight.get(outcome.id);
-      if (last && last.attempt === outcome.attempt && now - last.at < this.retryMs) continue;
+      if (last?.answeredOn !== undefined && last.attempt === outcome.attempt && last.answeredOn === connection) {
+        if (now - last.at >= this.answeredSettleMs) this.settle(outcome);
+        continue;
+      }
+      if (last && last.answeredOn === undefined && last.attempt === outcome.attempt && now - last.at < this.retryMs) continue;
       this.send(outcome, now);
     }
   }
@@ -85,16 +123,7 @@ export class OutcomeOutbox {
   private send(outcome: JobOutcome, now: number): void {
     this.inflight.set(outcome.id, { attempt: outcome.attempt, at: now });
     this.transport.sendOutcome(outcome).then(
-      async () => {
-        this.release(outcome);
-        try {
-          if (await this.store.markAcked(outcome.id, outcome.attempt)) {
-            this.log.debug("job outcome acknowledged", { job: outcome.id, attempt: outcome.attempt });
-          }
-        } catch (err) {
-          this.log.error("could not record outcome ack", { job: outcome.id, err: errorMessage(err) });
-        }
-      },
+      () => this.settle(outcome),
       (err) => {
         // Not released: the next kick after retryMs re-sends it anyway.
         this.log.debug("job outcome not acknowledged yet; will retry", { job: outcome.id, err: errorMessage(err) });
@@ -102,7 +131,15 @@ export class OutcomeOutbox {
     );
   }
 
-  private release(outcome: JobOutcome): void {
+  /** The control plane has the outcome: it is kept (answering redeliveries) but no longer sent. */
+  private async settle(outcome: JobOutcome): Promise<void> {
     if (this.inflight.get(outcome.id)?.attempt === outcome.attempt) this.inflight.delete(outcome.id);
+    try {
+      if (await this.store.markAcked(outcome.id, outcome.attempt)) {
+        this.log.debug("job outcome acknowledged", { job: outcome.id, attempt: outcome.attempt });
+      }
+    } catch (err) {
+      this.log.error("could not record outcome ack", { job: outcome.id, err: errorMessage(err) });
+    }
   }
 }

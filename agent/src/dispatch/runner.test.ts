@@ -11,11 +11,16 @@ import type { HandlerMap, JobContext } from "./types.js";
 /** A control plane double: records what the agent sends; acks outcomes unless told not to. */
 class FakeTransport implements Transport {
   connected = true;
+  /** socket.io's id of the current connection: a reconnect changes it. */
+  connection = "c1";
   ackOutcomes = true;
   outcomes: JobOutcome[] = [];
   progress: JobProgress[] = [];
   isConnected() {
     return this.connected;
+  }
+  connectionId() {
+    return this.connected ? this.connection : undefined;
   }
   sendOutcome(o: JobOutcome) {
     this.outcomes.push(structuredClone(o));
@@ -48,16 +53,18 @@ function handlers(over: Partial<HandlerMap>): HandlerMap {
 
 const inAMinute = () => new Date(Date.now() + 60_000).toISOString();
 const env = (id: string, type: JobType, payload: unknown, attempt = 1, deadline = inAMinute()) => ({ id, attempt, type, payload, deadline });
+/** An envelope of a control plane that reads outcomes in acks. */
+const answerWithin = (ms: number, id: string, type: JobType, payload: unknown, attempt = 1) => ({ ...env(id, type, payload, attempt), answer_within_ms: ms });
 
 let dir: string;
 let store: StateStore;
 let transport: FakeTransport;
 let outbox: OutcomeOutbox;
 
-async function setup(h: HandlerMap, opts: { retryMs?: number; progressIntervalMs?: number } = {}) {
+async function setup(h: HandlerMap, opts: { retryMs?: number; progressIntervalMs?: number; answeredSettleMs?: number } = {}) {
   store = await StateStore.open(dir);
   transport = new FakeTransport();
-  outbox = new OutcomeOutbox(store, transport, { retryMs: opts.retryMs ?? 20 });
+  outbox = new OutcomeOutbox(store, transport, { retryMs: opts.retryMs ?? 20, answeredSettleMs: opts.answeredSettleMs });
   const runner = new JobRunner({ handlers: h, store, outbox, transport, progressIntervalMs: opts.progressIntervalMs ?? 20 });
   return runner;
 }
@@ -270,5 +277,74 @@ describe("OutcomeOutbox", () => {
     expect(t2.outcomes).toEqual([{ id: "j", attempt: 1, ok: true, result: { containers: [] } }]);
     o2.stop();
     await again.flush();
+  });
+});
+
+describe("outcomes answered in the job's ack (answer_within_ms)", () => {
+  const list = () => vi.fn(async () => ({ containers: [] }));
+
+  it("a job that ends in time is answered in its ack: no job:outcome, and the outcome settles once its connection stayed up", async () => {
+    const runner = await setup(handlers({ "containers.list": list() }), { answeredSettleMs: 60 });
+    outbox.start();
+    const acks: JobAck[] = [];
+    runner.onJob(answerWithin(500, "j", "containers.list", {}), (a) => acks.push(a));
+    expect(acks).toEqual([]); // held for the outcome
+    await vi.waitFor(() => expect(acks).toHaveLength(1));
+    expect(acks[0]).toEqual({ accepted: true, outcome: { id: "j", attempt: 1, ok: true, result: { containers: [] } } });
+    expect(store.getOutcome("j")?.acked).toBe(false); // kept until it settles
+    await vi.waitFor(() => expect(store.getOutcome("j")?.acked).toBe(true));
+    expect(transport.outcomes).toEqual([]);
+    // A redelivery (the control plane could not store it) is answered from the store, as job:outcome.
+    runner.onJob(answerWithin(500, "j", "containers.list", {}, 2), (a) => acks.push(a));
+    expect(acks[1]).toEqual({ accepted: true });
+    await vi.waitFor(() => expect(transport.outcomes).toEqual([{ id: "j", attempt: 2, ok: true, result: { containers: [] } }]));
+  });
+
+  it("a job longer than the window is acked when the window ends; its outcome goes as job:outcome", async () => {
+    const gate = deferred();
+    const runner = await setup(handlers({ "containers.list": async () => (await gate.promise, { containers: [] }) }));
+    const acks: JobAck[] = [];
+    runner.onJob(answerWithin(30, "j", "containers.list", {}), (a) => acks.push(a));
+    await vi.waitFor(() => expect(acks).toEqual([{ accepted: true }]));
+    gate.resolve();
+    await vi.waitFor(() => expect(transport.outcomes).toEqual([{ id: "j", attempt: 1, ok: true, result: { containers: [] } }]));
+    await vi.waitFor(() => expect(store.getOutcome("j")?.acked).toBe(true));
+    expect(acks).toHaveLength(1);
+  });
+
+  it("an answered outcome whose connection ended before it settled is sent again after the reconnect", async () => {
+    const runner = await setup(handlers({ "containers.list": list() }), { answeredSettleMs: 60_000 });
+    const acks: JobAck[] = [];
+    runner.onJob(answerWithin(500, "j", "containers.list", {}), (a) => acks.push(a));
+    await vi.waitFor(() => expect(acks[0]?.outcome).toBeDefined());
+    outbox.kick();
+    expect(transport.outcomes).toEqual([]); // same connection, not settled yet: not sent
+    transport.connection = "c2";
+    outbox.kick(true); // what the connection does on every connect
+    expect(transport.outcomes).toEqual([{ id: "j", attempt: 1, ok: true, result: { containers: [] } }]);
+    await vi.waitFor(() => expect(store.getOutcome("j")?.acked).toBe(true));
+  });
+
+  it("answers plainly when the connection changed while the job ran, when a redelivery raised its attempt, and when disconnected", async () => {
+    const gates = [deferred(), deferred()];
+    let call = 0;
+    const runner = await setup(handlers({ "containers.list": async () => (await gates[call++]?.promise, { containers: [] }) }));
+    const acks: JobAck[] = [];
+    runner.onJob(answerWithin(1000, "a", "containers.list", {}), (a) => acks.push(a));
+    transport.connection = "c2";
+    gates[0]!.resolve();
+    await vi.waitFor(() => expect(acks).toEqual([{ accepted: true }]));
+    await vi.waitFor(() => expect(transport.outcomes.map((o) => o.id)).toEqual(["a"]));
+
+    runner.onJob(answerWithin(1000, "b", "containers.list", {}, 1), (a) => acks.push(a));
+    runner.onJob(answerWithin(1000, "b", "containers.list", {}, 2), (a) => acks.push(a)); // redelivered while running
+    gates[1]!.resolve();
+    await vi.waitFor(() => expect(acks).toHaveLength(3));
+    expect(acks.slice(1)).toEqual([{ accepted: true }, { accepted: true }]);
+    await vi.waitFor(() => expect(transport.outcomes.map((o) => [o.id, o.attempt])).toEqual([["a", 1], ["b", 2]]));
+
+    transport.connected = false;
+    runner.onJob(answerWithin(1000, "c", "containers.list", {}), (a) => acks.push(a));
+    expect(acks[3]).toEqual({ accepted: true });
   });
 });

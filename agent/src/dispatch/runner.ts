@@ -33,6 +33,8 @@ interface RunningJob {
   flushTimer: NodeJS.Timeout | null;
   lastFlush: number;
   done: Promise<void>;
+  /** Set while the job's ack is held (answer_within_ms): answers it with the outcome; the connection it went on, or null. */
+  answer: ((outcome: JobOutcome) => string | null) | null;
 }
 
 export interface RunnerOptions {
@@ -131,17 +133,42 @@ export class JobRunner {
       return;
     }
 
-    reply({ accepted: true });
     if (this.cancelledEarly.delete(job.id)) {
+      reply({ accepted: true });
       void this.outbox.record({ id: job.id, attempt: job.attempt, ok: false, error: "cancelled by the control plane before it started" });
       return;
     }
     if (Date.parse(job.deadline) <= this.now()) {
+      reply({ accepted: true });
       log.warn("job arrived after its deadline", { deadline: job.deadline });
       void this.outbox.record({ id: job.id, attempt: job.attempt, ok: false, error: `deadline exceeded before the job started (deadline ${job.deadline})` });
       return;
     }
-    this.start(job.id, job.type, job.attempt, Date.parse(job.deadline), payload.value, log);
+    const connection = this.transport.connectionId();
+    if (!job.answer_within_ms || connection === undefined) {
+      reply({ accepted: true });
+      this.start(job.id, job.type, job.attempt, Date.parse(job.deadline), payload.value, log);
+      return;
+    }
+    // The control plane reads outcomes in acks: the ack waits up to answer_within_ms for the
+    // outcome (most jobs end within milliseconds), and a longer job is acked when that passes.
+    const entry = this.start(job.id, job.type, job.attempt, Date.parse(job.deadline), payload.value, log);
+    const window = setTimeout(() => {
+      entry.answer = null;
+      reply({ accepted: true });
+    }, job.answer_within_ms);
+    entry.answer = (outcome) => {
+      entry.answer = null;
+      clearTimeout(window);
+      // Only on the connection the job came on and for the attempt it was sent as: anything else
+      // is acked plainly and the outcome goes as job:outcome.
+      if (outcome.attempt !== job.attempt || this.transport.connectionId() !== connection) {
+        reply({ accepted: true });
+        return null;
+      }
+      reply({ accepted: true, outcome });
+      return connection;
+    };
   }
 
   /** Handles `job:cancel`: aborts the job's signal (the outcome says it was cancelled). */
@@ -189,7 +216,7 @@ export class JobRunner {
     void this.outbox.record({ id, attempt, ok: false, error: truncate(reason, MAX_ERROR_CHARS) });
   }
 
-  private start<K extends JobType>(id: string, type: K, attempt: number, deadline: number, payload: JobPayload<K>, log: Logger): void {
+  private start<K extends JobType>(id: string, type: K, attempt: number, deadline: number, payload: JobPayload<K>, log: Logger): RunningJob {
     const entry: RunningJob = {
       id,
       type,
@@ -202,6 +229,7 @@ export class JobRunner {
       flushTimer: null,
       lastFlush: 0,
       done: Promise.resolve(),
+      answer: null,
     };
     this.running.set(id, entry);
     this.armDeadline(entry, deadline);
@@ -222,6 +250,7 @@ export class JobRunner {
       if (outcome.ok) log.info("job succeeded", { ms });
       else log.warn("job failed", { ms, error: outcome.error });
     });
+    return entry;
   }
 
   private async execute<K extends JobType>(entry: RunningJob, type: K, payload: JobPayload<K>, ctx: JobContext): Promise<JobOutcome> {
@@ -239,7 +268,9 @@ export class JobRunner {
       ? { id: entry.id, attempt: entry.attempt, ok: true, result: result.value }
       : { id: entry.id, attempt: entry.attempt, ok: false, error: result.error };
     this.running.delete(entry.id);
-    await this.outbox.record(outcome);
+    const answeredOn = entry.answer?.(outcome) ?? null;
+    if (answeredOn !== null) await this.outbox.recordAnswered(outcome, answeredOn);
+    else await this.outbox.record(outcome);
     return outcome;
   }
 

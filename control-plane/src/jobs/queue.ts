@@ -38,6 +38,11 @@ function isJobType(stored: string): stored is JobType {
 export const OUTCOME_LEASE_MS = 15_000;
 /** How long after its ack a job still open is marked running (markRunningLater). */
 export const RUNNING_MARK_DELAY_MS = 500;
+/**
+ * An agent may hold a delivery's ack this long to answer with the job's outcome (JobEnvelope's
+ * answer_within_ms): most jobs end within it, and their round trip is then one frame each way.
+ */
+export const ANSWER_WITHIN_MS = 50;
 
 /**
  * Progress kept per job, in characters: the most recent part is kept when a job says more.
@@ -463,13 +468,32 @@ export class JobQueue {
       type: job.type,
       payload,
       deadline: job.deadlineAt.toISOString(),
+      answer_within_ms: ANSWER_WITHIN_MS,
     });
     if (!ack) return; // not delivered: the pump or the next reconnect tries again
     if (!ack.accepted) {
       await this.finish(job.id, job.attempt, { status: "failed", error: `agent refused the job: ${ack.reason ?? "no reason"}` });
       return;
     }
+    if (ack.outcome) return this.applyAnswered(job, ack.outcome);
     this.markRunningLater(job.id, job.attempt);
+  }
+
+  /**
+   * An outcome the agent answered in the delivery's ack. The agent sends it no other way while
+   * the connection lasts, so one this replica cannot store leaves the job dispatched (no running
+   * mark): the pump delivers it again after 10 s and the agent answers that from its store.
+   */
+  private async applyAnswered(job: { id: string; serverId: number; attempt: number }, outcome: JobOutcome): Promise<void> {
+    if (outcome.id !== job.id || outcome.attempt !== job.attempt) {
+      this.log.warn({ job: job.id, attempt: job.attempt, answered: { id: outcome.id, attempt: outcome.attempt } }, "an agent answered a delivery with another job's outcome; the job is delivered again");
+      return;
+    }
+    try {
+      await this.applyOutcome(job.serverId, outcome);
+    } catch (err) {
+      this.log.warn({ err: { message: (err as Error)?.message }, job: job.id }, "storing a job's outcome failed; the job is delivered again");
+    }
   }
 
   /**

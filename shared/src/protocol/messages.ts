@@ -16,18 +16,24 @@ export const AgentHandshake = z.object({
 });
 export type AgentHandshake = z.infer<typeof AgentHandshake>;
 
-/** Control plane -> agent: run this job (acked with JobAck on receipt, before running). */
+/** The longest an agent may hold a job's ack to answer it with the outcome (answer_within_ms). */
+export const MAX_ANSWER_WITHIN_MS = 1000;
+
+/**
+ * Control plane -> agent: run this job, acked with JobAck on receipt. With `answer_within_ms`
+ * (a control plane that reads outcomes in acks) an agent may hold the ack that long and answer
+ * with the outcome of a job that ended by then: one frame each way per job, as a plain echo.
+ * Agents that do not know the field ack at once and send the outcome as job:outcome.
+ */
 export const JobEnvelope = z.object({
   id: z.string().min(1).max(64),
   attempt: z.number().int().min(1),
   type: JobTypeSchema,
   payload: z.unknown(),
   deadline: z.iso.datetime(),
+  answer_within_ms: z.number().int().min(1).max(MAX_ANSWER_WITHIN_MS).optional(),
 });
 export type JobEnvelope = z.infer<typeof JobEnvelope>;
-
-export const JobAck = z.object({ accepted: z.boolean(), reason: z.string().optional() });
-export type JobAck = z.infer<typeof JobAck>;
 
 export const JobCancel = z.object({ id: z.string().min(1).max(64) });
 
@@ -45,6 +51,10 @@ export const JobOutcome = z.discriminatedUnion("ok", [
   z.object({ id: z.string(), attempt: z.number().int(), ok: z.literal(false), error: z.string().max(8192) }),
 ]);
 export type JobOutcome = z.infer<typeof JobOutcome>;
+
+/** The agent's ack of a delivery; `outcome` (of this delivery's attempt) when it answers in the ack. */
+export const JobAck = z.object({ accepted: z.boolean(), reason: z.string().optional(), outcome: JobOutcome.optional() });
+export type JobAck = z.infer<typeof JobAck>;
 
 /** Sent on connect (EV.hello, acked) and periodically after (EV.facts). */
 export const AgentHello = z.object({ facts: HostFacts });

@@ -50,7 +50,8 @@ export type JobScript = (job: JobEnvelope) => JobAnswer;
 export function connectAgent(
   baseUrl: string,
   token: string,
-  opts: { protocolVersion?: number; autoAck?: boolean } = {},
+  /** answerInAck: served jobs answered at once (no delay, not held) go in the delivery's ack when the envelope offers it, as the real agent does. */
+  opts: { protocolVersion?: number; autoAck?: boolean; answerInAck?: boolean } = {},
 ): Promise<ScriptedAgent> {
   const socket = io(baseUrl + AGENTS_NAMESPACE, {
     transports: ["websocket"],
@@ -74,11 +75,21 @@ export function connectAgent(
     const job = [...jobs].reverse().find((j) => j.id === id);
     if (job) socket.emit(EV.jobProgress, { id, attempt: job.attempt, lines });
   };
-  const run = (envelope: JobEnvelope, script: JobScript) => {
+  /** `ack`: the delivery's, not yet answered (jobs received before serve() were acked on arrival). */
+  const run = (envelope: JobEnvelope, script: JobScript, ack?: (r: unknown) => void) => {
     // A redelivered job already running here is not started twice (the real agent dedupes by id).
-    if (served.has(envelope.id)) return;
+    if (served.has(envelope.id)) {
+      if (opts.autoAck !== false) ack?.({ accepted: true });
+      return;
+    }
     served.add(envelope.id);
     const answer = script(envelope);
+    if (ack && opts.answerInAck && envelope.answer_within_ms && !("hold" in answer) && !answer.delayMs) {
+      if (answer.lines?.length) sendProgress(envelope.id, answer.lines);
+      const outcome = answer.ok ? { ok: true, result: answer.result } : { ok: false, error: answer.error };
+      return ack({ accepted: true, outcome: { id: envelope.id, attempt: envelope.attempt, ...outcome } });
+    }
+    if (opts.autoAck !== false) ack?.({ accepted: true });
     if (answer.lines?.length) sendProgress(envelope.id, answer.lines);
     if ("hold" in answer) {
       held.set(envelope.id, envelope);
@@ -91,9 +102,9 @@ export function connectAgent(
   };
   socket.on(EV.job, (envelope: JobEnvelope, ack: (r: unknown) => void) => {
     jobs.push(envelope);
-    if (opts.autoAck !== false) ack({ accepted: true });
     const script = scripts.get(envelope.type);
-    if (script) return run(envelope, script);
+    if (script) return run(envelope, script, ack);
+    if (opts.autoAck !== false) ack({ accepted: true });
     const waiter = waiters.shift();
     if (waiter) waiter(envelope);
     else pending.push(envelope);
