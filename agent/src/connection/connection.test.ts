@@ -140,6 +140,26 @@ describe("AgentConnection (real socket.io server)", () => {
     expect(bad).toMatchObject({ accepted: false, reason: expect.stringMatching(/name/) });
   });
 
+  it("answers a job that ends within answer_within_ms in its ack, progress first; after a reconnect before it settled, sends it again as job:outcome", async () => {
+    await startAgent({
+      "container.remove": async (p, ctx) => {
+        ctx.progress(`removing ${p.name}`);
+        return { removed: true };
+      },
+    });
+    await vi.waitFor(() => expect(cp.hellos).toHaveLength(1));
+    const ack = await cp.sendJob({ id: "j1", attempt: 1, type: "container.remove", payload: { name: "web" }, deadline: deadline(), answer_within_ms: 1000 });
+    expect(ack).toEqual({ accepted: true, outcome: { id: "j1", attempt: 1, ok: true, result: { removed: true } } });
+    expect(cp.progress).toEqual([{ id: "j1", attempt: 1, lines: ["removing web"] }]);
+    await new Promise((r) => setTimeout(r, 200)); // several outbox ticks: nothing goes as job:outcome on this connection
+    expect(cp.outcomes).toEqual([]);
+    expect(store.getOutcome("j1")?.acked).toBe(false);
+    cp.current.disconnect(true);
+    await vi.waitFor(() => expect(cp.hellos).toHaveLength(2));
+    await vi.waitFor(() => expect(cp.outcomes).toEqual([{ id: "j1", attempt: 1, ok: true, result: { removed: true } }]));
+    await vi.waitFor(() => expect(store.getOutcome("j1")?.acked).toBe(true));
+  });
+
   it("re-sends an unacked outcome until the control plane acks it", async () => {
     cp.ackOutcomes = false;
     await startAgent({ "containers.list": async () => ({ containers: [] }) });
