@@ -48,6 +48,21 @@ describe("handshake admission", () => {
     expect(a.throttled("198.51.100.7")).toBe(true);
   });
 
+  it("a refill lets one guess through at a time: a handshake in flight holds the attempt it may use up", () => {
+    let now = 0;
+    const a = new HandshakeAdmission(limits, () => now);
+    for (let i = 0; i < 3; i++) a.failed("198.51.100.7");
+    now += 1000; // one attempt back
+    const first = a.admit("198.51.100.7", "other");
+    expect(first.ok).toBe(true);
+    // Its outcome is not known yet: the next one waits (the per-address limit of 2 would allow it).
+    expect(a.admit("198.51.100.7", "other")).toEqual({ ok: false, reason: THROTTLED });
+    if (first.ok) first.release(); // it was a real agent after all (no failure)
+    expect(a.admit("198.51.100.7", "other").ok).toBe(true);
+    // An address without failures keeps its places in flight.
+    expect([a.admit("198.51.100.9", "other").ok, a.admit("198.51.100.9", "other").ok]).toEqual([true, true]);
+  });
+
   it("remembers a bounded number of addresses, and forgets those whose bucket is full again", () => {
     let now = 0;
     const a = new HandshakeAdmission(limits, () => now);

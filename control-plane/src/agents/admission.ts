@@ -76,8 +76,10 @@ export class HandshakeAdmission {
       this.known++;
       return { ok: true, release: once(() => this.known--) };
     }
-    if (this.throttled(key)) return { ok: false, reason: THROTTLED };
     const mine = this.otherByAddress.get(key) ?? 0;
+    // Each handshake in flight may still fail: it holds one of the address's failed attempts
+    // until it is decided, so a refill lets one more guess through, not one per place in flight.
+    if (this.buckets.has(key) && this.refilled(key).tokens - mine < 1) return { ok: false, reason: THROTTLED };
     if (this.other >= this.limits.otherInFlight || mine >= this.limits.otherInFlightPerAddress) return { ok: false, reason: BUSY };
     this.other++;
     this.otherByAddress.set(key, mine + 1);
