@@ -40,7 +40,7 @@ export interface Instance extends InstanceData {
 export async function createInstance(config: Config, log: Logger): Promise<Instance> {
   const data = await openInstanceData(config);
   const db = data.database.prisma;
-  const jobs = new JobQueue(db, log, { box: data.box, dialect: data.database.kind, reader: data.database.reader });
+  const jobs = new JobQueue(db, log, { box: data.box, dialect: data.database.kind, reader: data.database.reader, writer: data.database.writer });
   const agentParams = (token: string) => ({ url: config.publicUrl, image: config.agentImage, token });
   const services = createServices(db, data.database.reader, data.box, jobs, {
     joinCommand: (token) => joinCommand(config.publicUrl, config.agentImage, token),

@@ -260,6 +260,24 @@ describe("outcomes answered in the delivery's ack", () => {
     expect(rows.map((r) => [r.status, r.attempt])).toEqual([["succeeded", 1], ["failed", 1]]);
   });
 
+  it("job times are stored in UTC whatever the process's time zone (the grouped writes' dates)", async () => {
+    const s = await newServer(team.api, keyUuid, "ans-tz");
+    const a = await agent(s.agent_token, { answerInAck: true });
+    a.serve("containers.list", () => ({ ok: true, result: { containers: [] } }));
+    await a.hello();
+    const zone = process.env.TZ;
+    process.env.TZ = "America/New_York";
+    try {
+      expect(new Date(Date.UTC(2026, 0, 1)).getTimezoneOffset()).toBe(300); // the zone is in force
+      const done = await t.instance.jobs.run(await serverIdOf(s.uuid), "containers.list", {});
+      const row = await t.instance.database.prisma.job.findUniqueOrThrow({ where: { id: done.id } });
+      for (const at of [row.createdAt, row.finishedAt!, row.deadlineAt]) expect(Math.abs(at.getTime() - Date.now())).toBeLessThan(10 * 60_000);
+    } finally {
+      if (zone === undefined) delete process.env.TZ;
+      else process.env.TZ = zone;
+    }
+  });
+
   it("an answer that is not this delivery's outcome is not stored: the job stays dispatched and is delivered again", async () => {
     const s = await newServer(team.api, keyUuid, "ans-2");
     const a = await agent(s.agent_token, { autoAck: false });

@@ -2,6 +2,7 @@ import { dirname } from "node:path";
 import type { PrismaClient as GeneratedClient } from "./generated/sqlite/client.js";
 import type { DatabaseConfig } from "../config.js";
 import { openReader, type SqlReader } from "./reader.js";
+import { postgresWriter, prismaWriter, type PlainWriter } from "./plain-writer.js";
 import { ensurePrivateDir, ensurePrivateSqlite } from "../lib/private-files.js";
 import { scopeTransactionCallbacks, SerializedSqliteFactory } from "./sqlite-serial.js";
 
@@ -17,6 +18,8 @@ export interface Database {
   kind: DatabaseConfig["kind"];
   /** Plain-SQL read path for the hot requests (reader.ts); writes go through prisma. */
   reader: SqlReader;
+  /** Where the job queue's grouped statements run (plain-writer.ts). */
+  writer: PlainWriter;
   close(): Promise<void>;
 }
 
@@ -44,7 +47,8 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
     await prisma.$executeRawUnsafe("PRAGMA synchronous = NORMAL");
     await prisma.$executeRawUnsafe("PRAGMA foreign_keys = ON");
     const reader = openReader(config);
-    return { prisma, kind: "sqlite", reader, close: () => closeBoth(prisma, reader) };
+    const writer = prismaWriter(prisma);
+    return { prisma, kind: "sqlite", reader, writer, close: () => closeAll(prisma, reader, writer) };
   }
   const [{ PrismaPg }, { PrismaClient: PostgresClient }] = await Promise.all([import("@prisma/adapter-pg"), import("./generated/postgresql/client.js")]);
   const prisma = new PostgresClient({
@@ -53,12 +57,13 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
   }) as unknown as Db;
   await prisma.$queryRawUnsafe("SELECT 1");
   const reader = openReader(config);
-  return { prisma, kind: "postgresql", reader, close: () => closeBoth(prisma, reader) };
+  const writer = postgresWriter(config.url);
+  return { prisma, kind: "postgresql", reader, writer, close: () => closeAll(prisma, reader, writer) };
 }
 
-async function closeBoth(prisma: Db, reader: SqlReader): Promise<void> {
+async function closeAll(prisma: Db, reader: SqlReader, writer: PlainWriter): Promise<void> {
   try {
-    await reader.close();
+    await Promise.all([reader.close(), writer.close()]);
   } finally {
     await prisma.$disconnect();
   }

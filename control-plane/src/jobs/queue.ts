@@ -3,6 +3,7 @@ import { setImmediate as yieldToEventLoop } from "node:timers/promises";
 import { randomUUID } from "node:crypto";
 import { JOB_TYPES, JOBS, type JobOutcome, type JobPayload, type JobResult, type JobType } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
+import { prismaWriter, type PlainWriter } from "../db/plain-writer.js";
 import type { Logger } from "../lib/log.js";
 import { chunks } from "../db/chunks.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -206,6 +207,8 @@ export interface JobQueueOptions {
   dialect: "sqlite" | "postgresql";
   /** The plain read path (db/reader.ts): a reconnecting fleet's open jobs are read through it. */
   reader?: SqlReader;
+  /** Where the grouped statements run (db/plain-writer.ts); Prisma's raw path when not given. */
+  writer?: PlainWriter;
 }
 
 /**
@@ -240,6 +243,7 @@ export class JobQueue {
   private readonly box: SecretBox;
   private readonly dialect: Dialect;
   private readonly reader: SqlReader | undefined;
+  private readonly writer: PlainWriter;
   private readonly appendSql: string;
   private readonly inserts: GroupWriter<NewJob, void>;
   private readonly outcomeWrites: GroupWriter<OutcomeWrite, JobType | null>;
@@ -257,6 +261,7 @@ export class JobQueue {
     this.box = opts.box;
     this.dialect = opts.dialect;
     this.reader = opts.reader;
+    this.writer = opts.writer ?? prismaWriter(db);
     this.appendSql = appendLogSql(opts.dialect);
     // On the next turn of the event loop: with SQLite a statement completes without yielding
     // to I/O, so only waiting one turn lets the outcomes (and new jobs) of the sockets read in
@@ -266,7 +271,7 @@ export class JobQueue {
         const params: unknown[] = [];
         const now = new Date();
         for (const r of rows) params.push(r.id, r.serverId, r.type, r.payload, r.status, r.attempt, r.deadlineAt, now);
-        await this.db.$executeRawUnsafe(insertJobsSql(this.dialect, rows.length), ...params);
+        await this.writer.execute(insertJobsSql(this.dialect, rows.length), params);
         return rows.map(() => undefined);
       },
       // Two at once on PostgreSQL, where each waits a round trip: new rows lock nothing another
@@ -282,7 +287,7 @@ export class JobQueue {
           const params: unknown[] = [];
           for (const m of open) params.push(m.id, m.attempt);
           params.push(new Date());
-          await this.rowWrites.run(() => this.db.$executeRawUnsafe(markRunningSql(this.dialect, open.length), ...params));
+          await this.rowWrites.run(() => this.writer.execute(markRunningSql(this.dialect, open.length), params));
         }
         return marks.map(() => undefined);
       },
@@ -604,7 +609,7 @@ export class JobQueue {
       // The time goes in three places: PostgreSQL names one parameter thrice, SQLite takes three.
       const at = new Date();
       params.push(...(this.dialect === "sqlite" ? [at, at, at] : [at]));
-      const rows = await this.db.$queryRawUnsafe<{ id: string; type: string }[]>(finishOutcomesSql(this.dialect, now.length, this.nothingToApplySql), ...params);
+      const rows = await this.writer.query<{ id: string; type: string }>(finishOutcomesSql(this.dialect, now.length, this.nothingToApplySql), params);
       const changed = new Map(rows.map((r) => [r.id, jobTypeOf(r.type)]));
       for (const { item, index } of now) out[index] = changed.get(item.id) ?? null;
     }

@@ -2,9 +2,9 @@
  * Plain SQL for the queue's and the gateway's grouped writes. Prisma's model calls cost far
  * more per row when a call carries many rows (a createMany or an updateMany with one OR term
  * per row: about 0.2 ms of CPU per row here, against some 0.04 ms for the same statement
- * written out), so the hot grouped writes are written per dialect over a VALUES list.
- * Values still go through Prisma's raw query path, so Dates are stored exactly as Prisma
- * stores them (ISO text on SQLite, timestamp(3) in UTC on PostgreSQL).
+ * written out), so the hot grouped writes are written per dialect over a VALUES list. They
+ * run through db/plain-writer.ts, which stores Dates as Prisma stores them (ISO text on
+ * SQLite, timestamp(3) in UTC on PostgreSQL).
  */
 export type Dialect = "sqlite" | "postgresql";
 
