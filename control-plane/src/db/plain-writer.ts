@@ -1,5 +1,4 @@
 import pg from "pg";
-import type { Db } from "./client.js";
 
 /**
  * Where the job queue's grouped statements run (jobs/sql.ts: the rows, outcomes and marks of
@@ -16,7 +15,13 @@ export interface PlainWriter {
   close(): Promise<void>;
 }
 
-export function prismaWriter(prisma: Db): PlainWriter {
+/** The part of a Prisma client prismaWriter uses (client.ts imports this file). */
+interface RawQueries {
+  $executeRawUnsafe(sql: string, ...values: unknown[]): Promise<number>;
+  $queryRawUnsafe<T = unknown>(sql: string, ...values: unknown[]): Promise<T>;
+}
+
+export function prismaWriter(prisma: RawQueries): PlainWriter {
   return {
     execute: (sql, params) => prisma.$executeRawUnsafe(sql, ...params),
     query: <T extends object>(sql: string, params: readonly unknown[]) => prisma.$queryRawUnsafe<T[]>(sql, ...params),
