@@ -75,7 +75,8 @@ beforeEach(async () => {
 afterEach(async () => {
   outbox?.stop();
   await store?.flush();
-  await rm(dir, { recursive: true, force: true });
+  // An outcome's ack can still land after stop() (its file rewritten as acked): rm retries past that write.
+  await rm(dir, { recursive: true, force: true, maxRetries: 5 });
 });
 
 describe("JobRunner", () => {
