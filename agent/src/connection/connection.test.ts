@@ -71,6 +71,13 @@ class FakeControlPlane {
 }
 
 const deadline = () => new Date(Date.now() + 60_000).toISOString();
+/** A container.remove handler that reports one progress line. */
+const removeWithProgress: Partial<HandlerMap> = {
+  "container.remove": async (p, ctx) => {
+    ctx.progress(`removing ${p.name}`);
+    return { removed: true };
+  },
+};
 const lines: string[] = [];
 const log: Logger = createLogger("debug", (l) => lines.push(l));
 
@@ -124,12 +131,7 @@ describe("AgentConnection (real socket.io server)", () => {
   });
 
   it("runs a job: ack on receipt, progress, outcome acked and stored", async () => {
-    await startAgent({
-      "container.remove": async (p, ctx) => {
-        ctx.progress(`removing ${p.name}`);
-        return { removed: true };
-      },
-    });
+    await startAgent(removeWithProgress);
     await vi.waitFor(() => expect(cp.hellos).toHaveLength(1));
     const ack = await cp.sendJob({ id: "j1", attempt: 1, type: "container.remove", payload: { name: "web" }, deadline: deadline() });
     expect(ack).toEqual({ accepted: true });
@@ -142,12 +144,7 @@ describe("AgentConnection (real socket.io server)", () => {
   });
 
   it("answers a job that ends within answer_within_ms in its ack, progress first; after a reconnect before it settled, sends it again as job:outcome", async () => {
-    await startAgent({
-      "container.remove": async (p, ctx) => {
-        ctx.progress(`removing ${p.name}`);
-        return { removed: true };
-      },
-    });
+    await startAgent(removeWithProgress);
     await vi.waitFor(() => expect(cp.hellos).toHaveLength(1));
     const ack = await cp.sendJob({ id: "j1", attempt: 1, type: "container.remove", payload: { name: "web" }, deadline: deadline(), answer_within_ms: 1000 });
     expect(ack).toEqual({ accepted: true, outcome: { id: "j1", attempt: 1, ok: true, result: { removed: true } } });

@@ -107,11 +107,14 @@ export class OutcomeOutbox {
     for (const stored of this.store.pending()) {
       const { outcome } = stored;
       const last = this.inflight.get(outcome.id);
-      if (last?.answeredOn !== undefined && last.attempt === outcome.attempt && last.answeredOn === connection) {
-        if (now - last.at >= this.answeredSettleMs) this.settle(outcome);
-        continue;
+      if (last?.attempt === outcome.attempt) {
+        if (last.answeredOn === undefined) {
+          if (now - last.at < this.retryMs) continue; // its ack may still come
+        } else if (last.answeredOn === connection) {
+          if (now - last.at >= this.answeredSettleMs) void this.settle(outcome);
+          continue;
+        } // answered on a connection that ended: sent now
       }
-      if (last && last.answeredOn === undefined && last.attempt === outcome.attempt && now - last.at < this.retryMs) continue;
       this.send(outcome, now);
     }
   }

@@ -144,15 +144,12 @@ export class JobRunner {
       void this.outbox.record({ id: job.id, attempt: job.attempt, ok: false, error: `deadline exceeded before the job started (deadline ${job.deadline})` });
       return;
     }
-    const connection = this.transport.connectionId();
-    if (!job.answer_within_ms || connection === undefined) {
-      reply({ accepted: true });
-      this.start(job.id, job.type, job.attempt, Date.parse(job.deadline), payload.value, log);
-      return;
-    }
-    // The control plane reads outcomes in acks: the ack waits up to answer_within_ms for the
-    // outcome (most jobs end within milliseconds), and a longer job is acked when that passes.
+    // A control plane that reads outcomes in acks offers answer_within_ms: the ack waits that long
+    // for the outcome (most jobs end within milliseconds), and a longer job is acked when it passes.
+    const connection = job.answer_within_ms ? this.transport.connectionId() : undefined;
+    if (connection === undefined) reply({ accepted: true });
     const entry = this.start(job.id, job.type, job.attempt, Date.parse(job.deadline), payload.value, log);
+    if (connection === undefined) return;
     const window = setTimeout(() => {
       entry.answer = null;
       reply({ accepted: true });

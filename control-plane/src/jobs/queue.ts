@@ -491,7 +491,7 @@ export class JobQueue {
    */
   private async applyAnswered(job: { id: string; serverId: number; attempt: number }, outcome: JobOutcome): Promise<void> {
     if (outcome.id !== job.id || outcome.attempt !== job.attempt) {
-      this.log.warn({ job: job.id, attempt: job.attempt, answered: { id: outcome.id, attempt: outcome.attempt } }, "an agent answered a delivery with another job's outcome; the job is delivered again");
+      this.log.warn({ job: job.id, attempt: job.attempt, answered: { id: outcome.id, attempt: outcome.attempt } }, "an agent answered a delivery with an outcome of another job or attempt; the job is delivered again");
       return;
     }
     try {

@@ -75,6 +75,8 @@ export function connectAgent(
     const job = [...jobs].reverse().find((j) => j.id === id);
     if (job) socket.emit(EV.jobProgress, { id, attempt: job.attempt, lines });
   };
+  const outcomeOf = (envelope: JobEnvelope, answer: Exclude<JobAnswer, { hold: true }>) =>
+    answer.ok ? { id: envelope.id, attempt: envelope.attempt, ok: true, result: answer.result } : { id: envelope.id, attempt: envelope.attempt, ok: false, error: answer.error };
   /** `ack`: the delivery's, not yet answered (jobs received before serve() were acked on arrival). */
   const run = (envelope: JobEnvelope, script: JobScript, ack?: (r: unknown) => void) => {
     // A redelivered job already running here is not started twice (the real agent dedupes by id).
@@ -86,8 +88,7 @@ export function connectAgent(
     const answer = script(envelope);
     if (ack && opts.answerInAck && envelope.answer_within_ms && !("hold" in answer) && !answer.delayMs) {
       if (answer.lines?.length) sendProgress(envelope.id, answer.lines);
-      const outcome = answer.ok ? { ok: true, result: answer.result } : { ok: false, error: answer.error };
-      return ack({ accepted: true, outcome: { id: envelope.id, attempt: envelope.attempt, ...outcome } });
+      return ack({ accepted: true, outcome: outcomeOf(envelope, answer) });
     }
     if (opts.autoAck !== false) ack?.({ accepted: true });
     if (answer.lines?.length) sendProgress(envelope.id, answer.lines);
@@ -97,7 +98,7 @@ export function connectAgent(
     }
     setTimeout(() => {
       if (!socket.connected) return;
-      void sendOutcome(answer.ok ? { id: envelope.id, attempt: envelope.attempt, ok: true, result: answer.result } : { id: envelope.id, attempt: envelope.attempt, ok: false, error: answer.error });
+      void sendOutcome(outcomeOf(envelope, answer));
     }, answer.delayMs ?? 0);
   };
   socket.on(EV.job, (envelope: JobEnvelope, ack: (r: unknown) => void) => {
