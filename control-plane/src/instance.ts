@@ -88,6 +88,7 @@ export async function createInstance(config: Config, log: Logger): Promise<Insta
         door,
         db,
         reader: data.database.reader,
+        writer: data.database.writer,
         dialect: data.database.kind,
         log,
         clientAddress: (req) => clientAddress(req, config.trustProxy),

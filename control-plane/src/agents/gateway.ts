@@ -17,6 +17,7 @@ import {
 } from "@capstan/shared";
 import type { Db, Prisma } from "../db/client.js";
 import { paddedIn, toInt, type SqlReader } from "../db/reader.js";
+import type { PlainWriter } from "../db/plain-writer.js";
 import type { Logger } from "../lib/log.js";
 import type { JobQueue } from "../jobs/queue.js";
 import type { JobDispatcher } from "../jobs/dispatcher.js";
@@ -76,6 +77,8 @@ export interface GatewayOptions {
   db: Db;
   /** The plain read path (db/reader.ts): handshakes' token checks read through it. */
   reader: SqlReader;
+  /** The plain writer (db/plain-writer.ts): the grouped writes of hellos and disconnects. */
+  writer: PlainWriter;
   dialect: "sqlite" | "postgresql";
   log: Logger;
   /** The source address of a handshake, by the HTTP layer's `trust proxy` rule (client-address.ts). */
@@ -227,15 +230,16 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   // Hellos are stored in groups, one UPDATE per 190 (server-rows.ts), then acked: the first
   // hello after a quiet spell on the next turn of the event loop, and during a burst (a fleet
   // connecting or reconnecting) at most one group per HELLOS_EVERY_MS, with everything that
-  // arrived meanwhile. Each statement costs about half a millisecond of CPU through Prisma
-  // whatever its size, and a group per event-loop turn meant groups of one to three hellos.
+  // arrived meanwhile. Each statement has a fixed cost whatever its size (half a millisecond of
+  // CPU through Prisma, less through the plain writer), and a group per event-loop turn meant
+  // groups of one to three hellos.
   // What follows them is left to afterHellos.
   type Hello = { socket: Socket; write: HelloWrite; ok: boolean; ack?: (r: unknown) => void };
   const storeHellos = async (group: Hello[]): Promise<void> => {
     // In server id order: the heartbeat locks rows in the same order.
     const live = group.filter((h) => h.socket.connected && sockets.get(h.write.serverId) === h.socket).sort((a, b) => a.write.serverId - b.write.serverId);
     if (!live.length) return;
-    const rows = await markReachable(db, opts.dialect, live.map((h) => h.write), lease.id);
+    const rows = await markReachable(opts.writer, opts.dialect, live.map((h) => h.write), lease.id);
     const greetedAt = Date.now();
     for (const h of live) {
       if (typeof h.ack === "function") h.ack({ ok: h.ok });
@@ -265,7 +269,7 @@ export async function attachGateway(http: HttpServer, jobs: JobQueue, opts: Gate
   // Disconnects arriving together (a network blip drops many agents) share one statement.
   const disconnects = new GroupWriter<{ serverId: number; connection: string }, void>(
     async (batch) => {
-      const rows = await serverWrites.run(() => markUnreachable(db, opts.dialect, batch));
+      const rows = await serverWrites.run(() => markUnreachable(opts.writer, opts.dialect, batch));
       if (fleet.listened) fleet.publishServers(rows.map(statusEvent));
       return batch.map(() => undefined);
     },

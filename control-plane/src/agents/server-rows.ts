@@ -1,4 +1,4 @@
-import type { Db } from "../db/client.js";
+import type { PlainWriter } from "../db/plain-writer.js";
 import { toDate, toInt } from "../db/reader.js";
 import { param, valuesList, type Dialect } from "../jobs/sql.js";
 
@@ -35,10 +35,10 @@ const RETURNING = ["id", "uuid", "name", "teamId", "status", "lastSeenAt", "agen
  * Marks the servers of these hellos reachable and held by this replica (replica-lease.ts), in
  * one UPDATE per 190 hellos (a fleet reconnecting after a restart says hello 10,000 times within
  * seconds), and answers the rows
- * as stored. Written per dialect over a VALUES list (jobs/sql.ts); `updatedAt` is set here as
- * Prisma would.
+ * as stored. Written per dialect over a VALUES list (jobs/sql.ts) through the plain writer
+ * (db/plain-writer.ts); `updatedAt` is set here as Prisma would.
  */
-export async function markReachable(db: Db, dialect: Dialect, hellos: HelloWrite[], replica: string): Promise<ServerStatusRow[]> {
+export async function markReachable(writer: PlainWriter, dialect: Dialect, hellos: HelloWrite[], replica: string): Promise<ServerStatusRow[]> {
   const out: ServerStatusRow[] = [];
   for (let i = 0; i < hellos.length; i += HELLOS_PER_STATEMENT) {
     const part = hellos.slice(i, i + HELLOS_PER_STATEMENT);
@@ -46,7 +46,7 @@ export async function markReachable(db: Db, dialect: Dialect, hellos: HelloWrite
     for (const h of part) params.push(h.serverId, h.facts, h.usable, h.agentVersion, h.connection);
     const now = new Date();
     params.push(now, now, replica); // lastSeenAt, updatedAt, gatewayReplica
-    out.push(...rowsOf(await db.$queryRawUnsafe<Record<string, unknown>[]>(markReachableSql(dialect, part.length), ...params)));
+    out.push(...rowsOf(await writer.query<Record<string, unknown>>(markReachableSql(dialect, part.length), params)));
   }
   return out;
 }
@@ -56,7 +56,7 @@ export async function markReachable(db: Db, dialect: Dialect, hellos: HelloWrite
  * that connection is still the server's current one: a newer connection of the same agent,
  * here or on another replica, is left alone.
  */
-export async function markUnreachable(db: Db, dialect: Dialect, closed: { serverId: number; connection: string }[]): Promise<ServerStatusRow[]> {
+export async function markUnreachable(writer: PlainWriter, dialect: Dialect, closed: { serverId: number; connection: string }[]): Promise<ServerStatusRow[]> {
   const out: ServerStatusRow[] = [];
   for (let i = 0; i < closed.length; i += DISCONNECTS_PER_STATEMENT) {
     const part = closed.slice(i, i + DISCONNECTS_PER_STATEMENT);
@@ -64,7 +64,7 @@ export async function markUnreachable(db: Db, dialect: Dialect, closed: { server
     for (const c of part) params.push(c.serverId, c.connection);
     const now = new Date();
     params.push(now, now); // lastSeenAt, updatedAt
-    out.push(...rowsOf(await db.$queryRawUnsafe<Record<string, unknown>[]>(markUnreachableSql(dialect, part.length), ...params)));
+    out.push(...rowsOf(await writer.query<Record<string, unknown>>(markUnreachableSql(dialect, part.length), params)));
   }
   return out;
 }

@@ -2,7 +2,7 @@ import { dirname } from "node:path";
 import type { PrismaClient as GeneratedClient } from "./generated/sqlite/client.js";
 import type { DatabaseConfig } from "../config.js";
 import { openReader, type SqlReader } from "./reader.js";
-import { postgresWriter, prismaWriter, type PlainWriter } from "./plain-writer.js";
+import { postgresWriter, sqliteWriter, type PlainWriter } from "./plain-writer.js";
 import { ensurePrivateDir, ensurePrivateSqlite } from "../lib/private-files.js";
 import { scopeTransactionCallbacks, SerializedSqliteFactory } from "./sqlite-serial.js";
 
@@ -18,7 +18,7 @@ export interface Database {
   kind: DatabaseConfig["kind"];
   /** Plain-SQL read path for the hot requests (reader.ts); writes go through prisma. */
   reader: SqlReader;
-  /** Where the job queue's grouped statements run (plain-writer.ts). */
+  /** Where the grouped statements of the job queue and of agents' hellos run (plain-writer.ts). */
   writer: PlainWriter;
   close(): Promise<void>;
 }
@@ -47,7 +47,7 @@ export async function openDatabase(config: DatabaseConfig): Promise<Database> {
     await prisma.$executeRawUnsafe("PRAGMA synchronous = NORMAL");
     await prisma.$executeRawUnsafe("PRAGMA foreign_keys = ON");
     const reader = openReader(config);
-    const writer = prismaWriter(prisma);
+    const writer = sqliteWriter(adapter);
     return { prisma, kind: "sqlite", reader, writer, close: () => closeAll(prisma, reader, writer) };
   }
   const [{ PrismaPg }, { PrismaClient: PostgresClient }] = await Promise.all([import("@prisma/adapter-pg"), import("./generated/postgresql/client.js")]);

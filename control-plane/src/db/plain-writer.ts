@@ -1,4 +1,7 @@
 import pg from "pg";
+import type Sqlite from "better-sqlite3";
+import { pgTypes } from "./reader.js";
+import type { SqliteConnection } from "./sqlite-serial.js";
 
 /**
  * Where the job queue's grouped statements run (jobs/sql.ts: the rows, outcomes and marks of
@@ -29,6 +32,39 @@ export function prismaWriter(prisma: RawQueries): PlainWriter {
   };
 }
 
+/** How the serialised adapter lends its connection (sqlite-serial.ts SerializedSqliteFactory). */
+export interface SqliteLender {
+  direct<T>(sql: string, run: (connection: SqliteConnection) => T): Promise<T>;
+}
+
+/** Prepared statements kept; beyond, the cache starts again (texts vary with their row counts). */
+const KEPT_STATEMENTS = 1000;
+
+/**
+ * Values as Prisma's SQLite adapter binds them, so rows written either way read the same:
+ * a Date as ISO text with "+00:00", a boolean as 0/1.
+ */
+const sqliteValue = (v: unknown) => (v instanceof Date ? v.toISOString().replace("Z", "+00:00") : typeof v === "boolean" ? (v ? 1 : 0) : v);
+
+export function sqliteWriter(lender: SqliteLender): PlainWriter {
+  const statements = new Map<string, Sqlite.Statement>();
+  const statement = (connection: SqliteConnection, sql: string) => {
+    let stmt = statements.get(sql);
+    if (!stmt) {
+      if (statements.size >= KEPT_STATEMENTS) statements.clear();
+      // Integers as numbers: the adapter turned BigInt on for its connection.
+      stmt = connection.prepare(sql).safeIntegers(false);
+      statements.set(sql, stmt);
+    }
+    return stmt;
+  };
+  return {
+    execute: (sql, params) => lender.direct(sql, (c) => statement(c, sql).run(...params.map(sqliteValue)).changes),
+    query: <T extends object>(sql: string, params: readonly unknown[]) => lender.direct(sql, (c) => statement(c, sql).all(...params.map(sqliteValue)) as T[]),
+    close: async () => statements.clear(),
+  };
+}
+
 /**
  * Dates go as ISO text in UTC: the columns are timestamp(3) without time zone holding UTC (as
  * Prisma writes them), and pg's own conversion would write the machine's local time.
@@ -40,10 +76,10 @@ export function postgresWriter(url: string): PlainWriter {
   pool.on("error", () => {}); // an idle client that died; the pool replaces it
   return {
     async execute(sql, params) {
-      return (await pool.query(sql, utc(params))).rowCount ?? 0;
+      return (await pool.query({ text: sql, values: utc(params), types: pgTypes })).rowCount ?? 0;
     },
     async query<T extends object>(sql: string, params: readonly unknown[]) {
-      return (await pool.query<T & pg.QueryResultRow>(sql, utc(params))).rows;
+      return (await pool.query<T & pg.QueryResultRow>({ text: sql, values: utc(params), types: pgTypes })).rows;
     },
     close: () => pool.end(),
   };

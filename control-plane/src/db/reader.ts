@@ -106,7 +106,7 @@ function sqliteReader(file: string): SqlReader {
 // local time (pg's default). bigint (COUNT) as a number.
 const TIMESTAMP = 1114;
 const INT8 = 20;
-const types = {
+export const pgTypes = {
   getTypeParser(oid: number, format?: "text" | "binary") {
     if (oid === TIMESTAMP) return (v: string) => new Date(v.replace(" ", "T") + "Z");
     if (oid === INT8) return (v: string) => Number(v);
@@ -130,11 +130,11 @@ function postgresReader(url: string): SqlReader {
   return {
     kind: "postgresql",
     async all<T extends object>(sql: string, params: readonly (string | number)[]) {
-      const res = await pool.query<T & pg.QueryResultRow>({ ...query(sql), values: [...params], types });
+      const res = await pool.query<T & pg.QueryResultRow>({ ...query(sql), values: [...params], types: pgTypes });
       return res.rows;
     },
     async rows<T extends unknown[]>(sql: string, params: readonly (string | number)[]) {
-      const res = await pool.query<T & unknown[]>({ ...query(sql), values: [...params], types, rowMode: "array" });
+      const res = await pool.query<T & unknown[]>({ ...query(sql), values: [...params], types: pgTypes, rowMode: "array" });
       return res.rows;
     },
     close: () => pool.end(),

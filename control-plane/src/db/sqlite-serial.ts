@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { PrismaBetterSqlite3 } from "@prisma/adapter-better-sqlite3";
+import type Sqlite from "better-sqlite3";
 
 /**
  * Isolation for the embedded database.
@@ -153,6 +154,16 @@ class SerializedAdapter {
     return this.inner.dispose();
   }
 
+  /**
+   * Runs `run` on the adapter's own better-sqlite3 connection under the same rule as a plain
+   * query (plain-writer.ts: statements prepared once, without Prisma's per-query work).
+   */
+  direct<T>(sql: string, run: (connection: SqliteConnection) => T): Promise<T> {
+    const connection = (this.inner as unknown as { client?: unknown }).client;
+    if (!isSqliteConnection(connection)) throw new Error("@prisma/adapter-better-sqlite3 no longer exposes its connection as `client`: plain-writer.ts needs another way to it");
+    return this.outside(async () => run(connection), sql);
+  }
+
   private inOwnCallback(): boolean {
     const holder = this.gate.holder;
     return holder !== null && callbackScope.getStore() === holder;
@@ -233,10 +244,17 @@ class LeasedTransaction {
   }
 }
 
+/** The part of a better-sqlite3 connection plain-writer.ts uses. */
+export type SqliteConnection = Pick<Sqlite.Database, "prepare">;
+
+const isSqliteConnection = (c: unknown): c is SqliteConnection => typeof c === "object" && c !== null && typeof (c as { prepare?: unknown }).prepare === "function";
+
 /** The better-sqlite3 adapter factory, serialised as described above. */
 export class SerializedSqliteFactory {
   readonly provider: PrismaBetterSqlite3["provider"];
   readonly adapterName: string;
+  /** The adapter Prisma connected last (it connects again after a $disconnect). */
+  #connected: SerializedAdapter | null = null;
 
   constructor(
     private readonly inner: PrismaBetterSqlite3,
@@ -247,7 +265,14 @@ export class SerializedSqliteFactory {
   }
 
   async connect(): Promise<Adapter> {
-    return new SerializedAdapter(await this.inner.connect(), this.gate);
+    this.#connected = new SerializedAdapter(await this.inner.connect(), this.gate);
+    return this.#connected;
+  }
+
+  /** SerializedAdapter.direct on the connected adapter; Prisma must have connected (any query). */
+  direct<T>(sql: string, run: (connection: SqliteConnection) => T): Promise<T> {
+    if (!this.#connected) return Promise.reject(new Error("the SQLite adapter is not connected yet"));
+    return this.#connected.direct(sql, run);
   }
 }
 

@@ -257,6 +257,36 @@ describe("SQLite interactive transactions", () => {
     expect(blockers).toBe(1);
     expect(await db.team.count({ where: { name: "batch-a" } })).toBe(1);
   });
+
+  it("the plain writer waits for an open transaction, survives its rollback and writes values as Prisma does", async () => {
+    const db = database.prisma;
+    const team = await db.team.create({ data: { name: "writer-before" } });
+    const txWrote = deferred();
+    const release = deferred();
+    const tx = db
+      .$transaction(async (t) => {
+        await t.team.update({ where: { id: team.id }, data: { name: "writer-rolled-back" } });
+        txWrote.resolve();
+        await release.promise;
+        throw new Error("business rollback");
+      })
+      .catch((err: Error) => err.message);
+    await txWrote.promise;
+    const at = new Date("2026-01-02T03:04:05.678Z");
+    let written = false;
+    const write = database.writer
+      .query<{ id: unknown; name: unknown }>(`UPDATE "Team" SET "name" = ?, "updatedAt" = ? WHERE "id" = ? RETURNING "id", "name"`, ["writer-after", at, team.id])
+      .then((rows) => ((written = true), rows));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(written).toBe(false); // it would have joined the transaction
+    release.resolve();
+    expect(await tx).toBe("business rollback");
+    expect(await write).toEqual([{ id: team.id, name: "writer-after" }]); // an integer as a number
+    const read = await db.team.findUniqueOrThrow({ where: { id: team.id } });
+    expect(read.name).toBe("writer-after");
+    expect(read.updatedAt.toISOString()).toBe(at.toISOString()); // a Date read back by Prisma
+    expect(await database.writer.execute(`UPDATE "Team" SET "name" = ? WHERE "id" = ?`, ["writer-again", -1])).toBe(0);
+  });
 });
 
 describe("ConnectionGate", () => {
