@@ -68,7 +68,7 @@ const [{ chunks }, { pino }, { default: Sqlite }, { default: pg }, { AGENTS_NAME
 const loadMs = performance.now() - loadStarted;
 
 // Instrumentation only: every SQL statement the control plane runs is counted, by kind: on
-// SQLite each goes through better-sqlite3's prepare(), on PostgreSQL through pg's
+// SQLite each is a better-sqlite3 statement's run/all/get/iterate, on PostgreSQL through pg's
 // Client.query() (the Prisma adapter, the plain read path, the rate limiter and the socket.io
 // adapter alike). That gives the database work per agent and per job.
 let sqlCount = 0;
@@ -95,11 +95,18 @@ function kindOf(sql: string): string {
     .replace(/^(INSERT INTO \S+).*/, "$1")
     .slice(0, 140);
 }
-const prepare = Sqlite.prototype.prepare;
-Sqlite.prototype.prepare = function (this: InstanceType<typeof Sqlite>, sql: string) {
-  countSql(sql);
-  return prepare.call(this, sql);
-} as typeof Sqlite.prototype.prepare;
+// Executions, not preparations: the plain read and write paths prepare a statement once and run
+// it many times.
+const probe = new Sqlite(":memory:");
+const statementProto = Object.getPrototypeOf(probe.prepare("SELECT 1")) as Record<"run" | "all" | "get" | "iterate", (...args: unknown[]) => unknown>;
+probe.close();
+for (const method of ["run", "all", "get", "iterate"] as const) {
+  const original = statementProto[method];
+  statementProto[method] = function (this: { source: string }, ...args: unknown[]) {
+    countSql(this.source);
+    return original.apply(this, args);
+  };
+}
 const pgQuery = pg.Client.prototype.query as (...args: unknown[]) => unknown;
 (pg.Client.prototype as { query: unknown }).query = function (this: unknown, ...args: unknown[]) {
   const first = args[0] as string | { text?: string } | undefined;

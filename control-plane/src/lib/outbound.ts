@@ -1,5 +1,12 @@
 import { assertHostAllowed, guardedLookup } from "@capstan/shared/net";
-import { Agent, fetch as undiciFetch, type RequestInit, type Response } from "undici";
+import type { Agent, RequestInit, Response } from "undici";
+
+/** undici loads at the first outbound request: a control plane starts without it. */
+let undici: Promise<typeof import("undici")> | null = null;
+const loadUndici = () => (undici ??= import("undici"));
+
+/** undici's fetch, loaded at first use. */
+export const plainFetch = async (url: string, init?: RequestInit): Promise<Response> => (await loadUndici()).fetch(url, init);
 
 /**
  * Requests the control plane makes to addresses users chose (a git app's API) must not reach
@@ -19,10 +26,12 @@ export type OutboundFetch = (url: string, init?: RequestInit) => Promise<Respons
  * lookup happens for it); names are checked on every address they resolve to.
  */
 export function outboundFetch(opts: { allowPrivate: boolean }): OutboundFetch {
-  if (opts.allowPrivate) return (url, init) => undiciFetch(url, init);
-  const dispatcher = new Agent({ connect: { lookup: guardedLookup(SETTING) as never } });
+  if (opts.allowPrivate) return plainFetch;
+  let dispatcher: Agent | null = null;
   return async (url, init) => {
     assertHostAllowed(new URL(url).hostname, SETTING);
-    return undiciFetch(url, { ...init, dispatcher });
+    const { Agent, fetch } = await loadUndici();
+    dispatcher ??= new Agent({ connect: { lookup: guardedLookup(SETTING) as never } });
+    return fetch(url, { ...init, dispatcher });
   };
 }

@@ -1,4 +1,4 @@
-import { outboundFetch } from "../lib/outbound.js";
+import { outboundFetch, plainFetch } from "../lib/outbound.js";
 import type { Db } from "../db/client.js";
 import type { SqlReader } from "../db/reader.js";
 import type { SecretBox } from "../crypto/secret-box.js";
@@ -37,7 +37,6 @@ import { RegistryService } from "./registries/index.js";
 import { DnsService } from "./dns/index.js";
 // clusters (issue 20)
 import { ClusterService } from "./clusters/index.js";
-import { fetch as undiciFetch } from "undici";
 
 export interface Services {
   db: Db;
@@ -94,7 +93,7 @@ export function createServices(db: Db, reader: SqlReader, box: SecretBox, jobs: 
     allowPrivate: config.allowPrivateEndpoints,
     cloudflareApiUrl: config.cloudflareApiUrl,
     userFetch: outboundFetch({ allowPrivate: config.allowPrivateEndpoints }),
-    fetch: (url, init) => undiciFetch(url, init),
+    fetch: plainFetch,
   });
   const applications = new ApplicationService(
     db,

@@ -1,6 +1,9 @@
 import { Readable } from "node:stream";
 import type { ReadableStream as WebReadableStream } from "node:stream/web";
-import * as openpgp from "openpgp";
+import type * as OpenPgp from "openpgp";
+
+/** Loaded at first use: OpenPGP.js is a large module, and most processes never encrypt. */
+const loadOpenPgp = (): Promise<typeof OpenPgp> => import("openpgp");
 
 /**
  * OpenPGP symmetric encryption of backups (RFC 9580): a passphrase-protected session key
@@ -13,6 +16,7 @@ const CONFIG = { aeadProtect: true } as const;
 
 /** Encrypts a byte stream; the result is a binary (not armored) OpenPGP message, streamed. */
 export async function* encryptStream(source: AsyncIterable<Buffer | Uint8Array>, passphrase: string): AsyncGenerator<Uint8Array> {
+  const openpgp = await loadOpenPgp();
   const input = Readable.toWeb(Readable.from(source)) as unknown as WebReadableStream<Uint8Array>;
   const message = await openpgp.createMessage({ binary: input as never, format: "binary" });
   const encrypted = (await openpgp.encrypt({ message, passwords: [passphrase], format: "binary", config: CONFIG })) as unknown as AsyncIterable<Uint8Array>;
@@ -32,7 +36,7 @@ export class DecryptError extends Error {
  * what Capstan writes) or the older AEAD Encrypted Data packet; both are authenticated chunk by
  * chunk. `readMessage` on a stream stops at the data packet, having read its version.
  */
-function assertAead(message: openpgp.Message<unknown>): void {
+function assertAead(openpgp: typeof OpenPgp, message: OpenPgp.Message<unknown>): void {
   const { packet } = openpgp.enums;
   const data = message.packets.filterByTag(packet.symmetricallyEncryptedData, packet.symEncryptedIntegrityProtectedData, packet.aeadEncryptedData)[0];
   if (!data) throw new DecryptError("the backup is an OpenPGP message without encrypted data");
@@ -52,6 +56,7 @@ function assertAead(message: openpgp.Message<unknown>): void {
  * data is accepted (assertAead).
  */
 export async function decryptStream(source: Readable, passphrase: string): Promise<Readable> {
+  const openpgp = await loadOpenPgp();
   const input = Readable.toWeb(source) as unknown as WebReadableStream<Uint8Array>;
   let message;
   try {
@@ -59,7 +64,7 @@ export async function decryptStream(source: Readable, passphrase: string): Promi
   } catch (err) {
     throw new DecryptError(`the backup is not a readable OpenPGP message: ${(err as Error).message}`);
   }
-  assertAead(message as openpgp.Message<unknown>);
+  assertAead(openpgp, message as OpenPgp.Message<unknown>);
   let result;
   try {
     result = await openpgp.decrypt({ message, passwords: [passphrase], format: "binary", config: CONFIG });

@@ -5,7 +5,6 @@ import { Readable, type Writable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { createGzip } from "node:zlib";
 import type { CreateResourceBackupBody } from "@capstan/shared";
-import { deleteS3, UploadBeside } from "@capstan/shared/s3";
 import { encryptStream } from "@capstan/shared/openpgp";
 import { Forbidden } from "../../../domain/errors.js";
 import type { TeamScope } from "../../../domain/scope.js";
@@ -132,7 +131,8 @@ export class PlatformBackups {
       // One pass over the database: with S3 the bytes go up while they are made, and with
       // keep_locally to the private file at the same time (a failure of either stops both).
       if (localPath) ensurePrivateDir(dir);
-      const beside = destination && s3Key ? new UploadBeside(destination.target, s3Key) : null;
+      // The S3 SDK loads at the first backup that uses it: a control plane starts without it.
+      const beside = destination && s3Key ? new (await import("@capstan/shared/s3")).UploadBeside(destination.target, s3Key) : null;
       let size: number;
       if (localPath) {
         const tmp = `${localPath}.partial`;
@@ -200,6 +200,7 @@ export class PlatformBackups {
     if (destination && current.numberOfBackupsRemote !== null) {
       const remote = await this.db.backupExecution.findMany({ where: { scheduleId: schedule.id, status: "success", s3Key: { not: null }, s3StorageId: destination.id }, orderBy: { id: "desc" }, skip: current.numberOfBackupsRemote, select: { id: true, s3Key: true } });
       if (remote.length) {
+        const { deleteS3 } = await import("@capstan/shared/s3");
         await deleteS3(destination.target, remote.map((e) => e.s3Key!));
         await this.db.backupExecution.updateMany({ where: { id: { in: remote.map((e) => e.id) } }, data: { s3Key: null } });
       }
