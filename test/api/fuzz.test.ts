@@ -36,7 +36,15 @@ const CONCURRENCY = 16;
 const ROUND = 5_000;
 /** The whole run must finish within this (the count is checked too). */
 const TIME_LIMIT_MS = 6 * 60_000;
+/**
+ * How long a request may go without an answer. The control plane under fuzz shares this process
+ * and reads a body in 64 KiB pieces, a turn of the event loop each, while the client has already
+ * handed all of it to the kernel and waits idle: a starved machine (CI runs the suites side by
+ * side, this one niced) takes longer over a 1 MiB body than over a small one, so a body earns
+ * time by its size. A server that never answers still fails.
+ */
 const REQUEST_TIMEOUT_MS = 20_000;
+const timeoutFor = (body: Buffer | undefined) => REQUEST_TIMEOUT_MS + Math.ceil((body?.length ?? 0) / 65_536) * 2_000;
 
 let t: TestInstance;
 const keys = new KeyFactory();
@@ -62,6 +70,7 @@ beforeAll(async () => {
   target = await serveRoutes(t, allRoutes, { log });
 }, 120_000);
 afterAll(async () => {
+  clearInterval(stallTicker);
   agent.destroy();
   await target?.close();
   await t?.close();
@@ -280,6 +289,28 @@ function arbitraries(w: World) {
 // ---------------------------------------------------------------------------------------------
 // Sending
 
+/**
+ * Pauses of this process's event loop (the control plane under fuzz runs in it) over a second,
+ * as [start, length] in ms: a request left unanswered says whether the whole process stood still
+ * meanwhile (a starved or blocked loop) or the server did not answer that one request.
+ */
+const stalls: [number, number][] = [];
+let stallTicker: NodeJS.Timeout | undefined;
+function watchStalls(): void {
+  let last = Date.now();
+  stallTicker = setInterval(() => {
+    const now = Date.now();
+    if (now - last > 1_100) stalls.push([last, now - last]);
+    last = now;
+  }, 100);
+  stallTicker.unref();
+}
+function stallsDuring(from: number, to: number): string {
+  const seen = stalls.filter(([at, ms]) => at + ms >= from && at <= to);
+  const longest = stalls.reduce((m, [, ms]) => Math.max(m, ms), 0);
+  return `event-loop pauses over 1 s during it: ${seen.length ? seen.map(([at, ms]) => `${ms} ms at +${at - from} ms`).join(", ") : "none"}; longest of the run ${longest} ms`;
+}
+
 interface Answer {
   /** Every status line seen (a raw request whose declared length lies can get two answers). */
   statuses: number[];
@@ -307,7 +338,7 @@ function sendHttp(spec: Spec): Promise<Answer> {
     const headers = { ...spec.headers, ...(spec.body !== undefined ? { "content-length": String(spec.body.length) } : {}) };
     let req;
     try {
-      req = httpRequest({ host: url.hostname, port: url.port, method: spec.method, path: spec.path, headers, agent, timeout: REQUEST_TIMEOUT_MS }, (res) => {
+      req = httpRequest({ host: url.hostname, port: url.port, method: spec.method, path: spec.path, headers, agent, timeout: timeoutFor(spec.body) }, (res) => {
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         const requestId = res.headers["x-request-id"] as string | undefined;
@@ -389,6 +420,7 @@ function describeSpec(spec: Spec): string {
 describe("route fuzz: every route, random input, no server error", () => {
   it(`answers ${COUNT} random requests with no 5xx (seed ${SEED})`, { timeout: TIME_LIMIT_MS + 120_000 }, async () => {
     const started = Date.now();
+    watchStalls();
     const statusCounts = new Map<number, number>();
     const failures: string[] = [];
     const routesHit = new Set<string>();
@@ -404,12 +436,13 @@ describe("route fuzz: every route, random input, no server error", () => {
       const worker = async () => {
         while (next < specs.length && answered < COUNT && failures.length < 20) {
           const spec = specs[next++]!;
+          const sentAt = Date.now();
           const answer = await send(spec);
           if (answer.none !== undefined) {
             // Only a raw request that lied about its length may go unanswered; a hang or a dropped
             // connection otherwise is a failure too.
             if (spec.raw) unanswered++;
-            else if (!answer.none.startsWith("client:")) failures.push(`no answer (${answer.none}): ${describeSpec(spec)}`);
+            else if (!answer.none.startsWith("client:")) failures.push(`no answer (${answer.none}; ${stallsDuring(sentAt, Date.now())}): ${describeSpec(spec)}`);
             continue;
           }
           answered++;
@@ -444,7 +477,7 @@ describe("route fuzz: every route, random input, no server error", () => {
       `route fuzz (${process.env.CAPSTAN_TEST_PG_URL ? "PostgreSQL" : "SQLite"}, seed ${SEED}): ${answered} requests answered in ${seconds}s over ${round} fixture rounds, ` +
         `${routesHit.size}/${tokenRoutes} routes of the table hit; ${failures.length} failures; ` +
         `responses >= 500: ${[...statusCounts.entries()].filter(([s]) => s >= 500).reduce((n, [, c]) => n + c, 0)} (all of them documented 502/503 of agent-dependent routes: ${documented5xx}); ` +
-        `raw requests left unanswered by design: ${unanswered}. By status: ${byStatus}`,
+        `raw requests left unanswered by design: ${unanswered}; event-loop pauses over 1 s: ${stalls.length} (longest ${stalls.reduce((m, [, ms]) => Math.max(m, ms), 0)} ms). By status: ${byStatus}`,
     );
     expect(failures, `server errors or malformed error bodies (reproduce with CAPSTAN_FUZZ_SEED=${SEED}):\n${failures.join("\n")}`).toEqual([]);
     expect(answered, `only ${answered} requests answered within ${TIME_LIMIT_MS / 1000}s`).toBeGreaterThanOrEqual(COUNT);

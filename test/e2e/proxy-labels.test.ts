@@ -33,12 +33,15 @@ interface Answer {
   body: string;
 }
 
-/** One GET to the proxy on loopback with a Host header, optional credentials and headers. */
+/**
+ * One GET to the proxy on loopback with a Host header, optional credentials and headers, on a
+ * connection of its own (a proxy reload closes idle keep-alive ones; see support/http.ts).
+ */
 function get(host: string, opts: { auth?: string; headers?: Record<string, string> } = {}): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const headers: Record<string, string> = { Host: host, ...opts.headers };
     if (opts.auth) headers.Authorization = `Basic ${Buffer.from(opts.auth).toString("base64")}`;
-    const req = http.get({ host: "127.0.0.1", port: proxyPort, path: "/", headers, timeout: 15_000 }, (res) => {
+    const req = http.get({ host: "127.0.0.1", port: proxyPort, path: "/", headers, timeout: 15_000, agent: false }, (res) => {
       let body = "";
       res.setEncoding("latin1");
       res.on("data", (d: string) => (body += d));

@@ -10,10 +10,13 @@ export interface HttpAnswer {
 /**
  * One GET from the test process (loopback or a test host), bounded by `timeoutMs` of inactivity.
  * `servername`: over HTTPS with that SNI, any certificate accepted (a test proxy's own CA).
+ * Each GET opens its own connection: Node's global agent keeps sockets alive, and a proxy that
+ * reloads its config (every stop, start and delete of an app) closes its idle keep-alive
+ * connections, so a probe reusing one just then got "socket hang up" instead of an answer.
  */
 export function httpGet(target: { host: string; port: number; path?: string; headers?: Record<string, string>; timeoutMs?: number; servername?: string }): Promise<HttpAnswer> {
   return new Promise((resolve, reject) => {
-    const options = { host: target.host, port: target.port, path: target.path ?? "/", headers: target.headers ?? {}, timeout: target.timeoutMs ?? 5_000 };
+    const options = { host: target.host, port: target.port, path: target.path ?? "/", headers: target.headers ?? {}, timeout: target.timeoutMs ?? 5_000, agent: false };
     const get = (callback: (res: http.IncomingMessage) => void) =>
       target.servername !== undefined ? https.get({ ...options, servername: target.servername, rejectUnauthorized: false }, callback) : http.get(options, callback);
     const req = get((res) => {
