@@ -31,6 +31,7 @@ import {
   BODIES,
   OWN_STATUS,
   QUERY_TARGETS,
+  QUIET_FREQUENCY,
   RESOURCE_VALUES,
   buildFixtures,
   gitAppKey,
@@ -686,12 +687,12 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
     return { path: `/template-sources/${source.uuid}`, body: undefined };
   },
   "delete /databases/{uuid}/backups/{backup_uuid}": async (w) => {
-    const schedule = (await ok(owner(w).post(`/databases/${w.f.database.uuid}/backups`, { frequency: "@daily" }), "fresh schedule")).data;
+    const schedule = (await ok(owner(w).post(`/databases/${w.f.database.uuid}/backups`, { frequency: QUIET_FREQUENCY }), "fresh schedule")).data;
     return { path: `/databases/${w.f.database.uuid}/backups/${schedule.uuid}`, body: undefined };
   },
   // An execution of a schedule of its own (the fixture schedule may have been disabled by a PATCH case).
   "delete /databases/{uuid}/backups/{backup_uuid}/executions/{execution_uuid}": async (w) => {
-    const schedule = (await ok(owner(w).post(`/databases/${w.f.database.uuid}/backups`, { frequency: "@daily" }), "fresh schedule")).data;
+    const schedule = (await ok(owner(w).post(`/databases/${w.f.database.uuid}/backups`, { frequency: QUIET_FREQUENCY }), "fresh schedule")).data;
     const row = await t.instance.database.prisma.backupSchedule.findUniqueOrThrow({ where: { uuid: schedule.uuid } });
     await t.instance.backupScheduler.fire(row.id, new Date("2026-01-01T03:00:00Z"));
     const execution = await t.instance.database.prisma.backupExecution.findFirstOrThrow({ where: { scheduleId: row.id } });
@@ -739,7 +740,7 @@ const FRESH: Record<string, (w: World, p: Principal, body: unknown) => Promise<P
   },
   // resource backups (issue 19)
   "delete /resource-backups/{id}": async (w) => {
-    const b = (await ok(owner(w).post("/resource-backups", { resource_type: "application", resource_id: w.f.applicationId, backup_type: "volume", frequency: "@daily" }), "fresh resource backup")).data;
+    const b = (await ok(owner(w).post("/resource-backups", { resource_type: "application", resource_id: w.f.applicationId, backup_type: "volume", frequency: QUIET_FREQUENCY }), "fresh resource backup")).data;
     return { path: `/resource-backups/${b.id}`, body: undefined };
   },
   // ---- dns resources (issue 21, w6) ----

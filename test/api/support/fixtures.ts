@@ -16,6 +16,17 @@ import type { KeyFactory } from "./ssh.js";
 let t: TestInstance;
 let keys: KeyFactory;
 
+/**
+ * A backup schedule that is enabled but cannot come due while a suite runs: weekly, three days
+ * from now (the scheduler runs in UTC). "@daily" or "0 3 * * *" fired when a long matrix run
+ * crossed midnight or 03:00 UTC, and the executions it recorded changed team A's snapshot in
+ * the middle of a route's refused requests.
+ */
+export const QUIET_FREQUENCY = (() => {
+  const now = new Date();
+  return `${now.getUTCMinutes()} ${now.getUTCHours()} * * ${(now.getUTCDay() + 3) % 7}`;
+})();
+
 /** Binds the fixtures to a test instance and a key factory (in the test's beforeAll). */
 export async function initFixtures(instance: TestInstance, keyFactory: KeyFactory): Promise<void> {
   t = instance;
@@ -186,7 +197,7 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
       "s3 storage",
     )
   ).data;
-  const backupSchedule = (await ok(api.post(`/databases/${database.uuid}/backups`, { frequency: "0 3 * * *", s3_storage_id: s3Storage.id }), "backup schedule")).data;
+  const backupSchedule = (await ok(api.post(`/databases/${database.uuid}/backups`, { frequency: QUIET_FREQUENCY, s3_storage_id: s3Storage.id }), "backup schedule")).data;
   // One cron tick: the server has no agent, so the execution is recorded as failed (with the reason).
   const scheduleRow = await t.instance.database.prisma.backupSchedule.findUniqueOrThrow({ where: { uuid: backupSchedule.uuid } });
   await t.instance.backupScheduler.fire(scheduleRow.id, new Date("2026-01-01T03:00:00Z"));
@@ -257,7 +268,7 @@ export async function buildFixtures(prefix: string): Promise<Fixtures> {
   const serviceId = (await ok(api.get(`/services/${service.uuid}`), "service detail")).id as number;
   const databaseId = (await ok(api.get(`/databases/${database.uuid}`), "database detail")).id as number;
   const resourceBackup = (
-    await ok(api.post("/resource-backups", { resource_type: "application", resource_id: applicationId, backup_type: "volume", frequency: "0 4 * * *", s3_storage_id: s3Storage.id }), "resource backup")
+    await ok(api.post("/resource-backups", { resource_type: "application", resource_id: applicationId, backup_type: "volume", frequency: QUIET_FREQUENCY, s3_storage_id: s3Storage.id }), "resource backup")
   ).data;
   // ---- dns resources (issue 21, w6) ----
   const environmentBinding = (await ok(api.post(`/domains/${domain.uuid}/environment-bindings`, { environment_role: "preview", priority: 1 }), "environment binding")).data;
@@ -622,13 +633,13 @@ export const BODIES: Record<string, BodySpec> = {
   "patch /clusters/{uuid}/nodes/{nodeId}/labels": { valid: () => ({ labels: { zone: "hijacked" } }) },
   // resource backups (issue 19): another team's application or S3 storage by integer id is a 404, nothing created or changed.
   "post /resource-backups": {
-    valid: (c) => ({ resource_type: "application", resource_id: c.applicationId, backup_type: "volume", frequency: "@daily", s3_storage_id: c.s3Storage.id }),
+    valid: (c) => ({ resource_type: "application", resource_id: c.applicationId, backup_type: "volume", frequency: QUIET_FREQUENCY, s3_storage_id: c.s3Storage.id }),
     foreign: (a, b) => [
-      { resource_type: "application", resource_id: a.applicationId, backup_type: "volume", frequency: "@daily" },
-      { resource_type: "application", resource_id: b.applicationId, backup_type: "volume", frequency: "@daily", s3_storage_id: a.s3Storage.id },
+      { resource_type: "application", resource_id: a.applicationId, backup_type: "volume", frequency: QUIET_FREQUENCY },
+      { resource_type: "application", resource_id: b.applicationId, backup_type: "volume", frequency: QUIET_FREQUENCY, s3_storage_id: a.s3Storage.id },
       // w8/rbsources: another team's service or database by integer id
-      { resource_type: "service", resource_id: a.serviceId, backup_type: "volume", frequency: "@daily" },
-      { resource_type: "database", resource_id: a.databaseId, backup_type: "volume", frequency: "@daily" },
+      { resource_type: "service", resource_id: a.serviceId, backup_type: "volume", frequency: QUIET_FREQUENCY },
+      { resource_type: "database", resource_id: a.databaseId, backup_type: "volume", frequency: QUIET_FREQUENCY },
     ],
   },
   "put /resource-backups/{id}": { valid: () => ({ frequency: "@weekly", enabled: false, keep_locally: true, number_of_backups_locally: 2 }), foreign: (a) => [{ s3_storage_id: a.s3Storage.id }] },
@@ -680,8 +691,8 @@ function backupBodies(): Record<string, BodySpec> {
     },
     "patch /s3-storages/{id}": { valid: () => ({ name: "hijacked", secret_key: "hijacked-sk", encryption_passphrase: null }) },
     "post /databases/{uuid}/backups": {
-      valid: (c) => ({ frequency: "@daily", s3_storage_id: c.s3Storage.id }),
-      foreign: (a) => [{ frequency: "@daily", s3_storage_id: a.s3Storage.id }],
+      valid: (c) => ({ frequency: QUIET_FREQUENCY, s3_storage_id: c.s3Storage.id }),
+      foreign: (a) => [{ frequency: QUIET_FREQUENCY, s3_storage_id: a.s3Storage.id }],
     },
     "patch /databases/{uuid}/backups/{backup_uuid}": {
       valid: () => ({ frequency: "@hourly", enabled: false }),
