@@ -176,7 +176,7 @@ describe("secrets in job payloads", () => {
     const legacy = await db().job.create({
       data: { id: "legacy-plain-json-job", serverId: server.id, type: "containers.list", payload: "{}", deadlineAt: new Date(Date.now() + 60_000) },
     });
-    const job = await agent.nextJob(5000);
+    const job = await agent.nextJob();
     expect(job).toMatchObject({ id: legacy.id, type: "containers.list", payload: {} });
     await agent.outcome({ id: job.id, attempt: job.attempt, ok: true, result: { containers: [] } });
   });

@@ -83,7 +83,9 @@ describe("server connectivity history", () => {
     // A server that was never seen (no lastSeenAt) records nothing.
     await prisma.server.update({ where: { uuid: s.uuid }, data: { status: "unreachable" } });
     expect(await rowsOf(s.uuid)).toBe(0);
-    const start = Date.parse("2026-01-01T00:00:00Z");
+    // Stamps ahead of now (whole minutes): the heartbeat's stale sweep takes a reachable row with
+    // no replica and an old lastSeenAt for a lost agent, and would write a period of its own here.
+    const start = Math.ceil(Date.now() / 60_000) * 60_000 + 24 * 3_600_000;
     for (let i = 0; i < 205; i++) {
       await prisma.server.update({ where: { uuid: s.uuid }, data: { status: i % 2 ? "unreachable" : "reachable", lastSeenAt: new Date(start + i * 60_000) } });
     }

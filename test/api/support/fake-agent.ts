@@ -9,6 +9,14 @@ import { AGENTS_NAMESPACE, EV, FLEET_NAMESPACE, PROTOCOL_VERSION, type HostFacts
  */
 export const sampleFacts = sampleHostFacts();
 
+/**
+ * How long an emit waits for the control plane's ack, and nextJob / nextCancel for a message.
+ * A CI machine running three suites on two cores has held an outcome's ack past 5 s; the real
+ * agent waits 30 s and resends meanwhile (agent/src/connection/connection.ts). 20 s leaves a
+ * failure named before the test's own 30 s.
+ */
+const ACK_WAIT_MS = 20_000;
+
 export interface ScriptedAgent {
   socket: Socket;
   jobs: JobEnvelope[];
@@ -70,7 +78,7 @@ export function connectAgent(
   let cancelsTaken = 0;
   const newest = (id: string, attempt: number) => Math.max(attempt, ...jobs.filter((j) => j.id === id).map((j) => j.attempt));
   const sendOutcome = (o: { id: string; attempt: number; ok: boolean; result?: unknown; error?: string }) =>
-    socket.timeout(5000).emitWithAck(EV.jobOutcome, { ...o, attempt: newest(o.id, o.attempt) }).catch(() => {});
+    socket.timeout(ACK_WAIT_MS).emitWithAck(EV.jobOutcome, { ...o, attempt: newest(o.id, o.attempt) }).catch(() => {});
   const sendProgress = (id: string, lines: string[]) => {
     const job = [...jobs].reverse().find((j) => j.id === id);
     if (job) socket.emit(EV.jobProgress, { id, attempt: job.attempt, lines });
@@ -128,28 +136,37 @@ export function connectAgent(
       resolve({
         socket,
         jobs,
-        nextJob(timeoutMs = 5000) {
+        nextJob(timeoutMs = ACK_WAIT_MS) {
           if (pending.length) return Promise.resolve(pending.shift()!);
           return new Promise((res, rej) => {
-            const timer = setTimeout(() => rej(new Error("no job arrived")), timeoutMs);
-            waiters.push((j) => {
+            const waiter = (j: JobEnvelope) => {
               clearTimeout(timer);
               res(j);
-            });
+            };
+            // A waiter that gave up leaves the queue, so the next job is not handed to it and lost.
+            const timer = setTimeout(() => {
+              waiters.splice(waiters.indexOf(waiter), 1);
+              rej(new Error("no job arrived"));
+            }, timeoutMs);
+            waiters.push(waiter);
           });
         },
-        hello: (facts = sampleFacts) => socket.timeout(5000).emitWithAck(EV.hello, { facts }),
+        hello: (facts = sampleFacts) => socket.timeout(ACK_WAIT_MS).emitWithAck(EV.hello, { facts }),
         progress: sendProgress,
         cancels,
-        nextCancel(timeoutMs = 5000) {
+        nextCancel(timeoutMs = ACK_WAIT_MS) {
           if (cancelsTaken < cancels.length) return Promise.resolve(cancels[cancelsTaken++]!);
           return new Promise((res, rej) => {
-            const timer = setTimeout(() => rej(new Error("no cancel arrived")), timeoutMs);
-            cancelWaiters.push((id) => {
+            const waiter = (id: string) => {
               clearTimeout(timer);
               cancelsTaken++;
               res(id);
-            });
+            };
+            const timer = setTimeout(() => {
+              cancelWaiters.splice(cancelWaiters.indexOf(waiter), 1);
+              rej(new Error("no cancel arrived"));
+            }, timeoutMs);
+            cancelWaiters.push(waiter);
           });
         },
         serve(type, script) {
@@ -161,7 +178,12 @@ export function connectAgent(
         },
         outcome: (o, opts) => {
           const newest = Math.max(o.attempt, ...jobs.filter((j) => j.id === o.id).map((j) => j.attempt));
-          return socket.timeout(5000).emitWithAck(EV.jobOutcome, opts?.asGiven ? o : { ...o, attempt: newest });
+          return socket
+            .timeout(ACK_WAIT_MS)
+            .emitWithAck(EV.jobOutcome, opts?.asGiven ? o : { ...o, attempt: newest })
+            .catch((err: Error) => {
+              throw new Error(`the outcome of job ${o.id} (attempt ${newest}) was not acked within ${ACK_WAIT_MS / 1000} s: ${err.message}`);
+            });
         },
         close: () => socket.close(),
       }),
