@@ -20,6 +20,8 @@ export default defineConfig({
         test: {
           name: "api",
           include: ["test/api/**/*.test.ts"],
+          // A failing test prints the control plane's warnings and errors of its time.
+          setupFiles: ["test/api/setup.ts"],
           testTimeout: 30_000,
           hookTimeout: 60_000,
         },

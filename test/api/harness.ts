@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { randomBytes } from "node:crypto";
 import { freshPostgresDatabase } from "./support/database.js";
 import { pino } from "pino";
+import { recentLogStream } from "./support/recent-log.js";
 import { loadConfig, type Config } from "../../control-plane/src/config.js";
 import { createInstance, type Instance } from "../../control-plane/src/instance.js";
 import { createHttpServer } from "../../control-plane/src/http/listener.js";
@@ -114,7 +115,8 @@ export async function startTestInstance(env: Record<string, string> = {}, opts: 
     ...env,
   };
   let config = loadConfig(baseEnv);
-  const logger = () => (opts.logTo ? pino({ level: "debug" }, opts.logTo) : pino({ level: "silent" }));
+  // Warnings and errors are kept for a failing test's report (support/recent-log.ts).
+  const logger = () => pino({ level: opts.logTo ? "debug" : "warn" }, recentLogStream(opts.logTo));
   let instance = await createInstance(config, logger());
   const rootToken = (await instance.admin.bootstrapRoot(config.rootEmail))!;
   const rootTeamId = (await instance.database.prisma.team.findFirstOrThrow({ orderBy: { id: "asc" } })).id;

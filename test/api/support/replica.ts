@@ -1,6 +1,7 @@
 import { createHttpServer } from "../../../control-plane/src/http/listener.js";
 import type { Socket } from "node:net";
 import { pino } from "pino";
+import { recentLogStream } from "./recent-log.js";
 import type { Config } from "../../../control-plane/src/config.js";
 import { createInstance, type Instance } from "../../../control-plane/src/instance.js";
 import { client, type ApiClient, type TestInstance } from "../harness.js";
@@ -18,7 +19,7 @@ export interface Replica {
  * processes' worth of clients share one file (WAL), which is enough for the API paths tested.
  */
 export async function startReplica(t: TestInstance, overrides: Partial<Config> = {}): Promise<Replica> {
-  const instance = await createInstance({ ...t.config, ...overrides }, pino({ level: "silent" }));
+  const instance = await createInstance({ ...t.config, ...overrides }, pino({ level: "warn" }, recentLogStream()));
   const server = createHttpServer(instance.app);
   const sockets = new Set<Socket>();
   server.on("connection", (s) => {
