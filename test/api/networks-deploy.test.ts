@@ -146,8 +146,16 @@ async function prismaCalls(m: ModeWorld, request: () => Promise<unknown>): Promi
  */
 async function requestReads(m: ModeWorld, request: () => Promise<unknown>): Promise<Record<string, number>> {
   const tally = (calls: string[]) => calls.reduce<Record<string, number>>((acc, c) => ((acc[c] = (acc[c] ?? 0) + 1), acc), {});
-  const [a, b] = [tally(await prismaCalls(m, request)), tally(await prismaCalls(m, request))];
-  return Object.fromEntries(Object.keys(a).filter((k) => k in b).map((k) => [k, Math.min(a[k]!, b[k]!)]));
+  // The repair sweep reads deployments every 2 s: on a loaded CI machine one of its passes fell
+  // inside both runs' windows. It waits while the request is counted.
+  const sweep = m.t.instance.repairSweep;
+  await sweep.stop();
+  try {
+    const [a, b] = [tally(await prismaCalls(m, request)), tally(await prismaCalls(m, request))];
+    return Object.fromEntries(Object.keys(a).filter((k) => k in b).map((k) => [k, Math.min(a[k]!, b[k]!)]));
+  } finally {
+    sweep.start();
+  }
 }
 
 describe("network management off (the default): one bridge per server", () => {
