@@ -2,6 +2,7 @@ import { createServer, type Server } from "node:http";
 import type { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { pino } from "pino";
+import { recentLogStream } from "./support/recent-log.js";
 import type { JobEnvelope } from "@capstan/shared";
 import { createInstance, type Instance } from "../../control-plane/src/instance.js";
 import { client, startTestInstance, type TestInstance } from "./harness.js";
@@ -86,7 +87,7 @@ describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
   beforeAll(async () => {
     a = await startTestInstance();
     instances.push(a);
-    b = await createInstance(a.config, pino({ level: "silent" }));
+    b = await createInstance(a.config, pino({ level: "warn" }, recentLogStream()));
     bServer = createServer(b.app);
     bServer.on("connection", (s) => {
       sockets.add(s);
@@ -103,7 +104,10 @@ describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
     await b?.close();
   });
 
-  it("deployments requested on both replicas at once start at most 2 at a time, each once; a cancel on B stops the job on A's agent", async () => {
+  // About 20 steps in sequence, each bounded with its own named timeout: the test's own limit
+  // stays above their sum, so a slow step on a loaded machine is named instead of the test
+  // timing out as a whole (the CI of faed14d: a bare "timed out in 30000ms" on PostgreSQL).
+  it("deployments requested on both replicas at once start at most 2 at a time, each once; a cancel on B stops the job on A's agent", { timeout: 180_000 }, async () => {
     const team = await a.newTeam();
     const world = await new DeployWorld(a, team).init();
     worlds.push(world);
