@@ -19,8 +19,10 @@ for (const f of readdirSync(dir).filter((f) => f.endsWith(".json"))) {
   for (const file of r.testResults ?? []) {
     for (const a of (file.assertionResults ?? []).filter((a) => a.status === "failed")) {
       console.log(`  FAILED ${file.name.replace(/^.*?\/test\//, "test/")} > ${a.fullName}`);
-      const why = (a.failureMessages ?? []).join("\n").split("\n").filter((l) => l.trim()).slice(0, 6);
-      for (const line of why) console.log(`    ${line.slice(0, 400)}`);
+      // The start of each failure: the error and where it was thrown, then what the test's
+      // setup attached (test/api/setup.ts: the control plane's warnings during the test).
+      const why = (a.failureMessages ?? []).flatMap((m, i) => m.split("\n").filter((l) => l.trim()).slice(0, i === 0 ? 6 : 14));
+      for (const line of why.slice(0, 24)) console.log(`    ${line.slice(0, 400)}`);
     }
   }
 }
