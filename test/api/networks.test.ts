@@ -387,7 +387,12 @@ describe("delete", () => {
     expect((await team.api.delete(`/networks/${server.uuid}/${net.uuid}`)).status).toBe(200);
     await until(async () => (await db().network.findUniqueOrThrow({ where: { uuid: net.uuid } })).status === "failed");
     expect((await db().network.findUniqueOrThrow({ where: { uuid: net.uuid } })).reason).toBe("removal failed: network stuck has active endpoints");
-    expect((await team.api.get(`/networks/${server.uuid}/${net.uuid}`)).body).toMatchObject({ status: "failed", deleting: false, reason: "removal failed: network stuck has active endpoints" });
+    // The network is still on the server: the record's page shows the engine's view, with the container still attached.
+    const onEngine = engineNetwork("stuck", { containers: [{ id: "c-left-behind", name: "left-behind", ipv4: "172.30.0.5/16" }] });
+    agent.serve("networks.list", (job) => ({ ok: true, result: { networks: (job.payload as { names: string[] }).names.includes("stuck") ? [onEngine] : [] } }));
+    const shown = await team.api.get(`/networks/${server.uuid}/${net.uuid}`);
+    expect(shown.body).toMatchObject({ status: "failed", deleting: false, reason: "removal failed: network stuck has active endpoints", inspection_reason: null });
+    expect(shown.body.inspection.containers).toEqual([{ name: "left-behind", ipv4: "172.30.0.5" }]);
   });
 
   it("environment, proxy and system networks are not deleted through the API (409)", async () => {
