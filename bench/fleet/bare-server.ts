@@ -11,7 +11,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Server, type Socket } from "socket.io";
 import { AGENTS_NAMESPACE } from "@capstan/shared";
 import { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "@capstan/control-plane/dist/agents/door.js";
-import { watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
+import { gcPauses, watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
 
 const port = Number(process.env.FLEET_PORT);
 const http = createServer();
@@ -39,6 +39,8 @@ await new Promise<void>((resolve, reject) => {
 });
 
 const eld = monitorEventLoopDelay({ resolution: 10 });
+// GC pauses during the measured round trips (a p99 that is one major GC shows here).
+const gc = await gcPauses();
 eld.enable();
 const eldSummary = () => ({ p50: eld.percentile(50) / 1e6, p99: eld.percentile(99) / 1e6, max: eld.max / 1e6, mean: eld.mean / 1e6 });
 
@@ -85,9 +87,11 @@ serveParent({
     };
     await pool(args.warmup, args.concurrency, () => one(false));
     eld.reset();
+    gc.start();
     const t = performance.now();
     await pool(args.m, args.concurrency, () => one(true));
     const wallMs = performance.now() - t;
+    const gcDuring = gc.stop();
     const loaded = latencies.splice(0);
     const loop = eldSummary();
     for (let i = 0; i < args.serial; i++) await one(true);
@@ -100,6 +104,7 @@ serveParent({
       wallMs,
       perSecond: (args.m / wallMs) * 1000,
       eventLoop: loop,
+      gc: gcDuring,
     };
   },
   shutdown: () => {

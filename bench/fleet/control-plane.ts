@@ -14,7 +14,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Session } from "node:inspector/promises";
 import { openGatewayDoor } from "@capstan/control-plane/dist/agents/door.js";
-import { watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
+import { gcPauses, watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
 
 const started = performance.now();
 // FLEET_STARTUP_PROFILE (set by run.ts with FLEET_PROFILE_DIR): a CPU profile of this start,
@@ -223,6 +223,8 @@ gateway.io.of(AGENTS_NAMESPACE).on("connection", (socket) => {
 });
 
 const eld = monitorEventLoopDelay({ resolution: 10 });
+// GC pauses during the measured round trips (a p99 that is one major GC shows here).
+const gc = await gcPauses();
 eld.enable();
 const eldSummary = () => ({
   p50: eld.percentile(50) / 1e6,
@@ -305,9 +307,11 @@ serveParent({
     eld.reset();
     const sql0 = sqlCount;
     const kinds0 = { ...sqlByKind };
+    gc.start();
     const t = performance.now();
     await pool(args.m, args.concurrency, () => one(true));
     const wallMs = performance.now() - t;
+    const gcDuring = gc.stop();
     const sqlPerJob = (sqlCount - sql0) / args.m;
     const sqlKindsPerJob = Object.fromEntries(
       Object.entries(sqlByKind)
@@ -334,6 +338,7 @@ serveParent({
       wallMs,
       perSecond: (args.m / wallMs) * 1000,
       eventLoop: loop,
+      gc: gcDuring,
       tick: ticks,
       tickErrors: { ...tickErrors },
     };

@@ -254,3 +254,46 @@ export function watchStalls(thresholdMs = 2000): () => Stall[] {
   timer.unref();
   return () => stalls;
 }
+
+export interface GcPauses {
+  /** By kind (minor = scavenge, major = mark-compact, incremental = marking steps, weakcb): count, total and longest pause. */
+  [kind: string]: { count: number; totalMs: number; maxMs: number };
+}
+
+/**
+ * The garbage collector's pauses in this process from start() to stop(): a round-trip phase's
+ * p99 in a process holding N sockets can be one major GC, which the event-loop delay shows
+ * only as a pause with no cause.
+ */
+export async function gcPauses(): Promise<{ start(): void; stop(): GcPauses }> {
+  const { PerformanceObserver, constants } = await import("node:perf_hooks");
+  const kinds: Record<number, string> = {
+    [constants.NODE_PERFORMANCE_GC_MINOR]: "minor",
+    [constants.NODE_PERFORMANCE_GC_MAJOR]: "major",
+    [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: "incremental",
+    [constants.NODE_PERFORMANCE_GC_WEAKCB]: "weakcb",
+  };
+  let pauses: GcPauses = {};
+  const tally = (entries: { duration: number; detail?: unknown }[]) => {
+    for (const e of entries) {
+      const kind = kinds[(e.detail as { kind?: number } | undefined)?.kind ?? -1] ?? "other";
+      const p = (pauses[kind] ??= { count: 0, totalMs: 0, maxMs: 0 });
+      p.count++;
+      p.totalMs += e.duration;
+      p.maxMs = Math.max(p.maxMs, e.duration);
+    }
+  };
+  const observer = new PerformanceObserver((list) => tally(list.getEntries()));
+  return {
+    start() {
+      pauses = {};
+      observer.observe({ entryTypes: ["gc"] });
+    },
+    stop() {
+      // Entries are delivered asynchronously: take those still buffered.
+      tally(observer.takeRecords());
+      observer.disconnect();
+      return pauses;
+    },
+  };
+}

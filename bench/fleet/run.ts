@@ -27,7 +27,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
-import { Child, REPO_ROOT, summarize, type LatencySummary, type MemorySample, type Stall } from "./ipc.js";
+import { Child, REPO_ROOT, summarize, type GcPauses, type LatencySummary, type MemorySample, type Stall } from "./ipc.js";
 import { freePort } from "../../test/support/ports.js";
 import { freshPostgresDatabase } from "../../test/api/support/database.js";
 
@@ -140,6 +140,7 @@ interface RoundTrips {
   wallMs: number;
   perSecond: number;
   eventLoop: { p50: number; p99: number; max: number; mean: number };
+  gc?: GcPauses;
   tick?: LatencySummary;
   tickErrors?: Record<string, number>;
   sqlPerJob?: number;
@@ -487,6 +488,8 @@ async function main(): Promise<void> {
     Object.keys(e).length ? `  control plane logged errors (${label}): ${JSON.stringify(e)}` : "";
   // The aims of issue 16, each a ratio against the bare server measured in this run.
   const aim = (ok: boolean) => (ok ? "ok" : "MISSED");
+  const gcLine = (g: GcPauses | undefined) =>
+    g ? Object.entries(g).map(([kind, p]) => `${kind} ${p.count} / ${p.totalMs.toFixed(1)} / ${p.maxMs.toFixed(1)}`).join(", ") || "none" : "-";
   const connectRatio = cpConnect.ms / bareConnect.ms;
   const restartRatio = cr.killToAllMs / br.killToAllMs;
   const dropped = (cr.agentDisconnectReasons["ping timeout"] ?? 0) + (N - cr.reconnected);
@@ -517,6 +520,7 @@ async function main(): Promise<void> {
     `  restart, bare: disconnects ${JSON.stringify(br.agentDisconnectReasons)}, connect errors ${JSON.stringify(br.connectErrors)}, CPU ${br.serverCpu.cpuMs.toFixed(0)} ms`,
     `  SQL statements per connect: ${(cpConnectSql.total / N).toFixed(2)}; per job: ${jobs.sqlPerJob?.toFixed(2)} at ${JOB_CONCURRENCY} in flight ${JSON.stringify(jobs.sqlKindsPerJob)}, ${jobs.serialSqlPerJob?.toFixed(2)} at 1 in flight`,
     cr.sql ? `  SQL statements during the restart: ${cr.sql.total} (${(cr.sql.total / N).toFixed(2)} per agent) ${JSON.stringify(cr.sql.byKind)}` : "",
+    `  GC pauses during the round trips (count, total ms, longest ms by kind): capstan ${gcLine(jobs.gc)}, bare ${gcLine(echo.gc)}`,
     `  queue pump passes during the jobs: ${JSON.stringify(jobs.tick)}, failed passes ${JSON.stringify(jobs.tickErrors ?? {})}`,
     jobs.failed ? `  job failures: ${JSON.stringify(jobs.errors)}` : "",
     "  event-loop stalls > 2 s (process: length at time-since-start [phase]):",
