@@ -123,7 +123,8 @@ describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
     // Both replicas admit and schedule concurrently.
     const deps = await Promise.all(apps.map((app, i) => world.deploy(app, undefined, i % 2 ? apiB : team.api)));
     await until(async () => held.length >= 2, 5000, "two started");
-    await new Promise((r) => setTimeout(r, 2500)); // several sweeps of both replicas
+    // Several sweeps of both replicas, side by side (each pass runs the scheduler's): still two.
+    for (let pass = 0; pass < 3; pass++) await Promise.all([a.instance.repairSweep.run(), b.repairSweep.run()]);
     const prisma = a.instance.database.prisma;
     expect(held.length).toBe(2);
     expect(await prisma.deployment.count({ where: { uuid: { in: deps }, status: "in_progress" } })).toBe(2);
