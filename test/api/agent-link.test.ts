@@ -206,13 +206,13 @@ describe("durable jobs", () => {
     const a = await agent(s.agent_token);
     const server = await t.instance.database.prisma.server.findUniqueOrThrow({ where: { uuid: s.uuid } });
     const id = await t.instance.jobs.enqueue(t.instance.database.prisma, server.id, "containers.list", {}, 60_000);
-    // Longer than the pump's interval (1 s): before the hello nothing may be delivered.
-    await new Promise((r) => setTimeout(r, 2_500));
+    // Delivery pump passes (its timer runs them every second too): before the hello nothing may be delivered.
+    for (let pass = 0; pass < 3; pass++) await t.instance.jobs.tick();
     expect(a.jobs.filter((j) => j.id === id)).toEqual([]);
     expect(a.jobs).toEqual([]); // the server's own first job waits too
     await a.hello();
     await until(async () => a.jobs.some((j) => j.id === id));
-    await new Promise((r) => setTimeout(r, 1_500));
+    for (let pass = 0; pass < 3; pass++) await t.instance.jobs.tick();
     expect(a.jobs.filter((j) => j.id === id).map((j) => j.attempt)).toEqual([1]);
   });
 
