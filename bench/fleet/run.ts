@@ -331,7 +331,7 @@ async function main(): Promise<void> {
   // line until ready (cp-start-1 is the first start, cp-start-2 the restart).
   let starts = 0;
   const startCp = () =>
-    spawnChild("control-plane", "control-plane.ts", { ...cpEnv, ...(PROFILE_DIR ? { FLEET_STARTUP_PROFILE: join(PROFILE_DIR, `cp-start-${++starts}.cpuprofile`) } : {}) }, serverNodeArgs);
+    spawnChild("control-plane", "control-plane.ts", { ...cpEnv, ...(PROFILE_DIR ? { FLEET_STARTUP_PROFILE: join(PROFILE_DIR, `cp-start-${++starts}.cpuprofile`) } : {}) }, [...serverNodeArgs, ...(process.env.FLEET_CP_NODE_ARGS ?? "").split(" ").filter(Boolean)]);
 
   // ---------------------------------------------------------------- seed, then a clean control plane
   enter("seed");
