@@ -1,11 +1,7 @@
-import { createServer, type Server } from "node:http";
-import type { Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { pino } from "pino";
-import { recentLogStream } from "./support/recent-log.js";
 import type { JobEnvelope } from "@capstan/shared";
-import { createInstance, type Instance } from "../../control-plane/src/instance.js";
-import { client, startTestInstance, type TestInstance } from "./harness.js";
+import { startTestInstance, type TestInstance } from "./harness.js";
+import { startReplica, type Replica } from "./support/replica.js";
 import { DeployWorld, deployResult, until } from "./support/deployments.js";
 
 /** Separate instances: each test needs its own deployment settings. */
@@ -79,34 +75,20 @@ const pgUrl = process.env.CAPSTAN_TEST_PG_URL;
 
 describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
   let a: TestInstance;
-  let b: Instance;
-  let bServer: Server;
-  let bUrl: string;
-  const sockets = new Set<Socket>();
+  let b: Replica;
 
   beforeAll(async () => {
     a = await startTestInstance();
     instances.push(a);
-    b = await createInstance(a.config, pino({ level: "warn" }, recentLogStream()));
-    bServer = createServer(b.app);
-    bServer.on("connection", (s) => {
-      sockets.add(s);
-      s.once("close", () => sockets.delete(s));
-    });
-    await b.attach(bServer);
-    await new Promise<void>((r) => bServer.listen(0, "127.0.0.1", r));
-    const addr = bServer.address();
-    bUrl = `http://127.0.0.1:${typeof addr === "object" && addr ? addr.port : 0}`;
+    b = await startReplica(a);
   });
   afterAll(async () => {
-    for (const s of sockets) s.destroy();
-    await new Promise((r) => bServer?.close(r));
     await b?.close();
   });
 
   // About 20 steps in sequence, each bounded with its own named timeout: the test's own limit
   // stays above their sum, so a slow step on a loaded machine is named instead of the test
-  // timing out as a whole (the CI of faed14d: a bare "timed out in 30000ms" on PostgreSQL).
+  // timing out as a whole (the CI of 5a9966b: the test timed out at 30 s on PostgreSQL).
   it("deployments requested on both replicas at once start at most 2 at a time, each once; a cancel on B stops the job on A's agent", { timeout: 180_000 }, async () => {
     const team = await a.newTeam();
     const world = await new DeployWorld(a, team).init();
@@ -117,14 +99,14 @@ describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
       held.push(job);
       return { hold: true };
     });
-    const apiB = client(bUrl + "/api/v1", team.token);
+    const apiB = b.api(team.token);
     const apps: string[] = [];
     for (let i = 0; i < 6; i++) apps.push(await world.imageApp(server, `r${i}`));
     // Both replicas admit and schedule concurrently.
     const deps = await Promise.all(apps.map((app, i) => world.deploy(app, undefined, i % 2 ? apiB : team.api)));
     await until(async () => held.length >= 2, 5000, "two started");
     // Several sweeps of both replicas, side by side (each pass runs the scheduler's): still two.
-    for (let pass = 0; pass < 3; pass++) await Promise.all([a.instance.repairSweep.run(), b.repairSweep.run()]);
+    for (let pass = 0; pass < 3; pass++) await Promise.all([a.instance.repairSweep.run(), b.instance.repairSweep.run()]);
     const prisma = a.instance.database.prisma;
     expect(held.length).toBe(2);
     expect(await prisma.deployment.count({ where: { uuid: { in: deps }, status: "in_progress" } })).toBe(2);
@@ -160,7 +142,7 @@ describe.skipIf(!pgUrl)("two replicas sharing PostgreSQL", () => {
     });
     const dep = await world.deploy(await world.imageApp(server, "streamed"));
     await until(async () => held.length === 1);
-    const res = await fetch(`${bUrl}/api/v1/deployments/${dep}/logs/stream`, { headers: { Authorization: `Bearer ${team.token}` } });
+    const res = await fetch(`${b.url}/api/v1/deployments/${dep}/logs/stream`, { headers: { Authorization: `Bearer ${team.token}` } });
     expect(res.status).toBe(200);
     agent.progress(held[0]!.id, ["stored by replica A"]);
     await agent.outcome({ id: held[0]!.id, attempt: 1, ok: true, result: deployResult() });
