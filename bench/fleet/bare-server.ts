@@ -40,7 +40,7 @@ await new Promise<void>((resolve, reject) => {
 
 const eld = monitorEventLoopDelay({ resolution: 10 });
 // GC pauses during the measured round trips (a p99 that is one major GC shows here).
-const gc = await gcPauses();
+const gc = gcPauses();
 eld.enable();
 const eldSummary = () => ({ p50: eld.percentile(50) / 1e6, p99: eld.percentile(99) / 1e6, max: eld.max / 1e6, mean: eld.mean / 1e6 });
 

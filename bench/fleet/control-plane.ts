@@ -224,7 +224,7 @@ gateway.io.of(AGENTS_NAMESPACE).on("connection", (socket) => {
 
 const eld = monitorEventLoopDelay({ resolution: 10 });
 // GC pauses during the measured round trips (a p99 that is one major GC shows here).
-const gc = await gcPauses();
+const gc = gcPauses();
 eld.enable();
 const eldSummary = () => ({
   p50: eld.percentile(50) / 1e6,

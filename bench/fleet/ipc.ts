@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { EventEmitter } from "node:events";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { PerformanceObserver, constants as perfConstants } from "node:perf_hooks";
 
 /**
  * Request/response over Node's IPC channel between the bench runner and its children
@@ -265,13 +266,12 @@ export interface GcPauses {
  * p99 in a process holding N sockets can be one major GC, which the event-loop delay shows
  * only as a pause with no cause.
  */
-export async function gcPauses(): Promise<{ start(): void; stop(): GcPauses }> {
-  const { PerformanceObserver, constants } = await import("node:perf_hooks");
+export function gcPauses(): { start(): void; stop(): GcPauses } {
   const kinds: Record<number, string> = {
-    [constants.NODE_PERFORMANCE_GC_MINOR]: "minor",
-    [constants.NODE_PERFORMANCE_GC_MAJOR]: "major",
-    [constants.NODE_PERFORMANCE_GC_INCREMENTAL]: "incremental",
-    [constants.NODE_PERFORMANCE_GC_WEAKCB]: "weakcb",
+    [perfConstants.NODE_PERFORMANCE_GC_MINOR]: "minor",
+    [perfConstants.NODE_PERFORMANCE_GC_MAJOR]: "major",
+    [perfConstants.NODE_PERFORMANCE_GC_INCREMENTAL]: "incremental",
+    [perfConstants.NODE_PERFORMANCE_GC_WEAKCB]: "weakcb",
   };
   let pauses: GcPauses = {};
   const tally = (entries: { duration: number; detail?: unknown }[]) => {
