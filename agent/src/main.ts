@@ -7,7 +7,7 @@ import { ownContainerId } from "./docker/self.js";
 import { gatherFacts } from "./facts/facts.js";
 import { createHandlers } from "./handlers/index.js";
 import { createLogger, errorMessage, type Logger } from "./log.js";
-import { onProxyWarningsChanged } from "./proxy/index.js";
+import { onProxyNameChanged, onProxyWarningsChanged, rememberProxyName } from "./proxy/index.js";
 import { loginStates, onRegistryLoginsChanged } from "./registries/config.js";
 import { StateStore } from "./state/store.js";
 import { watchContainerEvents } from "./status/events.js";
@@ -96,6 +96,13 @@ export async function main(env: NodeJS.ProcessEnv = process.env): Promise<void> 
   const quiet = quietWhileDown(log, watch);
   // Why the proxy left a route or a proxy.* label out shows in GET /servers/{uuid} right after the sync.
   onProxyWarningsChanged(() => connection?.refreshFacts());
+  // Which proxy is this server's survives a restart: an engine may hold other platform proxies.
+  const knownProxy = store.proxyName();
+  if (knownProxy) rememberProxyName(engine, knownProxy);
+  onProxyNameChanged((name) => {
+    connection?.refreshFacts();
+    store.writeProxyName(name).catch((err) => log.warn("could not record the proxy name in the state directory", { err: errorMessage(err) }));
+  });
   onRegistryLoginsChanged(() => connection?.refreshFacts());
 
   // Resource statuses follow the engine: events between full reports (see status/reporter.ts).

@@ -23,6 +23,7 @@ import { applicationCreator, buildHelloImage, deployFinished, localProxyInstance
 
 const RUN = randomBytes(3).toString("hex");
 const PROXY_NAME = `capstan-proxy-del-${RUN}`;
+const decoy = `capstan-proxy-decoy-${RUN}`;
 const HELLO_IMAGE = "capstan-test/e2e-hello:latest";
 const DEPLOY_TIMEOUT_S = 180;
 
@@ -87,7 +88,7 @@ afterAll(async () => {
   await stopLocalAgent(agent).catch(() => {});
   await t?.close();
   if (stateDir) await rm(stateDir, { recursive: true, force: true });
-  await sh("docker", ["rm", "-f", PROXY_NAME]).catch(() => {});
+  await sh("docker", ["rm", "-f", PROXY_NAME, decoy]).catch(() => {});
   await sh("docker", ["volume", "rm", "-f", `${PROXY_NAME}-data`]).catch(() => {});
   keys.cleanup();
 });
@@ -144,6 +145,10 @@ describe("deleting an application stops its traffic, whatever delete_configurati
 
 describe("the proxy in GET /servers/{uuid}", () => {
   it("shows the real proxy container reported by the agent: running, its image, Caddy's version", async () => {
+    // Another container labelled as the platform's proxy on the same engine (other files' proxies
+    // are there too, at times): the restarted agent must still report the proxy it synced last
+    // (its state directory keeps the name), not guess among them.
+    await sh("docker", ["create", "--name", decoy, "--label", "capstan.test=1", "--label", "capstan.managed=true", "--label", "capstan.component=proxy", HELLO_IMAGE]);
     // The agent reports on connect: restart it to have a report now rather than within a minute.
     await stopLocalAgent(agent);
     agent = spawnLocalAgent(agentOpts);
@@ -151,8 +156,8 @@ describe("the proxy in GET /servers/{uuid}", () => {
       "the agent's proxy report",
       async () => {
         const body = (await team.api.get(`/servers/${server.uuid}`)).body;
-        // A proxy another file just recreated reports "created" or "restarting" for a moment.
-        return body.status === "reachable" && body.proxy.status === "running" ? body.proxy : false;
+        if (body.status === "reachable" && body.proxy?.status === "running") return body.proxy;
+        throw new Error(`server ${body.status}, proxy ${JSON.stringify(body.proxy)}`); // what the timeout reports
       },
       60_000,
       250,
@@ -160,5 +165,6 @@ describe("the proxy in GET /servers/{uuid}", () => {
     const caddy = (await sh("docker", ["exec", PROXY_NAME, "caddy", "version"])).trim().split(/\s+/)[0];
     expect(proxy, JSON.stringify(proxy)).toMatchObject({ kind: "caddy", name: PROXY_NAME, image: "capstan/proxy:latest", status: "running", version: caddy, isolation: { enabled: false, phase: "none" } });
     expect(proxy.reported_at).toEqual(expect.any(String));
+    await sh("docker", ["rm", "-f", decoy]);
   });
 });

@@ -55,6 +55,17 @@ const locks = new KeyedMutex();
 const clients = new Map<string, ProxyDocker>();
 /** The proxy's container name per engine, as the last sync was told it (the control plane's setting); the default until then. */
 const proxyNames = new Map<string, string>();
+let proxyNameChanged: ((name: string) => void) | null = null;
+
+/** Called when a sync is told a proxy name other than the one known (main.ts persists it and reports facts now). */
+export function onProxyNameChanged(fn: ((name: string) => void) | null): void {
+  proxyNameChanged = fn;
+}
+
+/** The name a previous run of the agent synced the proxy under (state/store.ts), for the facts before the first sync. */
+export function rememberProxyName(engine: Engine, name: string): void {
+  proxyNames.set(engine.socketPath, name);
+}
 
 function dockerFor(engine: Engine): ProxyDocker {
   let d = clients.get(engine.socketPath);
@@ -76,15 +87,18 @@ export function syncProxy(engine: Engine, settings: ProxySettings, ctx: ProxyCon
   const parsed = ProxySettings.safeParse(settings);
   if (!parsed.success) return Promise.reject(new EngineError(`invalid proxy settings: ${parsed.error.issues.map((i) => i.message).join("; ")}`));
   const name = parsed.data.name;
-  proxyNames.set(engine.socketPath, name);
+  if (proxyNames.get(engine.socketPath) !== name) {
+    proxyNames.set(engine.socketPath, name);
+    proxyNameChanged?.(name);
+  }
   return locks.run(`proxy:${engine.socketPath}:${name}`, () => sync(engine, parsed.data, ctx, { ...opts, name }));
 }
 
 /**
  * The server's proxy for the agent's facts reports (GET /servers/{uuid} shows it): state,
  * image, Caddy's version, routes loaded (proxy/facts.ts). Its name is the one the last sync was
- * given; before any sync (an agent just started) the one container labelled as the platform's
- * proxy, else the default name.
+ * given (kept across restarts in the state directory); before any sync ever, the one container
+ * labelled as the platform's proxy, else the default name.
  */
 export async function gatherProxyFacts(engine: Engine, signal?: AbortSignal): Promise<ProxyFacts> {
   let name = proxyNames.get(engine.socketPath);
@@ -96,9 +110,11 @@ export async function gatherProxyFacts(engine: Engine, signal?: AbortSignal): Pr
 }
 
 /**
- * For agent start: if this server has a proxy, re-renders its config from the containers as
- * they are now (they may have changed while the agent was away), reusing the proxy's own image,
- * ports and networks. Returns null when there is no proxy yet.
+ * If this server has a proxy, re-renders its config from the containers as they are now,
+ * reusing the proxy's own image, ports and networks. Returns null when there is no proxy yet.
+ * Not run at agent start: without the control plane's host-ownership table (a job brings it)
+ * it could not tell a taken host from a free one; Caddy serves its autosaved config until the
+ * next job syncs.
  */
 export async function resyncProxy(engine: Engine, ctx: ProxyContext, opts: ProxyOptions & { name?: string } = {}): Promise<SyncResult | null> {
   const name = opts.name ?? PROXY_NAME;

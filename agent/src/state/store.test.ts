@@ -115,3 +115,33 @@ describe("StateStore stand-down marker", () => {
     expect((await StateStore.open(dir)).standDownMarker()).toBeNull();
   });
 });
+
+describe("StateStore proxy name", () => {
+  it("keeps the last proxy name across a restart; the same name again writes nothing", async () => {
+    const a = await StateStore.open(dir);
+    expect(a.proxyName()).toBeNull();
+    await a.writeProxyName("capstan-proxy-a");
+    await a.writeProxyName("capstan-proxy-b");
+    await a.flush();
+    expect(JSON.parse(await readFile(join(dir, "proxy.json"), "utf8"))).toEqual({ v: 1, name: "capstan-proxy-b" });
+    const before = (await stat(join(dir, "proxy.json"))).mtimeMs;
+    await a.writeProxyName("capstan-proxy-b");
+    expect((await stat(join(dir, "proxy.json"))).mtimeMs).toBe(before);
+
+    const b = await StateStore.open(dir);
+    expect(b.proxyName()).toBe("capstan-proxy-b");
+  });
+
+  it("ignores a proxy file it cannot read or whose name is not a container name", async () => {
+    await writeFile(join(dir, "proxy.json"), JSON.stringify({ v: 1, name: "../etc/passwd" }));
+    expect((await StateStore.open(dir)).proxyName()).toBeNull();
+    await writeFile(join(dir, "proxy.json"), "{not json");
+    expect((await StateStore.open(dir)).proxyName()).toBeNull();
+  });
+
+  it("refuses to record a name that is not a container name", async () => {
+    const a = await StateStore.open(dir);
+    await expect(a.writeProxyName("a b")).rejects.toThrow();
+    expect(a.proxyName()).toBeNull();
+  });
+});

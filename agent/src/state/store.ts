@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { mkdir, readdir, readFile, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
-import { JobOutcome } from "@capstan/shared";
+import { JobOutcome, VolumeName } from "@capstan/shared";
 import { errorMessage, type Logger, silentLogger } from "../log.js";
 import { TMP_SUFFIX, writeFileAtomic } from "./atomic.js";
 
@@ -15,6 +15,9 @@ import { TMP_SUFFIX, writeFileAtomic } from "./atomic.js";
  *                         newest KEEP_ACKED) so a redelivered job is answered without rerunning.
  *   stood-down.json       {v:1, token_sha256, reason, at}: the control plane told this agent to
  *                         stop; it refuses to start again with the same token.
+ *   proxy.json            {v:1, name}: the proxy container the last sync was told to use, so a
+ *                         restarted agent reports that proxy before its first sync, even on an
+ *                         engine that holds other platform-labelled proxies.
  *
  * Every write is atomic (temp file + fsync + rename); files are mode 0600, directories 0700.
  */
@@ -34,6 +37,9 @@ export const StandDownMarker = z.object({
   at: z.string(),
 });
 export type StandDownMarker = z.infer<typeof StandDownMarker>;
+
+export const KnownProxy = z.object({ v: z.literal(1), name: VolumeName });
+export type KnownProxy = z.infer<typeof KnownProxy>;
 
 export const KEEP_ACKED = 500;
 const SAFE_ID = /^[A-Za-z0-9_-]{1,64}$/;
@@ -60,6 +66,8 @@ export class StateStore {
   private readonly log: Logger;
   private readonly now: () => Date;
   private marker: StandDownMarker | null = null;
+  private knownProxy: string | null = null;
+  private proxyWrite: Promise<void> = Promise.resolve();
 
   private constructor(
     readonly dir: string,
@@ -83,6 +91,9 @@ export class StateStore {
   }
   private get markerFile(): string {
     return join(this.dir, "stood-down.json");
+  }
+  private get proxyFile(): string {
+    return join(this.dir, "proxy.json");
   }
   private outcomeFile(jobId: string): string {
     return join(this.outcomesDir, outcomeFileKey(jobId) + ".json");
@@ -111,6 +122,13 @@ export class StateStore {
         this.log.warn("ignoring unreadable stand-down marker", { file: this.markerFile, err: errorMessage(err) });
       }
       this.marker = null;
+    }
+    try {
+      this.knownProxy = KnownProxy.parse(JSON.parse(await readFile(this.proxyFile, "utf8"))).name;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "ENOENT") {
+        this.log.warn("ignoring unreadable proxy name file", { file: this.proxyFile, err: errorMessage(err) });
+      }
     }
     await this.prune();
   }
@@ -195,7 +213,7 @@ export class StateStore {
 
   /** Waits for every write started so far. */
   async flush(): Promise<void> {
-    await Promise.allSettled([...this.writes.values()]);
+    await Promise.allSettled([...this.writes.values(), this.proxyWrite]);
   }
 
   standDownMarker(): StandDownMarker | null {
@@ -216,5 +234,23 @@ export class StateStore {
   async clearStandDown(): Promise<void> {
     await rm(this.markerFile, { force: true });
     this.marker = null;
+  }
+
+  /** The proxy container name the last sync used (proxy.json), or null before any. */
+  proxyName(): string | null {
+    return this.knownProxy;
+  }
+
+  /** Records the proxy name a sync was given; the same name again writes nothing. */
+  writeProxyName(name: string): Promise<void> {
+    if (name === this.knownProxy) return Promise.resolve();
+    const parsed = KnownProxy.safeParse({ v: 1, name });
+    if (!parsed.success) return Promise.reject(new Error(`not a container name: ${JSON.stringify(name).slice(0, 80)}`));
+    const record: KnownProxy = parsed.data;
+    this.knownProxy = name;
+    // One chain of its own: two renames in a row land in the order they were made.
+    const next = this.proxyWrite.catch(() => {}).then(() => writeFileAtomic(this.proxyFile, JSON.stringify(record)));
+    this.proxyWrite = next;
+    return next;
   }
 }
