@@ -11,7 +11,7 @@ import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Server, type Socket } from "socket.io";
 import { AGENTS_NAMESPACE } from "@capstan/shared";
 import { PING_INTERVAL_MS, PING_TIMEOUT_MS } from "@capstan/control-plane/dist/agents/door.js";
-import { gcPauses, watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
+import { gcPauses, watchStalls, idleCost, memoryAfterGc, notifyParent, pool, poolFor, serveParent, summarize } from "./ipc.js";
 
 const port = Number(process.env.FLEET_PORT);
 const http = createServer();
@@ -65,8 +65,8 @@ serveParent({
     }
     return r;
   },
-  /** M echo round trips to random sockets, `concurrency` in flight; payload shaped like a job envelope. */
-  echo: async (args: { m: number; concurrency: number; warmup: number; serial: number }) => {
+  /** Echo round trips to random sockets for the window (as the control plane's jobs), `concurrency` in flight; payload shaped like a job envelope. */
+  echo: async (args: { m: number; minMs: number; max: number; concurrency: number; warmup: number; serial: number }) => {
     const all = [...sockets.values()];
     if (!all.length) throw new Error("no socket connected");
     const latencies: number[] = [];
@@ -89,7 +89,7 @@ serveParent({
     eld.reset();
     gc.start();
     const t = performance.now();
-    await pool(args.m, args.concurrency, () => one(true));
+    const count = await poolFor({ min: args.m, minMs: args.minMs, max: args.max }, args.concurrency, () => one(true));
     const wallMs = performance.now() - t;
     const gcDuring = gc.stop();
     const loaded = latencies.splice(0);
@@ -102,7 +102,8 @@ serveParent({
       failed,
       errors,
       wallMs,
-      perSecond: (args.m / wallMs) * 1000,
+      count,
+      perSecond: (count / wallMs) * 1000,
       eventLoop: loop,
       gc: gcDuring,
     };

@@ -14,7 +14,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Session } from "node:inspector/promises";
 import { openGatewayDoor } from "@capstan/control-plane/dist/agents/door.js";
-import { gcPauses, watchStalls, idleCost, memoryAfterGc, notifyParent, pool, serveParent, summarize } from "./ipc.js";
+import { gcPauses, watchStalls, idleCost, memoryAfterGc, notifyParent, pool, poolFor, serveParent, summarize } from "./ipc.js";
 
 const started = performance.now();
 // FLEET_STARTUP_PROFILE (set by run.ts with FLEET_PROFILE_DIR): a CPU profile of this start,
@@ -285,8 +285,8 @@ serveParent({
     if (args?.reset) eld.reset();
     return s;
   },
-  /** M jobs to random connected servers, `concurrency` in flight, timed call -> outcome. */
-  jobs: async (args: { m: number; concurrency: number; warmup: number; serial: number }) => {
+  /** Jobs to random connected servers for the window (at least m, at least minMs, at most max), `concurrency` in flight, timed call -> outcome. */
+  jobs: async (args: { m: number; minMs: number; max: number; concurrency: number; warmup: number; serial: number }) => {
     const ids = gateway.connectedServerIds();
     if (!ids.length) throw new Error("no agent connected");
     const latencies: number[] = [];
@@ -309,13 +309,13 @@ serveParent({
     const kinds0 = { ...sqlByKind };
     gc.start();
     const t = performance.now();
-    await pool(args.m, args.concurrency, () => one(true));
+    const count = await poolFor({ min: args.m, minMs: args.minMs, max: args.max }, args.concurrency, () => one(true));
     const wallMs = performance.now() - t;
     const gcDuring = gc.stop();
-    const sqlPerJob = (sqlCount - sql0) / args.m;
+    const sqlPerJob = (sqlCount - sql0) / count;
     const sqlKindsPerJob = Object.fromEntries(
       Object.entries(sqlByKind)
-        .map(([k, v]) => [k, (v - (kinds0[k] ?? 0)) / args.m] as const)
+        .map(([k, v]) => [k, (v - (kinds0[k] ?? 0)) / count] as const)
         .filter(([, v]) => v >= 0.01)
         .sort((a, b) => b[1] - a[1]),
     );
@@ -336,7 +336,8 @@ serveParent({
       failed,
       errors,
       wallMs,
-      perSecond: (args.m / wallMs) * 1000,
+      count,
+      perSecond: (count / wallMs) * 1000,
       eventLoop: loop,
       gc: gcDuring,
       tick: ticks,

@@ -176,6 +176,26 @@ export async function pool(count: number, concurrency: number, fn: (i: number) =
   await Promise.all(workers);
 }
 
+/**
+ * Like pool, for a measured window: calls start until at least `min` have started and `minMs`
+ * has passed, and never more than `max`. Returns how many ran. A window of fixed length gives
+ * both servers the same share of their periodic work (engine.io's ping rounds, every 2.5 s);
+ * a fixed count gives the slower server a longer window, so more of those rounds.
+ */
+export async function poolFor(window: { min: number; minMs: number; max: number }, concurrency: number, fn: (i: number) => Promise<void>): Promise<number> {
+  const end = performance.now() + window.minMs;
+  let next = 0;
+  const more = () => next < window.max && (next < window.min || performance.now() < end);
+  const workers = Array.from({ length: Math.max(1, Math.min(concurrency, window.max)) }, async () => {
+    while (more()) {
+      const i = next++;
+      await fn(i);
+    }
+  });
+  await Promise.all(workers);
+  return next;
+}
+
 /** Nearest-rank percentile of an ascending array. */
 export function percentile(sorted: number[], p: number): number {
   if (!sorted.length) return NaN;
