@@ -166,14 +166,7 @@ export class Child {
 
 /** Runs fn `count` times with at most `concurrency` in flight. */
 export async function pool(count: number, concurrency: number, fn: (i: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  const workers = Array.from({ length: Math.max(1, Math.min(concurrency, count)) }, async () => {
-    while (next < count) {
-      const i = next++;
-      await fn(i);
-    }
-  });
-  await Promise.all(workers);
+  await poolFor({ min: count, minMs: 0, max: count }, concurrency, fn);
 }
 
 /**
