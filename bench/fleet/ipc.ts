@@ -175,11 +175,11 @@ export async function pool(count: number, concurrency: number, fn: (i: number) =
  * both servers the same share of their periodic work (engine.io's ping rounds, every 2.5 s);
  * a fixed count gives the slower server a longer window, so more of those rounds.
  */
-export async function poolFor(window: { min: number; minMs: number; max: number }, concurrency: number, fn: (i: number) => Promise<void>): Promise<number> {
-  const end = performance.now() + window.minMs;
+export async function poolFor(bounds: { min: number; minMs: number; max: number }, concurrency: number, fn: (i: number) => Promise<void>): Promise<number> {
+  const end = performance.now() + bounds.minMs;
   let next = 0;
-  const more = () => next < window.max && (next < window.min || performance.now() < end);
-  const workers = Array.from({ length: Math.max(1, Math.min(concurrency, window.max)) }, async () => {
+  const more = () => next < bounds.max && (next < bounds.min || performance.now() < end);
+  const workers = Array.from({ length: Math.max(1, Math.min(concurrency, bounds.max)) }, async () => {
     while (more()) {
       const i = next++;
       await fn(i);

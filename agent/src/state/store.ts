@@ -67,7 +67,6 @@ export class StateStore {
   private readonly now: () => Date;
   private marker: StandDownMarker | null = null;
   private knownProxy: string | null = null;
-  private proxyWrite: Promise<void> = Promise.resolve();
 
   private constructor(
     readonly dir: string,
@@ -188,24 +187,24 @@ export class StateStore {
     for (const old of acked.slice(0, acked.length - this.keepAcked)) {
       const id = old.outcome.id;
       this.outcomes.delete(id);
-      await this.chain(id, () => rm(this.outcomeFile(id), { force: true }));
+      await this.chain(this.outcomeFile(id), () => rm(this.outcomeFile(id), { force: true }));
     }
   }
 
   private persist(jobId: string): Promise<void> {
-    return this.chain(jobId, async () => {
+    return this.chain(this.outcomeFile(jobId), async () => {
       const current = this.outcomes.get(jobId);
       if (!current) return; // pruned meanwhile
       await writeFileAtomic(this.outcomeFile(jobId), JSON.stringify(current));
     });
   }
 
-  private chain(jobId: string, op: () => Promise<void>): Promise<void> {
-    const prev = this.writes.get(jobId) ?? Promise.resolve();
+  private chain(file: string, op: () => Promise<void>): Promise<void> {
+    const prev = this.writes.get(file) ?? Promise.resolve();
     const next = prev.catch(() => {}).then(op);
-    this.writes.set(jobId, next);
+    this.writes.set(file, next);
     const cleanup = () => {
-      if (this.writes.get(jobId) === next) this.writes.delete(jobId);
+      if (this.writes.get(file) === next) this.writes.delete(file);
     };
     next.then(cleanup, cleanup);
     return next;
@@ -213,7 +212,7 @@ export class StateStore {
 
   /** Waits for every write started so far. */
   async flush(): Promise<void> {
-    await Promise.allSettled([...this.writes.values(), this.proxyWrite]);
+    await Promise.allSettled([...this.writes.values()]);
   }
 
   standDownMarker(): StandDownMarker | null {
@@ -248,9 +247,6 @@ export class StateStore {
     if (!parsed.success) return Promise.reject(new Error(`not a container name: ${JSON.stringify(name).slice(0, 80)}`));
     const record: KnownProxy = parsed.data;
     this.knownProxy = name;
-    // One chain of its own: two renames in a row land in the order they were made.
-    const next = this.proxyWrite.catch(() => {}).then(() => writeFileAtomic(this.proxyFile, JSON.stringify(record)));
-    this.proxyWrite = next;
-    return next;
+    return this.chain(this.proxyFile, () => writeFileAtomic(this.proxyFile, JSON.stringify(record)));
   }
 }
